@@ -1,0 +1,27 @@
+import { sqlitePath } from '../../src/config/config.js';
+import type { EventStore } from '../../modules/ledger/event-store.port.js';
+
+/** Opens the event store adapter a ledger URL names (see docs/operations.md for the URL forms). */
+export async function openEventStore(url: string): Promise<EventStore> {
+  const scheme = url.slice(0, url.indexOf(':'));
+  switch (scheme) {
+    case 'sqlite': {
+      const { SqliteEventStore } = await import('./sqlite-event-store.js');
+      return SqliteEventStore.open(sqlitePath(url));
+    }
+    case 'postgres':
+    case 'postgresql': {
+      const { PostgresEventStore } = await import('./postgres-event-store.js');
+      return PostgresEventStore.open(url);
+    }
+    case 'kurrentdb':
+    case 'kurrentdb+discover':
+    case 'esdb':
+    case 'esdb+discover': {
+      const { KurrentDbEventStore } = await import('./kurrentdb-event-store.js');
+      return KurrentDbEventStore.open(url);
+    }
+    default:
+      throw new Error(`unsupported ledger URL scheme "${scheme}"`);
+  }
+}

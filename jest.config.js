@@ -1,0 +1,15 @@
+// Nest 12 ships ES modules only, so the suite runs in Jest's native ESM mode
+// (`--experimental-vm-modules`, see package.json) with ts-jest transpiling TypeScript as ESM.
+// Type checking is done once by `tsc` (npm run build / typecheck), not per test file.
+export default {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/src', '<rootDir>/modules', '<rootDir>/projections', '<rootDir>/tasks', '<rootDir>/infra', '<rootDir>/test'],
+  testMatch: ['**/*.spec.ts'],
+  extensionsToTreatAsEsm: ['.ts'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
+  },
+  testTimeout: 30000,
+  maxWorkers: 2,
+};

@@ -1,0 +1,29 @@
+import type { A2rlEvent } from './events/catalog.js';
+import { assertValidEvent, encodeEvent } from './events/envelope.js';
+import { runIdOfStream } from './events/ids.js';
+import { NonContiguousAppendError } from './errors.js';
+import type { ExpectedRevision } from './event-store.port.js';
+
+/**
+ * Checks shared by every adapter before it touches storage: each event is valid, belongs to the
+ * stream's run, and the seqs continue exactly from the expected revision. Returns the encoded bytes.
+ */
+export function prepareAppend(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Buffer[] {
+  if (events.length === 0) throw new NonContiguousAppendError('append needs at least one event');
+  const runId = runIdOfStream(stream);
+  if (runId === null) throw new NonContiguousAppendError(`stream "${stream}" is not a run stream (run-<runId>)`);
+  const first = expected === 'no_stream' ? 0 : Number(expected) + 1;
+  return events.map((event, i) => {
+    assertValidEvent(event);
+    if (event.runId !== runId) throw new NonContiguousAppendError(`event seq ${event.seq} belongs to run ${event.runId}, not ${runId}`);
+    if (event.seq !== first + i) {
+      throw new NonContiguousAppendError(`event seq ${event.seq} does not follow expected revision ${String(expected)} (wanted seq ${first + i})`);
+    }
+    return encodeEvent(event);
+  });
+}
+
+/** Revision of the first event an append with this expectation writes. */
+export function firstRevision(expected: ExpectedRevision): bigint {
+  return expected === 'no_stream' ? 0n : expected + 1n;
+}

@@ -1,0 +1,56 @@
+import type { A2rlEvent } from './events/catalog.js';
+
+/**
+ * The EventStore port. One stream per run (`run-<runId>`); a stream's revision equals the event's
+ * `seq`. Appends carry the exact expected revision (`'no_stream'` before seq 0), so a retry either
+ * deduplicates (same ids at the same revisions) or conflicts; it never duplicates.
+ *
+ * Positions in the all-stream are opaque strings owned by the adapter: pass back only what the
+ * adapter returned. `after` is exclusive; `null`/absent means "from the beginning".
+ */
+export type ExpectedRevision = 'no_stream' | bigint;
+
+export interface RecordedEvent {
+  stream: string;
+  revision: bigint;
+  /** Opaque all-stream position (checkpoint value for subscribers). */
+  position: string;
+  event: A2rlEvent;
+}
+
+export interface AppendResult {
+  /** Revision of the last event now in the stream (the expected revision for the next append). */
+  nextExpectedRevision: bigint;
+  /** All-stream position of the last appended event (of the original write when deduplicated). */
+  position: string;
+  /** True when every event was already stored by an earlier attempt and nothing was written. */
+  deduplicated: boolean;
+}
+
+export interface ReadStreamOptions {
+  fromRevision?: bigint;
+  maxCount?: number;
+}
+
+export interface ReadAllOptions {
+  after?: string | null;
+  maxCount?: number;
+}
+
+/** Catch-up then live: yields everything after the checkpoint in commit order, then new events. */
+export interface Subscription extends AsyncIterable<RecordedEvent> {
+  close(): Promise<void>;
+}
+
+export interface EventStore {
+  readonly backend: 'sqlite' | 'postgres' | 'kurrentdb';
+  append(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Promise<AppendResult>;
+  /** A stream's events in revision order; an unknown stream yields nothing. */
+  readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
+  /** Events of all run streams in commit order (gap-free: no later reader sees an earlier position appear). */
+  readAll(options?: ReadAllOptions): AsyncIterable<RecordedEvent>;
+  subscribeAll(options?: { after?: string | null }): Subscription;
+  /** Revision of the stream's last event, or null when the stream does not exist. */
+  streamRevision(stream: string): Promise<bigint | null>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,19 @@
+import { v5 as uuidv5 } from 'uuid';
+
+/** Fixed namespace for a2rl event ids; changing it would change every event id ever issued. */
+export const A2RL_EVENT_NAMESPACE = '5b0c2f6e-7a55-4c35-9f64-2f3c1f1a2e71';
+
+export const RUN_STREAM_PREFIX = 'run-';
+
+/** Deterministic event id: UUIDv5 of `runId/seq`, so a retried append carries the same ids. */
+export function eventId(runId: string, seq: number): string {
+  return uuidv5(`${runId}/${seq}`, A2RL_EVENT_NAMESPACE);
+}
+
+export function streamName(runId: string): string {
+  return `${RUN_STREAM_PREFIX}${runId}`;
+}
+
+export function runIdOfStream(stream: string): string | null {
+  return stream.startsWith(RUN_STREAM_PREFIX) ? stream.slice(RUN_STREAM_PREFIX.length) : null;
+}

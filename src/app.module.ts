@@ -1,0 +1,11 @@
+import { Module } from '@nestjs/common';
+import { ArtifactsModule } from '../modules/artifacts/artifacts.module.js';
+import { HealthModule } from '../modules/health/health.module.js';
+import { LedgerModule } from '../modules/ledger/ledger.module.js';
+import { ReadModelsModule } from '../modules/readmodels/readmodels.module.js';
+import { ConfigModule } from './config/config.module.js';
+
+@Module({
+  imports: [ConfigModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule],
+})
+export class AppModule {}

@@ -1,0 +1,64 @@
+import path from 'node:path';
+
+/**
+ * Configuration comes only from the environment. Every value is checked at start; a bad value
+ * fails with a ConfigError that names the variable, before anything is opened or written.
+ */
+export interface A2rlConfig {
+  home: string;
+  ledgerUrl: string;
+  artifactsUrl: string;
+  readModelUrl: string;
+  httpPort: number;
+  httpHost: string;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+const LEDGER_SCHEMES = ['sqlite:', 'postgres:', 'postgresql:', 'kurrentdb:', 'kurrentdb+discover:', 'esdb:', 'esdb+discover:'];
+const ARTIFACT_SCHEMES = ['file:', 's3:'];
+const READMODEL_SCHEMES = ['sqlite:', 'postgres:', 'postgresql:'];
+
+function checkUrl(variable: string, value: string, schemes: string[]): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(variable, `not a URL: "${value}" (expected one of ${schemes.map((s) => `${s}//…`).join(', ')})`);
+  }
+  if (!schemes.includes(url.protocol)) {
+    throw new ConfigError(variable, `unsupported scheme "${url.protocol}" in "${value}" (expected one of ${schemes.map((s) => `${s}//…`).join(', ')})`);
+  }
+  if ((url.protocol === 'sqlite:' || url.protocol === 'file:') && !sqlitePath(value)) {
+    throw new ConfigError(variable, `"${value}" names no file path`);
+  }
+  if (url.protocol === 's3:') {
+    if (!url.hostname) throw new ConfigError(variable, `"${value}" needs an endpoint host: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket`);
+    if (!url.pathname.replace(/^\/+/, '')) throw new ConfigError(variable, `"${value}" needs a bucket: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket`);
+  }
+  return value;
+}
+
+/** `sqlite:///abs/file.db` or `sqlite://relative/file.db` (same for `file://`) → a filesystem path. */
+export function sqlitePath(url: string): string {
+  return url.replace(/^(sqlite|file):\/\//, '');
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): A2rlConfig {
+  const home = path.resolve(env.A2RL_HOME?.trim() || './.a2rl');
+  const port = env.A2RL_HTTP_PORT?.trim() || '8080';
+  if (!/^\d+$/.test(port) || Number(port) > 65535) throw new ConfigError('A2RL_HTTP_PORT', `not a TCP port: "${port}"`);
+  return {
+    home,
+    ledgerUrl: checkUrl('A2RL_LEDGER_URL', env.A2RL_LEDGER_URL?.trim() || `sqlite://${path.join(home, 'ledger.db')}`, LEDGER_SCHEMES),
+    artifactsUrl: checkUrl('A2RL_ARTIFACTS_URL', env.A2RL_ARTIFACTS_URL?.trim() || `file://${path.join(home, 'artifacts')}`, ARTIFACT_SCHEMES),
+    readModelUrl: checkUrl('A2RL_READMODEL_URL', env.A2RL_READMODEL_URL?.trim() || `sqlite://${path.join(home, 'readmodels.db')}`, READMODEL_SCHEMES),
+    httpPort: Number(port),
+    httpHost: env.A2RL_HTTP_HOST?.trim() || '127.0.0.1',
+  };
+}

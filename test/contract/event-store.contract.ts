@@ -1,0 +1,269 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { assertValidEvent, buildEvent, EventTooLargeError, InvalidEventError } from '../../modules/ledger/events/envelope.js';
+import { streamName } from '../../modules/ledger/events/ids.js';
+import { WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
+import type { EventStore, RecordedEvent, Subscription } from '../../modules/ledger/event-store.port.js';
+
+/**
+ * The one contract every EventStore adapter passes. A leg supplies storage it can open twice
+ * (`open()`), plus a URL for `openEventStore` so a child process can write to the same storage.
+ */
+export interface ContractHarness {
+  url: string;
+  open(): Promise<EventStore>;
+  cleanup(): Promise<void>;
+}
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const T0 = '2026-01-01T00:00:00.000Z';
+
+export function agentEvent(runId: string, seq: number, command = `step ${seq}`): A2rlEvent {
+  return buildEvent('AgentStarted', runId, seq, T0, { command });
+}
+
+export function newRunId(): string {
+  return `c-${randomUUID()}`;
+}
+
+export async function collect(iterable: AsyncIterable<RecordedEvent>): Promise<RecordedEvent[]> {
+  const out: RecordedEvent[] = [];
+  for await (const e of iterable) out.push(e);
+  return out;
+}
+
+/** Takes `count` events from a live subscription, failing if they do not arrive in time. */
+export async function take(sub: Subscription, count: number, timeoutMs = 10_000): Promise<RecordedEvent[]> {
+  const out: RecordedEvent[] = [];
+  const it = sub[Symbol.asyncIterator]();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`subscription delivered ${out.length}/${count} events in ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    while (out.length < count) {
+      const next = await Promise.race([it.next(), timeout]);
+      if (next.done) throw new Error(`subscription ended after ${out.length}/${count} events`);
+      out.push(next.value);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return out;
+}
+
+const ids = (events: RecordedEvent[]) => events.map((e) => `${e.event.runId}/${e.event.seq}`);
+const mine = (runIds: string[]) => (e: RecordedEvent) => runIds.includes(e.event.runId);
+
+export function eventStoreContract(name: string, setup: () => Promise<ContractHarness>): void {
+  describe(`EventStore contract: ${name}`, () => {
+    let harness: ContractHarness;
+    let store: EventStore;
+
+    beforeAll(async () => {
+      harness = await setup();
+      store = await harness.open();
+    });
+    afterAll(async () => {
+      await store?.close();
+      await harness?.cleanup();
+    });
+
+    it('reads a stream back in seq order with identical envelopes', async () => {
+      const run = newRunId();
+      const events = [0, 1, 2].map((s) => agentEvent(run, s));
+      const result = await store.append(streamName(run), events, 'no_stream');
+      expect(result.nextExpectedRevision).toBe(2n);
+      expect(result.deduplicated).toBe(false);
+      await store.append(streamName(run), [agentEvent(run, 3)], 2n);
+      const read = await collect(store.readStream(streamName(run)));
+      expect(read.map((e) => e.revision)).toEqual([0n, 1n, 2n, 3n]);
+      expect(read.map((e) => e.event)).toEqual([...events, agentEvent(run, 3)]);
+      expect(read.every((e) => e.stream === streamName(run))).toBe(true);
+      expect(await store.streamRevision(streamName(run))).toBe(3n);
+    });
+
+    it('reads from a revision and treats unknown streams as empty', async () => {
+      const run = newRunId();
+      await store.append(streamName(run), [0, 1, 2, 3].map((s) => agentEvent(run, s)), 'no_stream');
+      const tail = await collect(store.readStream(streamName(run), { fromRevision: 2n }));
+      expect(tail.map((e) => e.event.seq)).toEqual([2, 3]);
+      expect(await collect(store.readStream(streamName(newRunId())))).toEqual([]);
+      expect(await store.streamRevision(streamName(newRunId()))).toBeNull();
+    });
+
+    it('reads all run streams in commit order, exclusive of the given position', async () => {
+      const a = newRunId();
+      const b = newRunId();
+      await store.append(streamName(a), [agentEvent(a, 0)], 'no_stream');
+      await store.append(streamName(b), [agentEvent(b, 0), agentEvent(b, 1)], 'no_stream');
+      await store.append(streamName(a), [agentEvent(a, 1)], 0n);
+      const all = (await collect(store.readAll())).filter(mine([a, b]));
+      expect(ids(all)).toEqual([`${a}/0`, `${b}/0`, `${b}/1`, `${a}/1`]);
+      const after = (await collect(store.readAll({ after: all[1].position }))).filter(mine([a, b]));
+      expect(ids(after)).toEqual([`${b}/1`, `${a}/1`]);
+      const positions = new Set(all.map((e) => e.position));
+      expect(positions.size).toBe(all.length);
+    });
+
+    it('refuses a wrong expected revision with a typed conflict that names the actual revision', async () => {
+      const run = newRunId();
+      await store.append(streamName(run), [agentEvent(run, 0), agentEvent(run, 1)], 'no_stream');
+      const stale = await store.append(streamName(run), [agentEvent(run, 1, 'different')], 0n).catch((e: unknown) => e);
+      expect(stale).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((stale as WrongExpectedRevisionError).actual).toBe(1n);
+      const again = await store.append(streamName(run), [agentEvent(run, 0, 'different')], 'no_stream').catch((e: unknown) => e);
+      expect(again).toBeInstanceOf(WrongExpectedRevisionError);
+      const ahead = await store.append(streamName(run), [agentEvent(run, 6)], 5n).catch((e: unknown) => e);
+      expect(ahead).toBeInstanceOf(WrongExpectedRevisionError);
+      const read = await collect(store.readStream(streamName(run)));
+      expect(read.map((e) => (e.event.data as { command: string }).command)).toEqual(['step 0', 'step 1']);
+    });
+
+    it('deduplicates a retried append and never stores an event twice', async () => {
+      const run = newRunId();
+      const batch = [agentEvent(run, 0), agentEvent(run, 1)];
+      const first = await store.append(streamName(run), batch, 'no_stream');
+      const retry = await store.append(streamName(run), batch, 'no_stream');
+      expect(retry.deduplicated).toBe(true);
+      expect(retry.nextExpectedRevision).toBe(1n);
+      expect(retry.position).toBe(first.position);
+      await store.append(streamName(run), [agentEvent(run, 2)], 1n);
+      const late = await store.append(streamName(run), [agentEvent(run, 1)], 0n);
+      expect(late.deduplicated).toBe(true);
+      expect(late.nextExpectedRevision).toBe(1n);
+      expect((await collect(store.readStream(streamName(run)))).length).toBe(3);
+      expect((await collect(store.readAll())).filter(mine([run])).length).toBe(3);
+    });
+
+    it('rejects invalid and oversized events before anything is written', async () => {
+      const run = newRunId();
+      const bad = { ...agentEvent(run, 0), data: { command: 42 } } as unknown as A2rlEvent;
+      await expect(store.append(streamName(run), [bad], 'no_stream')).rejects.toBeInstanceOf(InvalidEventError);
+      const huge = { ...agentEvent(run, 0), data: { command: 'x'.repeat(300 * 1024) } } as A2rlEvent;
+      const err = await store.append(streamName(run), [huge], 'no_stream').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(EventTooLargeError);
+      expect(String((err as Error).message)).toContain('262144');
+      const wrongRun = agentEvent(newRunId(), 0);
+      await expect(store.append(streamName(run), [wrongRun], 'no_stream')).rejects.toThrow(/belongs to run/);
+      expect(await store.streamRevision(streamName(run))).toBeNull();
+    });
+
+    it('subscribes: catches up, then delivers live appends in order', async () => {
+      const run = newRunId();
+      await store.append(streamName(run), [0, 1, 2].map((s) => agentEvent(run, s)), 'no_stream');
+      const sub = store.subscribeAll();
+      try {
+        const live = (async () => {
+          const got: RecordedEvent[] = [];
+          for await (const e of sub) {
+            if (e.event.runId === run) got.push(e);
+            if (got.length === 5) break;
+          }
+          return got;
+        })();
+        await new Promise((r) => setTimeout(r, 100));
+        await store.append(streamName(run), [agentEvent(run, 3)], 2n);
+        await store.append(streamName(run), [agentEvent(run, 4)], 3n);
+        const got = await Promise.race([
+          live,
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('live events not delivered')), 10_000)),
+        ]);
+        expect(got.map((e) => e.event.seq)).toEqual([0, 1, 2, 3, 4]);
+      } finally {
+        await sub.close();
+      }
+    });
+
+    it('resumes from a checkpoint with no gap and no duplicate', async () => {
+      const run = newRunId();
+      await store.append(streamName(run), [0, 1, 2, 3].map((s) => agentEvent(run, s)), 'no_stream');
+      const first = store.subscribeAll();
+      let checkpoint: string | null = null;
+      for await (const e of first) {
+        if (e.event.runId === run && e.event.seq === 1) {
+          checkpoint = e.position;
+          break;
+        }
+      }
+      await first.close();
+      expect(checkpoint).not.toBeNull();
+      await store.append(streamName(run), [agentEvent(run, 4)], 3n);
+      const second = store.subscribeAll({ after: checkpoint });
+      try {
+        const got = (await take(second, 3)).filter(mine([run]));
+        expect(got.map((e) => e.event.seq)).toEqual([2, 3, 4]);
+      } finally {
+        await second.close();
+      }
+    });
+
+    it('ends a subscription promptly on close', async () => {
+      const sub = store.subscribeAll({ after: null });
+      const drained = (async () => {
+        for await (const _ of sub) void _;
+        return 'ended';
+      })();
+      await new Promise((r) => setTimeout(r, 50));
+      await sub.close();
+      await expect(
+        Promise.race([drained, new Promise((r) => setTimeout(() => r('still open'), 3000))]),
+      ).resolves.toBe('ended');
+    });
+
+    it('keeps every acknowledged event, untorn, when the writer is SIGKILLed mid-append', async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'append-child.ts'), harness.url], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const acked: Array<[string, number]> = [];
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      await new Promise<void>((resolve, reject) => {
+        let buf = '';
+        const timer = setTimeout(() => reject(new Error(`child acked only ${acked.length} appends; stderr: ${stderr}`)), 60_000);
+        child.stdout.on('data', (d: Buffer) => {
+          buf += d.toString();
+          let nl: number;
+          while ((nl = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, nl);
+            buf = buf.slice(nl + 1);
+            const m = /^ack (\S+) (\d+)$/.exec(line);
+            if (m) acked.push([m[1], Number(m[2])]);
+          }
+          if (acked.length >= 60) {
+            clearTimeout(timer);
+            child.kill('SIGKILL');
+            resolve();
+          }
+        });
+        child.on('exit', (code) => {
+          if (acked.length < 60) {
+            clearTimeout(timer);
+            reject(new Error(`child exited (${code}) early; stderr: ${stderr}`));
+          }
+        });
+      });
+      await new Promise((r) => child.once('close', r));
+
+      const reopened = await harness.open();
+      try {
+        const runs = [...new Set(acked.map(([run]) => run))];
+        for (const run of runs) {
+          const events = await collect(reopened.readStream(streamName(run)));
+          events.forEach((e, i) => {
+            expect(e.event.seq).toBe(i);
+            assertValidEvent(e.event);
+          });
+          const maxAcked = Math.max(...acked.filter(([r]) => r === run).map(([, s]) => s));
+          expect(events.length).toBeGreaterThan(maxAcked);
+        }
+      } finally {
+        await reopened.close();
+      }
+    }, 90_000);
+  });
+}
