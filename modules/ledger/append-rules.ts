@@ -1,5 +1,5 @@
 import type { A2rlEvent } from './events/catalog.js';
-import { assertValidEvent, encodeEvent } from './events/envelope.js';
+import { validateAndEncode } from './events/envelope.js';
 import { runIdOfStream } from './events/ids.js';
 import { NonContiguousAppendError } from './errors.js';
 import type { ExpectedRevision } from './event-store.port.js';
@@ -14,12 +14,12 @@ export function prepareAppend(stream: string, events: readonly A2rlEvent[], expe
   if (runId === null) throw new NonContiguousAppendError(`stream "${stream}" is not a run stream (run-<runId>)`);
   const first = expected === 'no_stream' ? 0 : Number(expected) + 1;
   return events.map((event, i) => {
-    assertValidEvent(event);
+    const bytes = validateAndEncode(event);
     if (event.runId !== runId) throw new NonContiguousAppendError(`event seq ${event.seq} belongs to run ${event.runId}, not ${runId}`);
     if (event.seq !== first + i) {
       throw new NonContiguousAppendError(`event seq ${event.seq} does not follow expected revision ${String(expected)} (wanted seq ${first + i})`);
     }
-    return encodeEvent(event);
+    return bytes;
   });
 }
 

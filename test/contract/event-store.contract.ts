@@ -56,6 +56,24 @@ export async function take(sub: Subscription, count: number, timeoutMs = 10_000)
   return out;
 }
 
+/** Races a promise against a timer that is always cleared (no open handle keeps Jest alive). */
+async function within<T>(promise: Promise<T>, ms: number, onTimeout: () => T | never): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<T>((resolve, reject) => {
+      timer = setTimeout(() => {
+        try {
+          resolve(onTimeout());
+        } catch (e) {
+          reject(e);
+        }
+      }, ms);
+    })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const ids = (events: RecordedEvent[]) => events.map((e) => `${e.event.runId}/${e.event.seq}`);
 const mine = (runIds: string[]) => (e: RecordedEvent) => runIds.includes(e.event.runId);
 
@@ -169,10 +187,9 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
         await new Promise((r) => setTimeout(r, 100));
         await store.append(streamName(run), [agentEvent(run, 3)], 2n);
         await store.append(streamName(run), [agentEvent(run, 4)], 3n);
-        const got = await Promise.race([
-          live,
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('live events not delivered')), 10_000)),
-        ]);
+        const got = await within(live, 10_000, () => {
+          throw new Error('live events not delivered');
+        });
         expect(got.map((e) => e.event.seq)).toEqual([0, 1, 2, 3, 4]);
       } finally {
         await sub.close();
@@ -210,9 +227,7 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       })();
       await new Promise((r) => setTimeout(r, 50));
       await sub.close();
-      await expect(
-        Promise.race([drained, new Promise((r) => setTimeout(() => r('still open'), 3000))]),
-      ).resolves.toBe('ended');
+      await expect(within<string>(drained, 3000, () => 'still open')).resolves.toBe('ended');
     });
 
     it('keeps every acknowledged event, untorn, when the writer is SIGKILLed mid-append', async () => {

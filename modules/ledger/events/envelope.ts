@@ -68,6 +68,11 @@ export function buildEvent<T extends EventType>(
 
 /** Checks an envelope completely (shape, id, payload, size); throws before anything is written. */
 export function assertValidEvent(event: unknown): asserts event is A2rlEvent {
+  validateAndEncode(event);
+}
+
+/** assertValidEvent, returning the canonical bytes it had to compute anyway (the stored form). */
+export function validateAndEncode(event: unknown): Buffer {
   if (typeof event !== 'object' || event === null) throw new InvalidEventError('event must be an object');
   const e = event as Record<string, unknown>;
   const problems: string[] = [];
@@ -86,9 +91,10 @@ export function assertValidEvent(event: unknown): asserts event is A2rlEvent {
     throw new InvalidEventError(`${String(e.type)}: new events must use the current schema version ${EVENT_CATALOG[e.type as EventType].version}`);
   }
   // Size first: an oversized event is refused as such, whatever else is wrong with it.
-  const size = canonicalBytes(event).length;
-  if (size > MAX_EVENT_BYTES) throw new EventTooLargeError(size, MAX_EVENT_BYTES, ` ${String(e.type)} seq ${String(e.seq)}`);
+  const bytes = canonicalBytes(event);
+  if (bytes.length > MAX_EVENT_BYTES) throw new EventTooLargeError(bytes.length, MAX_EVENT_BYTES, ` ${String(e.type)} seq ${String(e.seq)}`);
   validatePayload(e.type as EventType, e.data);
+  return bytes;
 }
 
 /** The stored form of an event: its canonical JSON bytes (used for storage and hashing). */

@@ -1,0 +1,72 @@
+import { createHash } from 'node:crypto';
+import { PassThrough, Transform, Writable, type Readable, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { ArtifactIntegrityError, assertSha256 } from '../../modules/artifacts/artifact-store.port.js';
+
+/** What a put declares about its body; both adapters check the body against it before committing. */
+export interface Declared {
+  sha256: string;
+  size: number;
+}
+
+export function assertDeclared(declared: Declared): void {
+  assertSha256(declared.sha256);
+  if (!Number.isSafeInteger(declared.size) || declared.size < 0) {
+    throw new TypeError(`declared size must be a non-negative integer, got ${declared.size}`);
+  }
+}
+
+export function bodyStream(body: Readable | Buffer): Readable {
+  if (!Buffer.isBuffer(body)) return body;
+  const stream = new PassThrough();
+  stream.end(body);
+  return stream;
+}
+
+/**
+ * Passes bytes through while counting and hashing them. It errors as soon as more bytes arrive than
+ * declared (so an oversized body is never read to its end) and, when the input ends, if the count or
+ * the sha256 differs. A consumer that commits only after this stream ended cleanly therefore never
+ * commits content that does not match its declaration.
+ */
+export class VerifyingStream extends Transform {
+  private readonly hash = createHash('sha256');
+  private received = 0;
+
+  constructor(private readonly declared: Declared) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.received += chunk.length;
+    if (this.received > this.declared.size) {
+      done(this.mismatch(`declared ${this.declared.size} bytes, received at least ${this.received}`));
+      return;
+    }
+    this.hash.update(chunk);
+    done(null, chunk);
+  }
+
+  override _flush(done: TransformCallback): void {
+    if (this.received !== this.declared.size) {
+      done(this.mismatch(`declared ${this.declared.size} bytes, received ${this.received}`));
+      return;
+    }
+    const actual = this.hash.digest('hex');
+    if (actual !== this.declared.sha256) {
+      done(this.mismatch(`declared sha256 ${this.declared.sha256}, actual ${actual}`));
+      return;
+    }
+    done();
+  }
+
+  private mismatch(detail: string): ArtifactIntegrityError {
+    return new ArtifactIntegrityError(`artifact body does not match its declaration: ${detail}`);
+  }
+}
+
+/** Reads the whole body only to check it against its declaration (used when the blob is already stored). */
+export async function verifyBody(body: Readable | Buffer, declared: Declared): Promise<void> {
+  const discard = new Writable({ write: (_chunk, _encoding, done) => done() });
+  await pipeline(bodyStream(body), new VerifyingStream(declared), discard);
+}

@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import { constants } from 'node:fs';
+import { access, mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { Writable, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  ArtifactNotFoundError,
+  ArtifactStoreUnavailableError,
+  artifactKey,
+  type ArtifactInfo,
+  type ArtifactStore,
+  type PutResult,
+} from '../../modules/artifacts/artifact-store.port.js';
+import { assertDeclared, bodyStream, verifyBody, VerifyingStream, type Declared } from './content-verifier.js';
+
+const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
+const FULL = new Set(['ENOSPC', 'EDQUOT']);
+
+/**
+ * Content-addressed blobs on a local filesystem: `<dir>/sha256/<2 hex>/<hex>`, written through a
+ * temp file in `<dir>/tmp/` (same filesystem, so the final rename is atomic). A blob becomes visible
+ * only after its bytes matched the declaration and were fsynced; the directory entry is fsynced too,
+ * so a put that returned survives a crash. Blobs are created read-only: they are never rewritten.
+ */
+export class FsArtifactStore implements ArtifactStore {
+  readonly backend = 'fs' as const;
+
+  private constructor(private readonly dir: string) {}
+
+  static async open(dir: string): Promise<FsArtifactStore> {
+    const root = resolve(dir);
+    try {
+      await mkdir(join(root, 'sha256'), { recursive: true });
+      await mkdir(join(root, 'tmp'), { recursive: true });
+      await access(join(root, 'tmp'), constants.W_OK);
+    } catch (err) {
+      throw unavailable(root, 'opening the store', err);
+    }
+    return new FsArtifactStore(root);
+  }
+
+  async put(body: Readable | Buffer, declared: Declared): Promise<PutResult> {
+    assertDeclared(declared);
+    const info: ArtifactInfo = { key: artifactKey(declared.sha256), sha256: declared.sha256, size: declared.size };
+    const final = join(this.dir, info.key);
+    if (await this.exists(declared.sha256)) {
+      // Still read the body: a caller whose bytes do not match what it declared has a bug to hear about.
+      await verifyBody(body, declared);
+      return { ...info, created: false };
+    }
+    const temp = join(this.dir, 'tmp', `${declared.sha256}.${randomUUID()}`);
+    try {
+      await writeSynced(temp, body, declared);
+      if (await pathExists(final)) {
+        // A concurrent put of the same content won the race; its file has the same bytes.
+        await rm(temp, { force: true });
+        return { ...info, created: false };
+      }
+      const shard = dirname(final);
+      const newShard = await mkdir(shard, { recursive: true });
+      await rename(temp, final);
+      await fsyncDir(shard);
+      if (newShard) await fsyncDir(dirname(shard));
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw isFsError(err, UNWRITABLE) || isFsError(err, FULL) ? unavailable(this.dir, `writing ${info.key}`, err) : err;
+    }
+    return { ...info, created: true };
+  }
+
+  async get(sha256: string): Promise<Readable> {
+    const path = join(this.dir, artifactKey(sha256));
+    try {
+      const handle = await open(path, 'r');
+      return handle.createReadStream();
+    } catch (err) {
+      if (isFsError(err, new Set(['ENOENT']))) throw new ArtifactNotFoundError(sha256);
+      throw err;
+    }
+  }
+
+  async stat(sha256: string): Promise<ArtifactInfo | null> {
+    const key = artifactKey(sha256);
+    try {
+      const st = await stat(join(this.dir, key));
+      return { key, sha256, size: st.size };
+    } catch (err) {
+      if (isFsError(err, new Set(['ENOENT']))) return null;
+      throw err;
+    }
+  }
+
+  async exists(sha256: string): Promise<boolean> {
+    return (await this.stat(sha256)) !== null;
+  }
+
+  async close(): Promise<void> {
+    // Nothing is held open between calls.
+  }
+}
+
+async function writeSynced(path: string, body: Readable | Buffer, declared: Declared): Promise<void> {
+  const handle = await open(path, 'wx', 0o444);
+  try {
+    // A Writable rather than an async-function destination: on Node 20 the latter turns a write error
+    // such as ENOSPC into a bare AbortError.
+    const file = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        writeFully(handle, chunk).then(() => done(), done);
+      },
+    });
+    await pipeline(bodyStream(body), new VerifyingStream(declared), file);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
+  for (let offset = 0; offset < chunk.length; ) offset += (await handle.write(chunk, offset)).bytesWritten;
+}
+
+async function fsyncDir(path: string): Promise<void> {
+  const handle = await open(path, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function pathExists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (err) {
+    if (isFsError(err, new Set(['ENOENT']))) return false;
+    throw err;
+  }
+}
+
+// Duck-typed rather than `instanceof Error`: errors raised by node:fs may come from another realm (vm contexts, jest).
+function isFsError(err: unknown, codes: Set<string>): err is NodeJS.ErrnoException {
+  return typeof err === 'object' && err !== null && codes.has(String((err as NodeJS.ErrnoException).code));
+}
+
+function unavailable(dir: string, action: string, err: unknown): ArtifactStoreUnavailableError {
+  const code = (err as NodeJS.ErrnoException).code ?? 'unknown error';
+  const why = FULL.has(code) ? 'the disk is full' : UNWRITABLE.has(code) ? 'permission denied' : 'it failed';
+  return new ArtifactStoreUnavailableError(
+    `filesystem artifact store at ${dir}: ${why} (${code}) while ${action}: ${(err as Error).message}`,
+    { cause: err },
+  );
+}

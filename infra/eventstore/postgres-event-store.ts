@@ -1,0 +1,459 @@
+import pg from 'pg';
+import { firstRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
+import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
+import type {
+  AppendResult,
+  EventStore,
+  ExpectedRevision,
+  ReadAllOptions,
+  ReadStreamOptions,
+  RecordedEvent,
+  Subscription,
+} from '../../modules/ledger/event-store.port.js';
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { decodeEvent } from '../../modules/ledger/events/envelope.js';
+
+/** Rows per read query: bounds memory for huge runs and keeps each read short. */
+const PAGE_SIZE = 500;
+/**
+ * How often a live subscription re-reads without a notification. NOTIFY wakes it on commit, but an
+ * event only becomes readable once every older transaction has ended (see `readAll`), which sends
+ * no notification of its own.
+ */
+const POLL_MS = 250;
+const CONNECT_TIMEOUT_MS = 10_000;
+const DEFAULT_SCHEMA = 'a2rl';
+// Short enough that the NOTIFY channel `<schema>_appended` fits PostgreSQL's 63-byte identifiers.
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,49}$/;
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+// SQLSTATE: class 08 connection exceptions; server shutting down / starting; too many connections.
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300)$/;
+const CONNECTION_LOST = /Connection terminated|is not queryable|timeout exceeded when trying to connect/;
+
+interface EventRow {
+  transaction_id: string;
+  global_position: string;
+  stream: string;
+  revision: string;
+  data: Buffer;
+}
+
+interface Cursor {
+  transactionId: string;
+  globalPosition: string;
+}
+
+const START: Cursor = { transactionId: '0', globalPosition: '0' };
+
+/**
+ * EventStore on PostgreSQL. One `events` table (canonical JSON stored as `bytea`, so the bytes
+ * round-trip exactly) plus a `streams` table holding each stream's head revision; the head row is
+ * the per-stream lock that serialises writers and makes the expected-revision check exact.
+ *
+ * All-stream order: `global_position` (a sequence) is handed out before commit, so sequence order is
+ * not commit order and a reader walking it would skip a transaction that commits late. Instead every
+ * row records the writing transaction's id (`xid8`) and the all-stream is read in
+ * `(transaction_id, global_position)` order, only up to the oldest transaction still running
+ * (`pg_snapshot_xmin`). Nothing can later appear before a position already read, so checkpoints
+ * never skip events. Positions are `"<transaction_id>:<global_position>"`; treat them as opaque.
+ *
+ * Cost of that rule: a long write transaction anywhere in the cluster (xids are cluster-wide)
+ * delays readAll/subscribeAll until it ends. Appends and stream reads are not affected.
+ */
+export class PostgresEventStore implements EventStore {
+  readonly backend = 'postgres' as const;
+
+  private closed = false;
+  private readonly subscriptions = new Set<PostgresSubscription>();
+  private readonly sql: ReturnType<typeof statements>;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly connectionString: string,
+    private readonly schema: string,
+    /** host:port, for error messages. */
+    readonly server: string,
+  ) {
+    this.sql = statements(quoteIdent(schema));
+  }
+
+  /**
+   * Connects and creates the schema and tables if missing. The schema is `options.schema`, else the
+   * URL's `?schema=` parameter (removed before the URL reaches pg), else `a2rl`.
+   */
+  static async open(url: string, options: { schema?: string } = {}): Promise<PostgresEventStore> {
+    const parsed = new URL(url);
+    const schema = options.schema ?? parsed.searchParams.get('schema') ?? DEFAULT_SCHEMA;
+    if (!SCHEMA_NAME.test(schema)) {
+      throw new RangeError(`invalid postgres schema name "${schema}" (letters, digits and _, at most 50 characters)`);
+    }
+    parsed.searchParams.delete('schema');
+    const server = `${decodeURIComponent(parsed.hostname) || 'localhost'}:${parsed.port || '5432'}`;
+    const connectionString = parsed.toString();
+    const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    // An idle pooled connection that dies emits 'error' on the pool; without a listener that would
+    // crash the process. The next query gets a fresh connection or reports the outage itself.
+    pool.on('error', () => {});
+    const store = new PostgresEventStore(pool, connectionString, schema, server);
+    try {
+      await store.migrate();
+    } catch (error) {
+      await pool.end().catch(() => {});
+      throw new EventStoreUnavailableError('postgres', `cannot open schema "${schema}" at ${server}: ${messageOf(error)}`, { cause: error });
+    }
+    return store;
+  }
+
+  async append(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Promise<AppendResult> {
+    const bytes = prepareAppend(stream, events, expected);
+    this.assertOpen();
+    try {
+      return await this.transaction((client) => this.appendIn(client, stream, events, bytes, expected));
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw this.unavailable(error, `append to ${stream} failed and was not acknowledged`);
+    }
+    // A racing writer got in first. The head row makes this unreachable between writers of this
+    // adapter; the unique constraint is the backstop, and the answer is the same: dedupe or conflict.
+    try {
+      return await this.transaction((client) => this.resolveConflict(client, stream, events, bytes, expected));
+    } catch (error) {
+      throw this.unavailable(error, `append to ${stream} failed and was not acknowledged`);
+    }
+  }
+
+  async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
+    let from = options.fromRevision ?? 0n;
+    let left = options.maxCount ?? Infinity;
+    while (left > 0) {
+      const rows = await this.query<EventRow>(this.sql.streamPage, [stream, String(from), Math.min(PAGE_SIZE, left)]);
+      for (const row of rows) yield toRecorded(row);
+      if (rows.length < PAGE_SIZE) return;
+      from = BigInt(rows[rows.length - 1].revision) + 1n;
+      left -= rows.length;
+    }
+  }
+
+  async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
+    let after = parsePosition(options.after);
+    let left = options.maxCount ?? Infinity;
+    while (left > 0) {
+      const rows = await this.page(after, Math.min(PAGE_SIZE, left));
+      for (const row of rows) yield toRecorded(row);
+      if (rows.length < PAGE_SIZE) return;
+      after = cursorOf(rows[rows.length - 1]);
+      left -= rows.length;
+    }
+  }
+
+  subscribeAll(options: { after?: string | null } = {}): Subscription {
+    this.assertOpen();
+    const sub = new PostgresSubscription(this, parsePosition(options.after), () => this.subscriptions.delete(sub));
+    this.subscriptions.add(sub);
+    return sub;
+  }
+
+  async streamRevision(stream: string): Promise<bigint | null> {
+    const rows = await this.query<{ revision: string }>(this.sql.head, [stream]);
+    return rows.length === 0 ? null : BigInt(rows[0].revision);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+    await this.pool.end();
+  }
+
+  /** @internal One page of the all-stream after `after`, only below the oldest running transaction. */
+  page(after: Cursor, limit: number): Promise<EventRow[]> {
+    return this.query<EventRow>(this.sql.allPage, [after.transactionId, after.globalPosition, limit]);
+  }
+
+  /** @internal A dedicated connection listening for appends to this schema (caller ends it). */
+  async listen(onAppend: () => void, onError: (error: Error) => void): Promise<pg.Client> {
+    this.assertOpen();
+    const client = new pg.Client({ connectionString: this.connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    client.on('notification', onAppend);
+    client.on('error', onError);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${quoteIdent(channelOf(this.schema))}`);
+      return client;
+    } catch (error) {
+      await client.end().catch(() => {});
+      throw this.unavailable(error, 'cannot listen for appends');
+    }
+  }
+
+  /** @internal Maps connection failures to EventStoreUnavailableError naming the server. */
+  unavailable(error: unknown, context: string): unknown {
+    if (error instanceof EventStoreUnavailableError) return error;
+    if (this.closed) return new EventStoreUnavailableError('postgres', `${context}: the store for ${this.server} is closed`, { cause: error });
+    if (!isConnectionFailure(error)) return error;
+    return new EventStoreUnavailableError('postgres', `${context}: ${this.server}: ${messageOf(error)}`, { cause: error });
+  }
+
+  private async appendIn(
+    client: pg.PoolClient,
+    stream: string,
+    events: readonly A2rlEvent[],
+    bytes: Buffer[],
+    expected: ExpectedRevision,
+  ): Promise<AppendResult> {
+    const first = firstRevision(expected);
+    const last = first + BigInt(events.length - 1);
+    // Claiming the head row locks it until commit: a concurrent writer of the same stream waits here
+    // and then sees our revision (READ COMMITTED re-checks the updated row).
+    const claim =
+      expected === 'no_stream'
+        ? await client.query(this.sql.createHead, [stream, String(last)])
+        : await client.query(this.sql.advanceHead, [stream, String(last), String(expected)]);
+    if (claim.rowCount === 0) return this.resolveConflict(client, stream, events, bytes, expected);
+    const { rows } = await client.query<{ position: string }>(this.sql.insert, [
+      stream,
+      String(first),
+      events.map((e) => e.id),
+      events.map((e) => e.type),
+      bytes,
+      channelOf(this.schema),
+    ]);
+    return { nextExpectedRevision: last, position: rows[0].position, deduplicated: false };
+  }
+
+  /** The stream is not at `expected`: a retry of an already stored append dedupes, anything else conflicts. */
+  private async resolveConflict(
+    client: pg.PoolClient,
+    stream: string,
+    events: readonly A2rlEvent[],
+    bytes: Buffer[],
+    expected: ExpectedRevision,
+  ): Promise<AppendResult> {
+    const first = firstRevision(expected);
+    const last = first + BigInt(events.length - 1);
+    const head = await client.query<{ revision: string }>(this.sql.head, [stream]);
+    const actual = head.rows.length === 0 ? null : BigInt(head.rows[0].revision);
+    const stored = await client.query<{ id: string; data: Buffer } & EventRow>(this.sql.range, [stream, String(first), String(last)]);
+    const same =
+      stored.rows.length === events.length && stored.rows.every((row, i) => row.id === events[i].id && bytes[i].equals(row.data));
+    if (!same) throw new WrongExpectedRevisionError(stream, expected, actual);
+    return { nextExpectedRevision: last, position: positionOf(cursorOf(stored.rows[stored.rows.length - 1])), deduplicated: true };
+  }
+
+  /** Runs `work` in one transaction on a pooled connection; rolls back on any error. */
+  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    // A dead socket also emits 'error' on the checked-out client (the failing query reports it too);
+    // unheard, that event would crash the process.
+    const onError = (error: Error) => (broken = error);
+    client.on('error', onError);
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+      throw error;
+    } finally {
+      client.removeListener('error', onError);
+      client.release(broken);
+    }
+  }
+
+  private async query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+    this.assertOpen();
+    try {
+      return (await this.pool.query<R>(text, values)).rows;
+    } catch (error) {
+      throw this.unavailable(error, 'read failed');
+    }
+  }
+
+  /** Idempotent DDL, serialised by an advisory lock so concurrent first opens do not race. */
+  private async migrate(): Promise<void> {
+    const s = quoteIdent(this.schema);
+    await this.transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`a2rl-eventstore:${this.schema}`]);
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+      await client.query(`CREATE TABLE IF NOT EXISTS ${s}.events (
+        global_position bigserial PRIMARY KEY,
+        transaction_id  xid8   NOT NULL DEFAULT pg_current_xact_id(),
+        stream          text   NOT NULL,
+        revision        bigint NOT NULL,
+        id              uuid   NOT NULL UNIQUE,
+        type            text   NOT NULL,
+        data            bytea  NOT NULL,
+        UNIQUE (stream, revision)
+      )`);
+      await client.query(`CREATE INDEX IF NOT EXISTS events_commit_order ON ${s}.events (transaction_id, global_position)`);
+      await client.query(`CREATE TABLE IF NOT EXISTS ${s}.streams (
+        stream   text   PRIMARY KEY,
+        revision bigint NOT NULL
+      )`);
+    });
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new EventStoreUnavailableError('postgres', `the store for ${this.server} is closed`);
+  }
+}
+
+/** Catch-up then live over the all-stream; tracks the last delivered position, so no gap and no duplicate. */
+class PostgresSubscription implements Subscription {
+  private closed = false;
+  private notified = false;
+  private wake: (() => void) | null = null;
+  private listenError: Error | null = null;
+  private listener: Promise<pg.Client> | null = null;
+  private readonly iterator: AsyncGenerator<RecordedEvent>;
+
+  constructor(
+    private readonly store: PostgresEventStore,
+    private after: Cursor,
+    private readonly onClose: () => void,
+  ) {
+    this.iterator = this.run();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<RecordedEvent> {
+    return this.iterator;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.wake?.(); // a next() waiting for new events resolves done
+    this.onClose(); // also when iteration never started, so the generator's finally never runs
+    await Promise.all([this.iterator.return(undefined), this.release()]);
+  }
+
+  private async *run(): AsyncGenerator<RecordedEvent> {
+    try {
+      // Listen before the first read, so an append committed during catch-up still wakes us.
+      this.listener = this.store.listen(
+        () => this.signal(),
+        (error) => {
+          this.listenError = error;
+          this.signal();
+        },
+      );
+      await this.listener;
+      while (!this.closed) {
+        if (this.listenError) throw this.store.unavailable(this.listenError, 'subscription lost its connection');
+        this.notified = false;
+        const rows = await this.store.page(this.after, PAGE_SIZE);
+        for (const row of rows) {
+          if (this.closed) return;
+          this.after = cursorOf(row);
+          yield toRecorded(row);
+        }
+        if (rows.length < PAGE_SIZE) await this.idle();
+      }
+    } catch (error) {
+      if (!this.closed) throw error;
+    } finally {
+      this.closed = true;
+      await this.release();
+      this.onClose();
+    }
+  }
+
+  /** Waits for a notification, the poll interval, or close(), whichever comes first. */
+  private async idle(): Promise<void> {
+    if (this.notified || this.closed) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => this.wake?.(), POLL_MS);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = null;
+        resolve();
+      };
+    });
+  }
+
+  private signal(): void {
+    this.notified = true;
+    this.wake?.();
+  }
+
+  private async release(): Promise<void> {
+    const listener = this.listener;
+    this.listener = null;
+    if (!listener) return;
+    const client = await listener.catch(() => null);
+    await client?.end().catch(() => {});
+  }
+}
+
+function statements(s: string) {
+  // pg returns bigint and xid8 as decimal strings, which is what positions and BigInt() want.
+  const columns = 'transaction_id, global_position, stream, revision, data';
+  return {
+    head: `SELECT revision FROM ${s}.streams WHERE stream = $1`,
+    createHead: `INSERT INTO ${s}.streams (stream, revision) VALUES ($1, $2) ON CONFLICT (stream) DO NOTHING`,
+    advanceHead: `UPDATE ${s}.streams SET revision = $2 WHERE stream = $1 AND revision = $3`,
+    // Rows are numbered in batch order, so the last event gets the highest global_position.
+    insert: `WITH inserted AS (
+        INSERT INTO ${s}.events (stream, revision, id, type, data)
+        SELECT $1, $2::bigint + u.ord - 1, u.id, u.type, u.data
+        FROM unnest($3::uuid[], $4::text[], $5::bytea[]) WITH ORDINALITY AS u(id, type, data, ord)
+        ORDER BY u.ord
+        RETURNING global_position
+      )
+      SELECT pg_current_xact_id()::text || ':' || max(global_position)::text AS position, pg_notify($6, '')
+      FROM inserted`,
+    range: `SELECT ${columns}, id FROM ${s}.events WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision`,
+    streamPage: `SELECT ${columns} FROM ${s}.events WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
+    allPage: `SELECT ${columns} FROM ${s}.events
+      WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+        AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY transaction_id, global_position LIMIT $3`,
+  };
+}
+
+function channelOf(schema: string): string {
+  return `${schema}_appended`;
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+function toRecorded(row: EventRow): RecordedEvent {
+  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data) };
+}
+
+function cursorOf(row: Pick<EventRow, 'transaction_id' | 'global_position'>): Cursor {
+  return { transactionId: row.transaction_id, globalPosition: row.global_position };
+}
+
+function positionOf(cursor: Cursor): string {
+  return `${cursor.transactionId}:${cursor.globalPosition}`;
+}
+
+function parsePosition(position: string | null | undefined): Cursor {
+  if (position === null || position === undefined) return START;
+  const m = /^(0|[1-9]\d{0,19}):(0|[1-9]\d{0,18})$/.exec(position);
+  if (!m) {
+    throw new RangeError(`"${position}" is not a position of the postgres event store (positions are opaque: pass back only what the store returned)`);
+  }
+  return { transactionId: m[1], globalPosition: m[2] };
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '23505';
+}
+
+function isConnectionFailure(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return true;
+  return typeof message === 'string' && CONNECTION_LOST.test(message);
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length > 0) return error.errors.map(messageOf).join('; ');
+  if (error instanceof Error) return error.message || (error as { code?: string }).code || error.name;
+  return String(error);
+}

@@ -1,0 +1,68 @@
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { sqlitePath } from '../../src/config/config.js';
+import { ProjectionCheckpoint } from '../../modules/readmodels/projection-checkpoint.entity.js';
+import { RunListRow } from '../../projections/run-list/run-list.entity.js';
+import { CreateReadModels1767225600000 } from './migrations/1767225600000-create-read-models.js';
+
+/** Every read-model entity, listed explicitly (no globbing: the build must see what it ships). */
+export const READ_MODEL_ENTITIES = [ProjectionCheckpoint, RunListRow];
+export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000];
+
+export class UnsupportedReadModelUrlError extends Error {
+  override readonly name = 'UnsupportedReadModelUrlError';
+}
+
+const common = {
+  entities: READ_MODEL_ENTITIES,
+  migrations: READ_MODEL_MIGRATIONS,
+  migrationsTableName: 'read_model_migrations',
+  synchronize: false,
+  // Migrations run in openReadModels, after the PostgreSQL schema exists.
+  migrationsRun: false,
+} as const;
+
+/**
+ * A DataSource (not yet initialised) for `sqlite://<path>` or `postgres://…[?schema=name]`.
+ * Prefer `openReadModels`, which also creates the schema and applies migrations.
+ */
+export function createReadModelDataSource(url: string): DataSource {
+  const scheme = url.slice(0, url.indexOf(':'));
+  if (scheme === 'sqlite') {
+    const database = sqlitePath(url);
+    if (!database) throw new UnsupportedReadModelUrlError(`read-model URL "${url}" names no file path`);
+    return new DataSource({
+      ...common,
+      type: 'better-sqlite3',
+      database, // the driver creates the parent directory
+      enableWAL: true,
+      // Read models are rebuildable and each batch commits rows with their checkpoint, so a lost
+      // tail after power loss only means re-projecting it; NORMAL spares an fsync per commit in WAL.
+      prepareDatabase: (db: { pragma(sql: string): unknown }) => {
+        db.pragma('synchronous = NORMAL');
+      },
+    });
+  }
+  if (scheme === 'postgres' || scheme === 'postgresql') {
+    const parsed = new URL(url);
+    const schema = parsed.searchParams.get('schema') ?? undefined;
+    parsed.searchParams.delete('schema');
+    return new DataSource({ ...common, type: 'postgres', url: parsed.toString(), schema });
+  }
+  throw new UnsupportedReadModelUrlError(`unsupported read-model URL scheme "${scheme}" (expected sqlite://<path> or postgres://…)`);
+}
+
+/** Opens the read-model database, creating the PostgreSQL schema if needed, and migrates it. */
+export async function openReadModels(url: string): Promise<DataSource> {
+  const dataSource = createReadModelDataSource(url);
+  await dataSource.initialize();
+  try {
+    const schema = dataSource.driver.options.type === 'postgres' ? dataSource.driver.schema : undefined;
+    if (schema) await dataSource.query(`CREATE SCHEMA IF NOT EXISTS ${dataSource.driver.escape(schema)}`);
+    await dataSource.runMigrations({ transaction: 'all' });
+    return dataSource;
+  } catch (error) {
+    await dataSource.destroy();
+    throw error;
+  }
+}

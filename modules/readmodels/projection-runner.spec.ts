@@ -1,0 +1,227 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import type { DataSource } from 'typeorm';
+import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
+import { openReadModels } from '../../infra/readmodels/data-source.js';
+import type { Projection } from '../../projections/projection.js';
+import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
+import { runListProjection } from '../../projections/run-list/run-list.projection.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
+import { buildEvent } from '../ledger/events/envelope.js';
+import { streamName } from '../ledger/events/ids.js';
+import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
+import { dumpReadModel, ProjectionFailedError, ProjectionRunner, UnknownProjectionError } from './projection-runner.js';
+
+const at = (seq: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, seq)).toISOString();
+
+/** Events `from..to-1` of a run: seq 0 is RunScheduled, then agent activity and completion. */
+function runEvents(runId: string, from: number, to: number, opts: { completeAt?: number } = {}): A2rlEvent[] {
+  const out: A2rlEvent[] = [];
+  for (let seq = from; seq < to; seq++) {
+    if (seq === 0) {
+      out.push(buildEvent('RunScheduled', runId, 0, at(0), { task: 'l1', agent: 'ref', baseModel: 'tiny', budgetSeconds: 60, seed: 1, mode: 'free' }));
+    } else if (seq === opts.completeAt) {
+      out.push(buildEvent('RunCompleted', runId, seq, at(seq), { submissions: 1 }));
+    } else if (seq === 1) {
+      out.push(buildEvent('AgentStarted', runId, seq, at(seq), { command: 'agent' }));
+    } else {
+      out.push(buildEvent('FileChanged', runId, seq, at(seq), { path: `code/f${seq}.py`, op: 'create', linesAdded: seq, linesRemoved: 0 }));
+    }
+  }
+  return out;
+}
+
+async function append(store: SqliteEventStore, events: A2rlEvent[]): Promise<void> {
+  const first = events[0].seq;
+  await store.append(streamName(events[0].runId), events, first === 0 ? 'no_stream' : BigInt(first - 1));
+}
+
+interface Leg {
+  name: string;
+  /** A fresh, migrated read-model database and a function to dispose of it. */
+  open(): Promise<{ dataSource: DataSource; dispose(): Promise<void> }>;
+}
+
+const legs: Leg[] = [
+  {
+    name: 'sqlite',
+    async open() {
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'a2rl-rm-'));
+      const dataSource = await openReadModels(`sqlite://${path.join(dir, 'nested', 'readmodels.db')}`);
+      return { dataSource, dispose: async () => { await dataSource.destroy(); await rm(dir, { recursive: true, force: true }); } };
+    },
+  },
+  {
+    name: 'postgres',
+    async open() {
+      const schema = `a2rl_rm_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+      const dataSource = await openReadModels(`postgres://postgres@127.0.0.1:5432/test?schema=${schema}`);
+      return {
+        dataSource,
+        dispose: async () => { await dataSource.query(`DROP SCHEMA "${schema}" CASCADE`); await dataSource.destroy(); },
+      };
+    },
+  },
+];
+
+describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
+  let disposers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const d of disposers.reverse()) await d();
+    disposers = [];
+  });
+
+  async function setup() {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'a2rl-rm-ledger-'));
+    const store = await SqliteEventStore.open(path.join(dir, 'ledger.db'));
+    const rm_ = await leg.open();
+    disposers.push(async () => { await store.close(); await rm(dir, { recursive: true, force: true }); }, rm_.dispose);
+    return { store, dataSource: rm_.dataSource };
+  }
+
+  const checkpoint = (ds: DataSource) => ds.getRepository(ProjectionCheckpoint).findOneByOrFail({ name: 'run-list' });
+  const rows = async (ds: DataSource) => JSON.parse(await dumpReadModel(ds, runListProjection)) as RunListRow[];
+
+  it('catches up every event once, and a second catch-up changes nothing', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('b', 0, 30, { completeAt: 29 }));
+    await append(store, runEvents('a', 0, 5));
+    // Run c has no RunScheduled and no lifecycle event: only file changes.
+    await append(store, Array.from({ length: 6 }, (_, seq) => buildEvent('FileChanged', 'c', seq, at(seq), { path: 'x', op: 'modify', linesAdded: 1, linesRemoved: 1 })));
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 7 });
+
+    const progress: number[] = [];
+    expect(await runner.catchUp(undefined, (p) => progress.push(p.processed))).toEqual([{ name: 'run-list', processed: 41 }]);
+    expect(progress).toEqual([7, 14, 21, 28, 35, 41]);
+    const dump = await dumpReadModel(dataSource, runListProjection);
+    expect(JSON.parse(dump)).toEqual([
+      { runId: 'a', task: 'l1', agent: 'ref', driver: null, baseModel: 'tiny', state: 'running', eventCount: 5, lastSeq: 4, scheduledAt: at(0), lastEventAt: at(4) },
+      { runId: 'b', task: 'l1', agent: 'ref', driver: null, baseModel: 'tiny', state: 'completed', eventCount: 30, lastSeq: 29, scheduledAt: at(0), lastEventAt: at(29) },
+      { runId: 'c', task: null, agent: null, driver: null, baseModel: null, state: null, eventCount: 6, lastSeq: 5, scheduledAt: null, lastEventAt: at(5) },
+    ]);
+    expect(await checkpoint(dataSource)).toMatchObject({ eventsProcessed: 41, version: 1 });
+
+    expect(await runner.catchUp()).toEqual([{ name: 'run-list', processed: 0 }]);
+    expect(await dumpReadModel(dataSource, runListProjection)).toBe(dump);
+  });
+
+  it('commits a batch\'s rows and checkpoint together: a failing event rolls back its whole batch', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('r', 0, 25));
+    const failOn14: Projection<RunListRow> = {
+      ...runListProjection,
+      evolve: (row, event) => {
+        if (event.seq === 14) throw new Error('boom');
+        return runListProjection.evolve(row, event);
+      },
+    };
+    const failing = new ProjectionRunner(store, dataSource, [failOn14], { batchSize: 10 });
+    const error = await failing.catchUp().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProjectionFailedError);
+    expect((error as Error).message).toMatch(/run-list failed on FileChanged \(run r, seq 14/);
+
+    // Only the first batch (seq 0..9) is visible, with its checkpoint; nothing of seq 10..13.
+    const [row] = await rows(dataSource);
+    expect(row).toMatchObject({ eventCount: 10, lastSeq: 9 });
+    const cp = await checkpoint(dataSource);
+    expect(cp.eventsProcessed).toBe(10);
+    const firstTen = await collect(store.readAll({ maxCount: 10 }));
+    expect(cp.position).toBe(firstTen[9].position);
+
+    // The fixed projection resumes from there and ends where a rebuild from zero ends.
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 10 });
+    expect(await runner.catchUp()).toEqual([{ name: 'run-list', processed: 15 }]);
+    const resumed = await dumpReadModel(dataSource, runListProjection);
+    await runner.rebuild();
+    expect(await dumpReadModel(dataSource, runListProjection)).toBe(resumed);
+    expect((await rows(dataSource))[0]).toMatchObject({ eventCount: 25, lastSeq: 24 });
+  });
+
+  it('skips events a row has already applied (idempotent when the checkpoint lags the rows)', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('r', 0, 12));
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 5 });
+    await runner.catchUp();
+    const before = await dumpReadModel(dataSource, runListProjection);
+    await dataSource.getRepository(ProjectionCheckpoint).update({ name: 'run-list' }, { position: null });
+    expect(await runner.catchUp()).toEqual([{ name: 'run-list', processed: 12 }]);
+    expect(await dumpReadModel(dataSource, runListProjection)).toBe(before);
+  });
+
+  it('rebuild from zero yields a dump byte-identical to the incremental one', async () => {
+    const { store, dataSource } = await setup();
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 4 });
+    for (let step = 0; step < 3; step++) {
+      for (const id of ['x', 'y', 'z']) await append(store, runEvents(id, step * 6, step * 6 + 6, { completeAt: id === 'y' ? 17 : undefined }));
+      await runner.catchUp();
+    }
+    const incremental = await dumpReadModel(dataSource, runListProjection);
+    expect(JSON.parse(incremental)).toHaveLength(3);
+    expect(await runner.rebuild('run-list')).toEqual([{ name: 'run-list', processed: 54 }]);
+    expect(await dumpReadModel(dataSource, runListProjection)).toBe(incremental);
+  });
+
+  it('rebuilds from zero when the projection version changes', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('r', 0, 6));
+    await new ProjectionRunner(store, dataSource, [runListProjection]).catchUp();
+    const v2 = { ...runListProjection, version: 2 };
+    expect(await new ProjectionRunner(store, dataSource, [v2]).catchUp()).toEqual([{ name: 'run-list', processed: 6 }]);
+    expect(await checkpoint(dataSource)).toMatchObject({ version: 2, eventsProcessed: 6 });
+    expect((await rows(dataSource))[0]).toMatchObject({ eventCount: 6 });
+  });
+
+  it('reports checkpoint, events processed and lag', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('r', 0, 8));
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection]);
+    expect(await runner.status()).toEqual([
+      { name: 'run-list', version: 1, builtVersion: null, checkpoint: null, eventsProcessed: 0, lag: 8 },
+    ]);
+    await runner.catchUp();
+    await append(store, runEvents('r', 8, 11));
+    const [status] = await runner.status();
+    expect(status).toMatchObject({ builtVersion: 1, eventsProcessed: 8, lag: 3 });
+    expect(status.checkpoint).not.toBeNull();
+  });
+
+  it('follows the ledger live until aborted, ending where catch-up would', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('live', 0, 3));
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 4 });
+    const stop = new AbortController();
+    const running = runner.run(stop.signal);
+    for (let seq = 3; seq < 20; seq += 2) await append(store, runEvents('live', seq, seq + 2));
+    await until(async () => (await rows(dataSource))[0]?.lastSeq === 20);
+    stop.abort();
+    await running;
+    expect(await runner.status()).toMatchObject([{ lag: 0, eventsProcessed: 21 }]);
+    const live = await dumpReadModel(dataSource, runListProjection);
+    await runner.rebuild();
+    expect(await dumpReadModel(dataSource, runListProjection)).toBe(live);
+  });
+
+  it('names the known projections when asked for an unknown one', async () => {
+    const { store, dataSource } = await setup();
+    const runner = new ProjectionRunner(store, dataSource, [runListProjection]);
+    await expect(runner.catchUp('nope')).rejects.toThrow(UnknownProjectionError);
+    await expect(runner.rebuild('nope')).rejects.toThrow('unknown projection "nope" (known: run-list)');
+  });
+});
+
+async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of iterable) out.push(x);
+  return out;
+}
+
+async function until(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,382 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import type { KeyedRow, Projection } from '../../projections/projection.js';
+import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
+import { canonicalJson } from '../ledger/events/canonical-json.js';
+import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
+
+/** Events applied per transaction by default: large enough to amortise commits, small enough to bound memory. */
+const BATCH_SIZE = 1000;
+/** A live batch is flushed at most this long after its first event arrived. */
+const FLUSH_AFTER_MS = 50;
+/** Rows per load/upsert statement. Remainders are split into powers of two, so every projection
+ *  uses at most nine statement shapes and the driver's prepared-statement cache keeps them. */
+const ROWS_PER_STATEMENT = 256;
+
+export interface ProjectionProgress {
+  name: string;
+  processed: number;
+}
+
+export interface ProjectionRunnerOptions {
+  /** Events per transaction (default 1000). */
+  batchSize?: number;
+}
+
+export interface ProjectionStatus {
+  name: string;
+  /** The version the code defines. */
+  version: number;
+  /** The version the stored rows were built with; null before the first run. A mismatch means the
+   *  next catch-up rebuilds from zero (and `lag` counts every event). */
+  builtVersion: number | null;
+  checkpoint: string | null;
+  eventsProcessed: number;
+  lag: number;
+}
+
+export class UnknownProjectionError extends Error {
+  override readonly name = 'UnknownProjectionError';
+  constructor(readonly projection: string, known: string[]) {
+    super(`unknown projection "${projection}" (known: ${known.join(', ') || 'none'})`);
+  }
+}
+
+/** A projection is not usable with this runner (duplicate name, entity not registered, composite key). */
+export class InvalidProjectionError extends Error {
+  override readonly name = 'InvalidProjectionError';
+}
+
+/** A projection's evolve/keyOf threw; the batch holding the event was rolled back with its checkpoint. */
+export class ProjectionFailedError extends Error {
+  override readonly name = 'ProjectionFailedError';
+  constructor(readonly projection: string, readonly event: RecordedEvent, options: { cause: unknown }) {
+    const e = event.event;
+    super(`projection ${projection} failed on ${e.type} (run ${e.runId}, seq ${e.seq}, position ${event.position}): ${String((options.cause as Error)?.message ?? options.cause)}`, options);
+  }
+}
+
+/** The stored checkpoint moved under this runner: another runner (or a rebuild) is writing the projection. */
+export class ProjectionCheckpointConflictError extends Error {
+  override readonly name = 'ProjectionCheckpointConflictError';
+  constructor(readonly projection: string, readonly expected: string | null) {
+    super(`projection ${projection}: checkpoint is no longer at ${expected ?? 'the beginning'}; another runner or a rebuild is writing it`);
+  }
+}
+
+/**
+ * Applies keyed-row projections to TypeORM read models. Each batch of events is applied in ONE
+ * transaction that loads the affected rows, evolves them in memory, upserts the changed ones and
+ * advances the checkpoint, so rows and checkpoint are always committed together.
+ *
+ * Transactions are serialised through this runner: on SQLite, TypeORM shares one connection and a
+ * second concurrent transaction would silently become a savepoint of the first.
+ */
+export class ProjectionRunner {
+  private readonly tables = new Map<string, RowTable>();
+  private readonly batchSize: number;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly eventStore: EventStore,
+    private readonly dataSource: DataSource,
+    private readonly projections: Projection[],
+    options: ProjectionRunnerOptions = {},
+  ) {
+    this.batchSize = options.batchSize ?? BATCH_SIZE;
+    if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${this.batchSize}`);
+    for (const p of projections) {
+      if (this.tables.has(p.name)) throw new InvalidProjectionError(`projection name "${p.name}" is used twice`);
+      this.tables.set(p.name, rowTable(dataSource, p.entity));
+    }
+  }
+
+  /** Applies every event after each projection's checkpoint; returns how many events each consumed. */
+  async catchUp(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
+    const results: ProjectionProgress[] = [];
+    for (const projection of this.select(name)) {
+      let position = await this.prepare(projection);
+      let processed = 0;
+      let batch: RecordedEvent[] = [];
+      const flush = async () => {
+        position = await this.apply(projection, position, batch);
+        processed += batch.length;
+        batch = [];
+        onProgress?.({ name: projection.name, processed });
+      };
+      for await (const recorded of this.eventStore.readAll({ after: position })) {
+        batch.push(recorded);
+        if (batch.length >= this.batchSize) await flush();
+      }
+      if (batch.length) await flush();
+      results.push({ name: projection.name, processed });
+    }
+    return results;
+  }
+
+  /** Follows the all-stream live until `signal` aborts; rejects on the first failure of any projection. */
+  async run(signal: AbortSignal): Promise<void> {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) stop.abort();
+    try {
+      await Promise.all(
+        this.projections.map((p) =>
+          this.follow(p, stop.signal).catch((error: unknown) => {
+            stop.abort();
+            throw error;
+          }),
+        ),
+      );
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Deletes the projection's rows and resets its checkpoint in one transaction, then catches up. */
+  async rebuild(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
+    const results: ProjectionProgress[] = [];
+    for (const projection of this.select(name)) {
+      await this.transaction((manager) => this.reset(manager, projection));
+      results.push(...(await this.catchUp(projection.name, onProgress)));
+    }
+    return results;
+  }
+
+  async status(): Promise<ProjectionStatus[]> {
+    const repo = this.dataSource.getRepository(ProjectionCheckpoint);
+    const out: ProjectionStatus[] = [];
+    for (const projection of this.projections) {
+      const stored = await repo.findOneBy({ name: projection.name });
+      const current = stored?.version === projection.version;
+      let lag = 0;
+      for await (const _ of this.eventStore.readAll({ after: current ? stored.position : null })) lag += 1;
+      out.push({
+        name: projection.name,
+        version: projection.version,
+        builtVersion: stored?.version ?? null,
+        checkpoint: stored?.position ?? null,
+        eventsProcessed: stored?.eventsProcessed ?? 0,
+        lag,
+      });
+    }
+    return out;
+  }
+
+  private select(name?: string): Projection[] {
+    if (name === undefined) return this.projections;
+    const found = this.projections.find((p) => p.name === name);
+    if (!found) throw new UnknownProjectionError(name, this.projections.map((p) => p.name));
+    return [found];
+  }
+
+  /** Ensures the checkpoint row exists for the current version (rebuilding on a version change); returns its position. */
+  private prepare(projection: Projection): Promise<string | null> {
+    return this.transaction(async (manager) => {
+      const stored = await manager.findOneBy(ProjectionCheckpoint, { name: projection.name });
+      if (stored?.version === projection.version) return stored.position;
+      await this.reset(manager, projection);
+      return null;
+    });
+  }
+
+  private async reset(manager: EntityManager, projection: Projection): Promise<void> {
+    await manager.createQueryBuilder().delete().from(projection.entity).execute();
+    await manager.upsert(
+      ProjectionCheckpoint,
+      { name: projection.name, position: null, version: projection.version, eventsProcessed: 0 },
+      ['name'],
+    );
+  }
+
+  /** Applies one batch after `from` in one transaction; returns the new checkpoint. */
+  private apply(projection: Projection, from: string | null, batch: RecordedEvent[]): Promise<string | null> {
+    const to = batch[batch.length - 1].position;
+    const table = this.tables.get(projection.name)!;
+    return this.transaction(async (manager) => {
+      // Advance the checkpoint first: it takes the write lock before any read, and it proves no
+      // other writer moved the projection since we read the checkpoint.
+      const moved = await manager
+        .createQueryBuilder()
+        .update(ProjectionCheckpoint)
+        .set({ position: to, eventsProcessed: () => `events_processed + ${batch.length}` })
+        .where('name = :name', { name: projection.name })
+        .andWhere(from === null ? 'position IS NULL' : 'position = :from', { from })
+        .execute();
+      if (moved.affected !== 1) throw new ProjectionCheckpointConflictError(projection.name, from);
+
+      const keys = new Map<RecordedEvent, string>();
+      for (const recorded of batch) {
+        const key = guard(projection, recorded, () => projection.keyOf(recorded.event));
+        if (key !== null) keys.set(recorded, key);
+      }
+      const rows = await table.load(manager, [...new Set(keys.values())]);
+      const changed = new Set<string>();
+      for (const recorded of batch) {
+        const key = keys.get(recorded);
+        if (key === undefined) continue;
+        const row = rows.get(key);
+        if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
+        rows.set(key, guard(projection, recorded, () => projection.evolve(row, recorded.event)));
+        changed.add(key);
+      }
+      await table.upsert(manager, [...changed].map((k) => rows.get(k)!));
+      return to;
+    });
+  }
+
+  private async follow(projection: Projection, signal: AbortSignal): Promise<void> {
+    let position = await this.prepare(projection);
+    if (signal.aborted) return;
+    const subscription = this.eventStore.subscribeAll({ after: position });
+    const close = () => void subscription.close();
+    signal.addEventListener('abort', close, { once: true });
+    const events = subscription[Symbol.asyncIterator]();
+    let next: Promise<IteratorResult<RecordedEvent>> | null = null;
+    let deadline: Deadline | null = null;
+    let batch: RecordedEvent[] = [];
+    const flush = async () => {
+      deadline?.cancel();
+      deadline = null;
+      position = await this.apply(projection, position, batch);
+      batch = [];
+    };
+    try {
+      for (;;) {
+        next ??= events.next();
+        const result = deadline ? await Promise.race([next, deadline.reached]) : await next;
+        if (result === DEADLINE) {
+          await flush();
+          continue;
+        }
+        next = null;
+        if (result.done) break;
+        batch.push(result.value);
+        deadline ??= startDeadline(FLUSH_AFTER_MS);
+        if (batch.length >= this.batchSize) await flush();
+      }
+      if (batch.length) await flush();
+    } finally {
+      deadline?.cancel();
+      signal.removeEventListener('abort', close);
+      await subscription.close();
+    }
+  }
+
+  private transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    const result = this.queue.then(() => this.dataSource.transaction(work));
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/** Canonical JSON of all rows of a projection's table, ordered by primary key: equal dumps mean equal read models. */
+export async function dumpReadModel(dataSource: DataSource, projection: Projection): Promise<string> {
+  return canonicalJson(await rowTable(dataSource, projection.entity).all(dataSource.manager));
+}
+
+function guard<T>(projection: Projection, recorded: RecordedEvent, fn: () => T): T {
+  try {
+    return fn();
+  } catch (cause) {
+    throw new ProjectionFailedError(projection.name, recorded, { cause });
+  }
+}
+
+const DEADLINE = Symbol('deadline');
+interface Deadline {
+  reached: Promise<typeof DEADLINE>;
+  cancel(): void;
+}
+function startDeadline(ms: number): Deadline {
+  let timer: NodeJS.Timeout | undefined;
+  const reached = new Promise<typeof DEADLINE>((resolve) => {
+    timer = setTimeout(() => resolve(DEADLINE), ms);
+  });
+  return { reached, cancel: () => clearTimeout(timer) };
+}
+
+/** Bulk load/upsert of one entity's rows with SQL built once from its metadata. */
+interface RowTable {
+  load(manager: EntityManager, keys: string[]): Promise<Map<string, KeyedRow>>;
+  upsert(manager: EntityManager, rows: KeyedRow[]): Promise<void>;
+  all(manager: EntityManager): Promise<KeyedRow[]>;
+}
+
+function rowTable(dataSource: DataSource, entity: Function): RowTable {
+  if (!dataSource.hasMetadata(entity)) {
+    throw new InvalidProjectionError(`entity ${entity.name} is not registered with the read-model DataSource`);
+  }
+  const meta = dataSource.getMetadata(entity);
+  if (meta.primaryColumns.length !== 1) throw new InvalidProjectionError(`entity ${entity.name} must have exactly one primary column`);
+  if (meta.relations.length || meta.embeddeds.length) throw new InvalidProjectionError(`entity ${entity.name} must be flat (no relations or embeddeds)`);
+  const driver = dataSource.driver;
+  const q = (name: string) => driver.escape(name);
+  const table = meta.tablePath.split('.').map(q).join('.');
+  const columns = meta.columns;
+  const key = meta.primaryColumns[0];
+  const list = columns.map((c) => q(c.databaseName)).join(', ');
+  const select = `SELECT ${list} FROM ${table}`;
+  const params = (count: number, offset = 0) => Array.from({ length: count }, (_, i) => driver.createParameter(`p${offset + i}`, offset + i)).join(', ');
+  const updates = columns.filter((c) => c !== key).map((c) => `${q(c.databaseName)} = EXCLUDED.${q(c.databaseName)}`).join(', ');
+
+  const loadSql = memo((n) => `${select} WHERE ${q(key.databaseName)} IN (${params(n)})`);
+  const upsertSql = memo((n) => {
+    const tuples = Array.from({ length: n }, (_, r) => `(${params(columns.length, r * columns.length)})`).join(', ');
+    return `INSERT INTO ${table} (${list}) VALUES ${tuples} ON CONFLICT (${q(key.databaseName)}) DO UPDATE SET ${updates}`;
+  });
+  const hydrate = (raw: Record<string, unknown>): KeyedRow => {
+    const row: Record<string, unknown> = {};
+    for (const c of columns) row[c.propertyName] = driver.prepareHydratedValue(raw[c.databaseName], c);
+    return row as unknown as KeyedRow;
+  };
+  const keyOf = (row: KeyedRow) => String((row as unknown as Record<string, unknown>)[key.propertyName]);
+
+  return {
+    async load(manager, keys) {
+      const rows = new Map<string, KeyedRow>();
+      for (const chunk of chunks(keys)) {
+        const raws: Record<string, unknown>[] = await manager.query(loadSql(chunk.length), chunk);
+        for (const raw of raws) {
+          const row = hydrate(raw);
+          rows.set(keyOf(row), row);
+        }
+      }
+      return rows;
+    },
+    async upsert(manager, rows) {
+      for (const chunk of chunks(rows)) {
+        const values: unknown[] = [];
+        for (const row of chunk) {
+          for (const c of columns) values.push(driver.preparePersistentValue((row as unknown as Record<string, unknown>)[c.propertyName], c));
+        }
+        await manager.query(upsertSql(chunk.length), values);
+      }
+    },
+    async all(manager) {
+      const rows = ((await manager.query(select)) as Record<string, unknown>[]).map(hydrate);
+      // Sorted here, not in SQL, so the order is the same code-unit order on every database collation.
+      return rows.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+    },
+  };
+}
+
+function memo(build: (n: number) => string): (n: number) => string {
+  const cache = new Map<number, string>();
+  return (n) => {
+    let sql = cache.get(n);
+    if (sql === undefined) cache.set(n, (sql = build(n)));
+    return sql;
+  };
+}
+
+/** Splits into slices of ROWS_PER_STATEMENT, then powers of two, to keep statement shapes few. */
+function chunks<T>(items: T[]): T[][] {
+  const out: T[][] = [];
+  let i = 0;
+  while (items.length - i >= ROWS_PER_STATEMENT) out.push(items.slice(i, (i += ROWS_PER_STATEMENT)));
+  for (let size = ROWS_PER_STATEMENT / 2; size >= 1; size /= 2) {
+    if (items.length - i >= size) out.push(items.slice(i, (i += size)));
+  }
+  return out;
+}

@@ -1,0 +1,75 @@
+import { describe, expect, it } from '@jest/globals';
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { buildEvent } from '../../modules/ledger/events/envelope.js';
+import type { RunListRow } from './run-list.entity.js';
+import { runListProjection } from './run-list.projection.js';
+
+const RUN = 'r-1';
+const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+
+const scheduled = (seq = 0) =>
+  buildEvent('RunScheduled', RUN, seq, at(seq), {
+    task: 'l1-arith', agent: 'reference', driver: 'gpt-x', baseModel: 'tiny-0', budgetSeconds: 60, seed: 7, mode: 'free',
+  });
+const started = (seq: number) => buildEvent('AgentStarted', RUN, seq, at(seq), { command: 'run.sh' });
+const fileChanged = (seq: number) =>
+  buildEvent('FileChanged', RUN, seq, at(seq), { path: 'code/train.py', op: 'create', linesAdded: 3, linesRemoved: 0 });
+
+function fold(events: A2rlEvent[]): RunListRow | undefined {
+  return events.reduce<RunListRow | undefined>((row, e) => runListProjection.evolve(row, e), undefined);
+}
+
+describe('run-list projection', () => {
+  it('keys every event by its run', () => {
+    expect(runListProjection.keyOf(started(3))).toBe(RUN);
+  });
+
+  it('records what was scheduled and when, from the event time', () => {
+    expect(fold([scheduled()])).toEqual({
+      runId: RUN, task: 'l1-arith', agent: 'reference', driver: 'gpt-x', baseModel: 'tiny-0', state: 'scheduled',
+      eventCount: 1, lastSeq: 0, scheduledAt: at(0), lastEventAt: at(0),
+    });
+  });
+
+  it('stores a missing driver as null', () => {
+    const e = buildEvent('RunScheduled', RUN, 0, at(0), { task: 't', agent: 'a', baseModel: 'm', budgetSeconds: 1, seed: 0, mode: 'sft-only' });
+    expect(fold([e])?.driver).toBeNull();
+  });
+
+  it.each([
+    ['WorkspacePrepared', buildEvent('WorkspacePrepared', RUN, 1, at(1), { workspace: '/w', sandbox: 'none', mounts: [], dataManifest: [] }), 'running'],
+    ['AgentStarted', started(1), 'running'],
+    ['RunResumed', buildEvent('RunResumed', RUN, 1, at(1), {}), 'running'],
+    ['RunCompleted', buildEvent('RunCompleted', RUN, 1, at(1), { submissions: 2, best: 40 }), 'completed'],
+    ['RunInterrupted', buildEvent('RunInterrupted', RUN, 1, at(1), { reason: 'host restart' }), 'interrupted'],
+  ])('moves the run to the state %s implies', (_type, event, state) => {
+    expect(fold([scheduled(), event])?.state).toBe(state);
+  });
+
+  it('keeps the state on events that are not lifecycle events, and counts them', () => {
+    const row = fold([scheduled(), started(1), fileChanged(2), fileChanged(3)]);
+    expect(row).toMatchObject({ state: 'running', eventCount: 4, lastSeq: 3, scheduledAt: at(0), lastEventAt: at(3) });
+  });
+
+  it('follows an interruption and resumption', () => {
+    const interrupted = buildEvent('RunInterrupted', RUN, 2, at(2), { reason: 'oom' });
+    const resumed = buildEvent('RunResumed', RUN, 3, at(3), {});
+    expect(fold([scheduled(), started(1), interrupted])?.state).toBe('interrupted');
+    expect(fold([scheduled(), started(1), interrupted, resumed])?.state).toBe('running');
+  });
+
+  it('builds a row with null run facts when RunScheduled is missing', () => {
+    expect(fold([fileChanged(5)])).toEqual({
+      runId: RUN, task: null, agent: null, driver: null, baseModel: null, state: null,
+      eventCount: 1, lastSeq: 5, scheduledAt: null, lastEventAt: at(5),
+    });
+    expect(fold([started(4), fileChanged(5)])?.state).toBe('running');
+  });
+
+  it('does not mutate the previous row', () => {
+    const before = fold([scheduled()])!;
+    const copy = { ...before };
+    runListProjection.evolve(before, started(1));
+    expect(before).toEqual(copy);
+  });
+});
