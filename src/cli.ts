@@ -84,7 +84,7 @@ export function buildCli(): Command {
           return;
         }
         const rows = [['RUN', 'TASK', 'AGENT', 'STATE', 'EVENTS', 'LAST SEQ']];
-        for (const r of runs) rows.push([r.runId, r.task ?? '-', r.agent ?? '-', r.state, String(r.eventCount), String(r.lastSeq)]);
+        for (const r of runs) rows.push([r.runId, r.task ?? '-', r.agent ?? '-', r.state ?? '-', String(r.eventCount), String(r.lastSeq)]);
         process.stdout.write(`${table(rows)}\n`);
       });
     });

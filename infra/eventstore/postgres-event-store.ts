@@ -73,7 +73,7 @@ export class PostgresEventStore implements EventStore {
     private readonly connectionString: string,
     private readonly schema: string,
     /** host:port, for error messages. */
-    readonly server: string,
+    private readonly server: string,
   ) {
     this.sql = statements(quoteIdent(schema));
   }
@@ -108,17 +108,19 @@ export class PostgresEventStore implements EventStore {
   async append(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Promise<AppendResult> {
     const bytes = prepareAppend(stream, events, expected);
     this.assertOpen();
+    // If the connection dies around COMMIT the outcome is unknown; retrying the same append settles it.
+    const failed = `append to ${stream} was not acknowledged (retry the same append: it dedupes if it was stored)`;
     try {
       return await this.transaction((client) => this.appendIn(client, stream, events, bytes, expected));
     } catch (error) {
-      if (!isUniqueViolation(error)) throw this.unavailable(error, `append to ${stream} failed and was not acknowledged`);
+      if (!isUniqueViolation(error)) throw this.unavailable(error, failed);
     }
     // A racing writer got in first. The head row makes this unreachable between writers of this
     // adapter; the unique constraint is the backstop, and the answer is the same: dedupe or conflict.
     try {
       return await this.transaction((client) => this.resolveConflict(client, stream, events, bytes, expected));
     } catch (error) {
-      throw this.unavailable(error, `append to ${stream} failed and was not acknowledged`);
+      throw this.unavailable(error, failed);
     }
   }
 
@@ -188,9 +190,7 @@ export class PostgresEventStore implements EventStore {
 
   /** @internal Maps connection failures to EventStoreUnavailableError naming the server. */
   unavailable(error: unknown, context: string): unknown {
-    if (error instanceof EventStoreUnavailableError) return error;
-    if (this.closed) return new EventStoreUnavailableError('postgres', `${context}: the store for ${this.server} is closed`, { cause: error });
-    if (!isConnectionFailure(error)) return error;
+    if (error instanceof EventStoreUnavailableError || !isConnectionFailure(error)) return error;
     return new EventStoreUnavailableError('postgres', `${context}: ${this.server}: ${messageOf(error)}`, { cause: error });
   }
 

@@ -40,15 +40,12 @@
 import { createRequire } from 'node:module';
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
+import type { UUID as UUIDMsg } from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/shared_pb.js';
+import type { AppendReq, AppendResp, ReadReq, ReadResp } from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js';
 
 type StreamsPb = typeof import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js');
 type SharedPb = typeof import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/shared_pb.js');
 type FeaturesPb = typeof import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/serverfeatures_pb.js');
-type ReadReq = import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js').ReadReq;
-type ReadResp = import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js').ReadResp;
-type AppendReq = import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js').AppendReq;
-type AppendResp = import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js').AppendResp;
-type UUIDMsg = import('@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/shared_pb.js').UUID;
 
 // The generated modules are CommonJS with dynamically attached exports, so load them with require.
 const require = createRequire(import.meta.url);
@@ -165,7 +162,7 @@ function compileFilter(options: ReadReq.Options): Filter {
   const regex = expr.getRegex() ? new RegExp(expr.getRegex()) : null;
   return (e) => {
     const subject = onType ? (e.metadata.get('type') ?? '') : e.stream;
-    if (prefixes.length > 0) return prefixes.some((p) => subject.startsWith(p));
+    if (prefixes.length > 0) return prefixes.some((p: string) => subject.startsWith(p));
     return regex ? regex.test(subject) : true;
   };
 }

@@ -1,0 +1,77 @@
+import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+import { openReadModels } from '../../infra/readmodels/data-source.js';
+import type { Projection } from '../../projections/projection.js';
+import { RunListRow } from '../../projections/run-list/run-list.entity.js';
+import { runListProjection } from '../../projections/run-list/run-list.projection.js';
+import { A2RL_CONFIG } from '../../src/config/config.module.js';
+import type { A2rlConfig } from '../../src/config/config.js';
+import type { EventStore } from '../ledger/event-store.port.js';
+import { LedgerModule } from '../ledger/ledger.module.js';
+import { EVENT_STORE } from '../ledger/tokens.js';
+import { ProjectionRunner, type ProjectionProgress, type ProjectionStatus } from './projection-runner.js';
+
+export const READ_MODELS = Symbol('READ_MODELS');
+
+/** Every projection a2rl maintains, in the order they are caught up. */
+export const PROJECTIONS: Projection[] = [runListProjection as unknown as Projection];
+
+/** Nest face of the ProjectionRunner: one-shot catch-up/rebuild for the CLI, live following for `serve`. */
+@Injectable()
+export class ProjectionRunnerService implements OnApplicationShutdown {
+  private readonly logger = new Logger('projections');
+  private readonly runner: ProjectionRunner;
+  private live?: { abort: AbortController; done: Promise<void> };
+
+  constructor(
+    @Inject(EVENT_STORE) store: EventStore,
+    @Inject(READ_MODELS) private readonly dataSource: DataSource,
+  ) {
+    this.runner = new ProjectionRunner(store, dataSource, PROJECTIONS);
+  }
+
+  catchUp(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
+    return this.runner.catchUp(name, onProgress);
+  }
+
+  rebuild(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
+    return this.runner.rebuild(name, onProgress);
+  }
+
+  status(): Promise<ProjectionStatus[]> {
+    return this.runner.status();
+  }
+
+  /** The run list read model, ordered by run id. */
+  runList(): Promise<RunListRow[]> {
+    return this.dataSource.getRepository(RunListRow).find({ order: { runId: 'ASC' } });
+  }
+
+  /** Follows the ledger until shutdown; a failure is logged and stops following (rows stay consistent). */
+  async start(): Promise<void> {
+    if (this.live) return;
+    const abort = new AbortController();
+    const done = this.runner.run(abort.signal).catch((err: unknown) => {
+      this.logger.error(`projections stopped: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    this.live = { abort, done };
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.live) {
+      this.live.abort.abort();
+      await this.live.done;
+    }
+    if (this.dataSource.isInitialized) await this.dataSource.destroy();
+  }
+}
+
+@Module({
+  imports: [LedgerModule],
+  providers: [
+    { provide: READ_MODELS, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => openReadModels(config.readModelUrl) },
+    ProjectionRunnerService,
+  ],
+  exports: [ProjectionRunnerService, READ_MODELS],
+})
+export class ReadModelsModule {}
