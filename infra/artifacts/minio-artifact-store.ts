@@ -54,7 +54,8 @@ interface S3Location {
  *
  * No object under `sha256/` ever holds unverified bytes, without a temporary key and CopyObject:
  * - size <= partSize: the body goes through the verifier into memory (at most one part) and is PUT,
- *   with the declared size, only once its size and sha256 checked out.
+ *   with the declared size, only once its size and sha256 checked out; an S3 PUT is all-or-nothing,
+ *   and its payload hash (or Content-MD5 over TLS) is checked by the server.
  * - size > partSize: one multipart upload on the final key. Parts are uploaded as they fill, and
  *   CompleteMultipartUpload, the only step that makes the object visible, is sent only after the
  *   verifier saw the whole body match; on any failure the upload is aborted instead.
@@ -63,10 +64,10 @@ interface S3Location {
  * CopyObject does work on s3rver with this client (checked), so that is not why it is avoided.
  *
  * Multipart is driven here rather than through `putObject`: for streams larger than a part the
- * client pipes the body with `.pipe()`, so an error from the verifier never reaches it (the upload
- * neither completes nor fails, and is never aborted), and it first lists incomplete uploads to
- * resume one for the same key. Every part is at most `partSize` bytes (raised only if 10 000 parts
- * would not hold the declared size) and carries a Content-MD5.
+ * client pipes the body with `.pipe()`, so an error from the verifier never reaches it (checked with
+ * minio 8.0.7: putObject stays pending forever and the upload is never aborted), and it first lists
+ * incomplete uploads to resume one for the same key. Every part is at most `partSize` bytes (raised
+ * only if 10 000 parts would not hold the declared size) and carries a Content-MD5.
  */
 export class MinioArtifactStore implements ArtifactStore {
   readonly backend = 'minio' as const;
@@ -99,7 +100,13 @@ export class MinioArtifactStore implements ArtifactStore {
       await store.ensureBucket();
     } catch (err) {
       agent.destroy();
-      throw err;
+      if (err instanceof ArtifactStoreUnavailableError) throw err;
+      // Reachable but unusable (bad credentials, no permission, wrong region): still a store we cannot use.
+      const code = (err as { code?: string }).code ?? 'error';
+      throw new ArtifactStoreUnavailableError(
+        `MinIO artifact store at ${endpoint}: cannot use the bucket (${code}): ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     return store;
   }

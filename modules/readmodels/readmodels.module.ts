@@ -1,9 +1,8 @@
 import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { openReadModels } from '../../infra/readmodels/data-source.js';
-import type { Projection } from '../../projections/projection.js';
+import { PROJECTIONS } from '../../projections/index.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';
-import { runListProjection } from '../../projections/run-list/run-list.projection.js';
 import { A2RL_CONFIG } from '../../src/config/config.module.js';
 import type { A2rlConfig } from '../../src/config/config.js';
 import type { EventStore } from '../ledger/event-store.port.js';
@@ -12,9 +11,6 @@ import { EVENT_STORE } from '../ledger/tokens.js';
 import { ProjectionRunner, type ProjectionProgress, type ProjectionStatus } from './projection-runner.js';
 
 export const READ_MODELS = Symbol('READ_MODELS');
-
-/** Every projection a2rl maintains, in the order they are caught up. */
-export const PROJECTIONS: Projection[] = [runListProjection as unknown as Projection];
 
 /** Nest face of the ProjectionRunner: one-shot catch-up/rebuild for the CLI, live following for `serve`. */
 @Injectable()

@@ -21,6 +21,7 @@ eventStoreContract('kurrentdb', async () => {
   };
 });
 
+// These need a server they can stop, so they always use the test server.
 describe('KurrentDbEventStore specifics', () => {
   it('accepts esdb:// connection strings as well as kurrentdb://', async () => {
     const server = await startKurrentDbTestServer();

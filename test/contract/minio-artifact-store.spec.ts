@@ -66,17 +66,25 @@ describe('MinioArtifactStore', () => {
     );
   });
 
+  it('reports rejected credentials at open as ArtifactStoreUnavailableError naming the endpoint', async () => {
+    const url = s3Url('denied', 'NOBODY:secret');
+    await expect(MinioArtifactStore.open(url)).rejects.toThrow(ArtifactStoreUnavailableError);
+    await expect(MinioArtifactStore.open(url)).rejects.toThrow(`MinIO artifact store at http://127.0.0.1:${port}/denied`);
+  });
+
+  // s3rver checks that the access key exists but does not verify SigV4 signatures, so only the access
+  // key's decoding is observable here; the secret goes through the same decodeURIComponent.
   it('percent-decodes credentials from the URL', async () => {
-    const secret = 'se/cr+et:@%x';
-    s3rverAccount.createKeyPair('A2RLTEST', secret);
+    const accessKey = 'A2RL+TEST=';
+    s3rverAccount.createKeyPair(accessKey, 'unchecked');
     try {
-      const store = await MinioArtifactStore.open(s3Url('decoded', `A2RLTEST:${encodeURIComponent(secret)}`));
-      const bytes = Buffer.from('signed with a decoded secret');
+      const store = await MinioArtifactStore.open(s3Url('decoded', `${encodeURIComponent(accessKey)}:unchecked`));
+      const bytes = Buffer.from('signed with a decoded access key');
       await store.put(bytes, declare(bytes));
       expect(await readAll(await store.get(sha256Hex(bytes)))).toEqual(bytes);
       await store.close();
     } finally {
-      s3rverAccount.revokeAccessKey('A2RLTEST');
+      s3rverAccount.revokeAccessKey(accessKey);
     }
   });
 

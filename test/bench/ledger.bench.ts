@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { PostgresEventStore } from '../../infra/eventstore/postgres-event-store.js';
+import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
+import { openReadModels } from '../../infra/readmodels/data-source.js';
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { buildEvent, encodeEvent } from '../../modules/ledger/events/envelope.js';
+import { streamName } from '../../modules/ledger/events/ids.js';
+import type { EventStore } from '../../modules/ledger/event-store.port.js';
+import { ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
+import { PROJECTIONS } from '../../projections/index.js';
+
+// `npm run bench -- ledger`: durable append throughput and latency at 1, 4 and 16 concurrent run
+// streams, a raw-driver reference writing the same rows in the same durability mode, and the
+// projection rebuild rate. Figures are compared as ratios within one run on the same machine.
+
+const APPENDS_PER_CONFIG = 2400; // split across the concurrent streams
+const REBUILD_RUNS = 1000;
+const REBUILD_EVENTS_PER_RUN = 100;
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+const PG_URL = process.env.A2RL_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+interface AppendFigures {
+  streams: number;
+  events: number;
+  eventsPerS: number;
+  p50Ms: number;
+  p99Ms: number;
+  rows: Array<{ stream: string; revision: number; id: string; type: string; data: Buffer; group: number }>;
+}
+
+/** One event per append, as the harness records them: built and validated inside the timed loop. */
+function harnessEvent(runId: string, seq: number): A2rlEvent {
+  return buildEvent('FileChanged', runId, seq, new Date(T0 + seq * 1000), {
+    path: `code/train_${seq % 7}.py`,
+    op: seq === 0 ? 'create' : 'modify',
+    sha256: (seq % 16).toString(16).repeat(64),
+    size: 1000 + seq,
+    linesAdded: seq % 13,
+    linesRemoved: seq % 5,
+  });
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function appendWorkload(store: EventStore, streams: number): Promise<AppendFigures> {
+  const perStream = Math.floor(APPENDS_PER_CONFIG / streams);
+  const latencies: number[] = [];
+  const rows: AppendFigures['rows'] = [];
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: streams }, async () => {
+      const runId = `bench-${randomUUID()}`;
+      for (let seq = 0; seq < perStream; seq++) {
+        const t = process.hrtime.bigint();
+        const event = harnessEvent(runId, seq);
+        await store.append(streamName(runId), [event], seq === 0 ? 'no_stream' : BigInt(seq - 1));
+        latencies.push(Number(process.hrtime.bigint() - t) / 1e6);
+        rows.push({ stream: streamName(runId), revision: seq, id: event.id, type: event.type, data: encodeEvent(event), group: 0 });
+      }
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  latencies.sort((a, b) => a - b);
+  return { streams, events: rows.length, eventsPerS: rows.length / seconds, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99), rows };
+}
+
+/** Raw better-sqlite3: the same rows, same table and pragmas, committed in groups of the size the adapter achieved. */
+function rawSqlite(dir: string, rows: AppendFigures['rows'], groupSize: number): number {
+  const db = new Database(path.join(dir, `raw-${randomUUID()}.db`));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec(`CREATE TABLE events (position INTEGER PRIMARY KEY, stream TEXT NOT NULL, revision INTEGER NOT NULL,
+    id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, data BLOB NOT NULL, UNIQUE (stream, revision))`);
+  const insert = db.prepare('INSERT INTO events (stream, revision, id, type, data) VALUES (?, ?, ?, ?, ?)');
+  const group = db.transaction((batch: AppendFigures['rows']) => {
+    for (const r of batch) insert.run(r.stream, r.revision, r.id, r.type, r.data);
+  });
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < rows.length; i += groupSize) group.immediate(rows.slice(i, i + groupSize));
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  db.close();
+  return rows.length / seconds;
+}
+
+/** Raw pg: the same rows from the same number of concurrent clients, one transaction per append. */
+async function rawPostgres(rows: AppendFigures['rows'], streams: number): Promise<number> {
+  const schema = `bench_raw_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const pool = new pg.Pool({ connectionString: PG_URL, max: streams });
+  await pool.query(`CREATE SCHEMA ${schema}`);
+  await pool.query(`CREATE TABLE ${schema}.events (global_position bigserial PRIMARY KEY, stream text NOT NULL, revision bigint NOT NULL,
+    id uuid NOT NULL UNIQUE, type text NOT NULL, data bytea NOT NULL, UNIQUE (stream, revision))`);
+  const byStream = new Map<string, AppendFigures['rows']>();
+  for (const r of rows) byStream.set(r.stream, [...(byStream.get(r.stream) ?? []), r]);
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    [...byStream.values()].map(async (mine) => {
+      const client = await pool.connect();
+      try {
+        for (const r of mine) {
+          await client.query('BEGIN');
+          await client.query(`INSERT INTO ${schema}.events (stream, revision, id, type, data) VALUES ($1, $2, $3, $4, $5)`, [r.stream, r.revision, r.id, r.type, r.data]);
+          await client.query('COMMIT');
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await pool.query(`DROP SCHEMA ${schema} CASCADE`);
+  await pool.end();
+  return rows.length / seconds;
+}
+
+/** Fills a store with REBUILD_RUNS runs and times a rebuild of every projection from zero. */
+async function rebuildRate(store: EventStore, readModelUrl: string): Promise<{ events: number; eventsPerS: number }> {
+  for (let r = 0; r < REBUILD_RUNS; r += 20) {
+    await Promise.all(
+      Array.from({ length: Math.min(20, REBUILD_RUNS - r) }, (_, i) => {
+        const runId = `rebuild-${String(r + i).padStart(5, '0')}`;
+        const events = [buildEvent('RunScheduled', runId, 0, new Date(T0), { task: 'ref-arith', agent: 'reference', baseModel: 'tiny', budgetSeconds: 600, seed: r + i, mode: 'free' })];
+        for (let seq = 1; seq < REBUILD_EVENTS_PER_RUN; seq++) events.push(harnessEvent(runId, seq));
+        return store.append(streamName(runId), events, 'no_stream');
+      }),
+    );
+  }
+  const dataSource = await openReadModels(readModelUrl);
+  try {
+    const runner = new ProjectionRunner(store, dataSource, PROJECTIONS);
+    const started = process.hrtime.bigint();
+    const [result] = await runner.rebuild();
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    return { events: result.processed, eventsPerS: result.processed / seconds };
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const round = (n: number, digits = 2) => Number(n.toFixed(digits));
+
+async function benchSqlite(): Promise<Record<string, unknown>> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-'));
+  try {
+    let last: { figures: AppendFigures; raw: number } | undefined;
+    for (const streams of [1, 4, 16]) {
+      const store = await SqliteEventStore.open(path.join(dir, `ledger-${streams}.db`));
+      const figures = await appendWorkload(store, streams);
+      const { transactions, appends } = store.stats();
+      await store.close();
+      const groupSize = Math.max(1, Math.round(appends / transactions));
+      const raw = rawSqlite(dir, figures.rows, groupSize);
+      console.log(
+        `sqlite   ${String(streams).padStart(2)} streams: ${fmt(figures.eventsPerS)} events/s durable (p50 ${figures.p50Ms.toFixed(2)} ms, p99 ${figures.p99Ms.toFixed(2)} ms, ` +
+          `${(appends / transactions).toFixed(1)} appends/commit); raw better-sqlite3, same rows and commit groups: ${fmt(raw)} rows/s; ratio ${(figures.eventsPerS / raw).toFixed(2)}`,
+      );
+      last = { figures, raw };
+    }
+    const store = await SqliteEventStore.open(path.join(dir, 'rebuild.db'));
+    const rebuild = await rebuildRate(store, `sqlite://${path.join(dir, 'readmodels.db')}`);
+    await store.close();
+    console.log(`sqlite   rebuild: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
+    return {
+      bench: 'ledger',
+      backend: 'sqlite',
+      append_events_per_s: Math.round(last!.figures.eventsPerS),
+      raw_events_per_s: Math.round(last!.raw),
+      ratio: round(last!.figures.eventsPerS / last!.raw),
+      p99_append_ms: round(last!.figures.p99Ms),
+      rebuild_events_per_s: Math.round(rebuild.eventsPerS),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function postgresReachable(): Promise<boolean> {
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function benchPostgres(): Promise<Record<string, unknown>> {
+  const schema = `bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  let last: { figures: AppendFigures; raw: number } | undefined;
+  try {
+    for (const streams of [1, 4, 16]) {
+      const store = await PostgresEventStore.open(PG_URL, { schema: `${schema}_${streams}` });
+      const figures = await appendWorkload(store, streams);
+      await store.close();
+      const raw = await rawPostgres(figures.rows, streams);
+      console.log(
+        `postgres ${String(streams).padStart(2)} streams: ${fmt(figures.eventsPerS)} events/s durable (p50 ${figures.p50Ms.toFixed(2)} ms, p99 ${figures.p99Ms.toFixed(2)} ms); ` +
+          `raw pg, same rows and clients: ${fmt(raw)} rows/s; ratio ${(figures.eventsPerS / raw).toFixed(2)}`,
+      );
+      last = { figures, raw };
+    }
+    const store = await PostgresEventStore.open(PG_URL, { schema: `${schema}_rebuild` });
+    const rebuild = await rebuildRate(store, `${PG_URL}?schema=${schema}_rm`);
+    await store.close();
+    console.log(`postgres rebuild: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
+    return {
+      bench: 'ledger',
+      backend: 'postgres',
+      append_events_per_s: Math.round(last!.figures.eventsPerS),
+      raw_events_per_s: Math.round(last!.raw),
+      ratio: round(last!.figures.eventsPerS / last!.raw),
+      p99_append_ms: round(last!.figures.p99Ms),
+      rebuild_events_per_s: Math.round(rebuild.eventsPerS),
+    };
+  } finally {
+    const pool = new pg.Pool({ connectionString: PG_URL });
+    const { rows } = await pool.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, [`${schema}%`]);
+    for (const { nspname } of rows) await pool.query(`DROP SCHEMA "${nspname}" CASCADE`);
+    await pool.end();
+  }
+}
+
+export async function ledgerBench(): Promise<void> {
+  const lines: Record<string, unknown>[] = [];
+  if (await postgresReachable()) lines.push(await benchPostgres());
+  else console.log(`postgres: not reachable at ${PG_URL}; skipping its line`);
+  lines.push(await benchSqlite());
+  for (const line of lines) console.log(JSON.stringify(line));
+}

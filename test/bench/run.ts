@@ -1,0 +1,12 @@
+// `npm run bench -- <name>`: runs one benchmark; each prints its figures and ends with a JSON line.
+import { ledgerBench } from './ledger.bench.js';
+
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench };
+
+const name = process.argv[2];
+const bench = name ? benches[name] : undefined;
+if (!bench) {
+  console.error(`usage: npm run bench -- <${Object.keys(benches).join('|')}>`);
+  process.exit(2);
+}
+await bench();
