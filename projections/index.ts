@@ -2,4 +2,4 @@ import type { Projection } from './projection.js';
 import { runListProjection } from './run-list/run-list.projection.js';
 
 /** Every projection a2rl maintains, in the order they are caught up. */
-export const PROJECTIONS: Projection[] = [runListProjection as unknown as Projection];
+export const PROJECTIONS: Projection[] = [runListProjection];

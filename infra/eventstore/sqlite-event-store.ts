@@ -76,9 +76,11 @@ export class SqliteEventStore implements EventStore {
   private readonly streamPageStmt = this.db.prepare<[string, number, number], EventRow>(
     'SELECT position, stream, revision, data FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
   );
-  // GLOB rather than LIKE: case-sensitive, and '_' is not a wildcard.
+  // GLOB rather than LIKE: case-sensitive, and '_' is not a wildcard. The unary `+` keeps SQLite
+  // from using the (stream, revision) index for the filter, so it walks the primary key in order
+  // instead of re-sorting every page.
   private readonly allPageStmt = this.db.prepare<[number, number], EventRow>(
-    "SELECT position, stream, revision, data FROM events WHERE position > ? AND stream GLOB 'run-*' ORDER BY position LIMIT ?",
+    "SELECT position, stream, revision, data FROM events WHERE position > ? AND +stream GLOB 'run-*' ORDER BY position LIMIT ?",
   );
   // Nested use of a better-sqlite3 transaction function runs in a SAVEPOINT: a failing insert undoes
   // only its own append, never its neighbours in the batch.
@@ -248,7 +250,12 @@ export class SqliteEventStore implements EventStore {
     const first = firstRevision(p.expected);
     const last = first + BigInt(p.events.length - 1);
     if (atExpected) {
-      return { nextExpectedRevision: last, position: String(this.insertAll(p)), deduplicated: false };
+      // One INSERT is atomic on its own; only multi-event appends pay for a SAVEPOINT.
+      const position =
+        p.events.length === 1
+          ? Number(this.insertStmt.run(p.stream, Number(first), p.events[0].id, p.events[0].type, p.bytes[0]).lastInsertRowid)
+          : this.insertAll(p);
+      return { nextExpectedRevision: last, position: String(position), deduplicated: false };
     }
     // A retry of an append that already committed: same ids and bytes at the same revisions.
     const stored = this.rangeStmt.all(p.stream, Number(first), Number(last));

@@ -47,7 +47,17 @@ export function createReadModelDataSource(url: string): DataSource {
     const parsed = new URL(url);
     const schema = parsed.searchParams.get('schema') ?? undefined;
     parsed.searchParams.delete('schema');
-    return new DataSource({ ...common, type: 'postgres', url: parsed.toString(), schema });
+    if (schema !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
+      throw new UnsupportedReadModelUrlError(`read-model URL schema "${schema}" must be a plain identifier ([A-Za-z_][A-Za-z0-9_]*)`);
+    }
+    return new DataSource({
+      ...common,
+      type: 'postgres',
+      url: parsed.toString(),
+      schema,
+      // search_path too, so raw SQL written without a schema prefix also stays inside the schema.
+      extra: schema ? { options: `-c search_path=${schema}` } : undefined,
+    });
   }
   throw new UnsupportedReadModelUrlError(`unsupported read-model URL scheme "${scheme}" (expected sqlite://<path> or postgres://…)`);
 }

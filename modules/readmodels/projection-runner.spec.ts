@@ -11,6 +11,7 @@ import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { runListProjection } from '../../projections/run-list/run-list.projection.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
+import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
 import { dumpReadModel, ProjectionFailedError, ProjectionRunner, UnknownProjectionError } from './projection-runner.js';
@@ -151,6 +152,35 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     expect(await dumpReadModel(dataSource, runListProjection)).toBe(before);
   });
 
+  it('resumes from the stored checkpoint when another runner advanced the projection meanwhile', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('r', 0, 20));
+    const other = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 5 });
+    // Runner A's reading pauses after 7 events (one batch committed) while runner B catches up fully.
+    const pausing: EventStore = {
+      backend: store.backend,
+      append: (stream, events, expected) => store.append(stream, events, expected),
+      readStream: (stream, options) => store.readStream(stream, options),
+      subscribeAll: (options) => store.subscribeAll(options),
+      streamRevision: (stream) => store.streamRevision(stream),
+      close: () => store.close(),
+      async *readAll(options) {
+        let n = 0;
+        for await (const recorded of store.readAll(options)) {
+          if (n++ === 7) await other.catchUp();
+          yield recorded;
+        }
+      },
+    };
+    const runner = new ProjectionRunner(pausing, dataSource, [runListProjection], { batchSize: 5 });
+    expect(await runner.catchUp()).toEqual([{ name: 'run-list', processed: 5 }]);
+    expect(await checkpoint(dataSource)).toMatchObject({ eventsProcessed: 20 });
+    const shared = await dumpReadModel(dataSource, runListProjection);
+    expect(JSON.parse(shared)[0]).toMatchObject({ eventCount: 20, lastSeq: 19 });
+    await other.rebuild();
+    expect(await dumpReadModel(dataSource, runListProjection)).toBe(shared);
+  });
+
   it('rebuild from zero yields a dump byte-identical to the incremental one', async () => {
     const { store, dataSource } = await setup();
     const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 4 });
@@ -202,6 +232,13 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     const live = await dumpReadModel(dataSource, runListProjection);
     await runner.rebuild();
     expect(await dumpReadModel(dataSource, runListProjection)).toBe(live);
+  });
+
+  it('rejects a projection whose evolve does not record the event seq (idempotency depends on it)', async () => {
+    const { store, dataSource } = await setup();
+    await append(store, runEvents('r', 0, 2));
+    const forgetful: Projection<RunListRow> = { ...runListProjection, evolve: (row, e) => ({ ...runListProjection.evolve(row, e), lastSeq: 0 }) };
+    await expect(new ProjectionRunner(store, dataSource, [forgetful]).catchUp()).rejects.toThrow(/seq 1.*lastSeq 0/);
   });
 
   it('names the known projections when asked for an unknown one', async () => {

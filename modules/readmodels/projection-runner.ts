@@ -55,12 +55,9 @@ export class ProjectionFailedError extends Error {
   }
 }
 
-/** The stored checkpoint moved under this runner: another runner (or a rebuild) is writing the projection. */
-export class ProjectionCheckpointConflictError extends Error {
-  override readonly name = 'ProjectionCheckpointConflictError';
-  constructor(readonly projection: string, readonly expected: string | null) {
-    super(`projection ${projection}: checkpoint is no longer at ${expected ?? 'the beginning'}; another runner or a rebuild is writing it`);
-  }
+/** Internal: the stored checkpoint is no longer where this runner left it (another writer moved it). */
+class CheckpointMovedError extends Error {
+  override readonly name = 'CheckpointMovedError';
 }
 
 /**
@@ -68,13 +65,14 @@ export class ProjectionCheckpointConflictError extends Error {
  * transaction that loads the affected rows, evolves them in memory, upserts the changed ones and
  * advances the checkpoint, so rows and checkpoint are always committed together.
  *
- * Transactions are serialised through this runner: on SQLite, TypeORM shares one connection and a
- * second concurrent transaction would silently become a savepoint of the first.
+ * Transactions are serialised per DataSource: on SQLite, TypeORM shares one connection and a second
+ * concurrent transaction would silently become a savepoint of the first. Another writer of the same
+ * projection (a second process) is detected by the checkpoint check; this runner then resumes from
+ * the stored checkpoint.
  */
 export class ProjectionRunner {
   private readonly tables = new Map<string, RowTable>();
   private readonly batchSize: number;
-  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly eventStore: EventStore,
@@ -94,20 +92,22 @@ export class ProjectionRunner {
   async catchUp(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
     const results: ProjectionProgress[] = [];
     for (const projection of this.select(name)) {
-      let position = await this.prepare(projection);
       let processed = 0;
-      let batch: RecordedEvent[] = [];
-      const flush = async () => {
-        position = await this.apply(projection, position, batch);
-        processed += batch.length;
-        batch = [];
-        onProgress?.({ name: projection.name, processed });
-      };
-      for await (const recorded of this.eventStore.readAll({ after: position })) {
-        batch.push(recorded);
-        if (batch.length >= this.batchSize) await flush();
-      }
-      if (batch.length) await flush();
+      await this.retryingWhenMoved(async () => {
+        let position = await this.prepare(projection);
+        let batch: RecordedEvent[] = [];
+        const flush = async () => {
+          position = await this.apply(projection, position, batch);
+          processed += batch.length;
+          batch = [];
+          onProgress?.({ name: projection.name, processed });
+        };
+        for await (const recorded of this.eventStore.readAll({ after: position })) {
+          batch.push(recorded);
+          if (batch.length >= this.batchSize) await flush();
+        }
+        if (batch.length) await flush();
+      });
       results.push({ name: projection.name, processed });
     }
     return results;
@@ -203,7 +203,7 @@ export class ProjectionRunner {
         .where('name = :name', { name: projection.name })
         .andWhere(from === null ? 'position IS NULL' : 'position = :from', { from })
         .execute();
-      if (moved.affected !== 1) throw new ProjectionCheckpointConflictError(projection.name, from);
+      if (moved.affected !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved from ${from}`);
 
       const keys = new Map<RecordedEvent, string>();
       for (const recorded of batch) {
@@ -217,7 +217,12 @@ export class ProjectionRunner {
         if (key === undefined) continue;
         const row = rows.get(key);
         if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
-        rows.set(key, guard(projection, recorded, () => projection.evolve(row, recorded.event)));
+        rows.set(key, guard(projection, recorded, () => {
+          const next = projection.evolve(row, recorded.event);
+          // lastSeq is what makes re-delivery harmless; a projection that forgets it is a bug.
+          if (next.lastSeq !== recorded.event.seq) throw new Error(`evolve returned lastSeq ${next.lastSeq}, expected the event's seq`);
+          return next;
+        }));
         changed.add(key);
       }
       await table.upsert(manager, [...changed].map((k) => rows.get(k)!));
@@ -225,9 +230,15 @@ export class ProjectionRunner {
     });
   }
 
-  private async follow(projection: Projection, signal: AbortSignal): Promise<void> {
-    let position = await this.prepare(projection);
-    if (signal.aborted) return;
+  private follow(projection: Projection, signal: AbortSignal): Promise<void> {
+    return this.retryingWhenMoved(async () => {
+      const position = await this.prepare(projection);
+      if (!signal.aborted) await this.followFrom(projection, position, signal);
+    });
+  }
+
+  private async followFrom(projection: Projection, from: string | null, signal: AbortSignal): Promise<void> {
+    let position = from;
     const subscription = this.eventStore.subscribeAll({ after: position });
     const close = () => void subscription.close();
     signal.addEventListener('abort', close, { once: true });
@@ -259,16 +270,35 @@ export class ProjectionRunner {
     } finally {
       deadline?.cancel();
       signal.removeEventListener('abort', close);
+      next?.catch(() => undefined); // left pending by a failed flush; the subscription is closing anyway
       await subscription.close();
     }
   }
 
+  /**
+   * Runs `work` again, from the stored checkpoint, whenever another writer moved it (a second
+   * runner, or a rebuild in another process): rows and checkpoint are always consistent in the
+   * database, so resuming from there is correct, and each retry means the other writer progressed.
+   */
+  private async retryingWhenMoved(work: () => Promise<void>): Promise<void> {
+    for (;;) {
+      try {
+        return await work();
+      } catch (error) {
+        if (!(error instanceof CheckpointMovedError)) throw error;
+      }
+    }
+  }
+
   private transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    const result = this.queue.then(() => this.dataSource.transaction(work));
-    this.queue = result.catch(() => undefined);
+    const result = (queues.get(this.dataSource) ?? Promise.resolve()).then(() => this.dataSource.transaction(work));
+    queues.set(this.dataSource, result.catch(() => undefined));
     return result;
   }
 }
+
+/** Per DataSource, so that two runners sharing one SQLite connection never interleave transactions. */
+const queues = new WeakMap<DataSource, Promise<unknown>>();
 
 /** Canonical JSON of all rows of a projection's table, ordered by primary key: equal dumps mean equal read models. */
 export async function dumpReadModel(dataSource: DataSource, projection: Projection): Promise<string> {

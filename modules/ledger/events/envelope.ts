@@ -45,7 +45,7 @@ export function validatePayload<T extends EventType>(type: T, data: unknown): Ev
   return data as EventData<T>;
 }
 
-/** Builds a complete, validated envelope for the next event of a run. */
+/** Builds a complete, validated envelope for the next event of a run. The event and its payload are frozen. */
 export function buildEvent<T extends EventType>(
   type: T,
   runId: string,
@@ -62,8 +62,21 @@ export function buildEvent<T extends EventType>(
     schemaVersion: EVENT_CATALOG[type].version,
     data,
   } as A2rlEvent;
-  assertValidEvent(envelope);
+  const bytes = validateAndEncode(envelope);
+  // Events are immutable once built: freezing lets every later check reuse this validation and
+  // these bytes (the adapters validate again at the store boundary) without re-walking the payload.
+  deepFreeze(envelope);
+  validated.set(envelope, bytes);
   return envelope;
+}
+
+/** Canonical bytes of events built (validated and frozen) by buildEvent. */
+const validated = new WeakMap<object, Buffer>();
+
+function deepFreeze(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
+  Object.freeze(value);
+  for (const v of Object.values(value)) deepFreeze(v);
 }
 
 /** Checks an envelope completely (shape, id, payload, size); throws before anything is written. */
@@ -74,6 +87,8 @@ export function assertValidEvent(event: unknown): asserts event is A2rlEvent {
 /** assertValidEvent, returning the canonical bytes it had to compute anyway (the stored form). */
 export function validateAndEncode(event: unknown): Buffer {
   if (typeof event !== 'object' || event === null) throw new InvalidEventError('event must be an object');
+  const known = validated.get(event);
+  if (known) return known;
   const e = event as Record<string, unknown>;
   const problems: string[] = [];
   const allowed = new Set(['type', 'runId', 'seq', 'id', 'occurredAt', 'schemaVersion', 'data']);
