@@ -5,9 +5,14 @@ import { Command, CommanderError } from 'commander';
 import { canonicalJson } from '../modules/ledger/events/canonical-json.js';
 import { LedgerService } from '../modules/ledger/ledger.service.js';
 import { ProjectionRunnerService } from '../modules/readmodels/readmodels.module.js';
+import { checkAgent, listAgents } from '../modules/agents/agent-registry.js';
+import { RunService, type RunProgress, type RunSummary } from '../modules/runs/run.service.js';
+import { TASKS } from '../tasks/index.js';
 import { AppModule } from './app.module.js';
-import { ConfigError, loadConfig } from './config/config.js';
-import { serve } from './server.js';
+import { A2RL_CONFIG } from './config/config.module.js';
+import { ConfigError, loadConfig, type A2rlConfig } from './config/config.js';
+import { formatSeconds, parseDuration } from './duration.js';
+import { createHttpApp, redact, serve } from './server.js';
 
 // The `a2rl` command line (commander). Each command builds the Nest application context it needs,
 // does its work and closes it, so stores are flushed and closed before the process exits.
@@ -20,6 +25,41 @@ async function withApp<T>(work: (app: INestApplicationContext) => Promise<T>): P
   } finally {
     await app.close();
   }
+}
+
+/** An HTTP app (grading API) on a free loopback port for the runs this process executes. */
+async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const app = await createHttpApp();
+  try {
+    await app.listen(0, '127.0.0.1');
+    const address = app.getHttpServer().address() as { port: number };
+    const runs = app.get(RunService);
+    const interrupted = await runs.recoverInterruptedRuns();
+    for (const runId of interrupted) process.stderr.write(`recorded RunInterrupted for ${runId} (its harness had exited)\n`);
+    return await work(runs, `http://127.0.0.1:${address.port}`, config);
+  } finally {
+    await app.close();
+  }
+}
+
+/** One status line per second on a terminal, one every 10 s otherwise. */
+function progressPrinter(): (p: RunProgress) => void {
+  let last = 0;
+  return (p) => {
+    const tty = process.stderr.isTTY;
+    if (!tty && p.elapsedS - last < 10 && p.remainingS > 0) return;
+    last = p.elapsedS;
+    const best = p.best === null ? '-' : p.best.toFixed(1);
+    const line = `[${p.runId}] ${formatSeconds(p.elapsedS)} elapsed, ${formatSeconds(p.remainingS)} left · submissions ${p.submissions} · best ${best} (baseline ${p.baseline.toFixed(1)})`;
+    process.stderr.write(tty ? `\r${line.padEnd(110)}` : `${line}\n`);
+  };
+}
+
+const num = (n: number | null) => (n === null ? '-' : n.toFixed(1));
+
+function summaryJson(r: RunSummary): string {
+  return JSON.stringify({ runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions, state: r.state });
 }
 
 function summary(data: unknown, width = 100): string {
@@ -87,6 +127,85 @@ export function buildCli(): Command {
         for (const r of runs) rows.push([r.runId, r.task ?? '-', r.agent ?? '-', r.state ?? '-', String(r.eventCount), String(r.lastSeq)]);
         process.stdout.write(`${table(rows)}\n`);
       });
+    });
+
+  program
+    .command('run')
+    .description('run one benchmark run: prepare the workspace, launch the agent with its budget, grade its submissions')
+    .requiredOption('--task <id>', 'task pack (see `a2rl tasks`)')
+    .option('--agent <id>', 'agent (see `a2rl agents`)')
+    .option('--agent-command <command>', 'run this shell command as the agent instead of --agent')
+    .option('--driver <llm>', 'driver LLM to record (default: LLM_MODEL, CHAT_MODEL or OPENAI_MODEL, else the agent\'s own)')
+    .option('--budget <duration>', 'wall-clock budget from agent start, e.g. 90s, 5m, 12h', '12h')
+    .option('--seed <n>', 'seed recorded with the run and given to the agent', '0')
+    .option('--mode <mode>', 'free | sft-only | rl-oriented', 'free')
+    .option('--grace <duration>', 'time between SIGTERM and SIGKILL at budget expiry', '5s')
+    .option('--json', 'print a JSON summary as the last line')
+    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; json?: boolean }) => {
+      if (!/^-?\d+$/.test(opts.seed)) throw new Error(`--seed must be an integer, got "${opts.seed}"`);
+      if (!['free', 'sft-only', 'rl-oriented'].includes(opts.mode)) throw new Error(`--mode must be free, sft-only or rl-oriented, got "${opts.mode}"`);
+      if (!opts.agent && opts.agentCommand === undefined) throw new Error('give --agent <id> or --agent-command \'<shell command>\'');
+      const budgetSeconds = parseDuration(opts.budget);
+      const graceMs = parseDuration(opts.grace) * 1000;
+      await withRunApp(async (runs, gradingBaseUrl) => {
+        runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
+        const result = await runs.run({
+          task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
+          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(),
+        });
+        if (process.stderr.isTTY) process.stderr.write('\n');
+        process.stdout.write(
+          `run ${result.runId} (${result.task}, agent ${result.agent}): baseline ${num(result.baseline)}, best ${num(result.best)}, ` +
+            `improvement ${num(result.improvement)}, ${result.submissions} submissions, agent ${result.exitReason}, sandbox ${result.sandbox}\n` +
+            `  events: a2rl events ${result.runId}   workspace: ${result.workspace}\n`,
+        );
+        if (opts.json) process.stdout.write(`${summaryJson(result)}\n`);
+      });
+    });
+
+  program
+    .command('demo')
+    .description('run the reference agent once on each reference task and print a table')
+    .option('--budget <duration>', 'budget per run', '90s')
+    .option('--json', 'print one JSON summary per run')
+    .action(async (opts: { budget: string; json?: boolean }) => {
+      const budgetSeconds = parseDuration(opts.budget);
+      await withRunApp(async (runs, gradingBaseUrl, config) => {
+        const results: RunSummary[] = [];
+        for (const task of TASKS) {
+          process.stderr.write(`running the reference agent on ${task.id} (L${task.level}: ${task.title}), budget ${formatSeconds(budgetSeconds)}\n`);
+          results.push(await runs.run({ task: task.id, agent: 'reference', budgetSeconds, seed: 0, gradingBaseUrl, onProgress: progressPrinter() }));
+          if (process.stderr.isTTY) process.stderr.write('\n');
+        }
+        const rows = [['TASK', 'BASELINE', 'BEST', 'IMPROVEMENT', 'SUBMISSIONS', 'RUN']];
+        for (const r of results) rows.push([r.task, num(r.baseline), num(r.best), num(r.improvement), String(r.submissions), r.runId]);
+        process.stdout.write(`\n${table(rows)}\n\n`);
+        process.stdout.write(`events:     ${redact(config.ledgerUrl)}   (a2rl events <run>, a2rl runs)\n`);
+        process.stdout.write(`artifacts:  ${redact(config.artifactsUrl)}\n`);
+        process.stdout.write(`workspaces: ${config.workspacesDir}\n`);
+        if (opts.json) for (const r of results) process.stdout.write(`${summaryJson(r)}\n`);
+      });
+    });
+
+  program
+    .command('tasks')
+    .description('list the task packs')
+    .action(() => {
+      const rows = [['TASK', 'LEVEL', 'BASE MODEL', 'EVALUATOR', 'TITLE']];
+      for (const t of TASKS) rows.push([t.id, `L${t.level}${t.environment ? ' (interactive)' : ''}`, t.baseModel, t.evaluatorVersion, t.title]);
+      process.stdout.write(`${table(rows)}\n`);
+    });
+
+  program
+    .command('agents')
+    .description('list the agents and what is missing on this machine to use each')
+    .action(() => {
+      const rows = [['AGENT', 'KIND', 'READY', 'MISSING', 'TITLE']];
+      for (const spec of listAgents()) {
+        const { missing } = checkAgent(spec);
+        rows.push([spec.id, spec.kind, missing.length ? 'no' : 'yes', missing.join('; ') || '-', spec.title]);
+      }
+      process.stdout.write(`${table(rows)}\n`);
     });
 
   const projections = program.command('projections').description('read-model projections: status and rebuild');

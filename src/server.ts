@@ -1,6 +1,8 @@
 import 'reflect-metadata';
 import { type INestApplication, ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { configureGradingHttp } from '../modules/grading/grading-http.js';
 import { ProjectionRunnerService } from '../modules/readmodels/readmodels.module.js';
 import { AppModule } from './app.module.js';
 import { A2RL_CONFIG } from './config/config.module.js';
@@ -8,7 +10,8 @@ import type { A2rlConfig } from './config/config.js';
 
 /** Builds the HTTP application: every request body and query is validated at the edge. */
 export async function createHttpApp(): Promise<INestApplication> {
-  const app = await NestFactory.create(AppModule, { logger: ['error', 'warn'] });
+  const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger: ['error', 'warn'], bodyParser: false });
+  configureGradingHttp(app);
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
   app.enableShutdownHooks();
   return app;

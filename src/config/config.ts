@@ -9,6 +9,8 @@ export interface A2rlConfig {
   ledgerUrl: string;
   artifactsUrl: string;
   readModelUrl: string;
+  /** Where run workspaces are created (default `$A2RL_HOME/workspaces`). */
+  workspacesDir: string;
   httpPort: number;
   httpHost: string;
 }
@@ -58,6 +60,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): A2rlConfig {
     ledgerUrl: checkUrl('A2RL_LEDGER_URL', env.A2RL_LEDGER_URL?.trim() || `sqlite://${path.join(home, 'ledger.db')}`, LEDGER_SCHEMES),
     artifactsUrl: checkUrl('A2RL_ARTIFACTS_URL', env.A2RL_ARTIFACTS_URL?.trim() || `file://${path.join(home, 'artifacts')}`, ARTIFACT_SCHEMES),
     readModelUrl: checkUrl('A2RL_READMODEL_URL', env.A2RL_READMODEL_URL?.trim() || `sqlite://${path.join(home, 'readmodels.db')}`, READMODEL_SCHEMES),
+    workspacesDir: path.resolve(env.A2RL_WORKSPACES_DIR?.trim() || path.join(home, 'workspaces')),
     httpPort: Number(port),
     httpHost: env.A2RL_HTTP_HOST?.trim() || '127.0.0.1',
   };

@@ -1,0 +1,36 @@
+import path from 'node:path';
+import { Module } from '@nestjs/common';
+import { A2RL_CONFIG } from '../../src/config/config.module.js';
+import type { A2rlConfig } from '../../src/config/config.js';
+import { BaselineCache } from './baseline-cache.js';
+import { EnvService } from './env.service.js';
+import { GradingController } from './grading.controller.js';
+import { DEFAULT_GRADING_OPTIONS, GRADING_OPTIONS, type GradingOptions, loadOrCreateOperatorToken, OPERATOR_TOKEN } from './grading.options.js';
+import { OperatorGuard, RunTokenGuard } from './grading.guards.js';
+import { RunRegistry } from './run-registry.js';
+import { SubmissionService } from './submission.service.js';
+
+/**
+ * The grading API. Runs are served once registered with RunRegistry (the run orchestrator does
+ * that with the run's RunContext). Needs A2RL_CONFIG (global ConfigModule); OPERATOR_TOKEN and
+ * GRADING_OPTIONS can be overridden. The app must be set up with configureGradingHttp().
+ */
+@Module({
+  controllers: [GradingController],
+  providers: [
+    RunRegistry,
+    SubmissionService,
+    EnvService,
+    RunTokenGuard,
+    OperatorGuard,
+    {
+      provide: GRADING_OPTIONS,
+      inject: [A2RL_CONFIG],
+      useFactory: (config: A2rlConfig): GradingOptions => ({ ...DEFAULT_GRADING_OPTIONS, stagingDir: path.join(config.home, 'grading-staging') }),
+    },
+    { provide: OPERATOR_TOKEN, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => loadOrCreateOperatorToken(config.home) },
+    { provide: BaselineCache, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => new BaselineCache(path.join(config.home, 'baselines.json')) },
+  ],
+  exports: [RunRegistry, BaselineCache, OPERATOR_TOKEN],
+})
+export class GradingModule {}

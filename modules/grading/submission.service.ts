@@ -1,0 +1,177 @@
+import { rm } from 'node:fs/promises';
+import { HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
+import type { EventData, EventType, SubmissionRejected } from '../ledger/events/catalog.js';
+import type { EvaluationResult } from '../../tasks/task-pack.js';
+import { archiveCheckpoint, type ArchivedCheckpoint } from './checkpoint-archive.js';
+import { GRADING_OPTIONS, type GradingOptions } from './grading.options.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import type { ActiveRun, GradeRecord } from './run-registry.js';
+import { SubmissionRefusedError } from './submission-refused.error.js';
+import { resolveCheckpointDir } from './workspace-path.js';
+
+export interface SubmitResponse {
+  submission_id: string;
+  score: number | null;
+  baseline_score: number;
+  improvement: number | null;
+  best: number | null;
+  total_submissions: number;
+  /** Present when grading failed; the agent's checkpoint or the evaluator, as the message says. */
+  error?: string;
+}
+
+type Outcome = { ok: true; grade: GradeRecord; duplicateOf?: string } | { ok: false; reasonClass: 'invalid_checkpoint' | 'evaluator_error'; message: string };
+
+const MAX_MESSAGE = 4000;
+
+/**
+ * `POST /submit`: resolve and check the path, archive the checkpoint by content, grade it (one
+ * grading at a time per device, under a timeout) and record what happened. Every submission that
+ * passed authentication and body validation gets a `sub-<n>` id and at least one ledger event.
+ */
+@Injectable()
+export class SubmissionService {
+  private readonly devices = new KeyedMutex();
+
+  constructor(@Inject(GRADING_OPTIONS) private readonly options: GradingOptions) {}
+
+  submit(run: ActiveRun, modelPath: string, gpu: number | string | undefined): Promise<SubmitResponse> {
+    return run.track(this.process(run, modelPath, gpu === undefined || gpu === null ? 'cpu' : String(gpu)));
+  }
+
+  private async process(run: ActiveRun, modelPath: string, device: string): Promise<SubmitResponse> {
+    const submissionId = run.nextSubmissionId();
+    let archived: ArchivedCheckpoint | undefined;
+    try {
+      if (Date.now() >= run.deadline.getTime()) {
+        throw new SubmissionRefusedError(409, 'budget_exhausted', `the run's budget is exhausted (deadline ${run.deadline.toISOString()}); no more submissions are graded`);
+      }
+      const target = await resolveCheckpointDir(run.ctx.workspace, modelPath);
+      archived = await archiveCheckpoint({
+        dir: target.abs,
+        workspaceRoot: target.root,
+        artifacts: run.ctx.artifacts,
+        stagingRoot: this.options.stagingDir,
+      });
+      await record(run, 'SubmissionReceived', {
+        submissionId,
+        modelPath: target.rel,
+        manifest: archived.manifest,
+        checkpoint: archived.manifestBlob,
+      });
+    } catch (err) {
+      if (archived) await rm(archived.stagedDir, { recursive: true, force: true });
+      if (err instanceof SubmissionRefusedError) {
+        await reject(run, submissionId, err.reasonClass, err.message);
+        throw new HttpException({ statusCode: err.status, error: err.message, reason: err.reasonClass, submission_id: submissionId }, err.status);
+      }
+      if (err instanceof ServiceUnavailableException) throw err;
+      // Storage trouble while archiving: the harness's fault, never the agent's.
+      const message = `the checkpoint could not be archived: ${messageOf(err)}`;
+      await reject(run, submissionId, 'infra_error', message).catch(() => undefined);
+      throw new ServiceUnavailableException({ statusCode: 503, error: message, reason: 'infra_error', submission_id: submissionId });
+    }
+    const { stagedDir, manifestBlob } = archived;
+    try {
+      // The grade is recorded under the device lock too, so an identical submission waiting for
+      // the lock finds it and the ledger shows the original graded before its duplicates.
+      const outcome = await this.devices.run(device, async (): Promise<Outcome> => {
+        const earlier = run.gradesByContent.get(manifestBlob.sha256);
+        const result: Outcome = earlier ? { ok: true, grade: earlier, duplicateOf: earlier.submissionId } : await this.grade(run, submissionId, stagedDir);
+        if (!result.ok) {
+          await reject(run, submissionId, result.reasonClass, result.message);
+          return result;
+        }
+        const { score, details } = result.grade;
+        await record(run, 'SubmissionGraded', {
+          submissionId,
+          score,
+          improvement: score - run.baselineScore,
+          details: result.duplicateOf ? { duplicateOf: result.duplicateOf } : details,
+        });
+        if (!earlier) run.gradesByContent.set(manifestBlob.sha256, result.grade);
+        run.best = run.best === null ? score : Math.max(run.best, score);
+        return result;
+      });
+      if (!outcome.ok) return this.response(run, submissionId, null, outcome.message);
+      try {
+        run.onSubmitted?.();
+      } catch {
+        // Bookkeeping of the caller (run_meta.json); the grade is recorded either way.
+      }
+      return this.response(run, submissionId, outcome.grade.score);
+    } finally {
+      await rm(stagedDir, { recursive: true, force: true });
+    }
+  }
+
+  private async grade(run: ActiveRun, submissionId: string, dir: string): Promise<Outcome> {
+    const limitMs = this.options.evaluatorTimeoutMs;
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, fail) => {
+      timer = setTimeout(() => {
+        abort.abort();
+        fail(new EvaluatorTimeout(`the evaluator did not finish within ${Math.round(limitMs / 1000)} s`));
+      }, limitMs);
+    });
+    let result: EvaluationResult;
+    try {
+      result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal), timeout]);
+    } catch (err) {
+      if (errorName(err) === 'InvalidCheckpointError') {
+        return { ok: false, reasonClass: 'invalid_checkpoint', message: `invalid checkpoint: ${messageOf(err)}` };
+      }
+      return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): ${messageOf(err)}` };
+    } finally {
+      clearTimeout(timer);
+    }
+    const score = result?.score;
+    if (typeof score !== 'number' || !Number.isFinite(score) || score < 0 || score > 100) {
+      return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): score ${String(score)} is not in 0–100` };
+    }
+    const details = result.details && typeof result.details === 'object' && !Array.isArray(result.details) ? result.details : {};
+    return { ok: true, grade: { submissionId, score, details } };
+  }
+
+  private response(run: ActiveRun, submissionId: string, score: number | null, error?: string): SubmitResponse {
+    return {
+      submission_id: submissionId,
+      score,
+      baseline_score: run.baselineScore,
+      improvement: score === null ? null : score - run.baselineScore,
+      best: run.best,
+      total_submissions: run.totalSubmissions,
+      ...(error === undefined ? {} : { error }),
+    };
+  }
+}
+
+class EvaluatorTimeout extends Error {
+  override readonly name = 'EvaluatorTimeout';
+}
+
+/** Records through the run's recorder; a ledger that cannot record makes the request fail with 503. */
+async function record<T extends EventType>(run: ActiveRun, type: T, data: EventData<T>): Promise<void> {
+  try {
+    await run.ctx.record(type, data);
+  } catch (err) {
+    throw new ServiceUnavailableException({
+      statusCode: HttpStatus.SERVICE_UNAVAILABLE,
+      error: `the ledger could not record ${type}; try again later (${messageOf(err)})`,
+    });
+  }
+}
+
+function reject(run: ActiveRun, submissionId: string, reasonClass: SubmissionRejected['reasonClass'], message: string): Promise<void> {
+  return record(run, 'SubmissionRejected', { submissionId, reasonClass, message: message.slice(0, MAX_MESSAGE) });
+}
+
+function errorName(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null ? String((err as Error).name) : undefined;
+}
+
+function messageOf(err: unknown): string {
+  const text = err instanceof Error || (typeof err === 'object' && err !== null && 'message' in err) ? String((err as Error).message) : String(err);
+  return text.slice(0, MAX_MESSAGE);
+}

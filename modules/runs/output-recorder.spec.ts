@@ -1,0 +1,74 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buffer } from 'node:stream/consumers';
+import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { OutputRecorder } from './output-recorder.js';
+import type { Recorder } from './run-context.js';
+
+interface Recorded {
+  type: string;
+  data: { stream: 'stdout' | 'stderr'; chunk: { sha256: string; size: number; key: string } };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('OutputRecorder', () => {
+  let dir: string;
+  let artifacts: ArtifactStore;
+  let events: Recorded[];
+  const record: Recorder = async (type, data) => {
+    events.push({ type, data } as Recorded);
+  };
+  const content = async (stream: 'stdout' | 'stderr') =>
+    Buffer.concat(
+      await Promise.all(events.filter((e) => e.data.stream === stream).map(async (e) => buffer(await artifacts.get(e.data.chunk.sha256)))),
+    );
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'a2rl-out-'));
+    artifacts = await FsArtifactStore.open(dir);
+    events = [];
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('cuts large output into chunks of at most 64 KiB whose concatenation is the exact stream', async () => {
+    const rec = new OutputRecorder({ artifacts, record });
+    const big = Buffer.alloc(150 * 1024);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7) % 251;
+    for (let off = 0; off < big.length; off += 10_000) rec.write('stdout', big.subarray(off, off + 10_000));
+    await rec.stop();
+    expect(events.map((e) => e.data.chunk.size)).toEqual([65536, 65536, 22528]);
+    expect(events.every((e) => e.type === 'AgentOutput' && e.data.chunk.key === `sha256/${e.data.chunk.sha256.slice(0, 2)}/${e.data.chunk.sha256}`)).toBe(true);
+    expect((await content('stdout')).equals(big)).toBe(true);
+  });
+
+  it('records a quiet stream after the delay, keeping stdout and stderr apart', async () => {
+    const rec = new OutputRecorder({ artifacts, record, maxDelayMs: 50 });
+    rec.write('stdout', Buffer.from('step 1\n'));
+    rec.write('stderr', Buffer.from('warning\n'));
+    rec.write('stdout', Buffer.from('step 2\n'));
+    expect(events).toHaveLength(0);
+    await sleep(150);
+    expect(events.map((e) => e.data.stream).sort()).toEqual(['stderr', 'stdout']);
+    expect((await content('stdout')).toString()).toBe('step 1\nstep 2\n');
+    expect((await content('stderr')).toString()).toBe('warning\n');
+    await rec.stop();
+    expect(events).toHaveLength(2);
+  });
+
+  it('flushes what is buffered on stop and refuses later writes', async () => {
+    const rec = new OutputRecorder({ artifacts, record });
+    rec.write('stderr', Buffer.from('Traceback: boom'));
+    await rec.stop();
+    expect((await content('stderr')).toString()).toBe('Traceback: boom');
+    expect(() => rec.write('stdout', Buffer.from('late'))).toThrow(/after stop/);
+  });
+
+  it('surfaces a recording failure from stop()', async () => {
+    const rec = new OutputRecorder({ artifacts, record: async () => Promise.reject(new Error('ledger down')) });
+    rec.write('stdout', Buffer.from('x'));
+    await expect(rec.stop()).rejects.toThrow('ledger down');
+  });
+});

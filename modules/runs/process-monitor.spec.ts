@@ -1,0 +1,89 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { classifyArgv, ProcessMonitor, type ProcessExit, type ProcessStart } from './process-monitor.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('ProcessMonitor', () => {
+  it('reports every process of a short tree once, with argv, kind, exit status and resource use', async () => {
+    const script = [
+      `node -e "setTimeout(() => {}, 500)" train_sft.mjs &`, // a training child
+      `bash -c '(sleep 0.3; exit 7) & exec sleep 1.2' &`, // leaves an unreaped zombie exiting 7
+      'wait',
+      'exit 3',
+    ].join('\n');
+    const root = spawn('bash', ['-c', script], { cwd: '/tmp', stdio: 'ignore' });
+    const starts: ProcessStart[] = [];
+    const exits: ProcessExit[] = [];
+    const monitor = new ProcessMonitor({
+      rootPid: root.pid!,
+      intervalMs: 50,
+      onStart: (p) => starts.push(p),
+      onExit: (p) => exits.push(p),
+    }).start();
+    root.on('exit', (code) => monitor.noteExit(root.pid!, { exitCode: code ?? undefined }));
+    await once(root, 'exit');
+    await sleep(100);
+    monitor.stop();
+
+    const byPid = new Map(starts.map((s) => [s.pid, s]));
+    expect(byPid.size).toBe(starts.length); // once per process
+    expect(new Set(exits.map((e) => e.pid)).size).toBe(exits.length);
+    expect(exits.map((e) => e.pid).sort()).toEqual(starts.map((s) => s.pid).sort());
+
+    const rootStart = byPid.get(root.pid!)!;
+    expect(rootStart.argv.slice(0, 2)).toEqual(['bash', '-c']);
+    expect(rootStart.cwd).toBe('/tmp');
+    expect(exits.find((e) => e.pid === root.pid)).toMatchObject({ exitCode: 3 });
+
+    const trainer = starts.find((s) => s.argv[0] === 'node')!;
+    expect(trainer).toMatchObject({ ppid: root.pid, kind: 'training' });
+    expect(trainer.argv).toContain('train_sft.mjs');
+    const trainerExit = exits.find((e) => e.pid === trainer.pid)!;
+    expect(trainerExit.durationMs).toBeGreaterThanOrEqual(400);
+    expect(trainerExit.peakRssKb).toBeGreaterThan(1000);
+    expect(trainerExit.cpuMs).toBeGreaterThan(0);
+    expect(Math.abs(trainer.startedAt - Date.now())).toBeLessThan(5000);
+
+    const sleeper = starts.find((s) => s.argv.join(' ') === 'sleep 1.2')!;
+    expect(sleeper.ppid).toBe(root.pid);
+    const zombie = starts.find((s) => s.ppid === sleeper.pid)!;
+    expect(exits.find((e) => e.pid === zombie.pid)).toMatchObject({ exitCode: 7 });
+  });
+
+  it('keeps following a descendant after its parent exits and it is reparented', async () => {
+    const root = spawn('bash', ['-c', 'setsid sleep 0.6 & sleep 0.2'], { stdio: 'ignore' });
+    const starts: ProcessStart[] = [];
+    const exits: ProcessExit[] = [];
+    const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) }).start();
+    await once(root, 'exit');
+    await sleep(150);
+    const orphan = starts.find((s) => s.argv.join(' ') === 'sleep 0.6')!;
+    expect(orphan).toBeDefined();
+    expect(monitor.livePids().map((p) => p.pid)).toContain(orphan.pid);
+    await sleep(600);
+    monitor.stop();
+    expect(exits.map((e) => e.pid)).toContain(orphan.pid);
+  });
+
+  it('does not report the bwrap wrapper but reports what runs inside it', async () => {
+    const args = ['--die-with-parent', '--unshare-pid', '--ro-bind', '/', '/', '--proc', '/proc', 'bash', '-c', 'sleep 0.3; true'];
+    const root = spawn('bwrap', args, { stdio: 'ignore' });
+    const starts: ProcessStart[] = [];
+    const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p) }).start();
+    await once(root, 'exit');
+    monitor.stop();
+    expect(starts.map((s) => s.argv[0])).not.toContain('bwrap');
+    expect(starts.map((s) => s.argv.join(' '))).toContain('sleep 0.3');
+  });
+
+  it('classifies processes by argv heuristics', () => {
+    expect(classifyArgv(['python', 'code/train.py'])).toBe('training');
+    expect(classifyArgv(['bash', '-c', 'accelerate launch run_grpo.py'])).toBe('training');
+    expect(classifyArgv(['python', 'scripts/evaluate.py'])).toBe('evaluation');
+    expect(classifyArgv(['pip', 'install', 'trl'])).toBe('install');
+    expect(classifyArgv(['/usr/bin/npm', 'install'])).toBe('install');
+    expect(classifyArgv(['uv', 'pip', 'install', 'x'])).toBe('install');
+    expect(classifyArgv(['ls', '-la', 'constraints.txt', 'endpoint', 'support'])).toBe('other');
+  });
+});

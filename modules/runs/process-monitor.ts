@@ -1,0 +1,361 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { constants } from 'node:os';
+import { basename } from 'node:path';
+
+/**
+ * Reads an agent's process tree from /proc (Linux only).
+ *
+ * Membership: the root pid plus every process whose parent is a member. A process once seen stays a
+ * member until it disappears (identified by pid AND start time, so a recycled pid is never mistaken
+ * for it) — that keeps orphans that were reparented to init or to the sandbox's pid-1 in the tree, and
+ * their later children too. A process that both starts and is reparented between two polls is missed
+ * (it can still be reached through its process group; see agent-process.ts).
+ *
+ * Exit status: /proc cannot report the status of a process that is not our child once it has been
+ * reaped. It is recorded when observable: from a zombie's /proc/<pid>/stat field 52 (exit_code), or
+ * from `noteExit` (the launcher knows the root's status). Otherwise ProcessExited has neither
+ * exitCode nor signal. CPU time and peak RSS are the last sample taken before the process vanished,
+ * so up to one poll interval of activity may be missing. A process living less than one interval may
+ * go unseen entirely.
+ */
+
+export type ProcessKind = 'training' | 'evaluation' | 'install' | 'other';
+
+export interface ProcessStart {
+  pid: number;
+  ppid: number;
+  argv: string[];
+  cwd: string;
+  kind: ProcessKind;
+  /** Epoch milliseconds, from the kernel's start time (10 ms resolution). */
+  startedAt: number;
+}
+
+export interface ProcessExit {
+  pid: number;
+  exitCode?: number;
+  signal?: string;
+  durationMs: number;
+  cpuMs: number;
+  peakRssKb: number;
+}
+
+export interface ExitStatus {
+  exitCode?: number;
+  signal?: string;
+}
+
+/** One line of /proc/<pid>/stat, the fields we use. */
+export interface ProcStat {
+  pid: number;
+  state: string;
+  ppid: number;
+  pgid: number;
+  /** Clock ticks since boot. */
+  startTicks: number;
+  /** utime + stime, clock ticks. */
+  cpuTicks: number;
+  /** Raw wait status (field 52); meaningful only for a zombie. */
+  exitCode: number;
+}
+
+/** USER_HZ: the unit of /proc tick counts. It is 100 on every Linux architecture Node supports. */
+const TICK_MS = 10;
+
+export function readProcStat(pid: number): ProcStat | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // f[0] is field 3 of proc(5): field N is f[N - 3].
+  return {
+    pid,
+    state: f[0],
+    ppid: Number(f[1]),
+    pgid: Number(f[2]),
+    cpuTicks: Number(f[11]) + Number(f[12]),
+    startTicks: Number(f[19]),
+    exitCode: f.length > 49 ? Number(f[49]) : 0,
+  };
+}
+
+export function listPids(): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (Number.isInteger(pid) && pid > 0) pids.push(pid);
+  }
+  return pids;
+}
+
+/** Stats of every process now visible in /proc. */
+export function readAllStats(): Map<number, ProcStat> {
+  const all = new Map<number, ProcStat>();
+  for (const pid of listPids()) {
+    const st = readProcStat(pid);
+    if (st) all.set(pid, st);
+  }
+  return all;
+}
+
+/** Epoch milliseconds of a kernel start time (ticks since boot). */
+export function ticksToEpochMs(ticks: number): number {
+  return bootEpochMs() + ticks * TICK_MS;
+}
+
+let bootMs: number | undefined;
+function bootEpochMs(): number {
+  // /proc/uptime has centisecond resolution (btime in /proc/stat only whole seconds).
+  bootMs ??= Date.now() - Number(readFileSync('/proc/uptime', 'latin1').split(' ')[0]) * 1000;
+  return bootMs;
+}
+
+/** Decodes a wait(2) status word. */
+export function decodeWaitStatus(status: number): ExitStatus {
+  const sig = status & 0x7f;
+  if (sig === 0) return { exitCode: (status >> 8) & 0xff };
+  return { signal: signalName(sig) };
+}
+
+export function signalName(signo: number): string {
+  const found = Object.entries(constants.signals).find(([, n]) => n === signo);
+  return found ? found[0] : `SIG${signo}`;
+}
+
+export function readArgv(pid: number): string[] | null {
+  try {
+    const raw = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    const argv = raw.split('\0');
+    if (argv.at(-1) === '') argv.pop();
+    return argv;
+  } catch {
+    return null;
+  }
+}
+
+function readCwd(pid: number): string {
+  try {
+    return readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return '';
+  }
+}
+
+function readPeakRssKb(pid: number): number | null {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+const INSTALL_TOOL = /(^|[^a-z0-9])(pip3?|npm|pnpm|yarn|apt|apt-get|conda|mamba|uv|poetry)\s/;
+const INSTALL_VERB = /\s(install|add)(\s|$)/;
+const TRAINING = /(^|[^a-z])(train|sft|grpo|ppo|dpo|finetun|fine[-_]tun)/;
+const EVALUATION = /(^|[^a-z])eval/;
+
+/** Classifies a command line by name heuristics (scripts and arguments, case-insensitive). */
+export function classifyArgv(argv: string[]): ProcessKind {
+  const line = argv.join(' ').toLowerCase();
+  if (INSTALL_TOOL.test(line) && INSTALL_VERB.test(line)) return 'install';
+  if (TRAINING.test(line)) return 'training';
+  if (EVALUATION.test(line)) return 'evaluation';
+  return 'other';
+}
+
+/** The sandbox wrapper itself is plumbing, not an agent action. */
+export function isSandboxWrapper(argv: string[]): boolean {
+  return argv.length > 0 && basename(argv[0]) === 'bwrap';
+}
+
+interface Tracked {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  startTicks: number;
+  startedAt: number;
+  argv: string[];
+  cpuTicks: number;
+  peakRssKb: number;
+  sightings: number;
+  skip: boolean;
+  announced: boolean;
+  exited: boolean;
+  zombieStatus?: ExitStatus;
+}
+
+export interface LiveProcess {
+  pid: number;
+  pgid: number;
+  startTicks: number;
+}
+
+export interface ProcessMonitorOptions {
+  rootPid: number;
+  intervalMs?: number;
+  onStart?: (p: ProcessStart) => void;
+  onExit?: (p: ProcessExit) => void;
+  /** Processes to track (for membership and killing) but not report; default: the bwrap wrapper. */
+  skip?: (argv: string[]) => boolean;
+}
+
+/**
+ * Polls /proc for the descendants of `rootPid`. `onStart` fires once per process, on its second
+ * sighting (so the argv is the one after exec rather than the forked parent's) or when it exits
+ * after a single sighting; `onExit` fires once when it disappears or becomes a zombie.
+ */
+export class ProcessMonitor {
+  private readonly tracked = new Map<number, Tracked>();
+  private readonly noted = new Map<number, ExitStatus>();
+  private readonly rootStartTicks: number | undefined;
+  private readonly intervalMs: number;
+  private readonly skip: (argv: string[]) => boolean;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly opts: ProcessMonitorOptions) {
+    this.intervalMs = opts.intervalMs ?? 100;
+    this.skip = opts.skip ?? isSandboxWrapper;
+    this.rootStartTicks = readProcStat(opts.rootPid)?.startTicks;
+  }
+
+  start(): this {
+    this.poll();
+    this.timer = setInterval(() => this.poll(), this.intervalMs);
+    this.timer.unref();
+    return this;
+  }
+
+  /** A final poll, then no more callbacks. Processes still alive are left tracked but unreported. */
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.poll();
+    this.stopped = true;
+  }
+
+  /** Exit status learnt elsewhere (the launcher's waitpid for the root); used when `pid` vanishes. */
+  noteExit(pid: number, status: ExitStatus): void {
+    this.noted.set(pid, status);
+  }
+
+  /** Tracked processes that are alive and not zombies, after a fresh poll. */
+  livePids(): LiveProcess[] {
+    this.poll();
+    return [...this.tracked.values()]
+      .filter((t) => !t.zombieStatus)
+      .map(({ pid, pgid, startTicks }) => ({ pid, pgid, startTicks }));
+  }
+
+  /** One scan of /proc; synchronous so each scan is a consistent snapshot. */
+  private poll(): void {
+    if (this.stopped) return;
+    const all = readAllStats();
+    const now = Date.now();
+    const members = this.members(all);
+
+    for (const [pid, t] of this.tracked) {
+      const st = all.get(pid);
+      if (!st || st.startTicks !== t.startTicks) {
+        this.finish(t, now);
+        this.tracked.delete(pid);
+      }
+    }
+    for (const st of members) {
+      let t = this.tracked.get(st.pid);
+      if (!t) {
+        const argv = readArgv(st.pid) ?? [];
+        t = {
+          pid: st.pid,
+          ppid: st.ppid,
+          pgid: st.pgid,
+          startTicks: st.startTicks,
+          startedAt: ticksToEpochMs(st.startTicks),
+          argv,
+          cpuTicks: 0,
+          peakRssKb: 0,
+          sightings: 0,
+          skip: false,
+          announced: false,
+          exited: false,
+        };
+        this.tracked.set(st.pid, t);
+      }
+      if (t.zombieStatus) continue;
+      t.sightings++;
+      t.pgid = st.pgid;
+      t.cpuTicks = st.cpuTicks;
+      if (st.state === 'Z') {
+        t.zombieStatus = decodeWaitStatus(st.exitCode);
+        this.finish(t, now);
+        continue;
+      }
+      if (!t.announced) {
+        const argv = readArgv(st.pid);
+        if (argv && argv.length > 0) t.argv = argv; // a kernel thread or a zombie has none
+        if (t.sightings >= 2) this.announce(t);
+      }
+      t.peakRssKb = readPeakRssKb(st.pid) ?? t.peakRssKb;
+    }
+  }
+
+  private members(all: Map<number, ProcStat>): ProcStat[] {
+    const children = new Map<number, ProcStat[]>();
+    for (const st of all.values()) {
+      const list = children.get(st.ppid);
+      if (list) list.push(st);
+      else children.set(st.ppid, [st]);
+    }
+    const seeds: ProcStat[] = [];
+    const root = all.get(this.opts.rootPid);
+    if (root && root.startTicks === this.rootStartTicks) seeds.push(root);
+    for (const t of this.tracked.values()) {
+      const st = all.get(t.pid);
+      if (st && st.startTicks === t.startTicks) seeds.push(st);
+    }
+    const seen = new Map<number, ProcStat>();
+    const queue = seeds;
+    while (queue.length > 0) {
+      const st = queue.pop()!;
+      if (seen.has(st.pid)) continue;
+      seen.set(st.pid, st);
+      queue.push(...(children.get(st.pid) ?? []));
+    }
+    return [...seen.values()];
+  }
+
+  private announce(t: Tracked): void {
+    t.announced = true;
+    t.skip = this.skip(t.argv);
+    if (t.skip) return;
+    this.opts.onStart?.({
+      pid: t.pid,
+      ppid: t.ppid,
+      argv: t.argv,
+      cwd: readCwd(t.pid),
+      kind: classifyArgv(t.argv),
+      startedAt: t.startedAt,
+    });
+  }
+
+  private finish(t: Tracked, now: number): void {
+    if (t.exited) return;
+    t.exited = true;
+    if (!t.announced) this.announce(t);
+    if (t.skip) return;
+    const status = t.zombieStatus ?? this.noted.get(t.pid) ?? {};
+    this.noted.delete(t.pid);
+    this.opts.onExit?.({
+      pid: t.pid,
+      ...status,
+      durationMs: Math.max(0, now - t.startedAt),
+      cpuMs: t.cpuTicks * TICK_MS,
+      peakRssKb: t.peakRssKb,
+    });
+  }
+}

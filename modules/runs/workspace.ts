@@ -1,0 +1,283 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join, relative, resolve, sep } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { TaskPack } from '../../tasks/task-pack.js';
+import type { WorkspaceLayout } from './run-context.js';
+
+export interface ManifestEntry {
+  /** Workspace-relative, posix separators: `data/...` or `models/<baseModel>/...`. */
+  path: string;
+  sha256: string;
+  size: number;
+}
+
+export interface PrepareWorkspaceOptions {
+  workspacesRoot: string;
+  runId: string;
+  task: TaskPack;
+  /** Materialised packs, one directory per task id; holds the private sets, so never mounted. */
+  taskCacheDir: string;
+  /** Text of `instructions.md`. */
+  instructions: string;
+  /** Written as `timeout_s` in run_meta.json. */
+  budgetSeconds?: number;
+}
+
+export interface PreparedWorkspace {
+  layout: WorkspaceLayout;
+  /** The task's held-out data, inside the task cache (outside every workspace). */
+  privateDir: string;
+  /** Every file given to the agent (data and base model), sorted by path. */
+  dataManifest: ManifestEntry[];
+  runMeta: RunMeta;
+}
+
+export interface MaterializedTask {
+  dataDir: string;
+  modelDir: string;
+  privateDir: string;
+  manifest: ManifestEntry[];
+}
+
+export class WorkspaceError extends Error {
+  override readonly name = 'WorkspaceError';
+}
+
+/** Files the harness writes into the workspace itself (the file watcher ignores them). */
+const HARNESS_FILES = new Set(['description.md', 'instructions.md', 'run_meta.json', 'run_meta.json.tmp']);
+
+export function isHarnessFile(workspaceRelativePath: string): boolean {
+  return HARNESS_FILES.has(workspaceRelativePath);
+}
+
+const MARKER = '.complete.json';
+const SAFE_SEGMENT = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,200}$/;
+
+export function workspaceLayout(workspacesRoot: string, runId: string, baseModel: string): WorkspaceLayout {
+  assertSegment('run id', runId);
+  assertSegment('base model', baseModel);
+  const root = join(workspacesRoot, runId);
+  return {
+    root,
+    codeDir: join(root, 'code'),
+    dataDir: join(root, 'data'),
+    modelsDir: join(root, 'models'),
+    baseModelDir: join(root, 'models', baseModel),
+    outputDir: join(root, 'output'),
+    descriptionFile: join(root, 'description.md'),
+    instructionsFile: join(root, 'instructions.md'),
+    runMetaFile: join(root, 'run_meta.json'),
+  };
+}
+
+/**
+ * Creates a fresh workspace for a run: copies of the task's data and base model (read-only), empty
+ * `code/` and `output/`, description.md, instructions.md and run_meta.json. Read-only here means
+ * file modes only; against an agent running as root it is the sandbox's read-only binds that hold.
+ */
+export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<PreparedWorkspace> {
+  const { task } = opts;
+  const layout = workspaceLayout(opts.workspacesRoot, opts.runId, task.baseModel);
+  const [workspaces, cache] = [resolve(opts.workspacesRoot), resolve(opts.taskCacheDir)];
+  if (isWithin(cache, workspaces) || isWithin(workspaces, cache)) {
+    throw new WorkspaceError(`the task cache ${cache} (held-out data) and the workspaces ${workspaces} must not overlap`);
+  }
+  const pack = await materializeTask(task, opts.taskCacheDir);
+
+  await mkdir(opts.workspacesRoot, { recursive: true });
+  try {
+    await mkdir(layout.root);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+      throw new WorkspaceError(`workspace ${layout.root} already exists: run ids must be unique`, { cause: err });
+    }
+    throw err;
+  }
+  try {
+    // dereference: nothing in the workspace may link back into the task cache.
+    await cp(pack.dataDir, layout.dataDir, { recursive: true, dereference: true, errorOnExist: true });
+    await mkdir(layout.modelsDir);
+    await cp(pack.modelDir, layout.baseModelDir, { recursive: true, dereference: true, errorOnExist: true });
+    await mkdir(layout.codeDir);
+    await mkdir(layout.outputDir);
+    await writeFile(layout.descriptionFile, task.description);
+    await writeFile(layout.instructionsFile, opts.instructions);
+    const runMeta = await RunMeta.create(layout.runMetaFile, { timeout_s: opts.budgetSeconds ?? null });
+    await makeReadOnly(layout.dataDir);
+    await makeReadOnly(layout.modelsDir);
+    return { layout, privateDir: pack.privateDir, dataManifest: pack.manifest, runMeta };
+  } catch (err) {
+    await rm(layout.root, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/**
+ * Materialises a task pack once into `<taskCacheDir>/<taskId>/{data,model,private}` and reuses it
+ * while the completion marker matches the pack (id, base model, evaluator version). The pack is
+ * written into a temporary sibling and renamed into place with the marker already inside, so a
+ * crash never leaves a directory that looks complete; concurrent preparers converge on one copy.
+ * Packs must therefore not embed their target paths in the files they write.
+ */
+export async function materializeTask(task: TaskPack, taskCacheDir: string): Promise<MaterializedTask> {
+  assertSegment('task id', task.id);
+  const dir = join(taskCacheDir, task.id);
+  const cached = await readMarker(dir, task);
+  if (cached) return cached;
+
+  await mkdir(taskCacheDir, { recursive: true });
+  const temp = join(taskCacheDir, `.${task.id}.${randomUUID()}.tmp`);
+  const paths = { dataDir: join(temp, 'data'), modelDir: join(temp, 'model'), privateDir: join(temp, 'private') };
+  try {
+    for (const p of Object.values(paths)) await mkdir(p, { recursive: true });
+    await task.materialize(paths);
+    const manifest = [
+      ...(await hashTree(paths.dataDir, 'data')),
+      ...(await hashTree(paths.modelDir, `models/${task.baseModel}`)),
+    ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    const marker: Marker = { taskId: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion, manifest };
+    await writeFile(join(temp, MARKER), JSON.stringify(marker));
+
+    const stale = join(taskCacheDir, `.${task.id}.${randomUUID()}.stale`);
+    if (await exists(dir)) {
+      const winner = await readMarker(dir, task);
+      if (winner) return winner; // another preparer finished first
+      await rename(dir, stale);
+    }
+    try {
+      await rename(temp, dir);
+    } catch (err) {
+      const winner = await readMarker(dir, task);
+      if (winner) return winner;
+      throw new WorkspaceError(`cannot install materialised task ${task.id} into ${dir}`, { cause: err });
+    }
+    await rm(stale, { recursive: true, force: true });
+    return { ...cachePaths(dir), manifest };
+  } finally {
+    await rm(temp, { recursive: true, force: true });
+  }
+}
+
+interface Marker {
+  taskId: string;
+  baseModel: string;
+  evaluatorVersion: string;
+  manifest: ManifestEntry[];
+}
+
+async function readMarker(dir: string, task: TaskPack): Promise<MaterializedTask | null> {
+  let marker: Marker;
+  try {
+    marker = JSON.parse(await readFile(join(dir, MARKER), 'utf8')) as Marker;
+  } catch {
+    return null; // absent or torn: not complete
+  }
+  const current =
+    marker.taskId === task.id && marker.baseModel === task.baseModel && marker.evaluatorVersion === task.evaluatorVersion;
+  return current ? { ...cachePaths(dir), manifest: marker.manifest } : null;
+}
+
+function cachePaths(dir: string): Omit<MaterializedTask, 'manifest'> {
+  return { dataDir: join(dir, 'data'), modelDir: join(dir, 'model'), privateDir: join(dir, 'private') };
+}
+
+async function hashTree(root: string, prefix: string): Promise<ManifestEntry[]> {
+  const entries: ManifestEntry[] = [];
+  for (const file of await listFiles(root)) {
+    const hash = createHash('sha256');
+    await pipeline(createReadStream(file), hash);
+    entries.push({
+      path: `${prefix}/${relative(root, file).split(sep).join('/')}`,
+      sha256: hash.digest('hex'),
+      size: (await stat(file)).size,
+    });
+  }
+  return entries;
+}
+
+async function listFiles(dir: string): Promise<string[]> {
+  const files: string[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) files.push(...(await listFiles(path)));
+    else if (entry.isFile()) files.push(path);
+  }
+  return files;
+}
+
+/** Files r--/r-x, directories r-x: nothing can be added, removed or rewritten without root. */
+async function makeReadOnly(path: string): Promise<void> {
+  const st = await stat(path);
+  if (st.isDirectory()) {
+    for (const name of await readdir(path)) await makeReadOnly(join(path, name));
+    await chmod(path, 0o555);
+  } else {
+    await chmod(path, st.mode & 0o111 ? 0o555 : 0o444);
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isWithin(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(`${dir}/`);
+}
+
+function assertSegment(what: string, value: string): void {
+  if (!SAFE_SEGMENT.test(value)) throw new WorkspaceError(`${what} "${value}" is not a safe directory name`);
+}
+
+/** run_meta.json as the paper has it; times are Unix epoch seconds (fractional), null until known. */
+export interface RunMetaFields {
+  start_time: number | null;
+  timeout_s: number | null;
+  last_submit_time: number | null;
+  end_time: number | null;
+}
+
+export function epochSeconds(date: Date = new Date()): number {
+  return date.getTime() / 1000;
+}
+
+/**
+ * Keeps run_meta.json current. Each update is written to a temp file and renamed over the old one,
+ * so an agent reading it never sees a torn file; writes are serialised in call order.
+ */
+export class RunMeta {
+  private writes: Promise<void> = Promise.resolve();
+
+  private constructor(
+    readonly file: string,
+    private fields: RunMetaFields,
+  ) {}
+
+  static async create(file: string, initial: Partial<RunMetaFields> = {}): Promise<RunMeta> {
+    const meta = new RunMeta(file, { start_time: null, timeout_s: null, last_submit_time: null, end_time: null, ...initial });
+    await meta.update({});
+    return meta;
+  }
+
+  get current(): Readonly<RunMetaFields> {
+    return { ...this.fields };
+  }
+
+  update(patch: Partial<RunMetaFields>): Promise<void> {
+    this.fields = { ...this.fields, ...patch };
+    const text = `${JSON.stringify(this.fields, null, 2)}\n`;
+    const write = this.writes.then(async () => {
+      const temp = `${this.file}.tmp`;
+      await writeFile(temp, text);
+      await rename(temp, this.file);
+    });
+    this.writes = write.catch(() => {}); // one failed write must not block later ones
+    return write;
+  }
+}
