@@ -117,8 +117,12 @@ export class RunService {
     const pending = new Set<Promise<unknown>>();
     let recordError: unknown;
     const tally = { submissions: new Set<string>(), best: null as number | null };
+    let files: FileWatcher | undefined;
     const record: Recorder = (type, data) => {
-      const p = this.ledger.record(runId, type, data).then((event: A2rlEvent) => {
+      // The code as it stands when a checkpoint is submitted is recorded before the submission, so
+      // "what changed between submissions" never depends on the watcher's coalescing window.
+      const before = type === 'SubmissionReceived' && files ? files.flush() : Promise.resolve();
+      const p = before.then(() => this.ledger.record(runId, type, data)).then((event: A2rlEvent) => {
         if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') {
           tally.submissions.add(event.data.submissionId);
         }
@@ -193,7 +197,7 @@ export class RunService {
       baselineScore: baseline.score,
       onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
     });
-    const files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record });
+    files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record });
     await files.start();
     const output = new OutputRecorder({ artifacts: this.artifacts, record });
     if (sandbox === 'none') lock.pidFile = path.join(this.locksDir, `${runId}.pgid`);
