@@ -55,7 +55,7 @@ function percentile(sorted: number[], p: number): number {
  * store's durable append rate for the same rows the raw reference inserts; `harness_events_per_s`
  * in the human output adds building and validating each event inside the loop.
  */
-export async function appendWorkload(store: EventStore, streams: number, buildInLoop = false): Promise<AppendFigures> {
+async function appendWorkload(store: EventStore, streams: number, buildInLoop = false): Promise<AppendFigures> {
   const perStream = Math.floor(APPENDS_PER_CONFIG / streams);
   const runs = Array.from({ length: streams }, () => `bench-${randomUUID()}`);
   const prebuilt = buildInLoop ? [] : runs.map((runId) => Array.from({ length: perStream }, (_, seq) => harnessEvent(runId, seq)));
@@ -157,7 +157,21 @@ async function rebuildRate(store: EventStore, readModelUrl: string): Promise<{ e
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 const round = (n: number, digits = 2) => Number(n.toFixed(digits));
 
-export async function benchSqlite(): Promise<Record<string, unknown>> {
+/** Prints the rebuild figure and returns the backend's JSON line (figures of the 16-stream case). */
+function summaryLine(backend: string, last: { figures: AppendFigures; raw: number }, rebuild: { events: number; eventsPerS: number }): Record<string, unknown> {
+  console.log(`${backend.padEnd(8)} rebuild: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
+  return {
+    bench: 'ledger',
+    backend,
+    append_events_per_s: Math.round(last.figures.eventsPerS),
+    raw_events_per_s: Math.round(last.raw),
+    ratio: round(last.figures.eventsPerS / last.raw),
+    p99_append_ms: round(last.figures.p99Ms),
+    rebuild_events_per_s: Math.round(rebuild.eventsPerS),
+  };
+}
+
+async function benchSqlite(): Promise<Record<string, unknown>> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-'));
   try {
     let last: { figures: AppendFigures; raw: number } | undefined;
@@ -181,16 +195,7 @@ export async function benchSqlite(): Promise<Record<string, unknown>> {
     const store = await SqliteEventStore.open(path.join(dir, 'rebuild.db'));
     const rebuild = await rebuildRate(store, `sqlite://${path.join(dir, 'readmodels.db')}`);
     await store.close();
-    console.log(`sqlite   rebuild: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
-    return {
-      bench: 'ledger',
-      backend: 'sqlite',
-      append_events_per_s: Math.round(last!.figures.eventsPerS),
-      raw_events_per_s: Math.round(last!.raw),
-      ratio: round(last!.figures.eventsPerS / last!.raw),
-      p99_append_ms: round(last!.figures.p99Ms),
-      rebuild_events_per_s: Math.round(rebuild.eventsPerS),
-    };
+    return summaryLine('sqlite', last!, rebuild);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -225,16 +230,7 @@ async function benchPostgres(): Promise<Record<string, unknown>> {
     const store = await PostgresEventStore.open(PG_URL, { schema: `${schema}_rebuild` });
     const rebuild = await rebuildRate(store, `${PG_URL}?schema=${schema}_rm`);
     await store.close();
-    console.log(`postgres rebuild: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
-    return {
-      bench: 'ledger',
-      backend: 'postgres',
-      append_events_per_s: Math.round(last!.figures.eventsPerS),
-      raw_events_per_s: Math.round(last!.raw),
-      ratio: round(last!.figures.eventsPerS / last!.raw),
-      p99_append_ms: round(last!.figures.p99Ms),
-      rebuild_events_per_s: Math.round(rebuild.eventsPerS),
-    };
+    return summaryLine('postgres', last!, rebuild);
   } finally {
     const pool = new pg.Pool({ connectionString: PG_URL });
     const { rows } = await pool.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, [`${schema}%`]);

@@ -1,0 +1,88 @@
+/**
+ * What the post-hoc analysis of one run derives from its events (pure; see docs/analysis.md).
+ * Times are seconds from AgentStarted (or RunScheduled when the agent never started), computed from
+ * the events' occurredAt strings — never from the wall clock.
+ */
+export type FailureClass =
+  | 'success'
+  | 'timeout_no_submission'
+  | 'copy_model_fallback'
+  | 'code_error_runtime'
+  | 'rollout_logic_wrong'
+  | 'training_diverged'
+  | 'invalid_checkpoint'
+  | 'no_improvement'
+  | 'agent_crash'
+  | 'infra_error';
+
+export type Route = 'sft' | 'grpo' | 'ppo' | 'dpo' | 'online_rl_other' | 'none' | 'copy_model';
+
+/** A reference to the event(s) behind a claim: every claim in a report cites seqs. */
+export type Evidence = number[];
+
+export interface SubmissionAnalysis {
+  /** 1-based position in submission order. */
+  index: number;
+  submissionId: string;
+  /** Seq of SubmissionReceived (or of SubmissionRejected when refused before archiving). */
+  seq: number;
+  atS: number;
+  modelPath: string | null;
+  /** sha256 of the checkpoint manifest blob (content identity), null when never archived. */
+  checkpointSha256: string | null;
+  status: 'graded' | 'rejected';
+  /** Graded score; 0 for rejected submissions in the trajectory. */
+  score: number;
+  rejectedReason: string | null;
+  valid: boolean;
+  isCopyOfBase: boolean;
+  duplicateOf: string | null;
+  /** code/ files changed since the previous submission (or since start), by the FileChanged events in between. */
+  codeChanges: { path: string; op: string; linesAdded: number; linesRemoved: number; sha256: string | null; previousSha256: string | null; seq: number }[];
+  /** Processes started since the previous submission. */
+  processes: { pid: number; argv: string[]; kind: string; startSeq: number; exitSeq: number | null; exitCode: number | null; signal: string | null; durationS: number | null }[];
+  rollouts: { episodes: number; steps: number; successRate: number; batches: number };
+  route: { declared: Route; executed: Route; evidence: Evidence };
+  evidence: Evidence;
+}
+
+export interface ProcessMetrics {
+  valid_submission_rate: number | null;
+  first_valid_idx: number | null;
+  first_valid_delay: number | null;
+  score_trajectory: number[];
+  time_to_first_improvement: number | null;
+  time_to_best: number | null;
+  monotonic_ratio: number | null;
+  copy_model_count: number;
+  time_used_ratio: number | null;
+  last_submit_gap: number | null;
+  training_launches: number;
+  total_training_time: number;
+  rollout_episodes: number;
+  code_revisions_between_submissions: number[];
+}
+
+export interface RunAnalysis {
+  runId: string;
+  task: string | null;
+  agent: string | null;
+  driver: string | null;
+  baseModel: string | null;
+  budgetSeconds: number | null;
+  mode: string | null;
+  state: 'scheduled' | 'running' | 'completed' | 'interrupted' | null;
+  scheduledAt: string | null;
+  baseline: number | null;
+  best: number | null;
+  improvement: number | null;
+  durationS: number | null;
+  exitReason: string | null;
+  sandbox: string | null;
+  submissions: SubmissionAnalysis[];
+  metrics: ProcessMetrics;
+  failure: { class: FailureClass; rule: string; evidence: Evidence };
+  route: { best: Route; declared: Route; evidence: Evidence };
+  eventCount: number;
+  lastSeq: number;
+}
