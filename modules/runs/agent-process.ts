@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import {
   ProcessMonitor,
   readAllStats,
@@ -9,6 +10,7 @@ import {
   type LiveProcess,
   type ProcessMonitorOptions,
 } from './process-monitor.js';
+import { StraceTracer, straceWorks, TracerUnavailableError, type TracerKind } from './process-tracer.js';
 
 export type ExitReason = 'completed' | 'timeout' | 'killed' | 'crashed';
 
@@ -33,8 +35,17 @@ export interface LaunchOptions {
    * kill leftovers after a harness crash (`killLeftoverProcessGroup`). Removed on a clean exit.
    */
   pidFile?: string;
-  /** Callbacks of the process monitor the launcher runs anyway to know the whole tree. */
+  /** Process events (ProcessStarted/ProcessExited), reported by whichever tracer is used. */
   monitor?: Omit<ProcessMonitorOptions, 'rootPid'>;
+  /**
+   * Who reports process events: 'strace' (exact: every exec, exact exit statuses; see
+   * process-tracer.ts), 'proc' (the /proc poller, which misses processes shorter than a poll) or
+   * 'auto' (default: strace when it works here, else proc). The /proc poller always runs to know the
+   * tree for killing; with strace it reports nothing.
+   */
+  tracer?: 'strace' | 'proc' | 'auto';
+  /** The strace executable (default `strace` on the harness's PATH). */
+  straceBinary?: string;
 }
 
 export interface AgentHandle {
@@ -45,6 +56,8 @@ export interface AgentHandle {
   /** Terminates the tree (SIGTERM, grace, SIGKILL); `exited` then reports this reason. */
   kill(reason?: 'killed' | 'timeout'): Promise<AgentExit>;
   monitor: ProcessMonitor;
+  /** Which tracer reports the process events. */
+  tracer: TracerKind;
 }
 
 export class AgentLaunchError extends Error {
@@ -53,6 +66,8 @@ export class AgentLaunchError extends Error {
 
 const SWEEP_POLL_MS = 50;
 const OUTPUT_DRAIN_MS = 2000;
+/** strace exits as soon as its last tracee is gone; this only bounds a stuck one. */
+const TRACER_DRAIN_MS = 3000;
 
 /**
  * Starts an agent in its own process group (detached) and enforces its budget on the whole tree:
@@ -62,21 +77,35 @@ const OUTPUT_DRAIN_MS = 2000;
  */
 export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
   const graceMs = opts.graceMs ?? 5000;
-  const child = spawn(opts.file, opts.args, {
+  const kind = chooseTracer(opts.tracer ?? 'auto', opts.straceBinary ?? 'strace');
+  let command = { file: opts.file, args: opts.args };
+  let tracer: StraceTracer | undefined;
+  if (kind === 'strace') {
+    // strace would only report a missing command as its own exit status 1: check it here.
+    const file = resolveExecutable(opts.file, opts.cwd, opts.env.PATH ?? '/usr/bin:/bin');
+    if (!file) throw new AgentLaunchError(`cannot start agent "${opts.file}": not found or not executable`);
+    tracer = new StraceTracer(opts.straceBinary ?? 'strace', opts.monitor);
+    command = tracer.wrap(file, opts.args);
+  }
+  const child = spawn(command.file, command.args, {
     cwd: opts.cwd,
     env: opts.env,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  if (child.pid !== undefined) tracer?.start(child.pid, opts.cwd);
   try {
     await Promise.race([once(child, 'spawn'), once(child, 'error').then(([err]) => Promise.reject(err))]);
   } catch (err) {
+    await tracer?.finish(0);
     throw new AgentLaunchError(`cannot start agent "${opts.file}": ${(err as Error).message}`, { cause: err });
   }
   const pid = child.pid!;
   const startedAt = new Date();
   const pgid = pid; // detached: the child is a session and group leader
-  const monitor = new ProcessMonitor({ ...opts.monitor, rootPid: pid }).start();
+  // With strace, the poller only keeps the membership used for killing; the tracer reports.
+  const monitor = new ProcessMonitor(tracer ? { intervalMs: opts.monitor?.intervalMs, rootPid: pid } : { ...opts.monitor, rootPid: pid }).start();
+  const spare = (p: number) => tracer?.isTracer(p) ?? false;
   if (opts.pidFile) {
     try {
       await writePidFile(opts.pidFile, pgid, pid);
@@ -84,6 +113,7 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
       // Without the pid file a harness crash could leave this tree behind: do not run it.
       tryKill(-pgid, 'SIGKILL');
       monitor.stop();
+      await tracer?.finish(TRACER_DRAIN_MS);
       throw new AgentLaunchError(`cannot write pid file ${opts.pidFile}: ${(err as Error).message}`, { cause: err });
     }
   }
@@ -104,7 +134,7 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
 
   const terminate = (reason: 'killed' | 'timeout'): Promise<void> => {
     stopReason ??= reason;
-    termination ??= killTree(monitor, pgid, graceMs);
+    termination ??= killTree(monitor, pgid, graceMs, spare);
     return termination;
   };
   const budget = setTimeout(() => void terminate('timeout'), opts.budgetMs);
@@ -113,8 +143,9 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     const { code, signal } = await rootExit;
     clearTimeout(budget);
     // Leftovers of an agent that exited by itself are swept too; after a kill this waits for it.
-    await (termination ?? killTree(monitor, pgid, graceMs));
+    await (termination ?? killTree(monitor, pgid, graceMs, spare));
     await withTimeout(outputClosed, OUTPUT_DRAIN_MS);
+    await tracer?.finish(TRACER_DRAIN_MS);
     monitor.stop();
     if (opts.pidFile) await rm(opts.pidFile, { force: true });
     const status = code !== null ? { exitCode: code } : { signal: signal ?? undefined };
@@ -127,6 +158,7 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     startedAt,
     exited,
     monitor,
+    tracer: kind,
     kill: async (reason = 'killed') => {
       await terminate(reason);
       return exited;
@@ -135,8 +167,10 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
 }
 
 /** SIGTERM to the group and every tracked descendant, wait up to `graceMs`, then SIGKILL until none is left. */
-async function killTree(monitor: ProcessMonitor, pgid: number, graceMs: number): Promise<void> {
-  const victims = () => liveMembers(monitor, pgid);
+async function killTree(monitor: ProcessMonitor, pgid: number, graceMs: number, spare: (pid: number) => boolean): Promise<void> {
+  // The tracer may have been seen in the tree before it detached; it exits by itself with its
+  // tracees, and killing it first would lose their exit statuses.
+  const victims = () => liveMembers(monitor, pgid).filter((p) => !spare(p.pid));
   let alive = victims();
   if (alive.length === 0) return;
   signalAll(alive, pgid, 'SIGTERM');
@@ -160,6 +194,26 @@ function liveMembers(monitor: ProcessMonitor, pgid: number): LiveProcess[] {
     if (st.pgid === pgid && st.state !== 'Z' && !members.has(st.pid)) members.set(st.pid, st);
   }
   return [...members.values()];
+}
+
+function chooseTracer(wanted: 'strace' | 'proc' | 'auto', binary: string): TracerKind {
+  if (wanted === 'proc') return 'proc';
+  if (straceWorks(binary)) return 'strace';
+  if (wanted === 'strace') throw new TracerUnavailableError(`strace ("${binary}") is not installed or cannot trace here`);
+  return 'proc';
+}
+
+/** What exec in `cwd` would run for `file`: itself if it has a slash, else the first match on `searchPath`. */
+function resolveExecutable(file: string, cwd: string, searchPath: string): string | undefined {
+  const candidates = (file.includes('/') ? [file] : searchPath.split(':').map((dir) => join(dir || '.', file))).map((c) => resolve(cwd, c));
+  return candidates.find((c) => {
+    try {
+      accessSync(c, fsConstants.X_OK);
+      return statSync(c).isFile();
+    } catch {
+      return false;
+    }
+  });
 }
 
 function signalAll(victims: LiveProcess[], pgid: number, signal: NodeJS.Signals): void {

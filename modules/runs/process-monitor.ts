@@ -137,7 +137,7 @@ export function readArgv(pid: number): string[] | null {
   }
 }
 
-function readCwd(pid: number): string {
+export function readCwd(pid: number): string {
   try {
     return readlinkSync(`/proc/${pid}/cwd`);
   } catch {
@@ -145,7 +145,7 @@ function readCwd(pid: number): string {
   }
 }
 
-function readPeakRssKb(pid: number): number | null {
+export function readPeakRssKb(pid: number): number | null {
   try {
     const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
     return m ? Number(m[1]) : null;

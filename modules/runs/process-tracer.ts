@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, constants as fsConstants, mkdtempSync, open, openSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { closeSync, constants as fsConstants, mkdtempSync, open, openSync, readFileSync, rmSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -9,6 +9,8 @@ import {
   isSandboxWrapper,
   readAllStats,
   readArgv,
+  readCwd,
+  readPeakRssKb,
   readProcStat,
   type ExitStatus,
   type ProcessExit,
@@ -40,7 +42,8 @@ import {
  * strace runs with -DD: the launched process IS the traced command (so its exit status is the
  * agent's) and strace is a detached grandchild in its own process group, so killing the agent's
  * group never kills the tracer. strace exits by itself once every tracee is gone. Its output goes
- * through a FIFO that is read continuously, so nothing grows on disk and strace never waits long.
+ * through a FIFO that is read continuously, so nothing grows on disk and strace never waits long;
+ * the FIFO is unlinked as soon as both ends are open.
  */
 
 export type TracerKind = 'strace' | 'proc';
@@ -86,8 +89,16 @@ const probes = new Map<string, boolean>();
 export function straceWorks(binary = 'strace'): boolean {
   let ok = probes.get(binary);
   if (ok === undefined) {
-    const r = spawnSync(binary, [...STRACE_FLAGS, '-o', '/dev/stdout', '--', 'true'], { encoding: 'utf8', timeout: 10_000 });
-    ok = r.error === undefined && r.status === 0 && /execve\("[^"]*true".* = 0\n.*\+\+\+ exited with 0 \+\+\+/s.test(r.stdout);
+    const dir = mkdtempSync(join(tmpdir(), 'a2rl-strace-probe-'));
+    try {
+      const out = join(dir, 'trace');
+      const r = spawnSync(binary, [...STRACE_FLAGS, '-o', out, '--', 'true'], { stdio: 'ignore', timeout: 10_000 });
+      ok = r.error === undefined && r.status === 0 && /execve\("[^"]*true".* = 0\n.*\+\+\+ exited with 0 \+\+\+/s.test(readFileSync(out, 'utf8'));
+    } catch {
+      ok = false;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
     probes.set(binary, ok);
   }
   return ok;
@@ -127,6 +138,7 @@ export class StraceTracer {
   private readonly unfinished = new Map<number, string>();
   private readonly skip: (argv: string[]) => boolean;
   private rootPid: number | undefined;
+  private rootCwd = '';
   private timer: NodeJS.Timeout | undefined;
   private done = false;
 
@@ -138,7 +150,8 @@ export class StraceTracer {
     this.dir = mkdtempSync(join(tmpdir(), 'a2rl-trace-'));
     this.fifo = join(this.dir, 'strace.fifo');
     execFileSync('mkfifo', ['-m', '600', this.fifo]);
-    this.reader = this.read();
+    // Without strace's output there are no events; the launcher still knows and kills the tree.
+    this.reader = this.read().catch(() => undefined);
   }
 
   /** The command line that runs `file args` under strace. */
@@ -146,9 +159,10 @@ export class StraceTracer {
     return { file: this.binary, args: ['-DD', ...STRACE_FLAGS, '-o', this.fifo, '--', file, ...args] };
   }
 
-  /** Call once the wrapped command is spawned; its pid is the traced root. */
-  start(rootPid: number): void {
+  /** Call once the wrapped command is spawned; its pid is the traced root, started in `cwd`. */
+  start(rootPid: number, cwd = ''): void {
     this.rootPid = rootPid;
+    this.rootCwd = cwd;
     this.parentOf.set(rootPid, process.pid);
     const interval = this.callbacks.intervalMs ?? 100;
     this.timer = setInterval(() => this.tick(), interval);
@@ -169,15 +183,10 @@ export class StraceTracer {
    */
   async finish(timeoutMs: number): Promise<void> {
     if (!this.readerOpened) this.unblockReader();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([
-      this.reader.then(() => false),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) {
+    if (!(await settlesWithin(this.reader, timeoutMs))) {
       for (const pid of readAllStats().keys()) if (this.isTracer(pid)) tryKill(pid);
-      await this.reader;
+      this.unblockReader();
+      await settlesWithin(this.reader, 1000);
     }
     if (this.timer) clearInterval(this.timer);
     const now = Date.now();
@@ -191,6 +200,8 @@ export class StraceTracer {
     // Opening a FIFO for reading blocks until the writer (strace) opens it: done on the threadpool.
     const fd = await new Promise<number>((resolve, reject) => open(this.fifo, 'r', (err, fd) => (err ? reject(err) : resolve(fd))));
     this.readerOpened = true;
+    // Both ends are open: the name is no longer needed, and without it nobody else can write in.
+    rmSync(this.dir, { recursive: true, force: true });
     const input = new Socket({ fd, readable: true, writable: false });
     const lines = createInterface({ input, crlfDelay: Infinity });
     lines.on('line', (line) => this.onLine(line));
@@ -263,7 +274,8 @@ export class StraceTracer {
       pid,
       ppid: this.parentOf.get(pid),
       argv,
-      cwd: readCwd(pid),
+      // The root's cwd is known even when it exits before /proc can be read.
+      cwd: readCwd(pid) || (pid === this.rootPid ? this.rootCwd : ''),
       startedAt: at,
       cpuTicks: 0,
       peakRssKb: 0,
@@ -370,7 +382,7 @@ export class StraceTracer {
     p.startTicks ??= st.startTicks;
     if (st.startTicks !== p.startTicks) return; // pid reused
     p.cpuTicks = Math.max(p.cpuTicks, st.cpuTicks);
-    p.peakRssKb = Math.max(p.peakRssKb, readPeakRssKb(p.pid));
+    p.peakRssKb = Math.max(p.peakRssKb, readPeakRssKb(p.pid) ?? 0);
   }
 }
 
@@ -457,21 +469,12 @@ export function parseCString(text: string, start: number): { value: string; end:
 
 const SIMPLE_ESCAPES: Record<string, number> = { '"': 0x22, '\\': 0x5c, "'": 0x27, n: 10, t: 9, r: 13, v: 11, f: 12, a: 7, b: 8 };
 
-function readCwd(pid: number): string {
-  try {
-    return readlinkSync(`/proc/${pid}/cwd`);
-  } catch {
-    return '';
-  }
-}
 
-function readPeakRssKb(pid: number): number {
-  try {
-    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
-    return m ? Number(m[1]) : 0;
-  } catch {
-    return 0;
-  }
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([p.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
+  clearTimeout(timer);
+  return settled;
 }
 
 function tryKill(pid: number): void {

@@ -1,0 +1,165 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { launchAgent, type LaunchOptions } from './agent-process.js';
+import type { ProcessExit, ProcessStart } from './process-monitor.js';
+import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
+import { sandboxCommand } from './sandbox.js';
+import { fakeTask } from './testing/fake-task.js';
+import { prepareWorkspace, type PreparedWorkspace } from './workspace.js';
+
+interface Trace {
+  starts: ProcessStart[];
+  exits: ProcessExit[];
+  tracer: string;
+  exit: { exitCode?: number; signal?: string };
+}
+
+async function trace(file: string, args: string[], extra: Partial<LaunchOptions> = {}): Promise<Trace> {
+  const starts: ProcessStart[] = [];
+  const exits: ProcessExit[] = [];
+  const handle = await launchAgent({
+    file,
+    args,
+    cwd: tmpdir(),
+    env: process.env,
+    budgetMs: 20_000,
+    graceMs: 500,
+    onOutput: () => {},
+    tracer: 'strace',
+    monitor: { onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) },
+    ...extra,
+  });
+  const { reason: _, ...exit } = await handle.exited;
+  return { starts, exits, tracer: handle.tracer, exit };
+}
+
+const bash = (script: string, extra?: Partial<LaunchOptions>) => trace('bash', ['-c', script], extra);
+const exitOf = (t: Trace, start: ProcessStart | undefined) => t.exits.find((e) => e.pid === start?.pid);
+const startWith = (t: Trace, line: string) => t.starts.find((s) => s.argv.join(' ') === line);
+
+/** Every reported program has exactly one start and one exit: no thread, no double report. */
+function expectPaired(t: Trace): void {
+  expect(t.exits.map((e) => e.pid).sort()).toEqual(t.starts.map((s) => s.pid).sort());
+}
+
+describe('strace process tracer', () => {
+  beforeAll(() => expect(straceWorks()).toBe(true));
+
+  it('records a child that crashes within a few ms with its exact exit code, and the root exit status', async () => {
+    const t = await bash('sh -c "exit 3" train_sft; (exit 5); exit 4');
+    expect(t.tracer).toBe('strace');
+    expect(t.exit).toEqual({ exitCode: 4 });
+    const crashed = startWith(t, 'sh -c exit 3 train_sft')!;
+    expect(crashed.kind).toBe('training');
+    expect(exitOf(t, crashed)).toMatchObject({ exitCode: 3 });
+    expect(exitOf(t, crashed)!.durationMs).toBeLessThan(10);
+    const root = t.starts.find((s) => s.argv[1] === '-c' && s.argv[2]?.startsWith('sh -c'))!;
+    expect(root).toMatchObject({ ppid: process.pid, cwd: tmpdir() });
+    expect(crashed.ppid).toBe(root.pid);
+    expect(exitOf(t, root)).toMatchObject({ exitCode: 4 });
+    // A fork that never exec'd (the subshell) is a process too, running its parent's argv.
+    const subshell = t.starts.find((s) => s.pid !== root.pid && s.argv.join(' ') === root.argv.join(' '))!;
+    expect(subshell.ppid).toBe(root.pid);
+    expect(exitOf(t, subshell)).toMatchObject({ exitCode: 5 });
+    expectPaired(t);
+  });
+
+  it('reports the signal of a process killed by SIGKILL', async () => {
+    const t = await bash('sleep 5 & sleep 0.2; kill -KILL $!; wait; true');
+    const sleeper = startWith(t, 'sleep 5')!;
+    expect(exitOf(t, sleeper)).toMatchObject({ signal: 'SIGKILL' });
+    expect(exitOf(t, sleeper)!.exitCode).toBeUndefined();
+    expectPaired(t);
+  });
+
+  it('decodes argv exactly: quotes, backslashes, newlines, tabs, control bytes, unicode, empty args', async () => {
+    const weird = ['a"b\'c', 'back\\slash\\', 'line1\nline2', 'tab\there', '\x01\x7f', 'ü 日本 😀', '', ' ', '\\x41\\101', '...'];
+    const t = await trace(process.execPath, ['-e', 'setTimeout(() => {}, 50)', ...weird]);
+    expect(t.starts).toHaveLength(1);
+    expect(t.starts[0].argv).toEqual([process.execPath, '-e', 'setTimeout(() => {}, 50)', ...weird]);
+    expect(t.exits).toEqual([expect.objectContaining({ pid: t.starts[0].pid, exitCode: 0 })]);
+    expect(t.exits[0].peakRssKb).toBeGreaterThan(1000); // sampled while it ran
+  });
+
+  it('does not turn the failed execs of a PATH lookup into processes', async () => {
+    const path = `/nonexistent/a:/nonexistent/b:${process.env.PATH}`;
+    const t = await bash('env no_such_command_zz; exit 0', { env: { ...process.env, PATH: path } });
+    expect(t.starts.filter((s) => s.argv[0] === 'no_such_command_zz')).toEqual([]);
+    const env = startWith(t, 'env no_such_command_zz')!;
+    expect(exitOf(t, env)).toMatchObject({ exitCode: 127 });
+    expect(t.starts.filter((s) => s.pid === env.pid)).toHaveLength(1);
+    expectPaired(t);
+  });
+
+  it('ends a program replaced by exec without a status and gives the status to the new program', async () => {
+    const t = await bash('exec sh -c "exit 6"');
+    const [shell, sh] = t.starts;
+    expect(sh.pid).toBe(shell.pid);
+    expect(sh.argv).toEqual(['sh', '-c', 'exit 6']);
+    const exits = t.exits.filter((e) => e.pid === shell.pid);
+    expect(exits).toHaveLength(2);
+    expect(exits[0].exitCode).toBeUndefined();
+    expect(exits[0].signal).toBeUndefined();
+    expect(exits[1]).toMatchObject({ exitCode: 6 });
+    expect(t.exit).toEqual({ exitCode: 6 });
+  });
+
+  it('does not report threads (node starts several) nor double-report a long-lived process', async () => {
+    const t = await bash(`${JSON.stringify(process.execPath)} -e "setTimeout(() => {}, 400)"`);
+    expect(t.starts.filter((s) => s.argv[0] === process.execPath)).toHaveLength(1);
+    expectPaired(t);
+  });
+
+  describe('inside bwrap', () => {
+    let home: string;
+    let ws: PreparedWorkspace;
+    beforeAll(async () => {
+      home = mkdtempSync('/var/tmp/a2rl-tracer-ws-');
+      const task = fakeTask();
+      ws = await prepareWorkspace({ workspacesRoot: join(home, 'workspaces'), taskCacheDir: join(home, 'tasks'), task, instructions: 'go', runId: 'run-1' });
+      mkdirSync(join(home, 'agents'), { recursive: true });
+      writeFileSync(join(home, 'agents', 'start.sh'), 'true\n');
+    });
+    afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+    it('reports host pids, exact statuses and parentage, and not the bwrap wrapper', async () => {
+      const script = 'sh -c "exit 3"; sleep 5 & sleep 0.2; kill -KILL $!; wait; exit 4';
+      const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
+      const t = await trace(cmd.file, cmd.args, { cwd: ws.layout.root, env: {} });
+      expect(t.exit).toEqual({ exitCode: 4 });
+      expect(t.starts.map((s) => s.argv[0])).not.toContain('/usr/bin/bwrap');
+      expect(t.starts.map((s) => s.argv[0])).not.toContain('bwrap');
+      const root = startWith(t, `bash -c ${script}`)!;
+      expect(root.cwd).toBe(ws.layout.root);
+      expect(root.pid).toBeGreaterThan(2); // a host pid, not the namespace's
+      const sh = startWith(t, 'sh -c exit 3')!;
+      expect(sh.ppid).toBe(root.pid);
+      expect(exitOf(t, sh)).toMatchObject({ exitCode: 3 });
+      const sleeper = startWith(t, 'sleep 5')!;
+      expect(sleeper.ppid).toBe(root.pid);
+      expect(exitOf(t, sleeper)).toMatchObject({ signal: 'SIGKILL' });
+      expect(exitOf(t, root)).toMatchObject({ exitCode: 4 });
+      expectPaired(t);
+    });
+  });
+
+  it('falls back to the /proc poller when strace is absent, and refuses when strace was required', async () => {
+    const t = await bash('sleep 0.3', { tracer: 'auto', straceBinary: '/nonexistent/strace' });
+    expect(t.tracer).toBe('proc');
+    expect(startWith(t, 'sleep 0.3')).toBeDefined();
+    await expect(bash('true', { straceBinary: '/nonexistent/strace' })).rejects.toThrow(TracerUnavailableError);
+  });
+
+  it('marks what strace truncated', () => {
+    const line = 'execve("/bin/x", ["x", "abc"..., "d\\303\\274\\x41\\0"...], 0x1 /* 3 vars */) = 0';
+    expect(parseExecArgs(line, 'execve('.length)).toEqual({
+      argv: ['x', 'abc...', 'düA\0...'],
+      truncated: true,
+      tail: ', 0x1 /* 3 vars */) = 0',
+    });
+    const many = 'execveat(AT_FDCWD, "/bin/x", ["x", "1", ...], 0x1 /* 3 vars */, 0) = 0';
+    expect(parseExecArgs(many, 'execveat('.length)).toMatchObject({ argv: ['x', '1', '...'], truncated: true });
+    expect(parseExecArgs('execve("/x", ["a", "b"], 0x1 /* 1 var */) = 0', 7)).toMatchObject({ argv: ['a', 'b'], truncated: false });
+  });
+});
