@@ -1,0 +1,107 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * RFC 6962 Merkle tree hashing (as used by Certificate Transparency): a run's events, as canonical
+ * JSON bytes, are the leaves. Leaf hash = SHA-256(0x00 ‖ leaf), interior = SHA-256(0x01 ‖ left ‖ right);
+ * the tree over n leaves splits at the largest power of two below n. The empty tree hashes to SHA-256("").
+ */
+export function leafHash(leaf: Uint8Array): Buffer {
+  return createHash('sha256').update(Buffer.from([0])).update(leaf).digest();
+}
+
+export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
+  return createHash('sha256').update(Buffer.from([1])).update(left).update(right).digest();
+}
+
+function split(n: number): number {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+}
+
+/** Root over already-hashed leaves [from, to). */
+function subtreeRoot(leafHashes: readonly Buffer[], from: number, to: number): Buffer {
+  const n = to - from;
+  if (n === 0) return createHash('sha256').digest();
+  if (n === 1) return leafHashes[from];
+  const k = split(n);
+  return nodeHash(subtreeRoot(leafHashes, from, from + k), subtreeRoot(leafHashes, from + k, to));
+}
+
+/** Merkle tree head (root hash) over the first `size` leaf hashes (default: all). */
+export function treeRoot(leafHashes: readonly Buffer[], size = leafHashes.length): Buffer {
+  if (size > leafHashes.length) throw new RangeError(`tree size ${size} exceeds the ${leafHashes.length} leaves known`);
+  return subtreeRoot(leafHashes, 0, size);
+}
+
+/**
+ * Incremental roots: feeds leaf hashes one at a time and gives the root at any size in O(log n),
+ * keeping only the perfect subtrees on the right edge (how the harness signs heads as a run grows).
+ */
+export class MerkleAccumulator {
+  /** Roots of perfect subtrees, largest first; their sizes are the set bits of `size`. */
+  private readonly stack: { size: number; hash: Buffer }[] = [];
+  size = 0;
+
+  push(leafHash: Buffer): void {
+    let node = { size: 1, hash: leafHash };
+    while (this.stack.length && this.stack[this.stack.length - 1].size === node.size) {
+      const left = this.stack.pop()!;
+      node = { size: left.size * 2, hash: nodeHash(left.hash, node.hash) };
+    }
+    this.stack.push(node);
+    this.size += 1;
+  }
+
+  root(): Buffer {
+    if (!this.stack.length) return createHash('sha256').digest();
+    let hash = this.stack[this.stack.length - 1].hash;
+    for (let i = this.stack.length - 2; i >= 0; i--) hash = nodeHash(this.stack[i].hash, hash);
+    return hash;
+  }
+}
+
+/** Audit path for leaf `index` in the tree of the first `size` leaves (RFC 6962 §2.1.1). */
+export function inclusionProof(leafHashes: readonly Buffer[], index: number, size = leafHashes.length): Buffer[] {
+  if (!(index >= 0 && index < size && size <= leafHashes.length)) throw new RangeError(`no leaf ${index} in a tree of size ${size}`);
+  const path: Buffer[] = [];
+  const walk = (m: number, from: number, to: number): void => {
+    const n = to - from;
+    if (n <= 1) return;
+    const k = split(n);
+    if (m < k) {
+      walk(m, from, from + k);
+      path.push(subtreeRoot(leafHashes, from + k, to));
+    } else {
+      walk(m - k, from + k, to);
+      path.push(subtreeRoot(leafHashes, from, from + k));
+    }
+  };
+  walk(index, 0, size);
+  return path;
+}
+
+/** Checks an audit path against a root (RFC 9162 §2.1.3.2). */
+export function verifyInclusion(leaf: Buffer, index: number, size: number, proof: readonly Buffer[], root: Buffer): boolean {
+  if (index < 0 || index >= size) return false;
+  let fn = index;
+  let sn = size - 1;
+  let r = leaf;
+  for (const p of proof) {
+    if (sn === 0) return false;
+    if (fn % 2 === 1 || fn === sn) {
+      r = nodeHash(p, r);
+      if (fn % 2 === 0) {
+        while (fn % 2 === 0 && fn !== 0) {
+          fn = Math.floor(fn / 2);
+          sn = Math.floor(sn / 2);
+        }
+      }
+    } else {
+      r = nodeHash(r, p);
+    }
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 && r.equals(root);
+}

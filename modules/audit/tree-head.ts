@@ -1,0 +1,81 @@
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { canonicalBytes } from '../ledger/events/canonical-json.js';
+
+/**
+ * Signed tree heads: Ed25519 (node:crypto) over the canonical JSON of
+ * `{runId, treeSize, rootHash, keyId}`. The signing key lives under `$A2RL_HOME/keys/` (mode 0600),
+ * never inside a workspace (the sandbox does not mount A2RL_HOME) and never in an export bundle.
+ */
+export interface TreeHead {
+  runId: string;
+  treeSize: number;
+  /** Lowercase hex SHA-256 root of the run's first `treeSize` events (RFC 6962). */
+  rootHash: string;
+}
+
+export interface SigningKey {
+  keyId: string;
+  privateKey: KeyObject;
+  publicKeyPem: string;
+}
+
+const PRIVATE = 'ledger-ed25519.pem';
+const PUBLIC = 'ledger-ed25519.pub.pem';
+
+export function keysDir(home: string): string {
+  return path.join(home, 'keys');
+}
+
+/** Key id: the first 16 hex digits of SHA-256 over the public key's DER (SPKI) bytes. */
+export function keyIdOf(publicKey: KeyObject | string): string {
+  const key = typeof publicKey === 'string' ? createPublicKey(publicKey) : publicKey;
+  return createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16);
+}
+
+/** Creates the signing key pair; refuses to overwrite an existing one (it would orphan old signatures). */
+export function initSigningKey(home: string): SigningKey {
+  const dir = keysDir(home);
+  if (existsSync(path.join(dir, PRIVATE))) throw new Error(`a signing key already exists in ${dir}; remove it deliberately to replace it`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  writeFileSync(path.join(dir, PRIVATE), privatePem, { mode: 0o600, flag: 'wx' });
+  chmodSync(path.join(dir, PRIVATE), 0o600);
+  writeFileSync(path.join(dir, PUBLIC), publicKeyPem, { mode: 0o644 });
+  return { keyId: keyIdOf(publicKey), privateKey, publicKeyPem };
+}
+
+export function loadSigningKey(home: string): SigningKey | null {
+  const file = path.join(keysDir(home), PRIVATE);
+  if (!existsSync(file)) return null;
+  const privateKey = createPrivateKey(readFileSync(file));
+  const publicKey = createPublicKey(privateKey);
+  return { keyId: keyIdOf(publicKey), privateKey, publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
+}
+
+/** The existing key, or a new one (runs sign their heads from the first run on). */
+export function loadOrInitSigningKey(home: string): SigningKey {
+  return loadSigningKey(home) ?? initSigningKey(home);
+}
+
+function message(head: TreeHead, keyId: string): Buffer {
+  return canonicalBytes({ keyId, rootHash: head.rootHash, runId: head.runId, treeSize: head.treeSize });
+}
+
+/** Base64 Ed25519 signature over the head. */
+export function signTreeHead(head: TreeHead, key: SigningKey): string {
+  return sign(null, message(head, key.keyId), key.privateKey).toString('base64');
+}
+
+export function verifyTreeHead(head: TreeHead, keyId: string, signature: string, publicKeyPem: string): boolean {
+  try {
+    const publicKey = createPublicKey(publicKeyPem);
+    if (keyIdOf(publicKey) !== keyId) return false;
+    return verify(null, message(head, keyId), publicKey, Buffer.from(signature, 'base64'));
+  } catch {
+    return false;
+  }
+}
