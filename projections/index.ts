@@ -1,5 +1,6 @@
-import type { Projection } from './projection.js';
+import type { AnyProjection } from './run-projection.js';
+import { runAnalysisProjection } from './run-analysis/run-analysis.projection.js';
 import { runListProjection } from './run-list/run-list.projection.js';
 
 /** Every projection a2rl maintains, in the order they are caught up. */
-export const PROJECTIONS: Projection[] = [runListProjection];
+export const PROJECTIONS: AnyProjection[] = [runListProjection, runAnalysisProjection];

@@ -3,11 +3,12 @@ import { ArtifactsModule } from '../modules/artifacts/artifacts.module.js';
 import { GradingModule } from '../modules/grading/grading.module.js';
 import { HealthModule } from '../modules/health/health.module.js';
 import { LedgerModule } from '../modules/ledger/ledger.module.js';
+import { QueryModule } from '../modules/query/query.module.js';
 import { ReadModelsModule } from '../modules/readmodels/readmodels.module.js';
 import { RunsModule } from '../modules/runs/runs.module.js';
 import { ConfigModule } from './config/config.module.js';
 
 @Module({
-  imports: [ConfigModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule],
+  imports: [ConfigModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, QueryModule],
 })
 export class AppModule {}

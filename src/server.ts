@@ -3,6 +3,7 @@ import { type INestApplication, ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { configureGradingHttp } from '../modules/grading/grading-http.js';
+import { setupOpenApi } from '../modules/query/openapi.js';
 import { ProjectionRunnerService } from '../modules/readmodels/readmodels.module.js';
 import { AppModule } from './app.module.js';
 import { A2RL_CONFIG } from './config/config.module.js';
@@ -13,6 +14,7 @@ export async function createHttpApp(): Promise<INestApplication> {
   const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger: ['error', 'warn'], bodyParser: false });
   configureGradingHttp(app);
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
+  setupOpenApi(app);
   app.enableShutdownHooks();
   return app;
 }

@@ -2,12 +2,14 @@ import 'reflect-metadata';
 import { DataSource } from 'typeorm';
 import { sqlitePath } from '../../src/config/config.js';
 import { ProjectionCheckpoint } from '../../modules/readmodels/projection-checkpoint.entity.js';
+import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { CreateReadModels1767225600000 } from './migrations/1767225600000-create-read-models.js';
+import { CreateRunAnalysis1767312000000 } from './migrations/1767312000000-create-run-analysis.js';
 
 /** Every read-model entity, listed explicitly (no globbing: the build must see what it ships). */
-export const READ_MODEL_ENTITIES = [ProjectionCheckpoint, RunListRow];
-export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000];
+export const READ_MODEL_ENTITIES = [ProjectionCheckpoint, RunListRow, RunAnalysisRow];
+export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000, CreateRunAnalysis1767312000000];
 
 export class UnsupportedReadModelUrlError extends Error {
   override readonly name = 'UnsupportedReadModelUrlError';

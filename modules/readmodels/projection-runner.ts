@@ -1,7 +1,11 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { KeyedRow, Projection } from '../../projections/projection.js';
+import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { isRunProjection, type AnyProjection, type RunProjection } from '../../projections/run-projection.js';
 import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
+import { streamName } from '../ledger/events/ids.js';
 import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
 
 /** Events applied per transaction by default: large enough to amortise commits, small enough to bound memory. */
@@ -20,6 +24,8 @@ export interface ProjectionProgress {
 export interface ProjectionRunnerOptions {
   /** Events per transaction (default 1000). */
   batchSize?: number;
+  /** Content-addressed blobs for run-recompute projections (required when there is one). */
+  blobs?: BlobReader;
 }
 
 export interface ProjectionStatus {
@@ -46,7 +52,7 @@ export class InvalidProjectionError extends Error {
   override readonly name = 'InvalidProjectionError';
 }
 
-/** A projection's evolve/keyOf threw; the batch holding the event was rolled back with its checkpoint. */
+/** A projection's evolve/keyOf (or a run projection's analyze) threw; the batch holding the event was rolled back with its checkpoint. */
 export class ProjectionFailedError extends Error {
   override readonly name = 'ProjectionFailedError';
   constructor(readonly projection: string, readonly event: RecordedEvent, options: { cause: unknown }) {
@@ -65,6 +71,11 @@ class CheckpointMovedError extends Error {
  * transaction that loads the affected rows, evolves them in memory, upserts the changed ones and
  * advances the checkpoint, so rows and checkpoint are always committed together.
  *
+ * Run-recompute projections (projections/run-projection.ts) get, per batch, the runs it touched
+ * re-analysed from their complete streams, in the same transaction as the checkpoint. A catch-up
+ * (or rebuild) reads everything first and recomputes each touched run once, writing all rows and
+ * the final checkpoint in one transaction.
+ *
  * Transactions are serialised per DataSource: on SQLite, TypeORM shares one connection and a second
  * concurrent transaction would silently become a savepoint of the first. Another writer of the same
  * projection (a second process) is detected by the checkpoint check; this runner then resumes from
@@ -73,17 +84,20 @@ class CheckpointMovedError extends Error {
 export class ProjectionRunner {
   private readonly tables = new Map<string, RowTable>();
   private readonly batchSize: number;
+  private readonly blobs: BlobReader | undefined;
 
   constructor(
     private readonly eventStore: EventStore,
     private readonly dataSource: DataSource,
-    private readonly projections: Projection[],
+    private readonly projections: AnyProjection[],
     options: ProjectionRunnerOptions = {},
   ) {
     this.batchSize = options.batchSize ?? BATCH_SIZE;
+    this.blobs = options.blobs;
     if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${this.batchSize}`);
     for (const p of projections) {
       if (this.tables.has(p.name)) throw new InvalidProjectionError(`projection name "${p.name}" is used twice`);
+      if (isRunProjection(p) && !this.blobs) throw new InvalidProjectionError(`run projection "${p.name}" needs a BlobReader (options.blobs)`);
       this.tables.set(p.name, rowTable(dataSource, p.entity));
     }
   }
@@ -92,6 +106,10 @@ export class ProjectionRunner {
   async catchUp(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
     const results: ProjectionProgress[] = [];
     for (const projection of this.select(name)) {
+      if (isRunProjection(projection)) {
+        results.push(await this.catchUpRuns(projection, onProgress));
+        continue;
+      }
       let processed = 0;
       await this.retryingWhenMoved(async () => {
         let position = await this.prepare(projection);
@@ -163,7 +181,26 @@ export class ProjectionRunner {
     return out;
   }
 
-  private select(name?: string): Projection[] {
+  /** Reads everything after the checkpoint, then recomputes each touched run once: rows and final checkpoint in one transaction. */
+  private async catchUpRuns(projection: RunProjection, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress> {
+    let processed = 0;
+    await this.retryingWhenMoved(async () => {
+      processed = 0;
+      const from = await this.prepare(projection);
+      const touched = new Map<string, RecordedEvent>();
+      let to = from;
+      for await (const recorded of this.eventStore.readAll({ after: from })) {
+        touched.set(recorded.event.runId, recorded);
+        to = recorded.position;
+        processed += 1;
+      }
+      if (processed) await this.recompute(projection, from, to!, processed, touched);
+    });
+    onProgress?.({ name: projection.name, processed });
+    return { name: projection.name, processed };
+  }
+
+  private select(name?: string): AnyProjection[] {
     if (name === undefined) return this.projections;
     const found = this.projections.find((p) => p.name === name);
     if (!found) throw new UnknownProjectionError(name, this.projections.map((p) => p.name));
@@ -171,7 +208,7 @@ export class ProjectionRunner {
   }
 
   /** Ensures the checkpoint row exists for the current version (rebuilding on a version change); returns its position. */
-  private prepare(projection: Projection): Promise<string | null> {
+  private prepare(projection: AnyProjection): Promise<string | null> {
     return this.transaction(async (manager) => {
       const stored = await manager.findOneBy(ProjectionCheckpoint, { name: projection.name });
       if (stored?.version === projection.version) return stored.position;
@@ -180,7 +217,7 @@ export class ProjectionRunner {
     });
   }
 
-  private async reset(manager: EntityManager, projection: Projection): Promise<void> {
+  private async reset(manager: EntityManager, projection: AnyProjection): Promise<void> {
     await manager.createQueryBuilder().delete().from(projection.entity).execute();
     await manager.upsert(
       ProjectionCheckpoint,
@@ -189,21 +226,53 @@ export class ProjectionRunner {
     );
   }
 
+  /**
+   * Moves the checkpoint from `from` to `to`. Done first in every transaction: it takes the write
+   * lock before any read, and it proves no other writer moved the projection since we read it.
+   */
+  private async advance(manager: EntityManager, projection: AnyProjection, from: string | null, to: string, count: number): Promise<void> {
+    const moved = await manager
+      .createQueryBuilder()
+      .update(ProjectionCheckpoint)
+      .set({ position: to, eventsProcessed: () => `events_processed + ${count}` })
+      .where('name = :name', { name: projection.name })
+      .andWhere(from === null ? 'position IS NULL' : 'position = :from', { from })
+      .execute();
+    if (moved.affected !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved from ${from}`);
+  }
+
+  /** Re-analyses each touched run from its whole stream and upserts the rows, with the checkpoint, in one transaction. */
+  private recompute(projection: RunProjection, from: string | null, to: string, count: number, touched: Map<string, RecordedEvent>): Promise<string> {
+    const table = this.tables.get(projection.name)!;
+    const runIds = [...touched.keys()].sort();
+    return this.transaction(async (manager) => {
+      await this.advance(manager, projection, from, to, count);
+      let rows: object[] = [];
+      for (const runId of runIds) {
+        const events: A2rlEvent[] = [];
+        for await (const recorded of this.eventStore.readStream(streamName(runId))) events.push(recorded.event);
+        rows.push(await guardAsync(projection, touched.get(runId)!, () => projection.analyze(events, this.blobs!)));
+        // Written as they come, so a long catch-up holds at most one statement's rows in memory.
+        if (rows.length >= ROWS_PER_STATEMENT) {
+          await table.upsert(manager, rows);
+          rows = [];
+        }
+      }
+      await table.upsert(manager, rows);
+      return to;
+    });
+  }
+
   /** Applies one batch after `from` in one transaction; returns the new checkpoint. */
-  private apply(projection: Projection, from: string | null, batch: RecordedEvent[]): Promise<string | null> {
+  private apply(projection: AnyProjection, from: string | null, batch: RecordedEvent[]): Promise<string | null> {
     const to = batch[batch.length - 1].position;
+    if (isRunProjection(projection)) {
+      const touched = new Map(batch.map((recorded) => [recorded.event.runId, recorded] as const));
+      return this.recompute(projection, from, to, batch.length, touched);
+    }
     const table = this.tables.get(projection.name)!;
     return this.transaction(async (manager) => {
-      // Advance the checkpoint first: it takes the write lock before any read, and it proves no
-      // other writer moved the projection since we read the checkpoint.
-      const moved = await manager
-        .createQueryBuilder()
-        .update(ProjectionCheckpoint)
-        .set({ position: to, eventsProcessed: () => `events_processed + ${batch.length}` })
-        .where('name = :name', { name: projection.name })
-        .andWhere(from === null ? 'position IS NULL' : 'position = :from', { from })
-        .execute();
-      if (moved.affected !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved from ${from}`);
+      await this.advance(manager, projection, from, to, batch.length);
 
       const keys = new Map<RecordedEvent, string>();
       for (const recorded of batch) {
@@ -230,14 +299,14 @@ export class ProjectionRunner {
     });
   }
 
-  private follow(projection: Projection, signal: AbortSignal): Promise<void> {
+  private follow(projection: AnyProjection, signal: AbortSignal): Promise<void> {
     return this.retryingWhenMoved(async () => {
       const position = await this.prepare(projection);
       if (!signal.aborted) await this.followFrom(projection, position, signal);
     });
   }
 
-  private async followFrom(projection: Projection, from: string | null, signal: AbortSignal): Promise<void> {
+  private async followFrom(projection: AnyProjection, from: string | null, signal: AbortSignal): Promise<void> {
     let position = from;
     const subscription = this.eventStore.subscribeAll({ after: position });
     const close = () => void subscription.close();
@@ -301,13 +370,22 @@ export class ProjectionRunner {
 const queues = new WeakMap<DataSource, Promise<unknown>>();
 
 /** Canonical JSON of all rows of a projection's table, ordered by primary key: equal dumps mean equal read models. */
-export async function dumpReadModel(dataSource: DataSource, projection: Projection): Promise<string> {
+export async function dumpReadModel(dataSource: DataSource, projection: AnyProjection): Promise<string> {
   return canonicalJson(await rowTable(dataSource, projection.entity).all(dataSource.manager));
 }
 
 function guard<T>(projection: Projection, recorded: RecordedEvent, fn: () => T): T {
   try {
     return fn();
+  } catch (cause) {
+    throw new ProjectionFailedError(projection.name, recorded, { cause });
+  }
+}
+
+/** guard for a run projection's analyze; `recorded` is the run's last event in the batch. */
+async function guardAsync<T>(projection: RunProjection, recorded: RecordedEvent, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
   } catch (cause) {
     throw new ProjectionFailedError(projection.name, recorded, { cause });
   }
@@ -329,7 +407,7 @@ function startDeadline(ms: number): Deadline {
 /** Bulk load/upsert of one entity's rows with SQL built once from its metadata. */
 interface RowTable {
   load(manager: EntityManager, keys: string[]): Promise<Map<string, KeyedRow>>;
-  upsert(manager: EntityManager, rows: KeyedRow[]): Promise<void>;
+  upsert(manager: EntityManager, rows: object[]): Promise<void>;
   all(manager: EntityManager): Promise<KeyedRow[]>;
 }
 

@@ -2,9 +2,14 @@ import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '
 import type { DataSource } from 'typeorm';
 import { openReadModels } from '../../infra/readmodels/data-source.js';
 import { PROJECTIONS } from '../../projections/index.js';
+import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
+import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
+import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { A2RL_CONFIG } from '../../src/config/config.module.js';
 import type { A2rlConfig } from '../../src/config/config.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { ARTIFACT_STORE, ArtifactsModule } from '../artifacts/artifacts.module.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { EVENT_STORE } from '../ledger/tokens.js';
@@ -22,8 +27,9 @@ export class ProjectionRunnerService implements OnApplicationShutdown {
   constructor(
     @Inject(EVENT_STORE) store: EventStore,
     @Inject(READ_MODELS) private readonly dataSource: DataSource,
+    @Inject(ARTIFACT_STORE) artifacts: ArtifactStore,
   ) {
-    this.runner = new ProjectionRunner(store, dataSource, PROJECTIONS);
+    this.runner = new ProjectionRunner(store, dataSource, PROJECTIONS, { blobs: artifactBlobReader(artifacts) });
   }
 
   catchUp(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
@@ -41,6 +47,17 @@ export class ProjectionRunnerService implements OnApplicationShutdown {
   /** The run list read model, ordered by run id. */
   runList(): Promise<RunListRow[]> {
     return this.dataSource.getRepository(RunListRow).find({ order: { runId: 'ASC' } });
+  }
+
+  /** Every run's analysis from the run_analysis read model, ordered by run id. */
+  async runAnalyses(): Promise<RunAnalysis[]> {
+    const rows = await this.dataSource.getRepository(RunAnalysisRow).find({ order: { runId: 'ASC' } });
+    return rows.map((row) => JSON.parse(row.analysis) as RunAnalysis);
+  }
+
+  async runAnalysis(runId: string): Promise<RunAnalysis | null> {
+    const row = await this.dataSource.getRepository(RunAnalysisRow).findOneBy({ runId });
+    return row ? (JSON.parse(row.analysis) as RunAnalysis) : null;
   }
 
   /** Follows the ledger until shutdown; a failure is logged and stops following (rows stay consistent). */
@@ -63,7 +80,7 @@ export class ProjectionRunnerService implements OnApplicationShutdown {
 }
 
 @Module({
-  imports: [LedgerModule],
+  imports: [LedgerModule, ArtifactsModule],
   providers: [
     { provide: READ_MODELS, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => openReadModels(config.readModelUrl) },
     ProjectionRunnerService,

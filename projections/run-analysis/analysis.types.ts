@@ -79,7 +79,11 @@ export interface RunAnalysis {
   durationS: number | null;
   exitReason: string | null;
   sandbox: string | null;
+  /** Host path of the run's workspace (WorkspacePrepared). */
+  workspace: string | null;
   submissions: SubmissionAnalysis[];
+  /** Submissions received but not yet graded or rejected (a live run); not in `submissions` or the metrics. */
+  pendingSubmissions: number;
   metrics: ProcessMetrics;
   failure: { class: FailureClass; rule: string; evidence: Evidence };
   route: { best: Route; declared: Route; evidence: Evidence };

@@ -70,7 +70,10 @@ describe('a2rl CLI on the embedded default', () => {
       ['run-b', 'running', 3, 2],
     ]);
     const status = JSON.parse((await a2rl(['projections', 'status', '--json'])).stdout) as Array<Record<string, unknown>>;
-    expect(status).toEqual([expect.objectContaining({ name: 'run-list', lag: 0, eventsProcessed: 7 })]);
+    expect(status).toEqual([
+      expect.objectContaining({ name: 'run-list', lag: 0, eventsProcessed: 7 }),
+      expect.objectContaining({ name: 'run-analysis', lag: 0, eventsProcessed: 7 }),
+    ]);
     const rebuilt = await a2rl(['projections', 'rebuild', 'run-list']);
     expect(rebuilt.code).toBe(0);
     expect(rebuilt.stdout).toMatch(/rebuilt run-list: 7 events/);

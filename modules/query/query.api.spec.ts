@@ -1,0 +1,181 @@
+import 'reflect-metadata';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type INestApplication, ValidationPipe } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
+import { streamName } from '../ledger/events/ids.js';
+import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
+import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import type { ResultsRun } from '../../projections/scoreboard/scoreboard.js';
+import { sampleRun, memoryBlobs, TRAIN_V1, TRAIN_V2 } from '../../projections/report/testing/run-fixture.js';
+import { setupOpenApi } from './openapi.js';
+import { QueryController } from './query.controller.js';
+import { RunSource } from './run-source.js';
+
+/** Two runs of the fixture (the second with another driver), served from memory. */
+class FixtureSource extends RunSource {
+  readonly blobs: BlobReader = memoryBlobs([TRAIN_V1, TRAIN_V2]);
+  private readonly fixtures = [sampleRun('fx-a'), sampleRun('fx-b')];
+
+  constructor() {
+    super();
+    this.fixtures[1].analysis.driver = 'gpt-x';
+    this.fixtures[1].analysis.failure = { class: 'no_improvement', rule: 'r', evidence: [] };
+  }
+
+  async runs(): Promise<ResultsRun[]> {
+    return this.fixtures.map((f) => f.analysis);
+  }
+  async run(runId: string): Promise<ResultsRun | null> {
+    return (await this.runs()).find((r) => r.runId === runId) ?? null;
+  }
+  async events(runId: string): Promise<A2rlEvent[]> {
+    return this.fixtures.find((f) => f.analysis.runId === runId)?.events ?? [];
+  }
+}
+
+let app: INestApplication;
+let base: string;
+
+beforeAll(async () => {
+  const moduleRef = await Test.createTestingModule({ controllers: [QueryController], providers: [{ provide: RunSource, useClass: FixtureSource }] }).compile();
+  app = moduleRef.createNestApplication({ logger: false });
+  app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true })); // as createHttpApp
+  setupOpenApi(app);
+  await app.listen(0, '127.0.0.1');
+  base = `http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`;
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+const get = async (p: string) => {
+  const res = await fetch(`${base}${p}`);
+  return { status: res.status, type: res.headers.get('content-type') ?? '', text: await res.text() };
+};
+const json = async (p: string) => JSON.parse((await get(p)).text);
+
+describe('GET /runs', () => {
+  it('lists run summaries with filters and limit/offset pagination', async () => {
+    const all = await json('/runs');
+    expect(all.total).toBe(2);
+    expect(all.items.map((r: { runId: string }) => r.runId)).toEqual(['fx-a', 'fx-b']);
+    expect(all.items[0]).toMatchObject({ task: 'ref-arith', baseline: 10, best: 55, submissions: 2, failureClass: 'success', route: 'grpo' });
+    expect((await json('/runs?driver=gpt-x')).items.map((r: { runId: string }) => r.runId)).toEqual(['fx-b']);
+    expect((await json('/runs?failure_class=success&state=completed')).items.map((r: { runId: string }) => r.runId)).toEqual(['fx-a']);
+    expect(await json('/runs?limit=1&offset=1')).toMatchObject({ total: 2, limit: 1, offset: 1, items: [{ runId: 'fx-b' }] });
+  });
+
+  it.each([
+    ['limit above the maximum', '/runs?limit=201', /limit must not be greater than 200/],
+    ['a non-numeric offset', '/runs?offset=abc', /offset must be an integer/],
+    ['an unknown failure class', '/runs?failure_class=bad_luck', /failure_class must be one of/],
+    ['an unknown parameter', '/runs?colour=red', /property colour should not exist/],
+  ])('answers 400 for %s', async (_what, url, message) => {
+    const res = await get(url);
+    expect(res.status).toBe(400);
+    expect(res.text).toMatch(message);
+  });
+});
+
+describe('GET /runs/:id and its events', () => {
+  it('returns the analysis with the workspace, and 404 for an unknown run', async () => {
+    expect(await json('/runs/fx-a')).toMatchObject({ runId: 'fx-a', workspace: '/ws/fx-a', failure: { class: 'success' } });
+    const missing = await get('/runs/nope');
+    expect(missing.status).toBe(404);
+    expect(JSON.parse(missing.text).message).toBe('no run "nope" in the ledger');
+    expect((await get('/runs/nope/events')).status).toBe(404);
+    expect((await get('/runs/nope/report?format=md')).status).toBe(404);
+  });
+
+  it('pages events by after_seq as a JSON array or NDJSON', async () => {
+    const page = await json('/runs/fx-a/events?after_seq=3&limit=2');
+    expect(page.map((e: { seq: number; type: string }) => [e.seq, e.type])).toEqual([[4, 'FileChanged'], [5, 'ProcessStarted']]);
+    const nd = await get('/runs/fx-a/events?after_seq=14&format=ndjson');
+    expect(nd.type).toMatch(/^application\/x-ndjson/);
+    expect(nd.text.trim().split('\n').map((l) => JSON.parse(l).seq)).toEqual([15, 16]);
+    expect((await get('/runs/fx-a/events?after_seq=-2')).status).toBe(400);
+  });
+});
+
+describe('GET /runs/:id/report', () => {
+  it('serves each format with its content type, same bytes on every request', async () => {
+    const types = { md: /^text\/markdown/, json: /^application\/json/, html: /^text\/html/ };
+    for (const [format, type] of Object.entries(types)) {
+      const first = await get(`/runs/fx-a/report?format=${format}`);
+      expect(first.status).toBe(200);
+      expect(first.type).toMatch(type);
+      expect((await get(`/runs/fx-a/report?format=${format}`)).text).toBe(first.text);
+    }
+    expect(JSON.parse((await get('/runs/fx-a/report?format=json')).text).failure.class).toBe('success');
+    expect((await get('/runs/fx-a/report?format=pdf')).status).toBe(400);
+  });
+});
+
+describe('GET /scoreboard', () => {
+  it('returns rows per task × agent × driver, filtered, or results.csv', async () => {
+    const rows = await json('/scoreboard');
+    expect(rows.map((r: { driver: string; runs: number }) => [r.driver, r.runs])).toEqual([['gpt-x', 1], ['none', 1]]);
+    expect((await json('/scoreboard?driver=none')).map((r: { runIds: string[] }) => r.runIds)).toEqual([['fx-a']]);
+    const csv = await get('/scoreboard?format=csv&driver=gpt-x');
+    expect(csv.type).toMatch(/^text\/csv/);
+    expect(csv.text.split('\r\n')).toEqual([
+      'run_id,timestamp,task,agent,driver_model,base_model,baseline,best_score,improvement,submissions,duration_s,success,workspace',
+      'fx-b,2026-01-01T00:00:00.000Z,ref-arith,reference,gpt-x,arith-base,10,55,45,2,19,false,/ws/fx-b',
+      '',
+    ]);
+    expect((await get('/scoreboard?format=xml')).status).toBe(400);
+  });
+});
+
+describe('/docs', () => {
+  it('serves the OpenAPI document listing every query route, and the Swagger UI', async () => {
+    const doc = await json('/docs/json');
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(Object.keys(doc.paths).sort()).toEqual(['/runs', '/runs/{id}', '/runs/{id}/events', '/runs/{id}/report', '/scoreboard']);
+    expect(doc.paths['/runs'].get.parameters.map((p: { name: string }) => p.name)).toEqual(
+      expect.arrayContaining(['task', 'agent', 'driver', 'state', 'failure_class', 'limit', 'offset']),
+    );
+    const ui = await get('/docs');
+    expect(ui.status).toBe(200);
+    expect(ui.text).toMatch(/swagger-ui/i);
+  });
+});
+
+describe('the real app (createHttpApp) over a SQLite ledger', () => {
+  let home: string;
+  let real: INestApplication | undefined;
+  const saved = { ...process.env };
+
+  beforeAll(async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'a2rl-query-'));
+    const store = await SqliteEventStore.open(path.join(home, 'ledger.db'));
+    const { events } = sampleRun('fx-real');
+    await store.append(streamName('fx-real'), events, 'no_stream');
+    await store.close();
+    for (const k of ['A2RL_LEDGER_URL', 'A2RL_ARTIFACTS_URL', 'A2RL_READMODEL_URL', 'A2RL_WORKSPACES_DIR']) delete process.env[k];
+    process.env.A2RL_HOME = home;
+    const { createHttpApp } = await import('../../src/server.js');
+    real = await createHttpApp();
+    await real.listen(0, '127.0.0.1');
+  });
+  afterAll(async () => {
+    await real?.close();
+    process.env = saved;
+    await rm(home, { recursive: true, force: true });
+  });
+
+  it('analyses the run from the ledger, serves its report and the OpenAPI document', async () => {
+    const url = `http://127.0.0.1:${(real!.getHttpServer().address() as { port: number }).port}`;
+    const runs = (await (await fetch(`${url}/runs`)).json()) as { items: { runId: string }[] };
+    expect(runs.items.map((r) => r.runId)).toEqual(['fx-real']);
+    const report = await fetch(`${url}/runs/fx-real/report?format=md`);
+    expect(report.status).toBe(200);
+    expect(await report.text()).toContain('# Run report: fx-real');
+    expect((await fetch(`${url}/runs?limit=0`)).status).toBe(400);
+    expect((await fetch(`${url}/docs/json`)).status).toBe(200);
+  });
+});

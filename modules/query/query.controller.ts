@@ -1,0 +1,89 @@
+import { Controller, Get, NotFoundException, Param, Query, Res } from '@nestjs/common';
+import { ApiOkResponse, ApiNotFoundResponse, ApiBadRequestResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { canonicalJson } from '../ledger/events/canonical-json.js';
+import { renderReport, type ReportFormat } from '../../projections/report/render.js';
+import { filterRuns, resultsCsv, scoreboard, type ResultsRun } from '../../projections/scoreboard/scoreboard.js';
+import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery } from './query.dto.js';
+import { RunSource } from './run-source.js';
+
+/** The part of the HTTP response the handlers touch (express's, without depending on its typings). */
+interface Response {
+  setHeader(name: string, value: string): unknown;
+}
+
+const REPORT_TYPES: Record<ReportFormat, string> = {
+  md: 'text/markdown; charset=utf-8',
+  json: 'application/json; charset=utf-8',
+  html: 'text/html; charset=utf-8',
+};
+
+/** What GET /runs lists per run (the full analysis is GET /runs/:id). */
+function summary(r: ResultsRun) {
+  return {
+    runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt,
+    baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions.length,
+    failureClass: r.failure.class, route: r.route.best, lastSeq: r.lastSeq,
+  };
+}
+
+/** Read-only query API over the ledger's runs: analyses, events, reports and the scoreboard. */
+@ApiTags('query')
+@ApiBadRequestResponse({ description: 'an unknown or invalid query parameter' })
+@Controller()
+export class QueryController {
+  constructor(private readonly source: RunSource) {}
+
+  @Get('runs')
+  @ApiOkResponse({ description: '{total, limit, offset, items[]} ordered by run id' })
+  async list(@Query() q: ListRunsQuery) {
+    const runs = filterRuns(await this.source.runs(), q).filter(
+      (r) => (q.state === undefined || r.state === q.state) && (q.failure_class === undefined || r.failure.class === q.failure_class),
+    );
+    return { total: runs.length, limit: q.limit, offset: q.offset, items: runs.slice(q.offset, q.offset + q.limit).map(summary) };
+  }
+
+  @Get('runs/:id')
+  @ApiOkResponse({ description: "the run's analysis (metrics, failure class, routes, submissions) and workspace" })
+  @ApiNotFoundResponse({ description: 'no such run' })
+  async get(@Param('id') id: string) {
+    return this.found(id, await this.source.run(id));
+  }
+
+  @Get('runs/:id/events')
+  @ApiProduces('application/json', 'application/x-ndjson')
+  @ApiOkResponse({ description: 'events with seq > after_seq, at most limit; next page: after_seq = last seq returned' })
+  @ApiNotFoundResponse({ description: 'no such run' })
+  async events(@Param('id') id: string, @Query() q: EventsQuery, @Res({ passthrough: true }) res: Response) {
+    const all = await this.source.events(id);
+    if (!all.length) throw new NotFoundException(`run "${id}" has no events`);
+    const page = all.filter((e) => e.seq > q.after_seq).slice(0, q.limit);
+    if (q.format === 'json') return page;
+    res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
+    return page.map((e) => `${canonicalJson(e)}\n`).join('');
+  }
+
+  @Get('runs/:id/report')
+  @ApiProduces(...Object.values(REPORT_TYPES))
+  @ApiOkResponse({ description: 'the run report; every claim cites event seqs' })
+  @ApiNotFoundResponse({ description: 'no such run' })
+  async report(@Param('id') id: string, @Query() q: ReportQuery, @Res({ passthrough: true }) res: Response) {
+    const text = await renderReport(this.found(id, await this.source.reportInput(id)), q.format);
+    res.setHeader('Content-Type', REPORT_TYPES[q.format]);
+    return text;
+  }
+
+  @Get('scoreboard')
+  @ApiProduces('application/json', 'text/csv')
+  @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv' })
+  async scoreboard(@Query() q: ScoreboardQuery, @Res({ passthrough: true }) res: Response) {
+    const runs = filterRuns(await this.source.runs(), q);
+    if (q.format === 'json') return scoreboard(runs);
+    res.setHeader('Content-Type', 'text/csv; charset=utf-8');
+    return resultsCsv(runs);
+  }
+
+  private found<T>(id: string, value: T | null): T {
+    if (value === null) throw new NotFoundException(`no run "${id}" in the ledger`);
+    return value;
+  }
+}

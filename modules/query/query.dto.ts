@@ -1,0 +1,62 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
+import { REPORT_FORMATS, type ReportFormat } from '../../projections/report/render.js';
+
+// Query-string DTOs of the query API. The global ValidationPipe (whitelist, forbidNonWhitelisted,
+// transform) turns any unknown or invalid parameter into a 400 naming it.
+
+const FAILURE_CLASS_SET: Record<FailureClass, true> = {
+  success: true, timeout_no_submission: true, copy_model_fallback: true, code_error_runtime: true, rollout_logic_wrong: true,
+  training_diverged: true, invalid_checkpoint: true, no_improvement: true, agent_crash: true, infra_error: true,
+};
+export const FAILURE_CLASSES = Object.keys(FAILURE_CLASS_SET) as FailureClass[];
+export const RUN_STATES = ['scheduled', 'running', 'completed', 'interrupted'] as const;
+export const MAX_PAGE = 200;
+
+export class RunFilterQuery {
+  @ApiPropertyOptional({ description: 'task id, e.g. ref-arith' })
+  @IsOptional() @IsString() @MaxLength(200) task?: string;
+
+  @ApiPropertyOptional({ description: 'agent id' })
+  @IsOptional() @IsString() @MaxLength(200) agent?: string;
+
+  @ApiPropertyOptional({ description: 'driver LLM as recorded in RunScheduled' })
+  @IsOptional() @IsString() @MaxLength(200) driver?: string;
+}
+
+export class ListRunsQuery extends RunFilterQuery {
+  @ApiPropertyOptional({ enum: RUN_STATES })
+  @IsOptional() @IsIn(RUN_STATES) state?: (typeof RUN_STATES)[number];
+
+  @ApiPropertyOptional({ enum: FAILURE_CLASSES })
+  @IsOptional() @IsIn(FAILURE_CLASSES) failure_class?: FailureClass;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: MAX_PAGE, default: 50 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(1) @Max(MAX_PAGE) limit: number = 50;
+
+  @ApiPropertyOptional({ minimum: 0, default: 0 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(0) offset: number = 0;
+}
+
+export class EventsQuery {
+  @ApiPropertyOptional({ description: 'return events with seq strictly greater than this', minimum: -1, default: -1 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(-1) after_seq: number = -1;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: 1000, default: 200 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(1) @Max(1000) limit: number = 200;
+
+  @ApiPropertyOptional({ enum: ['json', 'ndjson'], default: 'json', description: 'JSON array or one canonical JSON event per line' })
+  @IsOptional() @IsIn(['json', 'ndjson']) format: 'json' | 'ndjson' = 'json';
+}
+
+export class ReportQuery {
+  @ApiPropertyOptional({ enum: REPORT_FORMATS, default: 'html' })
+  @IsOptional() @IsIn(REPORT_FORMATS) format: ReportFormat = 'html';
+}
+
+export class ScoreboardQuery extends RunFilterQuery {
+  @ApiPropertyOptional({ enum: ['json', 'csv'], default: 'json', description: 'csv: the paper\'s results.csv, one row per run' })
+  @IsOptional() @IsIn(['json', 'csv']) format: 'json' | 'csv' = 'json';
+}

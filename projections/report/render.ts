@@ -1,0 +1,272 @@
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import type { ProcessMetrics } from '../run-analysis/analysis.types.js';
+import { escapeXml, scoreChart, timelineChart } from './charts.js';
+import { buildReport, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
+
+/**
+ * Run reports in three formats from one structured report (report-model.ts). Markdown and HTML are
+ * serialisations of the same small document tree, so both say the same things and cite the same
+ * events. Pure: no clock, fixed number formatting, stable ordering → same input, same bytes.
+ */
+export type ReportFormat = 'md' | 'json' | 'html';
+export const REPORT_FORMATS: readonly ReportFormat[] = ['md', 'json', 'html'];
+
+type Inline = string | { code: string } | { cite: number[] } | { strong: string };
+type Block =
+  | { kind: 'heading'; level: 1 | 2 | 3; text: Inline[] }
+  | { kind: 'para'; text: Inline[] }
+  | { kind: 'list'; items: Inline[][] }
+  | { kind: 'table'; head: string[]; rows: Inline[][][] }
+  | { kind: 'diff'; lines: string[] }
+  | { kind: 'svg'; svg: string };
+
+export async function renderReport(input: ReportInput, format: ReportFormat): Promise<string> {
+  const report = await buildReport(input);
+  if (format === 'json') return `${canonicalJson(report)}\n`;
+  const blocks = documentOf(report, input.events);
+  if (format === 'md') return `${blocks.map(markdownBlock).join('\n\n')}\n`;
+  if (format === 'html') return html(report, blocks);
+  throw new RangeError(`unknown report format "${String(format)}" (expected ${REPORT_FORMATS.join(', ')})`);
+}
+
+/** Numbers with at most `digits` decimals, trailing zeros trimmed; null → "n/a". */
+export function fmt(n: number | null, digits = 2): string {
+  if (n === null) return 'n/a';
+  const text = n.toFixed(digits).replace(/\.?0+$/, '');
+  return text === '-0' ? '0' : text;
+}
+
+/** Consecutive seqs collapse into ranges: [3, 4, 5, 9] → "3–5, 9". */
+export function seqRanges(seqs: readonly number[]): string {
+  const sorted = [...new Set(seqs)].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < sorted.length; ) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    parts.push(j > i ? `${sorted[i]}–${sorted[j]}` : `${sorted[i]}`);
+    i = j + 1;
+  }
+  return parts.join(', ');
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const secs = (s: number | null) => (s === null ? 'n/a' : `${fmt(s, 1)} s`);
+const shortSha = (sha: string | null) => (sha ? sha.slice(0, 12) : 'none');
+
+function header(r: RunReport): Block[] {
+  const { run, scores } = r;
+  const scheduled = run.evidence.scheduled;
+  const row = (label: string, ...value: Inline[]): Inline[][] => [[label], value];
+  return [
+    { kind: 'heading', level: 1, text: [`Run report: ${run.runId}`] },
+    {
+      kind: 'table',
+      head: ['', ''],
+      rows: [
+        row('Task', { code: run.task ?? 'unknown' }, run.level === null ? '' : ` (level L${run.level})`, ' ', { cite: scheduled }),
+        row('Agent', { code: run.agent ?? 'unknown' }, ' ', { cite: scheduled }),
+        row('Driver', { code: run.driver ?? 'unknown' }, ' ', { cite: scheduled }),
+        row('Base model', { code: run.baseModel ?? 'unknown' }, `, mode ${run.mode ?? 'n/a'} `, { cite: scheduled }),
+        row('Budget', secs(run.budgetSeconds), ' ', { cite: scheduled }),
+        row('Baseline', fmt(scores.baseline), ' ', { cite: scores.baselineEvidence }),
+        row('Best', fmt(scores.best), ' ', { cite: scores.bestEvidence }),
+        row('Improvement', fmt(scores.improvement), ' ', { cite: [...scores.baselineEvidence, ...scores.bestEvidence] }),
+        row('Failure class', { strong: r.failure.class }, ` — ${r.failure.rule} `, { cite: r.failure.evidence }),
+        row('Route', { strong: r.route.best }, ` (declared ${r.route.declared}) `, { cite: r.route.evidence }),
+        row(
+          'Run',
+          `${run.state ?? 'unknown'}, ${secs(run.durationS)}, agent ${run.exitReason ?? 'n/a'}, sandbox ${run.sandbox ?? 'n/a'}, ${run.eventCount} events `,
+          { cite: run.evidence.lifecycle },
+        ),
+        row('Workspace', { code: run.workspace ?? 'unknown' }, ' ', { cite: run.evidence.workspace }),
+      ],
+    },
+  ];
+}
+
+function fileBlocks(f: FileChangeReport): Block[] {
+  const blocks: Block[] = [
+    { kind: 'para', text: [{ code: f.path }, ` ${f.op}, +${f.linesAdded} −${f.linesRemoved} (${shortSha(f.fromSha256)} → ${shortSha(f.toSha256)}) `, { cite: f.evidence }] },
+  ];
+  if (f.note) blocks.push({ kind: 'para', text: [f.note] });
+  const lines = f.hunks.flatMap((h) => [h.header, ...h.lines, ...(h.truncatedLines ? [`… ${h.truncatedLines} more lines in this hunk`] : [])]);
+  if (f.omittedHunks) lines.push(`… ${f.omittedHunks} more hunks`);
+  if (lines.length) blocks.push({ kind: 'diff', lines });
+  return blocks;
+}
+
+function submissionBlocks(s: SubmissionReport): Block[] {
+  const verdict = s.status === 'graded' ? `score ${fmt(s.score)}${s.valid ? '' : ' (not valid)'}` : `rejected: ${s.rejectedReason ?? 'unknown reason'}`;
+  const facts: Inline[][] = [
+    [`Submitted at ${secs(s.atS)}, ${secs(s.sincePreviousS)} after the ${s.index === 1 ? 'agent started' : 'previous submission'} `, { cite: [s.evidence[0]] }],
+    ['Model path ', { code: s.modelPath ?? 'n/a' }, `, checkpoint ${shortSha(s.checkpointSha256)}`, s.isCopyOfBase ? ', identical to the base model' : '', s.duplicateOf ? `, duplicate of ${s.duplicateOf}` : '', ' ', { cite: [s.evidence[0]] }],
+    [`Result: ${verdict} `, { cite: s.evidence }],
+    [`Route: executed ${s.route.executed}, declared ${s.route.declared} `, { cite: s.route.evidence }],
+    [
+      `Rollouts since the previous submission: ${plural(s.rollouts.episodes, 'episode')}, ${plural(s.rollouts.steps, 'step')}, ${plural(s.rollouts.batches, 'batch', 'batches')}, success rate ${fmt(s.rollouts.successRate)} `,
+      { cite: s.rollouts.evidence },
+    ],
+    [`Code changes: ${plural(s.code.files.length, 'file')}, +${s.code.linesAdded} −${s.code.linesRemoved}`],
+  ];
+  const blocks: Block[] = [
+    { kind: 'heading', level: 3, text: [`Submission ${s.index}: ${s.submissionId} — ${verdict}`] },
+    { kind: 'list', items: facts },
+    ...s.code.files.flatMap(fileBlocks),
+  ];
+  if (s.processes.length) {
+    blocks.push({
+      kind: 'table',
+      head: ['pid', 'kind', 'command', 'started', 'ended', 'outcome', 'events'],
+      rows: s.processes.map((p) => [
+        [String(p.pid)],
+        [p.kind],
+        [{ code: p.argv.join(' ') }],
+        [secs(p.startS)],
+        [secs(p.endS)],
+        [p.endS === null ? 'no exit recorded' : p.signal ? `signal ${p.signal}` : `exit ${p.exitCode ?? 'unknown'} after ${secs(p.durationS)}`],
+        [{ cite: p.evidence }],
+      ]),
+    });
+  } else {
+    blocks.push({ kind: 'para', text: ['No processes launched since the previous submission.'] });
+  }
+  return blocks;
+}
+
+function metricValue(v: ProcessMetrics[keyof ProcessMetrics]): string {
+  if (Array.isArray(v)) return v.length ? v.map((n) => fmt(n)).join(', ') : '(none)';
+  return typeof v === 'number' ? fmt(v, 3) : 'n/a';
+}
+
+function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
+  const keys = Object.keys(r.metrics).sort() as (keyof ProcessMetrics)[];
+  const cited = new Set<number>();
+  const blocks: Block[] = [
+    ...header(r),
+    { kind: 'heading', level: 2, text: ['Score trajectory'] },
+    { kind: 'svg', svg: scoreChart(r) },
+    { kind: 'heading', level: 2, text: ['Timeline'] },
+    { kind: 'svg', svg: timelineChart(r) },
+    { kind: 'heading', level: 2, text: [`Submissions (${r.submissions.length})`] },
+    ...(r.submissions.length ? r.submissions.flatMap(submissionBlocks) : [{ kind: 'para', text: ['The agent made no submission.'] } as Block]),
+    { kind: 'heading', level: 2, text: ['Process metrics'] },
+    { kind: 'table', head: ['metric', 'value', 'events'], rows: keys.map((k) => [[{ code: k }], [metricValue(r.metrics[k])], [{ cite: r.metricsEvidence[k] }]]) },
+  ];
+  const visit = (parts: Inline[]) => parts.forEach((p) => typeof p === 'object' && 'cite' in p && p.cite.forEach((s) => cited.add(s)));
+  for (const b of blocks) {
+    if (b.kind === 'heading' || b.kind === 'para') visit(b.text);
+    if (b.kind === 'list') b.items.forEach(visit);
+    if (b.kind === 'table') b.rows.forEach((row) => row.forEach(visit));
+  }
+  const citedEvents = events.filter((e) => cited.has(e.seq));
+  blocks.push(
+    { kind: 'heading', level: 2, text: ['Cited events'] },
+    { kind: 'table', head: ['seq', 'occurred at', 'type'], rows: citedEvents.map((e) => [[String(e.seq)], [e.occurredAt], [e.type]]) },
+  );
+  return blocks;
+}
+
+// ---- Markdown ----
+
+function mdCode(text: string): string {
+  const flat = text.replace(/[\r\n]+/g, ' ');
+  const longest = Math.max(0, ...(flat.match(/`+/g) ?? []).map((m) => m.length));
+  const fence = '`'.repeat(longest + 1);
+  return longest ? `${fence} ${flat} ${fence}` : `${fence}${flat}${fence}`;
+}
+
+function mdText(text: string): string {
+  return text.replace(/[\r\n]+/g, ' ').replace(/([\\`*_[\]<>|])/g, '\\$1');
+}
+
+function mdInline(parts: Inline[]): string {
+  return parts
+    .map((p) => {
+      if (typeof p === 'string') return mdText(p);
+      if ('code' in p) return mdCode(p.code).replace(/\|/g, '\\|');
+      if ('strong' in p) return `**${mdText(p.strong)}**`;
+      return p.cite.length ? `[seq ${seqRanges(p.cite)}]` : '';
+    })
+    .join('')
+    .trim();
+}
+
+function markdownBlock(b: Block): string {
+  switch (b.kind) {
+    case 'heading':
+      return `${'#'.repeat(b.level)} ${mdInline(b.text)}`;
+    case 'para':
+      return mdInline(b.text);
+    case 'list':
+      return b.items.map((item) => `- ${mdInline(item)}`).join('\n');
+    case 'table': {
+      const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+      return [line(b.head), line(b.head.map(() => '---')), ...b.rows.map((row) => line(row.map(mdInline)))].join('\n');
+    }
+    case 'diff': {
+      const longest = Math.max(0, ...b.lines.flatMap((l) => l.match(/`+/g) ?? []).map((m) => m.length));
+      const fence = '`'.repeat(Math.max(3, longest + 1));
+      return `${fence}diff\n${b.lines.join('\n')}\n${fence}`;
+    }
+    case 'svg':
+      return b.svg;
+  }
+}
+
+// ---- HTML ----
+
+function htmlInline(parts: Inline[]): string {
+  return parts
+    .map((p) => {
+      if (typeof p === 'string') return escapeXml(p);
+      if ('code' in p) return `<code>${escapeXml(p.code)}</code>`;
+      if ('strong' in p) return `<strong>${escapeXml(p.strong)}</strong>`;
+      if (!p.cite.length) return '';
+      const sorted = [...new Set(p.cite)].sort((a, b) => a - b);
+      return `<span class="cite">[seq ${sorted.map((s) => `<a href="#seq-${s}">${s}</a>`).join(', ')}]</span>`;
+    })
+    .join('')
+    .trim();
+}
+
+function htmlBlock(b: Block): string {
+  switch (b.kind) {
+    case 'heading':
+      return `<h${b.level}>${htmlInline(b.text)}</h${b.level}>`;
+    case 'para':
+      return `<p>${htmlInline(b.text)}</p>`;
+    case 'list':
+      return `<ul>${b.items.map((item) => `<li>${htmlInline(item)}</li>`).join('')}</ul>`;
+    case 'table': {
+      const cited = b.head[0] === 'seq';
+      const head = b.head.some((h) => h) ? `<thead><tr>${b.head.map((h) => `<th>${escapeXml(h)}</th>`).join('')}</tr></thead>` : '';
+      const rows = b.rows.map((row) => `<tr${cited ? ` id="seq-${row[0][0] as string}"` : ''}>${row.map((cell) => `<td>${htmlInline(cell)}</td>`).join('')}</tr>`);
+      return `<table>${head}<tbody>${rows.join('')}</tbody></table>`;
+    }
+    case 'diff':
+      return `<pre class="diff">${b.lines.map((l) => `<span class="${l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : l.startsWith('@@') ? 'hunk' : 'ctx'}">${escapeXml(l)}</span>`).join('\n')}</pre>`;
+    case 'svg':
+      return `<figure>${b.svg}</figure>`;
+  }
+}
+
+const STYLE = [
+  'body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}',
+  'table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}',
+  'code{background:#f4f4f4;padding:0 2px}pre.diff{background:#f8f8f8;padding:6px;overflow-x:auto;font-size:12px}',
+  '.add{color:#161}.del{color:#a11}.hunk{color:#55a}.cite{color:#666;font-size:smaller}figure{margin:0.5em 0}',
+].join('');
+
+function html(r: RunReport, blocks: Block[]): string {
+  return [
+    '<!DOCTYPE html>',
+    '<html lang="en">',
+    `<head><meta charset="utf-8"><title>${escapeXml(`a2rl run report ${r.run.runId}`)}</title><style>${STYLE}</style></head>`,
+    `<body>`,
+    ...blocks.map(htmlBlock),
+    '</body>',
+    '</html>',
+    '',
+  ].join('\n');
+}

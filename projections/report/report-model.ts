@@ -1,0 +1,297 @@
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import type { Evidence, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../run-analysis/analysis.types.js';
+import type { BlobReader } from '../run-analysis/blob-reader.js';
+import { diffFiles, type Hunk } from './line-diff.js';
+
+export interface ReportInput {
+  analysis: RunAnalysis;
+  /** The run's events in seq order (the same ones the analysis was derived from). */
+  events: readonly A2rlEvent[];
+  blobs: BlobReader;
+  /** Task level (1–3) when the task pack is known to the caller. */
+  level?: number | null;
+}
+
+export interface FileChangeReport {
+  path: string;
+  /** Net change over the window: created, modified, deleted, or created and deleted again. */
+  op: 'create' | 'modify' | 'delete' | 'transient';
+  fromSha256: string | null;
+  toSha256: string | null;
+  linesAdded: number;
+  linesRemoved: number;
+  hunks: Hunk[];
+  omittedHunks: number;
+  note: string | null;
+  evidence: Evidence;
+}
+
+export interface ProcessReport {
+  pid: number;
+  argv: string[];
+  kind: string;
+  startS: number;
+  endS: number | null;
+  exitCode: number | null;
+  signal: string | null;
+  durationS: number | null;
+  evidence: Evidence;
+}
+
+export interface SubmissionReport {
+  index: number;
+  submissionId: string;
+  status: SubmissionAnalysis['status'];
+  score: number;
+  valid: boolean;
+  rejectedReason: string | null;
+  isCopyOfBase: boolean;
+  duplicateOf: string | null;
+  modelPath: string | null;
+  checkpointSha256: string | null;
+  atS: number;
+  sincePreviousS: number;
+  route: SubmissionAnalysis['route'];
+  code: { files: FileChangeReport[]; linesAdded: number; linesRemoved: number };
+  processes: ProcessReport[];
+  rollouts: SubmissionAnalysis['rollouts'] & { evidence: Evidence };
+  evidence: Evidence;
+}
+
+export interface TimelineItem {
+  lane: 'training' | 'evaluation' | 'install' | 'other' | 'files' | 'rollouts' | 'submissions';
+  startS: number;
+  endS: number | null;
+  label: string;
+  seq: number;
+}
+
+/** The structured run report; the JSON format is exactly this object as canonical JSON. */
+export interface RunReport {
+  schema: 'a2rl.run-report/1';
+  run: {
+    runId: string;
+    task: string | null;
+    level: number | null;
+    agent: string | null;
+    driver: string | null;
+    baseModel: string | null;
+    mode: string | null;
+    budgetSeconds: number | null;
+    state: RunAnalysis['state'];
+    scheduledAt: string | null;
+    durationS: number | null;
+    exitReason: string | null;
+    sandbox: string | null;
+    workspace: string | null;
+    eventCount: number;
+    lastSeq: number;
+    evidence: { scheduled: Evidence; workspace: Evidence; lifecycle: Evidence };
+  };
+  scores: { baseline: number | null; best: number | null; improvement: number | null; baselineEvidence: Evidence; bestEvidence: Evidence };
+  failure: RunAnalysis['failure'];
+  route: RunAnalysis['route'];
+  metrics: ProcessMetrics;
+  metricsEvidence: Record<keyof ProcessMetrics, Evidence>;
+  submissions: SubmissionReport[];
+  timeline: { endS: number; items: TimelineItem[] };
+}
+
+const sortedUnique = (seqs: number[]): Evidence => [...new Set(seqs)].sort((a, b) => a - b);
+const ms = (s: number) => Math.round(s * 1000) / 1000;
+
+/** Seconds from AgentStarted (else RunScheduled, else the first event) to each event. */
+function clockOf(events: readonly A2rlEvent[]): (seq: number) => number {
+  const origin = events.find((e) => e.type === 'AgentStarted') ?? events.find((e) => e.type === 'RunScheduled') ?? events[0];
+  const t0 = origin ? Date.parse(origin.occurredAt) : 0;
+  const bySeq = new Map(events.map((e) => [e.seq, Date.parse(e.occurredAt)]));
+  return (seq) => ms(((bySeq.get(seq) ?? t0) - t0) / 1000);
+}
+
+async function fileChanges(changes: SubmissionAnalysis['codeChanges'], blobs: BlobReader): Promise<FileChangeReport[]> {
+  const byPath = new Map<string, SubmissionAnalysis['codeChanges']>();
+  for (const c of [...changes].sort((a, b) => a.seq - b.seq)) byPath.set(c.path, [...(byPath.get(c.path) ?? []), c]);
+  const paths = [...byPath.keys()].sort();
+  const files: FileChangeReport[] = [];
+  for (const path of paths) {
+    const list = byPath.get(path)!;
+    const first = list[0];
+    const last = list[list.length - 1];
+    const from = first.op === 'create' ? null : first.previousSha256;
+    const to = last.op === 'delete' ? null : last.sha256;
+    const op = from === null ? (to === null ? 'transient' : 'create') : to === null ? 'delete' : 'modify';
+    const [before, after] = await Promise.all([from ? blobs.read(from) : null, to ? blobs.read(to) : null]);
+    const missing = (from !== null && before === null) || (to !== null && after === null);
+    const summed = { linesAdded: list.reduce((n, c) => n + c.linesAdded, 0), linesRemoved: list.reduce((n, c) => n + c.linesRemoved, 0) };
+    const diff = missing
+      ? { ...summed, hunks: [], omittedHunks: 0, note: 'content not in the artifact store: counts from the events, diff not shown' }
+      : diffFiles(before, after);
+    const counted = diff.note === null ? diff : { ...diff, ...summed };
+    files.push({ path, op, fromSha256: from, toSha256: to, ...counted, evidence: sortedUnique(list.map((c) => c.seq)) });
+  }
+  return files;
+}
+
+function timeline(input: ReportInput, at: (seq: number) => number): RunReport['timeline'] {
+  const items: TimelineItem[] = [];
+  const open = new Map<number, TimelineItem>(); // pid → its running process bar
+  const scoreOf = new Map(input.analysis.submissions.map((s) => [s.submissionId, s.score]));
+  for (const e of input.events) {
+    switch (e.type) {
+      case 'ProcessStarted': {
+        const item: TimelineItem = { lane: e.data.kind, startS: at(e.seq), endS: null, label: e.data.argv.join(' '), seq: e.seq };
+        open.set(e.data.pid, item);
+        items.push(item);
+        break;
+      }
+      case 'ProcessExited': {
+        const item = open.get(e.data.pid);
+        if (item) item.endS = at(e.seq);
+        open.delete(e.data.pid);
+        break;
+      }
+      case 'FileChanged':
+        items.push({ lane: 'files', startS: at(e.seq), endS: null, label: `${e.data.op} ${e.data.path}`, seq: e.seq });
+        break;
+      case 'RolloutBatchRecorded':
+        items.push({ lane: 'rollouts', startS: at(e.seq), endS: null, label: `${e.data.episodes} episodes, success rate ${e.data.successRate}`, seq: e.seq });
+        break;
+      case 'SubmissionReceived': {
+        const score = scoreOf.get(e.data.submissionId);
+        items.push({ lane: 'submissions', startS: at(e.seq), endS: null, label: `${e.data.submissionId}${score === undefined ? '' : ` score ${score}`}`, seq: e.seq });
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  const last = input.events[input.events.length - 1];
+  return { endS: Math.max(input.analysis.budgetSeconds ?? 0, last ? at(last.seq) : 0), items };
+}
+
+function processesOf(s: SubmissionAnalysis, at: (seq: number) => number): ProcessReport[] {
+  return s.processes.map((p) => ({
+    pid: p.pid,
+    argv: p.argv,
+    kind: p.kind,
+    startS: at(p.startSeq),
+    endS: p.exitSeq === null ? null : at(p.exitSeq),
+    exitCode: p.exitCode,
+    signal: p.signal,
+    durationS: p.durationS,
+    evidence: p.exitSeq === null ? [p.startSeq] : [p.startSeq, p.exitSeq],
+  }));
+}
+
+function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<keyof ProcessMetrics, Evidence> {
+  const subs = a.submissions;
+  const all = subs.map((s) => s.seq);
+  const seqsOf = (type: A2rlEvent['type']) => events.filter((e) => e.type === type).map((e) => e.seq);
+  const firstValid = subs.find((s) => s.valid);
+  const firstImproving = a.baseline === null ? undefined : subs.find((s) => s.status === 'graded' && s.score > a.baseline!);
+  const best = subs.length ? subs.reduce((m, s) => (s.score > m.score ? s : m)) : undefined;
+  const bounds = sortedUnique([...seqsOf('AgentStarted'), ...seqsOf('AgentExited'), ...seqsOf('RunCompleted')]);
+  const training = events.filter((e) => e.type === 'ProcessStarted' && e.data.kind === 'training');
+  const trainingPids = new Set(training.map((e) => (e.type === 'ProcessStarted' ? e.data.pid : -1)));
+  const trainingExits = events.filter((e) => e.type === 'ProcessExited' && trainingPids.has(e.data.pid)).map((e) => e.seq);
+  return {
+    valid_submission_rate: all,
+    first_valid_idx: firstValid ? [firstValid.seq] : all,
+    first_valid_delay: firstValid ? sortedUnique([...bounds.slice(0, 1), firstValid.seq]) : all,
+    score_trajectory: sortedUnique(subs.flatMap((s) => s.evidence.concat(s.seq))),
+    time_to_first_improvement: firstImproving ? sortedUnique([...seqsOf('BaselineEvaluated'), firstImproving.seq]) : sortedUnique([...seqsOf('BaselineEvaluated'), ...all]),
+    time_to_best: best ? [best.seq] : [],
+    monotonic_ratio: all,
+    copy_model_count: subs.some((s) => s.isCopyOfBase) ? subs.filter((s) => s.isCopyOfBase).map((s) => s.seq) : all,
+    time_used_ratio: sortedUnique([...bounds, ...all.slice(-1)]),
+    last_submit_gap: sortedUnique([...bounds, ...all.slice(-1)]),
+    training_launches: training.map((e) => e.seq),
+    total_training_time: sortedUnique([...training.map((e) => e.seq), ...trainingExits]),
+    rollout_episodes: seqsOf('RolloutBatchRecorded'),
+    code_revisions_between_submissions: sortedUnique(subs.flatMap((s) => s.codeChanges.map((c) => c.seq))),
+  };
+}
+
+/** Builds the structured report: pure given the analysis, the events and immutable blobs. */
+export async function buildReport(input: ReportInput): Promise<RunReport> {
+  const { analysis: a, events } = input;
+  const at = clockOf(events);
+  const seqsOf = (...types: A2rlEvent['type'][]) => events.filter((e) => types.includes(e.type)).map((e) => e.seq);
+  const outcome = new Map<string, number>();
+  for (const e of events) if (e.type === 'SubmissionGraded' || e.type === 'SubmissionRejected') outcome.set(e.data.submissionId, e.seq);
+  const workspaceEvent = events.find((e) => e.type === 'WorkspacePrepared');
+
+  const submissions: SubmissionReport[] = [];
+  let previous: SubmissionAnalysis | undefined;
+  for (const s of a.submissions) {
+    const rolloutSeqs = events
+      .filter((e) => e.type === 'RolloutBatchRecorded' && e.seq < s.seq && (!previous || e.seq > previous.seq))
+      .map((e) => e.seq);
+    const files = await fileChanges(s.codeChanges, input.blobs);
+    submissions.push({
+      index: s.index,
+      submissionId: s.submissionId,
+      status: s.status,
+      score: s.score,
+      valid: s.valid,
+      rejectedReason: s.rejectedReason,
+      isCopyOfBase: s.isCopyOfBase,
+      duplicateOf: s.duplicateOf,
+      modelPath: s.modelPath,
+      checkpointSha256: s.checkpointSha256,
+      atS: s.atS,
+      sincePreviousS: ms(s.atS - (previous?.atS ?? 0)),
+      route: s.route,
+      code: {
+        files,
+        linesAdded: files.reduce((n, f) => n + f.linesAdded, 0),
+        linesRemoved: files.reduce((n, f) => n + f.linesRemoved, 0),
+      },
+      processes: processesOf(s, at),
+      rollouts: { ...s.rollouts, evidence: rolloutSeqs },
+      evidence: sortedUnique([...s.evidence, s.seq, ...(outcome.has(s.submissionId) ? [outcome.get(s.submissionId)!] : [])]),
+    });
+    previous = s;
+  }
+
+  const bestSubmission = a.best === null ? undefined : a.submissions.find((s) => s.status === 'graded' && s.score === a.best);
+  return {
+    schema: 'a2rl.run-report/1',
+    run: {
+      runId: a.runId,
+      task: a.task,
+      level: input.level ?? null,
+      agent: a.agent,
+      driver: a.driver,
+      baseModel: a.baseModel,
+      mode: a.mode,
+      budgetSeconds: a.budgetSeconds,
+      state: a.state,
+      scheduledAt: a.scheduledAt,
+      durationS: a.durationS,
+      exitReason: a.exitReason,
+      sandbox: a.sandbox,
+      workspace: workspaceEvent?.type === 'WorkspacePrepared' ? workspaceEvent.data.workspace : null,
+      eventCount: a.eventCount,
+      lastSeq: a.lastSeq,
+      evidence: {
+        scheduled: seqsOf('RunScheduled'),
+        workspace: seqsOf('WorkspacePrepared'),
+        lifecycle: seqsOf('AgentStarted', 'AgentExited', 'RunCompleted', 'RunInterrupted', 'RunResumed'),
+      },
+    },
+    scores: {
+      baseline: a.baseline,
+      best: a.best,
+      improvement: a.improvement,
+      baselineEvidence: seqsOf('BaselineEvaluated'),
+      bestEvidence: bestSubmission ? sortedUnique([bestSubmission.seq, ...(outcome.has(bestSubmission.submissionId) ? [outcome.get(bestSubmission.submissionId)!] : [])]) : [],
+    },
+    failure: a.failure,
+    route: a.route,
+    metrics: a.metrics,
+    metricsEvidence: metricsEvidence(a, events),
+    submissions,
+    timeline: timeline(input, at),
+  };
+}

@@ -1,0 +1,32 @@
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { defineRunProjection } from '../run-projection.js';
+import { analyzeRun } from './analyze.js';
+import { RunAnalysisRow } from './run-analysis.entity.js';
+
+/** The post-hoc analysis of every run (docs/analysis.md), recomputed from the run's stream. */
+export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
+  name: 'run-analysis',
+  version: 2, // 2: analysis carries the workspace path
+  entity: RunAnalysisRow,
+  async analyze(events, blobs) {
+    const a = await analyzeRun(events, blobs);
+    return {
+      runId: a.runId,
+      task: a.task,
+      agent: a.agent,
+      driver: a.driver,
+      baseModel: a.baseModel,
+      state: a.state,
+      baseline: a.baseline,
+      best: a.best,
+      improvement: a.improvement,
+      failureClass: a.failure.class,
+      routeBest: a.route.best,
+      validSubmissionRate: a.metrics.valid_submission_rate,
+      submissions: a.submissions.length,
+      scheduledAt: a.scheduledAt,
+      lastSeq: a.lastSeq,
+      analysis: canonicalJson(a),
+    };
+  },
+});

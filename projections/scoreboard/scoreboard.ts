@@ -1,0 +1,154 @@
+import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
+
+/**
+ * The scoreboard and the paper's `results.csv`, as pure functions of run analyses.
+ *
+ * Per run, the best-of-budget score is the best graded score; a run with no graded submission
+ * keeps the base model, so its best-of-budget is its baseline (improvement 0). A run with neither
+ * (no baseline either, e.g. an infra error before grading) is left out of the score means and
+ * counted in `unscoredRuns`.
+ *
+ * The 95% interval of the best-of-budget mean is the Student-t interval across runs:
+ * mean ± t(0.975, n−1) · s/√n with s the sample standard deviation. t comes from a table for
+ * n−1 ≤ 30 and from the Cornish–Fisher expansion of the normal quantile beyond (error < 1e-4).
+ * With one scored run there is no interval (null).
+ */
+export interface ScoreboardRow {
+  task: string | null;
+  agent: string | null;
+  driver: string | null;
+  runs: number;
+  unscoredRuns: number;
+  baseline: number | null;
+  best: { mean: number | null; ci95: [number, number] | null };
+  improvement: number | null;
+  validSubmissionRate: number | null;
+  route: Route | null;
+  failureClasses: { class: FailureClass; count: number }[];
+  runIds: string[];
+}
+
+export interface ScoreboardFilter {
+  task?: string;
+  agent?: string;
+  driver?: string;
+}
+
+/** t(0.975, df) for df = 1..30. */
+const T975 = [
+  12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131, 2.12, 2.11, 2.101,
+  2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+export function tQuantile975(df: number): number {
+  if (!Number.isInteger(df) || df < 1) throw new RangeError(`degrees of freedom must be a positive integer, got ${df}`);
+  if (df <= T975.length) return T975[df - 1];
+  const z = 1.959964;
+  const z3 = z ** 3;
+  const z5 = z ** 5;
+  return z + (z3 + z) / (4 * df) + (5 * z5 + 16 * z3 + 3 * z) / (96 * df ** 2);
+}
+
+const mean = (xs: number[]): number | null => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+
+export function meanCi95(xs: number[]): { mean: number | null; ci95: [number, number] | null } {
+  const m = mean(xs);
+  if (m === null || xs.length < 2) return { mean: m, ci95: null };
+  const s = Math.sqrt(xs.reduce((acc, x) => acc + (x - m) ** 2, 0) / (xs.length - 1));
+  const half = (tQuantile975(xs.length - 1) * s) / Math.sqrt(xs.length);
+  return { mean: m, ci95: [m - half, m + half] };
+}
+
+/** Best-of-budget score of one run (see the module comment), or null when unscored. */
+export function bestOfBudget(a: RunAnalysis): number | null {
+  return a.best ?? a.baseline;
+}
+
+const key = (s: string | null) => s ?? '';
+const byText = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+
+function mostFrequent<T extends string>(values: T[]): T | null {
+  const counts = new Map<T, number>();
+  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  return [...counts.entries()].sort((p, q) => q[1] - p[1] || byText(p[0], q[0]))[0]?.[0] ?? null;
+}
+
+/** The runs matching every given field of the filter (exact match). */
+export function filterRuns<T extends RunAnalysis>(runs: readonly T[], filter: ScoreboardFilter): T[] {
+  return runs.filter(
+    (a) =>
+      (filter.task === undefined || a.task === filter.task) &&
+      (filter.agent === undefined || a.agent === filter.agent) &&
+      (filter.driver === undefined || a.driver === filter.driver),
+  );
+}
+
+/** One row per task × agent × driver, ordered by task, agent, driver (nulls first). */
+export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardFilter = {}): ScoreboardRow[] {
+  const groups = new Map<string, RunAnalysis[]>();
+  for (const a of filterRuns(analyses, filter)) {
+    const k = JSON.stringify([key(a.task), key(a.agent), key(a.driver)]);
+    groups.set(k, [...(groups.get(k) ?? []), a]);
+  }
+  const rows = [...groups.values()].map((runs): ScoreboardRow => {
+    const sorted = [...runs].sort((p, q) => byText(p.runId, q.runId));
+    const scored = sorted.filter((a) => bestOfBudget(a) !== null);
+    const improvements = scored.filter((a) => a.baseline !== null).map((a) => bestOfBudget(a)! - a.baseline!);
+    const failures = new Map<FailureClass, number>();
+    for (const a of sorted) failures.set(a.failure.class, (failures.get(a.failure.class) ?? 0) + 1);
+    return {
+      task: sorted[0].task,
+      agent: sorted[0].agent,
+      driver: sorted[0].driver,
+      runs: sorted.length,
+      unscoredRuns: sorted.length - scored.length,
+      baseline: mean(sorted.flatMap((a) => (a.baseline === null ? [] : [a.baseline]))),
+      best: meanCi95(scored.map((a) => bestOfBudget(a)!)),
+      improvement: mean(improvements),
+      validSubmissionRate: mean(sorted.flatMap((a) => (a.metrics.valid_submission_rate === null ? [] : [a.metrics.valid_submission_rate]))),
+      route: mostFrequent(sorted.map((a) => a.route.best)),
+      failureClasses: [...failures.entries()].map(([c, count]) => ({ class: c, count })).sort((p, q) => q.count - p.count || byText(p.class, q.class)),
+      runIds: sorted.map((a) => a.runId),
+    };
+  });
+  return rows.sort((p, q) => byText(key(p.task), key(q.task)) || byText(key(p.agent), key(q.agent)) || byText(key(p.driver), key(q.driver)));
+}
+
+/** Fixed number formatting for text outputs: at most 4 decimals, no exponent, no trailing zeros. */
+export function formatNumber(n: number | null): string {
+  if (n === null) return '';
+  const fixed = n.toFixed(4).replace(/\.?0+$/, '');
+  return fixed === '-0' ? '0' : fixed;
+}
+
+/** RFC 4180: quote a field containing a comma, quote, CR or LF; double inner quotes. */
+export function csvField(value: string): string {
+  return /[",\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value;
+}
+
+export const RESULTS_COLUMNS = [
+  'run_id', 'timestamp', 'task', 'agent', 'driver_model', 'base_model', 'baseline', 'best_score',
+  'improvement', 'submissions', 'duration_s', 'success', 'workspace',
+] as const;
+
+/** A run analysis plus its workspace path (from WorkspacePrepared; not part of RunAnalysis yet). */
+export type ResultsRun = RunAnalysis;
+
+/**
+ * The paper's results.csv: one row per run ordered by timestamp (RunScheduled's occurredAt) then
+ * run id; CRLF line ends per RFC 4180. best_score and improvement are empty when the run has no
+ * graded submission; success is `true` exactly when the failure class is `success`.
+ */
+export function resultsCsv(runs: readonly ResultsRun[]): string {
+  const sorted = [...runs].sort((p, q) => byText(key(p.scheduledAt), key(q.scheduledAt)) || byText(p.runId, q.runId));
+  const lines = [RESULTS_COLUMNS.join(',')];
+  for (const a of sorted) {
+    const cells = [
+      a.runId, a.scheduledAt ?? '', a.task ?? '', a.agent ?? '', a.driver ?? '', a.baseModel ?? '',
+      formatNumber(a.baseline), formatNumber(a.best), formatNumber(a.improvement), String(a.submissions.length),
+      formatNumber(a.durationS), String(a.failure.class === 'success'), a.workspace ?? '',
+    ];
+    lines.push(cells.map(csvField).join(','));
+  }
+  return `${lines.join('\r\n')}\r\n`;
+}
