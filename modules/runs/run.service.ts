@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Inject, Injectable } from '@nestjs/common';
 import { getTask } from '../../tasks/index.js';
@@ -182,6 +182,11 @@ export class RunService {
     };
     const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
     const sandboxed = sandboxCommand({ kind: sandbox, workspace: layout, agentDir: agentsRoot(), command, env });
+    // Everything given to the agent is archived too (content-addressed, so once per task in
+    // practice): replay and audit bundles can then restore data/ and models/ exactly.
+    for (const file of prepared.dataManifest) {
+      await this.artifacts.put(createReadStream(path.join(layout.root, file.path)), { sha256: file.sha256, size: file.size });
+    }
     await record('WorkspacePrepared', { workspace: layout.root, sandbox, mounts: sandboxed.mounts, dataManifest: prepared.dataManifest });
 
     const baseline = await this.baselines.getOrGrade(
