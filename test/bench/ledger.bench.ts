@@ -146,10 +146,19 @@ async function rebuildRate(store: EventStore, readModelUrl: string): Promise<{ e
   try {
     // The bench's runs reference no blobs: an empty reader keeps the run-analysis projection pure.
     const runner = new ProjectionRunner(store, dataSource, PROJECTIONS, { blobs: { read: async () => null } });
-    const started = process.hrtime.bigint();
-    const [result] = await runner.rebuild();
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    return { events: result.processed, eventsPerS: result.processed / seconds };
+    // Each projection rebuilds from the first event on its own; the headline figure is the ledger's
+    // events over the time to rebuild all of them.
+    let total = 0;
+    let events = 0;
+    for (const projection of PROJECTIONS) {
+      const started = process.hrtime.bigint();
+      const [result] = await runner.rebuild(projection.name);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      console.log(`         rebuild of ${projection.name}: ${fmt(result.processed)} events in ${seconds.toFixed(2)} s = ${fmt(result.processed / seconds)} events/s`);
+      total += seconds;
+      events = result.processed;
+    }
+    return { events, eventsPerS: events / total };
   } finally {
     await dataSource.destroy();
   }
@@ -160,7 +169,7 @@ const round = (n: number, digits = 2) => Number(n.toFixed(digits));
 
 /** Prints the rebuild figure and returns the backend's JSON line (figures of the 16-stream case). */
 function summaryLine(backend: string, last: { figures: AppendFigures; raw: number }, rebuild: { events: number; eventsPerS: number }): Record<string, unknown> {
-  console.log(`${backend.padEnd(8)} rebuild: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
+  console.log(`${backend.padEnd(8)} rebuild of all projections: ${fmt(rebuild.events)} events in ${(rebuild.events / rebuild.eventsPerS).toFixed(2)} s = ${fmt(rebuild.eventsPerS)} events/s`);
   return {
     bench: 'ledger',
     backend,
