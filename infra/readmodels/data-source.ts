@@ -4,12 +4,14 @@ import { sqlitePath } from '../../src/config/config.js';
 import { ProjectionCheckpoint } from '../../modules/readmodels/projection-checkpoint.entity.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';
+import { WorkspaceRevisionRow } from '../../projections/workspace-revisions/workspace-revision.entity.js';
 import { CreateReadModels1767225600000 } from './migrations/1767225600000-create-read-models.js';
 import { CreateRunAnalysis1767312000000 } from './migrations/1767312000000-create-run-analysis.js';
+import { CreateWorkspaceRevisions1767398400000 } from './migrations/1767398400000-create-workspace-revisions.js';
 
 /** Every read-model entity, listed explicitly (no globbing: the build must see what it ships). */
-export const READ_MODEL_ENTITIES = [ProjectionCheckpoint, RunListRow, RunAnalysisRow];
-export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000, CreateRunAnalysis1767312000000];
+export const READ_MODEL_ENTITIES = [ProjectionCheckpoint, RunListRow, RunAnalysisRow, WorkspaceRevisionRow];
+export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000, CreateRunAnalysis1767312000000, CreateWorkspaceRevisions1767398400000];
 
 export class UnsupportedReadModelUrlError extends Error {
   override readonly name = 'UnsupportedReadModelUrlError';

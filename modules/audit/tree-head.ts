@@ -56,6 +56,14 @@ export function loadSigningKey(home: string): SigningKey | null {
   return { keyId: keyIdOf(publicKey), privateKey, publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
 }
 
+/** The public key alone (PEM and id), for verifying and exporting: no need to read the private key. */
+export function loadPublicKey(home: string): { keyId: string; publicKeyPem: string } | null {
+  const file = path.join(keysDir(home), PUBLIC);
+  if (!existsSync(file)) return null;
+  const publicKeyPem = readFileSync(file, 'utf8');
+  return { keyId: keyIdOf(publicKeyPem), publicKeyPem };
+}
+
 /** The existing key, or a new one (runs sign their heads from the first run on). */
 export function loadOrInitSigningKey(home: string): SigningKey {
   return loadSigningKey(home) ?? initSigningKey(home);

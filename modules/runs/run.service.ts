@@ -8,9 +8,11 @@ import type { A2rlConfig } from '../../src/config/config.js';
 import { adHocAgent, agentsRoot, checkAgent, detectDriver, loadAgent, type AgentSpec } from '../agents/agent-registry.js';
 import { ARTIFACT_STORE } from '../artifacts/artifacts.module.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { TreeHeadSigner } from '../audit/tree-head-signer.js';
+import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../audit/tree-head.js';
 import { BaselineCache } from '../grading/baseline-cache.js';
 import { RunRegistry } from '../grading/run-registry.js';
-import type { A2rlEvent } from '../ledger/events/catalog.js';
+import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { LedgerService } from '../ledger/ledger.service.js';
 import { killLeftoverProcessGroup, launchAgent } from './agent-process.js';
 import { FileWatcher } from './file-watcher.js';
@@ -111,6 +113,7 @@ export class RunService {
     const driver = detectDriver(request.driver, spec) ?? null;
     const warn = request.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
     const runId = newRunId(task.id);
+    const signer = new TreeHeadSigner({ runId, key: this.signingKey(warn), append: (data) => this.ledger.record(runId, 'TreeHeadSigned', data) });
 
     // Every event goes through here: background recorders (files, processes, output) are tracked so
     // the run closes only after all of them are durable, and submissions update the summary.
@@ -122,7 +125,8 @@ export class RunService {
       // The code as it stands when a checkpoint is submitted is recorded before the submission, so
       // "what changed between submissions" never depends on the watcher's coalescing window.
       const before = type === 'SubmissionReceived' && files ? files.flush() : Promise.resolve();
-      const p = before.then(() => this.ledger.record(runId, type, data)).then((event: A2rlEvent) => {
+      // Through the signer, which sees every stored event and signs tree heads between appends.
+      const p = before.then(() => signer.record(() => this.ledger.record(runId, type, data))).then((event: A2rlEvent) => {
         if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') {
           tally.submissions.add(event.data.submissionId);
         }
@@ -238,6 +242,7 @@ export class RunService {
       await record('AgentExited', { reason: 'crashed' });
       await record('RunCompleted', { submissions: 0 });
       await settle();
+      await signer.seal();
       this.removeLock(runId);
       throw err;
     }
@@ -274,6 +279,7 @@ export class RunService {
     await prepared.runMeta.update({ end_time: epochSeconds() });
     await record('RunCompleted', { ...(tally.best !== null ? { best: tally.best } : {}), submissions: tally.submissions.size });
     await settle();
+    await signer.seal(); // the final head covers the whole run
     this.removeLock(runId);
     progress();
     return {
@@ -310,10 +316,28 @@ export class RunService {
       if (lock.pid === process.pid || processAlive(lock.pid)) continue;
       if (lock.pidFile) await killLeftoverProcessGroup(lock.pidFile).catch(() => 0);
       await this.ledger.record(lock.runId, 'RunInterrupted', { reason: `the harness (pid ${lock.pid}) exited while the run was open` });
+      await this.sealStored(lock.runId);
       rmSync(file, { force: true });
       interrupted.push(lock.runId);
     }
     return interrupted;
+  }
+
+  /** Signs a final head over a run's stored stream (nothing else writes to it any more). */
+  private async sealStored(runId: string): Promise<void> {
+    const events: A2rlEvent[] = [];
+    for await (const event of this.ledger.events(runId)) events.push(event);
+    const append = (data: EventData<'TreeHeadSigned'>) => this.ledger.record(runId, 'TreeHeadSigned', data);
+    await TreeHeadSigner.resume({ runId, key: this.signingKey(), append }, events).seal();
+  }
+
+  /** The ledger's signing key under A2RL_HOME, created (and announced) on first use. */
+  private signingKey(warn: (message: string) => void = (m) => process.stderr.write(`${m}\n`)): SigningKey {
+    const existing = loadSigningKey(this.config.home);
+    if (existing) return existing;
+    const created = initSigningKey(this.config.home);
+    warn(`created the ledger signing key ${created.keyId} in ${keysDir(this.config.home)} (a2rl keys show prints its public key)`);
+    return created;
   }
 
   private writeLock(lock: RunLock): void {

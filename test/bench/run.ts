@@ -1,7 +1,8 @@
 // `npm run bench -- <name>`: runs one benchmark; each prints its figures and ends with a JSON line.
+import { auditBench } from './audit.bench.js';
 import { ledgerBench } from './ledger.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

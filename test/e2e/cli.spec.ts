@@ -73,6 +73,7 @@ describe('a2rl CLI on the embedded default', () => {
     expect(status).toEqual([
       expect.objectContaining({ name: 'run-list', lag: 0, eventsProcessed: 7 }),
       expect.objectContaining({ name: 'run-analysis', lag: 0, eventsProcessed: 7 }),
+      expect.objectContaining({ name: 'workspace-revisions', lag: 0, eventsProcessed: 7 }),
     ]);
     const rebuilt = await a2rl(['projections', 'rebuild', 'run-list']);
     expect(rebuilt.code).toBe(0);

@@ -85,7 +85,8 @@ describe('a2rl demo: the reference agent on every reference task', () => {
       const evs = await events(r.runId);
       expect(evs.map((e) => e.seq)).toEqual(evs.map((_, i) => i));
       expect(evs[0].type).toBe('RunScheduled');
-      expect(evs.at(-1)!.type).toBe('RunCompleted');
+      expect(evs.at(-1)!.type).toBe('TreeHeadSigned'); // the final signed head covers the whole run
+      expect(evs.filter((e) => e.type !== 'TreeHeadSigned').at(-1)!.type).toBe('RunCompleted');
       const codeChanges = ofType(evs, 'FileChanged').filter((e) => String(e.data.path).startsWith('code/'));
       expect(codeChanges.length).toBeGreaterThanOrEqual(2); // written, then revised between submissions
       expect(ofType(evs, 'ProcessStarted').some((e) => e.data.kind === 'training')).toBe(true);
@@ -218,7 +219,7 @@ describe('budget, driver attribution and interrupted runs', () => {
     const next = await a2rl(['run', '--task', 'ref-arith', '--agent-command', 'true', '--budget', '5s']);
     expect(next.stderr).toContain(`recorded RunInterrupted for ${runId}`);
     const evs = await events(runId!);
-    expect(evs.at(-1)!.type).toBe('RunInterrupted');
+    expect(evs.filter((e) => e.type !== 'TreeHeadSigned').at(-1)!.type).toBe('RunInterrupted');
     expect(ofType(evs, 'AgentStarted').length).toBe(1);
   });
 });

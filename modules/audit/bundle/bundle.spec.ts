@@ -1,0 +1,297 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { FsArtifactStore } from '../../../infra/artifacts/fs-artifact-store.js';
+import { SqliteEventStore } from '../../../infra/eventstore/sqlite-event-store.js';
+import { buildEvent } from '../../ledger/events/envelope.js';
+import { streamName } from '../../ledger/events/ids.js';
+import { initSigningKey, type SigningKey } from '../tree-head.js';
+import { BundleExportError, exportBundle } from './export.js';
+import { blobPath } from './layout.js';
+import { readTarGz, writeTarGz } from './tar-io.js';
+import { SignedRunWriter } from './testing/signed-run.js';
+import { describeFailure, verifyBundle, type BundleVerification } from './verify.js';
+
+// The tamper matrix: a bundle exported from a small signed run verifies; each kind of mutation
+// (re-packed into an otherwise intact archive) fails verification, and the first failure names the
+// line, blob or file that was touched.
+
+const RUN = 'run-bundle-spec';
+let dir: string;
+let key: SigningKey;
+let otherKey: SigningKey;
+let artifacts: FsArtifactStore;
+let good: string;
+let goodFiles: Map<string, Buffer>;
+let checkpointSha: string;
+let codeSha: string;
+
+async function blob(content: string): Promise<{ sha256: string; size: number; key: string }> {
+  const body = Buffer.from(content);
+  const sha256 = createHash('sha256').update(body).digest('hex');
+  const put = await artifacts.put(body, { sha256, size: body.length });
+  return { sha256, size: body.length, key: put.key };
+}
+
+/** A small completed run, signed by `signer` with a head every 4 events. */
+async function writeRun(file: string, signer: SigningKey, runId = RUN): Promise<SqliteEventStore> {
+  const store = await SqliteEventStore.open(file);
+  const w = new SignedRunWriter(store, runId, signer, { headEvery: 4 });
+  const data = await blob('question,answer\n1+1,2\n');
+  const base = await blob('{"weights":[0]}\n');
+  const code1 = await blob('print("train v1")\n');
+  const code2 = await blob('print("train v2")\nimport trl  # sft\n');
+  const out = await blob('epoch 1 loss 0.5\n');
+  const weights = await blob('{"weights":[1,2,3]}\n');
+  const manifest = [{ path: 'weights.json', sha256: weights.sha256, size: weights.size }];
+  const manifestBlob = await blob(JSON.stringify(manifest));
+  checkpointSha = weights.sha256;
+  codeSha = code2.sha256;
+  await w.add('RunScheduled', { task: 'ref-arith', agent: 'reference', baseModel: 'tiny-base', budgetSeconds: 60, seed: 0, mode: 'free' });
+  await w.add('WorkspacePrepared', {
+    workspace: '/tmp/ws', sandbox: 'none', mounts: [],
+    dataManifest: [{ path: 'data/train.csv', sha256: data.sha256, size: data.size }, { path: 'models/tiny-base/weights.json', sha256: base.sha256, size: base.size }],
+  });
+  await w.add('BaselineEvaluated', { score: 10, cached: false });
+  await w.add('AgentStarted', { command: 'bash start.sh' });
+  await w.add('FileChanged', { path: 'code/train.py', op: 'create', ...code1, linesAdded: 1, linesRemoved: 0 });
+  await w.add('ProcessStarted', { pid: 100, ppid: 1, argv: ['python', 'code/train.py'], cwd: '/tmp/ws', kind: 'training' });
+  await w.add('AgentOutput', { stream: 'stdout', chunk: out });
+  await w.add('ProcessExited', { pid: 100, exitCode: 0, durationMs: 1500 });
+  await w.add('FileChanged', { path: 'code/train.py', op: 'modify', ...code2, previousSha256: code1.sha256, linesAdded: 2, linesRemoved: 1 });
+  await w.add('SubmissionReceived', { submissionId: 's1', modelPath: 'output/ckpt1', manifest, checkpoint: manifestBlob });
+  await w.add('SubmissionGraded', { submissionId: 's1', score: 40, improvement: 30 });
+  await w.add('AgentExited', { exitCode: 0, reason: 'completed' });
+  await w.add('RunCompleted', { best: 40, submissions: 1 });
+  await w.seal();
+  return store;
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bundle-'));
+  key = initSigningKey(path.join(dir, 'home-a'));
+  otherKey = initSigningKey(path.join(dir, 'home-b'));
+  artifacts = await FsArtifactStore.open(path.join(dir, 'artifacts'));
+  const store = await writeRun(path.join(dir, 'ledger.db'), key);
+  good = path.join(dir, 'good.tar.gz');
+  await exportBundle({ runId: RUN, eventStore: store, artifacts, publicKeyPem: key.publicKeyPem, taskLevel: () => 1 }, good);
+  await exportBundle({ runId: RUN, eventStore: store, artifacts, publicKeyPem: key.publicKeyPem, taskLevel: () => 1 }, path.join(dir, 'again.tar.gz'));
+  await exportBundle({ runId: RUN, eventStore: store, artifacts, publicKeyPem: key.publicKeyPem, taskLevel: () => 1, withCheckpoints: true }, path.join(dir, 'ckpt.tar.gz'));
+  await store.close();
+  goodFiles = (await readTarGz(good)).files;
+});
+afterAll(async () => {
+  await artifacts.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+let repacked = 0;
+/** Re-packs the good bundle's files after `mutate` and verifies the result. */
+async function tampered(mutate: (files: Map<string, Buffer>) => void, publicKeyPem = key.publicKeyPem): Promise<BundleVerification> {
+  const files = new Map(goodFiles);
+  mutate(files);
+  const out = path.join(dir, `tampered-${repacked++}.tar.gz`);
+  await writeTarGz(out, [...files].map(([p, body]) => ({ path: p, size: body.length, body })), new Date(0));
+  return verifyBundle(out, { publicKeyPem });
+}
+
+const lines = () => goodFiles.get('events.ndjson')!.toString('utf8').split('\n').slice(0, -1);
+const withLines = (ls: string[]) => (files: Map<string, Buffer>) => files.set('events.ndjson', Buffer.from(ls.map((l) => `${l}\n`).join('')));
+const first = (v: BundleVerification) => {
+  expect(v.ok).toBe(false);
+  return v.failures[0];
+};
+
+describe('an exported bundle', () => {
+  it('verifies offline, with the bundled key and pinned to the signer key', async () => {
+    for (const v of [await verifyBundle(good), await verifyBundle(good, { publicKeyPem: key.publicKeyPem })]) {
+      expect(v.failures.map(describeFailure)).toEqual([]);
+      expect(v).toMatchObject({ ok: true, runId: RUN, events: lines().length, omittedBlobs: 1 });
+      expect(v.heads).toBeGreaterThanOrEqual(4);
+    }
+  });
+
+  it('is byte-identical when the same run is exported twice', () => {
+    expect(readFileSync(path.join(dir, 'again.tar.gz')).equals(readFileSync(good))).toBe(true);
+  });
+
+  it('holds the layout, the public key only, and leaves checkpoint files out unless asked', async () => {
+    const names = [...goodFiles.keys()];
+    expect(names).toEqual(expect.arrayContaining(['bundle.json', 'events.ndjson', 'heads.json', 'public-key.pem', 'artifacts/manifest.json', 'reports/report.md', 'reports/report.html', 'reports/report.json', blobPath(codeSha)]));
+    expect(names).not.toContain(blobPath(checkpointSha));
+    expect(goodFiles.get('public-key.pem')!.toString()).toBe(key.publicKeyPem);
+    for (const body of goodFiles.values()) expect(body.toString('latin1')).not.toMatch(/PRIVATE KEY/);
+    const manifest = JSON.parse(goodFiles.get('artifacts/manifest.json')!.toString()) as Array<{ sha256: string; kind: string; omitted: boolean }>;
+    expect(manifest.find((m) => m.sha256 === checkpointSha)).toMatchObject({ kind: 'checkpoint', omitted: true });
+
+    const ckpt = path.join(dir, 'ckpt.tar.gz');
+    expect((await readTarGz(ckpt)).files.has(blobPath(checkpointSha))).toBe(true);
+    expect(await verifyBundle(ckpt, { publicKeyPem: key.publicKeyPem })).toMatchObject({ ok: true, omittedBlobs: 0 });
+  });
+
+  it('puts the events in seq order, one canonical event per line', () => {
+    const seqs = lines().map((l) => (JSON.parse(l) as { seq: number }).seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i));
+  });
+});
+
+describe('the tamper matrix: verify-bundle fails and names what was touched', () => {
+  it('any single byte changed in events.ndjson: the first failure names that line', async () => {
+    const original = goodFiles.get('events.ndjson')!;
+    const lineStarts = [0];
+    for (let i = 0; i < original.length; i++) if (original[i] === 0x0a && i + 1 < original.length) lineStarts.push(i + 1);
+    const positions = new Set<number>();
+    lineStarts.forEach((start, i) => {
+      const end = (lineStarts[i + 1] ?? original.length) - 1; // the newline ending this line
+      for (const p of [start, start + 1, start + 9, Math.floor((start + end) / 2), end - 1, end]) positions.add(p);
+    });
+    for (const pos of positions) {
+      const lineOf = lineStarts.filter((s) => s <= pos).length;
+      for (const replacement of replacementsFor(original[pos])) {
+        const bytes = Buffer.from(original);
+        bytes[pos] = replacement;
+        const v = await tampered((files) => files.set('events.ndjson', bytes));
+        expect({ pos, replacement, line: first(v).line }).toEqual({ pos, replacement, line: lineOf });
+      }
+    }
+  }, 120_000);
+
+  it('a deleted line', async () => {
+    const ls = lines();
+    const f = first(await tampered(withLines([...ls.slice(0, 5), ...ls.slice(6)])));
+    expect(describeFailure(f)).toMatch(/^events\.ndjson line 6: /);
+  });
+
+  it('the last line (the final signed head) deleted', async () => {
+    const v = await tampered(withLines(lines().slice(0, -1)));
+    expect(describeFailure(first(v))).toMatch(/events\.ndjson has \d+ lines, the signed tree has \d+ events|not covered by any signed tree head/);
+    expect(v.failures.some((f) => /heads\.json: lists a head at seq/.test(f.message))).toBe(true);
+  });
+
+  it('reordered lines', async () => {
+    const ls = lines();
+    [ls[7], ls[9]] = [ls[9], ls[7]];
+    expect(describeFailure(first(await tampered(withLines(ls))))).toMatch(/^events\.ndjson line 8: /);
+  });
+
+  it('an inserted line (a valid event copied from elsewhere in the run)', async () => {
+    const ls = lines();
+    ls.splice(10, 0, ls[6]);
+    expect(describeFailure(first(await tampered(withLines(ls))))).toMatch(/^events\.ndjson line 11: /);
+  });
+
+  it('an inserted line that is a valid, signed-looking event of the right seq', async () => {
+    // A forged event with the seq of its position: valid and canonical, but not the signed leaf.
+    const ls = lines();
+    const forged = buildEvent('BaselineEvaluated', RUN, 3, new Date('2026-01-01T00:00:03.000Z'), { score: 99, cached: true });
+    ls.splice(3, 0, JSON.stringify(forged));
+    expect(describeFailure(first(await tampered(withLines(ls))))).toMatch(/^events\.ndjson line 4: /);
+  });
+
+  it('an altered blob', async () => {
+    const name = blobPath(codeSha);
+    const f = first(await tampered((files) => files.set(name, Buffer.from(files.get(name)!.toString().replace('v2', 'v3')))));
+    expect(describeFailure(f)).toBe(`${name}: ${f.message}`);
+    expect(f.message).toMatch(/altered/);
+  });
+
+  it('a deleted blob', async () => {
+    const name = blobPath(codeSha);
+    const f = first(await tampered((files) => files.delete(name)));
+    expect(f.artifact).toBe(name);
+    expect(f.message).toMatch(/missing/);
+  });
+
+  it('a swapped key: the run re-signed with another key and public-key.pem replaced', async () => {
+    const store = await writeRun(path.join(dir, 'resigned.db'), otherKey);
+    const forged = path.join(dir, 'resigned.tar.gz');
+    await exportBundle({ runId: RUN, eventStore: store, artifacts, publicKeyPem: otherKey.publicKeyPem, taskLevel: () => 1 }, forged);
+    await store.close();
+    // Self-consistent, so only pinning the signer's key catches it.
+    expect((await verifyBundle(forged)).ok).toBe(true);
+    const v = await verifyBundle(forged, { publicKeyPem: key.publicKeyPem });
+    expect(describeFailure(first(v))).toMatch(/public-key\.pem \(key id \w+\) is not the key given with --pubkey/);
+    expect(v.failures.some((f) => f.check === 'tree-head' && /does not verify/.test(f.message))).toBe(true);
+  });
+
+  it('a swapped key without pinning: heads re-signed, the original public-key.pem kept', async () => {
+    const forgedFiles = (await readTarGz(path.join(dir, 'resigned.tar.gz'))).files;
+    const v = await tampered((files) => {
+      files.set('events.ndjson', forgedFiles.get('events.ndjson')!);
+      files.set('heads.json', forgedFiles.get('heads.json')!);
+    });
+    expect(first(v).check).toBe('tree-head');
+    expect(describeFailure(first(v))).toMatch(/^events\.ndjson line \d+: signature by key \w+ does not verify/);
+  });
+
+  it('an edited heads.json: a root, a leaf, a proof, or only its formatting', async () => {
+    const heads = JSON.parse(goodFiles.get('heads.json')!.toString()) as { leaves: string[]; heads: Array<{ rootHash: string; previous: { inclusion: string[] } | null }> };
+    const flip = (h: string) => (h[0] === 'a' ? 'b' : 'a') + h.slice(1);
+    const edits: Array<(h: typeof heads) => void> = [
+      (h) => (h.heads[1].rootHash = flip(h.heads[1].rootHash)),
+      (h) => (h.leaves[2] = flip(h.leaves[2])),
+      (h) => (h.heads[2].previous!.inclusion[0] = flip(h.heads[2].previous!.inclusion[0])),
+    ];
+    for (const edit of edits) {
+      const copy = JSON.parse(JSON.stringify(heads)) as typeof heads;
+      edit(copy);
+      const f = first(await tampered((files) => files.set('heads.json', Buffer.from(JSON.stringify(copy)))));
+      expect(f.message).toMatch(/^heads\.json: /);
+    }
+    const f = first(await tampered((files) => files.set('heads.json', Buffer.from(`${files.get('heads.json')!.toString()}\n`))));
+    expect(f.message).toBe('heads.json: not in canonical JSON form (RFC 8785): the file was edited');
+  });
+
+  it('an edited report', async () => {
+    for (const name of ['reports/report.md', 'reports/report.html', 'reports/report.json']) {
+      const f = first(await tampered((files) => files.set(name, Buffer.from(files.get(name)!.toString().replace('40', '95')))));
+      expect(f.message).toBe(`${name} differs from the report re-rendered from the bundle's events and blobs`);
+    }
+  });
+
+  it('an extra file, and a file missing from the layout', async () => {
+    expect(describeFailure(first(await tampered((files) => files.set('notes.txt', Buffer.from('trust me')))))).toMatch(/^notes\.txt: unexpected file/);
+    expect(describeFailure(first(await tampered((files) => files.delete('heads.json'))))).toBe('heads.json is missing from the bundle');
+  });
+
+  it('a damaged archive is a failure, not a crash', async () => {
+    const damaged = path.join(dir, 'damaged.tar.gz');
+    const bytes = readFileSync(good);
+    writeFileSync(damaged, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    const v = await verifyBundle(damaged);
+    expect(first(v).check).toBe('bundle');
+  });
+});
+
+describe('export refuses what would not verify', () => {
+  it('a run with no signed head', async () => {
+    const store = await SqliteEventStore.open(path.join(dir, 'unsigned.db'));
+    await store.append(streamName('unsigned'), [buildEvent('RunScheduled', 'unsigned', 0, new Date(0), { task: 'ref-arith', agent: 'reference', baseModel: 'b', budgetSeconds: 1, seed: 0, mode: 'free' })], 'no_stream');
+    await expect(exportBundle({ runId: 'unsigned', eventStore: store, artifacts, publicKeyPem: key.publicKeyPem }, path.join(dir, 'x.tar.gz'))).rejects.toThrow(/has no signed tree head/);
+    await expect(exportBundle({ runId: 'nope', eventStore: store, artifacts, publicKeyPem: key.publicKeyPem }, path.join(dir, 'x.tar.gz'))).rejects.toThrow(BundleExportError);
+    await store.close();
+  });
+
+  it('a run with events after its last signed head', async () => {
+    const store = await writeRun(path.join(dir, 'open.db'), key, 'open-run');
+    await store.append(streamName('open-run'), [buildEvent('RunResumed', 'open-run', lines().length, new Date(0), {})], BigInt(lines().length - 1));
+    await expect(exportBundle({ runId: 'open-run', eventStore: store, artifacts, publicKeyPem: key.publicKeyPem }, path.join(dir, 'x.tar.gz'))).rejects.toThrow(
+      `run "open-run" cannot be exported yet: events from seq ${lines().length - 1} to ${lines().length} are not covered by a signed tree head yet`,
+    );
+    await store.close();
+  });
+
+  it('a run signed by another key than the one given', async () => {
+    const store = await SqliteEventStore.open(path.join(dir, 'ledger.db'));
+    await expect(exportBundle({ runId: RUN, eventStore: store, artifacts, publicKeyPem: otherKey.publicKeyPem }, path.join(dir, 'x.tar.gz'))).rejects.toThrow(/does not verify with this ledger's public key/);
+    await store.close();
+  });
+});
+
+/** A few different bytes to put at a position: a neighbour, a digit or letter swap, a space, a newline. */
+function replacementsFor(byte: number): number[] {
+  const options = [byte ^ 0x01, 0x20, 0x0a, 0x30 + ((byte + 1) % 10)];
+  return [...new Set(options)].filter((b) => b !== byte);
+}

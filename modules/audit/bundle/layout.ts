@@ -1,0 +1,85 @@
+import type { A2rlEvent } from '../../ledger/events/catalog.js';
+import { artifactKey } from '../../artifacts/artifact-store.port.js';
+
+/**
+ * The audit bundle's layout (docs/audit-bundle.md). Every file but the blobs is canonical JSON or text
+ * derived from events.ndjson, so a verifier re-derives each one and compares bytes.
+ */
+export const BUNDLE_FORMAT = 'a2rl.audit-bundle/1';
+export const HEADS_FORMAT = 'a2rl.tree-heads/1';
+
+export const EVENTS_FILE = 'events.ndjson';
+export const HEADS_FILE = 'heads.json';
+export const KEY_FILE = 'public-key.pem';
+export const DESCRIPTOR_FILE = 'bundle.json';
+export const MANIFEST_FILE = 'artifacts/manifest.json';
+export const REPORT_FILES = { md: 'reports/report.md', html: 'reports/report.html', json: 'reports/report.json' } as const;
+export const FIXED_FILES = [DESCRIPTOR_FILE, EVENTS_FILE, HEADS_FILE, KEY_FILE, MANIFEST_FILE, ...Object.values(REPORT_FILES)];
+
+export const blobPath = (sha256: string): string => `artifacts/${artifactKey(sha256)}`;
+
+/** What the bundle is; not signed: every field is cross-checked against the events. */
+export interface BundleDescriptor {
+  format: typeof BUNDLE_FORMAT;
+  runId: string;
+  /** Whether checkpoint files (SubmissionReceived manifests' files) are included. */
+  withCheckpoints: boolean;
+  /** The task's level given to the report renderer (the task pack is not in the bundle). */
+  level: number | null;
+}
+
+/**
+ * Why an event references a blob: `data` (WorkspacePrepared.dataManifest), `file` (FileChanged),
+ * `output` (AgentOutput.chunk), `trajectories` (RolloutBatchRecorded), `checkpoint-manifest`
+ * (SubmissionReceived.checkpoint) and `checkpoint` (a file of SubmissionReceived.manifest).
+ */
+export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint';
+
+export interface ManifestItem {
+  sha256: string;
+  size: number;
+  /** Kind of the first reference (lowest seq). */
+  kind: BlobKind;
+  /** Every seq referencing the blob, ascending. */
+  seqs: number[];
+  /** True when the blob is left out: only checkpoint files are, and only without --with-checkpoints. */
+  omitted: boolean;
+}
+
+/** Blobs the events reference, as the manifest lists them (sorted by sha256); `size` null when no event declares it. */
+export function expectedManifest(events: readonly A2rlEvent[], withCheckpoints: boolean): Array<Omit<ManifestItem, 'size'> & { size: number | null }> {
+  const found = new Map<string, { size: number | null; kind: BlobKind; seqs: number[]; checkpointOnly: boolean }>();
+  const use = (sha256: string, size: number | undefined, kind: BlobKind, seq: number): void => {
+    let item = found.get(sha256);
+    if (!item) found.set(sha256, (item = { size: null, kind, seqs: [], checkpointOnly: true }));
+    if (item.size === null && size !== undefined) item.size = size;
+    if (item.seqs[item.seqs.length - 1] !== seq) item.seqs.push(seq);
+    if (kind !== 'checkpoint') item.checkpointOnly = false;
+  };
+  for (const event of [...events].sort((a, b) => a.seq - b.seq)) {
+    switch (event.type) {
+      case 'WorkspacePrepared':
+        for (const f of event.data.dataManifest) use(f.sha256, f.size, 'data', event.seq);
+        break;
+      case 'FileChanged':
+        // Only archived contents: a file that changed again before it could be stored has no key.
+        if (event.data.op !== 'delete' && event.data.sha256 && event.data.key) use(event.data.sha256, event.data.size, 'file', event.seq);
+        break;
+      case 'AgentOutput':
+        use(event.data.chunk.sha256, event.data.chunk.size, 'output', event.seq);
+        break;
+      case 'RolloutBatchRecorded':
+        if (event.data.trajectories) use(event.data.trajectories.sha256, event.data.trajectories.size, 'trajectories', event.seq);
+        break;
+      case 'SubmissionReceived':
+        if (event.data.checkpoint) use(event.data.checkpoint.sha256, event.data.checkpoint.size, 'checkpoint-manifest', event.seq);
+        for (const f of event.data.manifest) use(f.sha256, f.size, 'checkpoint', event.seq);
+        break;
+      default:
+        break;
+    }
+  }
+  return [...found.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([sha256, { size, kind, seqs, checkpointOnly }]) => ({ sha256, size, kind, seqs, omitted: checkpointOnly && !withCheckpoints }));
+}

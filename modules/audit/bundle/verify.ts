@@ -1,0 +1,222 @@
+import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import type { A2rlEvent } from '../../ledger/events/catalog.js';
+import { canonicalBytes } from '../../ledger/events/canonical-json.js';
+import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import { keyIdOf } from '../tree-head.js';
+import { verifyEventChain, type VerificationFailure } from '../verify-chain.js';
+import { checkHeads } from './heads.js';
+import {
+  blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
+  type BundleDescriptor, type ManifestItem,
+} from './layout.js';
+import { renderBundleReports } from './reports.js';
+import { readTarGz } from './tar-io.js';
+
+export interface VerifyBundleOptions {
+  /** The signer's public key obtained out of band (`--pubkey`): the bundled key must be this key. */
+  publicKeyPem?: string;
+}
+
+export interface BundleVerification {
+  ok: boolean;
+  runId: string | null;
+  /** Whether signatures were checked with a key given by the caller rather than only the bundled one. */
+  pinnedKey: boolean;
+  events: number;
+  heads: number;
+  blobs: number;
+  omittedBlobs: number;
+  /** Every failure, most telling first: archive and key, event lines in line order, heads, blobs, reports. */
+  failures: VerificationFailure[];
+}
+
+/** One failure as one line, naming the bundle line, blob or file it concerns. */
+export function describeFailure(f: VerificationFailure): string {
+  if (f.line !== undefined) return `${EVENTS_FILE} line ${f.line}: ${f.message}`;
+  if (f.artifact !== undefined) return `${f.artifact}: ${f.message}`;
+  return f.message;
+}
+
+/**
+ * Verifies an audit bundle offline: nothing but the file (and optionally a pinned public key) is
+ * read. Checks, in docs/audit-bundle.md's words: the archive holds exactly the expected files; every line
+ * of events.ndjson is a valid canonical event of the run, seqs dense, every signed head's root and
+ * signature check and the last head covers everything (verify-chain.ts); heads.json's leaves,
+ * heads and proofs check against the key and the lines; the artifact manifest is the one the events
+ * imply and every included blob has its sha256 and size; the reports re-render identically.
+ */
+export async function verifyBundle(file: string, opts: VerifyBundleOptions = {}): Promise<BundleVerification> {
+  const result: BundleVerification = { ok: false, runId: null, pinnedKey: opts.publicKeyPem !== undefined, events: 0, heads: 0, blobs: 0, omittedBlobs: 0, failures: [] };
+  const archive: VerificationFailure[] = [];
+  const bundle = (message: string) => archive.push({ check: 'bundle', message });
+  const finish = (...groups: VerificationFailure[][]): BundleVerification => {
+    result.failures = [archive, ...groups].flat();
+    result.ok = result.failures.length === 0;
+    return result;
+  };
+
+  const { files, problems } = await readTarGz(file);
+  problems.forEach(bundle);
+  for (const name of FIXED_FILES) if (!files.has(name)) bundle(`${name} is missing from the bundle`);
+  if (problems.length || !files.has(DESCRIPTOR_FILE) || !files.has(EVENTS_FILE) || !files.has(KEY_FILE)) return finish();
+
+  const descriptor = readDescriptor(files.get(DESCRIPTOR_FILE)!);
+  if (typeof descriptor === 'string') {
+    bundle(`${DESCRIPTOR_FILE}: ${descriptor}`);
+    return finish();
+  }
+  const { runId } = descriptor;
+  result.runId = runId;
+
+  const key = readKeys(files.get(KEY_FILE)!, opts.publicKeyPem);
+  key.problems.forEach(bundle);
+  if (!key.pem) return finish();
+
+  // events.ndjson: the exact bytes of each line are the Merkle leaves.
+  const ndjson = files.get(EVENTS_FILE)!;
+  const lines = splitLines(ndjson);
+  const lineFailures: VerificationFailure[] = [];
+  if (ndjson.length && ndjson[ndjson.length - 1] !== 0x0a) {
+    lineFailures.push({ check: 'event', seq: lines.length - 1, line: lines.length, message: 'the file does not end with a newline (the last line was altered)' });
+  }
+  const chain = verifyEventChain(runId, lines.map((bytes, i) => ({ bytes, line: i + 1 })), key.pem);
+  const events = chain.events;
+  result.events = lines.length;
+  result.heads = events.filter((e) => e.type === 'TreeHeadSigned').length;
+
+  const heads = files.has(HEADS_FILE) ? checkHeads(runId, files.get(HEADS_FILE)!, lines, events, key.pem) : { failures: [], lineFailures: [] };
+  const byLine = [...lineFailures, ...heads.lineFailures, ...chain.failures];
+  const numbered = byLine.filter((f) => f.line !== undefined).sort((a, b) => a.line! - b.line!);
+  const unnumbered = byLine.filter((f) => f.line === undefined);
+
+  const blobs = checkArtifacts(files, events, descriptor);
+  result.blobs = blobs.included;
+  result.omittedBlobs = blobs.omitted;
+
+  const reports: VerificationFailure[] = [];
+  try {
+    const rendered = await renderBundleReports(events, blobs.reader, descriptor.level);
+    for (const [format, name] of Object.entries(REPORT_FILES)) {
+      const bundled = files.get(name);
+      if (bundled && !bundled.equals(Buffer.from(rendered[format as keyof typeof REPORT_FILES], 'utf8'))) {
+        reports.push({ check: 'report', message: `${name} differs from the report re-rendered from the bundle's events and blobs` });
+      }
+    }
+  } catch (err) {
+    reports.push({ check: 'report', message: `the reports cannot be re-rendered from the bundle: ${(err as Error).message}` });
+  }
+  return finish(numbered, unnumbered, heads.failures, blobs.failures, reports);
+}
+
+function readDescriptor(bytes: Buffer): BundleDescriptor | string {
+  let d: Record<string, unknown>;
+  try {
+    d = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+  } catch (err) {
+    return `not JSON: ${(err as Error).message}`;
+  }
+  if (typeof d !== 'object' || d === null || Object.keys(d).sort().join() !== 'format,level,runId,withCheckpoints') return 'must hold exactly format, runId, withCheckpoints and level';
+  if (d.format !== BUNDLE_FORMAT) return `format is ${JSON.stringify(d.format)}; this a2rl reads "${BUNDLE_FORMAT}"`;
+  if (typeof d.runId !== 'string' || typeof d.withCheckpoints !== 'boolean' || !(d.level === null || (Number.isSafeInteger(d.level) && (d.level as number) > 0))) {
+    return 'runId must be a string, withCheckpoints a boolean, level null or a positive integer';
+  }
+  if (!canonicalBytes(d).equals(bytes)) return 'not in canonical JSON form (RFC 8785): the file was edited';
+  return d as unknown as BundleDescriptor;
+}
+
+/** The key signatures are checked with: the pinned one when given (the bundled key must equal it). */
+function readKeys(bundled: Buffer, pinnedPem: string | undefined): { pem: string | null; problems: string[] } {
+  const problems: string[] = [];
+  const text = bundled.toString('utf8');
+  let bundledKey: KeyObject | null = null;
+  if (/PRIVATE KEY/.test(text)) problems.push(`${KEY_FILE} holds a private key; a bundle must only carry the public key`);
+  else {
+    try {
+      bundledKey = createPublicKey(text);
+      if (bundledKey.export({ type: 'spki', format: 'pem' }).toString() !== text) problems.push(`${KEY_FILE} is not the key's canonical SPKI PEM: the file was edited`);
+    } catch (err) {
+      problems.push(`${KEY_FILE} is not a public key: ${(err as Error).message}`);
+    }
+  }
+  if (pinnedPem === undefined) return { pem: bundledKey ? text : null, problems };
+  let pinned: KeyObject;
+  try {
+    pinned = createPublicKey(pinnedPem);
+  } catch (err) {
+    return { pem: null, problems: [...problems, `the --pubkey file is not a public key: ${(err as Error).message}`] };
+  }
+  const der = (k: KeyObject) => k.export({ type: 'spki', format: 'der' });
+  if (bundledKey && !der(bundledKey).equals(der(pinned))) {
+    problems.push(`${KEY_FILE} (key id ${keyIdOf(bundledKey)}) is not the key given with --pubkey (key id ${keyIdOf(pinned)}): the bundle was signed by another key`);
+  }
+  return { pem: pinned.export({ type: 'spki', format: 'pem' }).toString(), problems };
+}
+
+function splitLines(buf: Buffer): Buffer[] {
+  const lines: Buffer[] = [];
+  let start = 0;
+  for (let i = buf.indexOf(0x0a); i !== -1; i = buf.indexOf(0x0a, start)) {
+    lines.push(buf.subarray(start, i));
+    start = i + 1;
+  }
+  if (start < buf.length) lines.push(buf.subarray(start));
+  return lines;
+}
+
+/** Manifest against the events, blobs against the manifest, and no file the layout does not name. */
+function checkArtifacts(files: Map<string, Buffer>, events: readonly A2rlEvent[], descriptor: BundleDescriptor): { failures: VerificationFailure[]; reader: BlobReader; included: number; omitted: number } {
+  const failures: VerificationFailure[] = [];
+  const expected = expectedManifest(events, descriptor.withCheckpoints);
+  const manifestBytes = files.get(MANIFEST_FILE);
+  let listed: ManifestItem[] = [];
+  const manifestFailure = (message: string) => failures.push({ check: 'artifact', artifact: MANIFEST_FILE, message });
+  if (manifestBytes) {
+    try {
+      listed = JSON.parse(manifestBytes.toString('utf8')) as ManifestItem[];
+      if (!Array.isArray(listed)) throw new Error('not an array');
+      if (!canonicalBytes(listed).equals(manifestBytes)) manifestFailure('not in canonical JSON form (RFC 8785): the file was edited');
+    } catch (err) {
+      manifestFailure(`not a JSON array of blobs: ${(err as Error).message}`);
+      listed = [];
+    }
+  }
+  const bySha = new Map(listed.map((m) => [m?.sha256, m]));
+  for (const want of expected) {
+    const got = bySha.get(want.sha256);
+    bySha.delete(want.sha256);
+    if (!got) manifestFailure(`does not list ${blobPath(want.sha256)}, referenced at seq ${want.seqs.join(', ')}`);
+    else if (canonicalBytes({ ...want, size: want.size ?? got.size }).toString() !== canonicalBytes(got).toString()) {
+      manifestFailure(`the entry for ${want.sha256} is not what the events imply (kind ${want.kind}, seqs ${want.seqs.join(', ')}, size ${want.size ?? 'undeclared'}, omitted ${want.omitted})`);
+    }
+  }
+  for (const sha of bySha.keys()) manifestFailure(`lists ${String(sha)}, which no event references`);
+
+  const present = new Map<string, Buffer>();
+  const allowed = new Set(FIXED_FILES);
+  for (const want of expected) {
+    if (want.omitted) continue;
+    const name = blobPath(want.sha256);
+    allowed.add(name);
+    const body = files.get(name);
+    const size = want.size ?? listedSize(listed, want.sha256);
+    if (!body) {
+      failures.push({ check: 'artifact', artifact: name, message: `missing from the bundle (referenced at seq ${want.seqs.join(', ')})` });
+      continue;
+    }
+    const sha256 = createHash('sha256').update(body).digest('hex');
+    if (sha256 !== want.sha256) failures.push({ check: 'artifact', artifact: name, message: `content has sha256 ${sha256}: the blob was altered` });
+    else if (size !== null && body.length !== size) failures.push({ check: 'artifact', artifact: name, message: `is ${body.length} bytes, ${size} recorded` });
+    else present.set(want.sha256, body);
+  }
+  for (const name of [...files.keys()].sort()) {
+    if (!allowed.has(name)) failures.push({ check: 'bundle', artifact: name, message: 'unexpected file: the bundle layout and its events name no such file' });
+  }
+  const reader: BlobReader = { read: (sha256) => Promise.resolve(present.get(sha256) ?? null) };
+  const omitted = expected.filter((m) => m.omitted).length;
+  return { failures, reader, included: expected.length - omitted, omitted };
+}
+
+function listedSize(listed: ManifestItem[], sha256: string): number | null {
+  const size = listed.find((m) => m?.sha256 === sha256)?.size;
+  return Number.isSafeInteger(size) ? size! : null;
+}

@@ -1,0 +1,301 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, readdir, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { DataSource } from 'typeorm';
+import { diffFiles, MAX_DIFF_BYTES, type FileDiff } from '../../projections/report/line-diff.js';
+import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
+import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
+import { streamName } from '../ledger/events/ids.js';
+import type { EventStore } from '../ledger/event-store.port.js';
+import {
+  InvalidReplayPointError,
+  OutDirNotEmptyError,
+  ReplayError,
+  ReplayIntegrityError,
+  SeqOutOfRangeError,
+  TimeBeforeRunError,
+  UnknownRunError,
+} from './errors.js';
+import { timelineOf, type TimelineEntry } from './timeline.js';
+import { WorkspaceIndex, type WorkspaceFile, type WorkspaceState } from './workspace-state.js';
+
+/** A point of a run: a seq, or an ISO 8601 time (the last event that occurred at or before it). */
+export type ReplayPoint = number | string;
+
+/** The event a point resolved to: the workspace is taken right after it. */
+export interface ResolvedPoint {
+  seq: number;
+  occurredAt: string;
+  type: EventType;
+}
+
+export interface MaterializeResult {
+  runId: string;
+  at: ResolvedPoint;
+  outDir: string;
+  files: number;
+  bytes: number;
+}
+
+export interface FileDelta {
+  path: string;
+  change: 'added' | 'removed' | 'modified';
+  before: WorkspaceFile | null;
+  after: WorkspaceFile | null;
+  /** Line diff of the contents; its `note` says when it is not shown (binary, too large). */
+  diff: FileDiff;
+}
+
+export interface WorkspaceDiff {
+  runId: string;
+  from: ResolvedPoint;
+  to: ResolvedPoint;
+  /** Sorted by path. */
+  files: FileDelta[];
+}
+
+export interface ReplayDeps {
+  events: EventStore;
+  readModels: DataSource;
+  artifacts: ArtifactStore;
+  /** Brings the workspace-revision projection up to date with the ledger; called before each query. */
+  catchUp: () => Promise<unknown>;
+}
+
+/** Blobs written to disk at once while materialising. */
+const WRITE_CONCURRENCY = 8;
+/** Blobs up to this size are read into memory and checked before their file is written; larger ones are streamed. */
+const BUFFERED_BLOB_BYTES = 4 * 1024 * 1024;
+
+/** `--at` text → a seq (digits) or an ISO 8601 date-time string. */
+export function parseReplayPoint(text: string): ReplayPoint {
+  if (/^\d+$/.test(text)) return Number(text);
+  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/.test(text) && !Number.isNaN(Date.parse(text))) return text;
+  throw new InvalidReplayPointError(text);
+}
+
+/**
+ * Exact replay of a run's workspace from the ledger and the artifact store: the files as they were
+ * right after any event, the step-through timeline, and the changes between two points. File
+ * contents come from content-addressed blobs and are checked against the recorded sha256.
+ *
+ * Reproduced: every file the run recorded — data/ and models/<base>/ as provided, what the agent
+ * wrote outside them (FileChanged), and checkpoint directories as archived at each submission.
+ * Not reproduced: harness files (description.md, instructions.md, run_meta.json), file modes, and
+ * what the agent wrote under output/ without submitting it.
+ */
+export class ReplayService {
+  private readonly index: WorkspaceIndex;
+
+  constructor(private readonly deps: ReplayDeps) {
+    this.index = new WorkspaceIndex(deps.readModels);
+  }
+
+  /** The event a point names; throws for an unknown run, a seq out of range or a time before the run. */
+  async resolve(runId: string, at: ReplayPoint): Promise<ResolvedPoint> {
+    const stream = streamName(runId);
+    if (typeof at === 'number') {
+      if (Number.isSafeInteger(at) && at >= 0) {
+        for await (const { event } of this.deps.events.readStream(stream, { fromRevision: BigInt(at), maxCount: 1 })) return pointOf(event);
+      }
+      const last = await this.deps.events.streamRevision(stream);
+      if (last === null) throw new UnknownRunError(runId);
+      throw new SeqOutOfRangeError(runId, at, Number(last));
+    }
+    const time = Date.parse(at);
+    if (Number.isNaN(time)) throw new InvalidReplayPointError(at);
+    // occurredAt is the harness clock: scanned, not bisected, so a clock step back cannot mislead.
+    let first: A2rlEvent | null = null;
+    let found: A2rlEvent | null = null;
+    for await (const { event } of this.deps.events.readStream(stream)) {
+      first ??= event;
+      if (Date.parse(event.occurredAt) <= time) found = event;
+    }
+    if (!first) throw new UnknownRunError(runId);
+    if (!found) throw new TimeBeforeRunError(runId, at, first.occurredAt);
+    return pointOf(found);
+  }
+
+  /** The workspace's files right after `at`. */
+  async state(runId: string, at: ReplayPoint): Promise<{ at: ResolvedPoint; files: WorkspaceState }> {
+    const point = await this.resolve(runId, at);
+    await this.deps.catchUp();
+    return { at: point, files: await this.index.stateAt(runId, point.seq) };
+  }
+
+  /**
+   * Writes the workspace's files as they were right after `at` into `outDir`, each blob checked
+   * against its sha256 as it is written. A non-empty `outDir` is refused unless `force`, which
+   * empties it first (so the directory holds exactly the replayed files).
+   */
+  async materialize(runId: string, at: ReplayPoint, outDir: string, opts: { force?: boolean } = {}): Promise<MaterializeResult> {
+    const { at: point, files } = await this.state(runId, at);
+    const root = path.resolve(outDir);
+    await prepareOutDir(root, opts.force ?? false);
+    const list = [...files.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+    let bytes = 0;
+    const dirs = new Set<string>();
+    await forEachLimited(list, WRITE_CONCURRENCY, async (file) => {
+      const written = await this.writeFile(root, file, dirs);
+      bytes += written;
+    });
+    return { runId, at: point, outDir: root, files: list.length, bytes };
+  }
+
+  /** The step-through listing of every event of the run. */
+  async timeline(runId: string): Promise<TimelineEntry[]> {
+    const events: A2rlEvent[] = [];
+    for await (const { event } of this.deps.events.readStream(streamName(runId))) events.push(event);
+    if (!events.length) throw new UnknownRunError(runId);
+    return timelineOf(events);
+  }
+
+  /** What changed in the workspace between right after `a` and right after `b`. */
+  async diff(runId: string, a: ReplayPoint, b: ReplayPoint): Promise<WorkspaceDiff> {
+    const from = await this.resolve(runId, a);
+    const to = await this.resolve(runId, b);
+    await this.deps.catchUp();
+    const [before, after] = await this.index.statesAt(runId, [from.seq, to.seq]);
+    const paths = [...new Set([...before.keys(), ...after.keys()])].sort();
+    const files: FileDelta[] = [];
+    for (const p of paths) {
+      const x = before.get(p) ?? null;
+      const y = after.get(p) ?? null;
+      if (x && y && x.sha256 === y.sha256) continue;
+      const change = !x ? 'added' : !y ? 'removed' : 'modified';
+      files.push({ path: p, change, before: x, after: y, diff: await this.fileDiff(x, y) });
+    }
+    return { runId, from, to, files };
+  }
+
+  private async fileDiff(before: WorkspaceFile | null, after: WorkspaceFile | null): Promise<FileDiff> {
+    const sides = [before, after].filter((f): f is WorkspaceFile => f !== null);
+    if (sides.some((f) => f.sha256 === null)) return noHunks('content not recorded: diff not shown');
+    // Sizes are known from the ledger: large blobs are never fetched just to be left undiffed.
+    if (sides.some((f) => (f.size ?? 0) > MAX_DIFF_BYTES)) return noHunks(`larger than ${MAX_DIFF_BYTES} bytes: diff not shown`);
+    return diffFiles(before && (await this.readBlob(before)), after && (await this.readBlob(after)));
+  }
+
+  private async readBlob(file: WorkspaceFile): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    const hash = createHash('sha256');
+    for await (const chunk of await this.openBlob(file)) {
+      const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+      hash.update(b);
+      chunks.push(b);
+    }
+    const body = Buffer.concat(chunks);
+    checkContent(file, hash.digest('hex'), body.length);
+    return body;
+  }
+
+  /**
+   * Writes one blob to its path under `root` and returns its size. Small blobs are read and checked
+   * before anything is written; larger ones are streamed, hashed on the way, and removed on a mismatch.
+   */
+  private async writeFile(root: string, file: WorkspaceFile, dirs: Set<string>): Promise<number> {
+    const target = path.join(root, ...safeSegments(file.path));
+    const parent = path.dirname(target);
+    if (!dirs.has(parent)) {
+      await mkdir(parent, { recursive: true });
+      dirs.add(parent);
+    }
+    if (file.size !== null && file.size <= BUFFERED_BLOB_BYTES) {
+      const body = await this.readBlob(file);
+      await writeFile(target, body, { flag: 'wx' });
+      return body.length;
+    }
+    const source = await this.openBlob(file);
+    const hash = createHash('sha256');
+    let size = 0;
+    const hasher = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        hash.update(chunk);
+        size += chunk.length;
+        done(null, chunk);
+      },
+    });
+    await pipeline(source, hasher, createWriteStream(target, { flags: 'wx' }));
+    try {
+      checkContent(file, hash.digest('hex'), size);
+    } catch (error) {
+      await unlink(target);
+      throw error;
+    }
+    return size;
+  }
+
+  private async openBlob(file: WorkspaceFile) {
+    if (file.sha256 === null) throw new ReplayIntegrityError(`${file.path} (written at seq ${file.seq}): the ledger recorded no content hash, so it cannot be reproduced`);
+    try {
+      return await this.deps.artifacts.get(file.sha256);
+    } catch (error) {
+      if (error instanceof ArtifactNotFoundError) {
+        throw new ReplayIntegrityError(`${file.path} (written at seq ${file.seq}): blob ${file.sha256} is missing from the artifact store`);
+      }
+      throw error;
+    }
+  }
+}
+
+function pointOf(event: A2rlEvent): ResolvedPoint {
+  return { seq: event.seq, occurredAt: event.occurredAt, type: event.type };
+}
+
+function noHunks(note: string): FileDiff {
+  return { linesAdded: 0, linesRemoved: 0, hunks: [], omittedHunks: 0, note };
+}
+
+function checkContent(file: WorkspaceFile, sha256: string, size: number): void {
+  if (sha256 !== file.sha256 || (file.size !== null && size !== file.size)) {
+    throw new ReplayIntegrityError(
+      `${file.path} (written at seq ${file.seq}): blob content has sha256 ${sha256} and ${size} bytes, the ledger recorded ${file.sha256} and ${file.size} bytes`,
+    );
+  }
+}
+
+/** A recorded workspace-relative path as segments; anything that could leave the output directory is refused. */
+function safeSegments(recorded: string): string[] {
+  const segments = recorded.split('/');
+  if (recorded.includes('\0') || segments.some((s) => s === '' || s === '.' || s === '..')) {
+    throw new ReplayIntegrityError(`refusing to write recorded path "${recorded}": not a plain workspace-relative path`);
+  }
+  return segments;
+}
+
+async function prepareOutDir(root: string, force: boolean): Promise<void> {
+  let entries: string[];
+  try {
+    if (!(await stat(root)).isDirectory()) throw new ReplayError(`output path ${root} exists and is not a directory`);
+    entries = await readdir(root);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    await mkdir(root, { recursive: true });
+    return;
+  }
+  if (!entries.length) return;
+  if (!force) throw new OutDirNotEmptyError(root);
+  for (const entry of entries) await rm(path.join(root, entry), { recursive: true, force: true });
+}
+
+/** Runs `work` over `items`, `limit` at a time; after a failure no new item starts, and a failure is rethrown once all have settled. */
+async function forEachLimited<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      try {
+        await work(items[next++]);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  };
+  const results = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, worker));
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failure) throw failure.reason;
+}

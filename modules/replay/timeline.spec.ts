@@ -1,0 +1,48 @@
+import { describe, expect, it } from '@jest/globals';
+import { buildEvent } from '../ledger/events/envelope.js';
+import { renderTimeline } from './format.js';
+import { timelineOf } from './timeline.js';
+
+const RUN = 'r-1';
+const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+const WS = '/home/u/.a2rl/workspaces/r-1';
+
+const events = [
+  buildEvent('RunScheduled', RUN, 0, at(0), { task: 'ref-arith', agent: 'reference', baseModel: 'tiny', budgetSeconds: 60, seed: 7, mode: 'free' }),
+  buildEvent('WorkspacePrepared', RUN, 1, at(1), { workspace: `${WS}/`, sandbox: 'bwrap', mounts: [], dataManifest: [{ path: 'data/a', sha256: 'a'.repeat(64), size: 2048 }] }),
+  buildEvent('ProcessStarted', RUN, 2, at(2), { pid: 12, ppid: 1, argv: ['node', `${WS}/code/train.mjs`, '--out', `${WS}/output/x`, ...Array(40).fill('--flag')], cwd: WS, kind: 'training' }),
+  buildEvent('FileChanged', RUN, 3, at(3), { path: 'code/train.mjs', op: 'modify', sha256: 'b'.repeat(64), size: 10, linesAdded: 3, linesRemoved: 1 }),
+  buildEvent('SubmissionGraded', RUN, 4, at(4), { submissionId: 'sub-2', score: 83.5, improvement: -1.25 }),
+  buildEvent('SubmissionGraded', RUN, 5, at(5), { submissionId: 'sub-3', score: 83.5, improvement: 2, details: { duplicateOf: 'sub-2' } }),
+  buildEvent('ProcessExited', RUN, 6, at(6), { pid: 12, signal: 'SIGKILL', durationMs: 1500 }),
+  buildEvent('RunCompleted', RUN, 7, at(7), { submissions: 3, best: 83.5 }),
+];
+
+describe('timelineOf', () => {
+  const entries = timelineOf(events);
+
+  it('gives one entry per event, in order, with seq, time and type', () => {
+    expect(entries.map((e) => [e.seq, e.occurredAt, e.type])).toEqual(events.map((e) => [e.seq, e.occurredAt, e.type]));
+  });
+
+  it('summarises each event type on one line', () => {
+    expect(entries.map((e) => e.summary)).toEqual([
+      'ref-arith by reference, base tiny, budget 60s, seed 7, mode free',
+      'sandbox bwrap, 1 files provided (2.0 KiB)',
+      expect.stringMatching(/^pid 12 training: node code\/train\.mjs --out output\/x --flag --flag .*…$/),
+      'modify code/train.mjs +3 −1',
+      'sub-2 score 83.5 (−1.25)',
+      'sub-3 score 83.5 (+2), same content as sub-2',
+      'pid 12 signal SIGKILL after 1.50 s',
+      '3 submissions, best 83.5',
+    ]);
+    expect(entries[2].summary).toHaveLength(100);
+  });
+
+  it('renders an aligned table with a header', () => {
+    const lines = renderTimeline(entries).trimEnd().split('\n');
+    expect(lines).toHaveLength(events.length + 1);
+    expect(lines[0]).toMatch(/^SEQ {2}TIME {22}TYPE {15}SUMMARY$/);
+    expect(lines[4]).toBe(`3    ${at(3)}  FileChanged        modify code/train.mjs +3 −1`);
+  });
+});

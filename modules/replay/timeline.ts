@@ -1,0 +1,71 @@
+import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
+
+/** One line of the step-through listing. */
+export interface TimelineEntry {
+  seq: number;
+  occurredAt: string;
+  type: EventType;
+  summary: string;
+}
+
+const MAX_SUMMARY = 100;
+
+/** Shortens to MAX_SUMMARY characters with an ellipsis. */
+function clip(text: string, width = MAX_SUMMARY): string {
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(1)} GiB`;
+}
+
+const score = (n: number) => String(Math.round(n * 100) / 100);
+const signed = (n: number) => `${n >= 0 ? '+' : '−'}${score(Math.abs(n))}`;
+
+type Summaries = { [T in EventType]: (data: Extract<A2rlEvent, { type: T }>['data'], ws: (text: string) => string) => string };
+
+/** One summary per event type (a missing type is a compile error). `ws` shortens workspace paths. */
+const SUMMARIES: Summaries = {
+  RunScheduled: (d) => `${d.task} by ${d.agent}${d.driver ? ` (${d.driver})` : ''}, base ${d.baseModel}, budget ${d.budgetSeconds}s, seed ${d.seed}, mode ${d.mode}`,
+  WorkspacePrepared: (d) => `sandbox ${d.sandbox}, ${d.dataManifest.length} files provided (${formatBytes(d.dataManifest.reduce((n, f) => n + f.size, 0))})`,
+  BaselineEvaluated: (d) => `baseline ${score(d.score)}${d.cached ? ' (cached)' : ''}`,
+  AgentStarted: (d, ws) => `${ws(d.command)}${d.pid === undefined ? '' : ` (pid ${d.pid})`}`,
+  FileChanged: (d) => `${d.op} ${d.path} +${d.linesAdded} −${d.linesRemoved}`,
+  ProcessStarted: (d, ws) => `pid ${d.pid} ${d.kind}: ${ws(d.argv.join(' '))}`,
+  ProcessExited: (d) => {
+    const how = d.exitCode !== undefined ? `exit ${d.exitCode}` : d.signal ? `signal ${d.signal}` : 'exited';
+    return `pid ${d.pid} ${how} after ${(d.durationMs / 1000).toFixed(2)} s`;
+  },
+  RolloutBatchRecorded: (d) => `${d.env}: ${d.episodes} episodes, ${d.steps} steps, success ${d.successRate.toFixed(2)}, mean return ${score(d.meanReturn)}`,
+  SubmissionReceived: (d) => `${d.submissionId} ${d.modelPath} (${d.manifest.length} files, ${formatBytes(d.manifest.reduce((n, f) => n + f.size, 0))})`,
+  SubmissionGraded: (d) => {
+    const duplicateOf = d.details?.duplicateOf;
+    return `${d.submissionId} score ${score(d.score)} (${signed(d.improvement)})${typeof duplicateOf === 'string' ? `, same content as ${duplicateOf}` : ''}`;
+  },
+  SubmissionRejected: (d) => `${d.submissionId} ${d.reasonClass}: ${d.message}`,
+  AgentOutput: (d) => `${d.stream} ${formatBytes(d.chunk.size)}`,
+  AgentExited: (d) => `${d.reason}${d.exitCode !== undefined ? `, exit ${d.exitCode}` : ''}${d.signal ? `, signal ${d.signal}` : ''}`,
+  RunCompleted: (d) => `${d.submissions} submissions, best ${d.best === undefined ? '-' : score(d.best)}`,
+  RunInterrupted: (d) => d.reason,
+  RunResumed: (d) => d.note ?? '',
+  TreeHeadSigned: (d) => `tree size ${d.treeSize}, root ${d.rootHash.slice(0, 16)}…, key ${d.keyId}`,
+};
+
+/**
+ * The step-through listing of a run: seq, time, type and a one-line summary per event. Absolute
+ * paths inside the run's workspace (known from WorkspacePrepared) are shown workspace-relative.
+ */
+export function timelineOf(events: Iterable<A2rlEvent>): TimelineEntry[] {
+  let workspace: string | null = null;
+  const ws = (text: string) => (workspace ? text.split(`${workspace}/`).join('') : text);
+  const out: TimelineEntry[] = [];
+  for (const event of events) {
+    if (event.type === 'WorkspacePrepared') workspace = event.data.workspace.replace(/\/+$/, '');
+    const summarize = SUMMARIES[event.type] as (data: unknown, ws: (text: string) => string) => string;
+    out.push({ seq: event.seq, occurredAt: event.occurredAt, type: event.type, summary: clip(summarize(event.data, ws).replace(/\s+/g, ' ')) });
+  }
+  return out;
+}

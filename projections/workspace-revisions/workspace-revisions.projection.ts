@@ -1,0 +1,64 @@
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { defineProjection } from '../projection.js';
+import { WorkspaceRevisionRow, type PathRevision } from './workspace-revision.entity.js';
+
+/**
+ * The workspace-revision index behind `a2rl replay`: every file state change of a run's workspace
+ * as one row per event. Which files the workspace holds after a seq is then a range read of the
+ * run's rows (index on run_id, seq) folded in memory — linear in the file-changing events up to
+ * that seq, not in all events, and with no per-path snapshot to keep consistent.
+ *
+ * Sources: FileChanged (the watched tree: code/ and anything else the agent writes outside data/,
+ * models/ and output/), WorkspacePrepared.dataManifest (data/ and models/<base>/, given to the agent)
+ * and SubmissionReceived (the checkpoint directory as archived: output/ is not watched, so a
+ * submission is the only record of what the agent wrote there).
+ */
+export const workspaceRevisionsProjection = defineProjection<WorkspaceRevisionRow>({
+  name: 'workspace-revisions',
+  version: 1,
+  entity: WorkspaceRevisionRow,
+  keyOf: (event) => (revisionsOf(event) ? revisionKey(event.runId, event.seq) : null),
+  evolve(_row, event) {
+    const found = revisionsOf(event)!;
+    return {
+      id: revisionKey(event.runId, event.seq),
+      runId: event.runId,
+      lastSeq: event.seq,
+      occurredAt: event.occurredAt,
+      eventType: event.type,
+      replaces: found.replaces,
+      revisions: canonicalJson(found.revisions),
+    };
+  },
+});
+
+export function revisionKey(runId: string, seq: number): string {
+  return `${runId}/${seq}`;
+}
+
+/** The file revisions an event records, or null when it changes no workspace file. */
+function revisionsOf(event: A2rlEvent): { replaces: string | null; revisions: PathRevision[] } | null {
+  switch (event.type) {
+    case 'FileChanged': {
+      const { path, op, sha256, size } = event.data;
+      const removed = op === 'delete';
+      return { replaces: null, revisions: [{ path, op, sha256: removed ? null : sha256 ?? null, size: removed ? null : size ?? null }] };
+    }
+    case 'WorkspacePrepared':
+      return {
+        replaces: null,
+        revisions: event.data.dataManifest.map((f) => ({ path: f.path, op: 'provided', sha256: f.sha256, size: f.size })),
+      };
+    case 'SubmissionReceived': {
+      // modelPath is workspace-relative ('.' for the root); manifest paths are relative to it.
+      const dir = event.data.modelPath === '.' ? '' : event.data.modelPath;
+      return {
+        replaces: dir,
+        revisions: event.data.manifest.map((f) => ({ path: dir ? `${dir}/${f.path}` : f.path, op: 'archived', sha256: f.sha256, size: f.size })),
+      };
+    }
+    default:
+      return null;
+  }
+}

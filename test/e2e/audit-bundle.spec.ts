@@ -1,0 +1,118 @@
+import { execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { readTarGz, writeTarGz } from '../../modules/audit/bundle/tar-io.js';
+
+// `a2rl export` and `a2rl verify-bundle` through the built binary, on one signed reference-agent
+// run in the embedded default stores. verify-bundle runs without A2RL_HOME, from an empty directory.
+
+const exec = promisify(execFile);
+const bin = path.resolve('bin/a2rl.js');
+
+let home: string;
+let scratch: string;
+let runId: string;
+let bundle: string;
+
+async function a2rl(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await exec(process.execPath, [bin, ...args], { env: opts.env ?? { ...process.env, A2RL_HOME: home }, cwd: opts.cwd, maxBuffer: 64 * 1024 * 1024 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+/** verify-bundle as an offline reviewer runs it: no A2RL_HOME, no a2rl configuration, an empty working directory. */
+function verifyOffline(file: string, ...extra: string[]) {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('A2RL_')));
+  return a2rl(['verify-bundle', file, ...extra], { env, cwd: scratch });
+}
+
+const pubkey = () => path.join(home, 'keys', 'ledger-ed25519.pub.pem');
+
+beforeAll(async () => {
+  home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-audit-e2e-'));
+  scratch = mkdtempSync(path.join(os.tmpdir(), 'a2rl-audit-offline-'));
+  const run = await a2rl(['run', '--task', 'ref-arith', '--agent', 'reference', '--budget', '60s', '--json']);
+  if (run.code !== 0) throw new Error(`a2rl run failed (${run.code}): ${run.stderr}`);
+  runId = (JSON.parse(run.stdout.trim().split('\n').pop()!) as { runId: string }).runId;
+  bundle = path.join(home, 'bundle.tar.gz');
+  const exported = await a2rl(['export', runId, '-o', bundle]);
+  if (exported.code !== 0) throw new Error(`a2rl export failed (${exported.code}): ${exported.stderr}`);
+}, 180_000);
+afterAll(() => {
+  rmSync(home, { recursive: true, force: true });
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('a2rl export + a2rl verify-bundle on a reference-agent run', () => {
+  it('verifies offline, pinned to the ledger key, touching nothing in the working directory', async () => {
+    const r = await verifyOffline(bundle, '--pubkey', pubkey());
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.stdout).toMatch(new RegExp(`^OK .*run ${runId}, \\d+ events, [1-9]\\d* signed tree heads`));
+    expect(readdirSync(scratch)).toEqual([]);
+  });
+
+  it('exports byte-identical bundles of the same run', async () => {
+    const again = path.join(home, 'again.tar.gz');
+    expect((await a2rl(['export', runId, '-o', again])).code).toBe(0);
+    expect(readFileSync(again).equals(readFileSync(bundle))).toBe(true);
+  });
+
+  it('bundles the same reports `a2rl report` renders', async () => {
+    const { files } = await readTarGz(bundle);
+    for (const format of ['md', 'json', 'html']) {
+      const r = await a2rl(['report', runId, '--format', format]);
+      expect(r.code).toBe(0);
+      expect(files.get(`reports/report.${format}`)!.toString('utf8')).toBe(r.stdout);
+    }
+    expect([...files.keys()].some((name) => /PRIVATE/.test(files.get(name)!.toString('latin1')))).toBe(false);
+  });
+
+  it('fails after any single-byte change to events.ndjson, naming the line', async () => {
+    const { files } = await readTarGz(bundle);
+    const events = files.get('events.ndjson')!;
+    const lineStarts = [0];
+    for (let i = 0; i + 1 < events.length; i++) if (events[i] === 0x0a) lineStarts.push(i + 1);
+    // First byte, last byte (the final newline), a line boundary, and spread positions in between.
+    const positions = [0, events.length - 1, lineStarts[3] - 1, ...Array.from({ length: 9 }, (_, k) => Math.floor(((k + 1) * events.length) / 11))];
+    for (const [n, pos] of positions.entries()) {
+      const bytes = Buffer.from(events);
+      bytes[pos] = bytes[pos] === 0x41 ? 0x42 : 0x41; // 'A' or 'B': changes any byte, JSON-significant or not
+      const copy = new Map(files).set('events.ndjson', bytes);
+      const file = path.join(home, `flipped-${n}.tar.gz`);
+      await writeTarGz(file, [...copy].map(([p, body]) => ({ path: p, size: body.length, body })), new Date(0));
+      const r = await verifyOffline(file, '--pubkey', pubkey());
+      const line = lineStarts.filter((s) => s <= pos).length;
+      expect({ pos, code: r.code }).toEqual({ pos, code: 1 });
+      expect(r.stderr).toContain(`failed verification: events.ndjson line ${line}: `);
+    }
+  }, 120_000);
+
+  it('--json lists every failure; a bundle checked against another key fails naming the key', async () => {
+    const other = path.join(home, 'other.pub.pem');
+    writeFileSync(other, generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }));
+    const r = await verifyOffline(bundle, '--pubkey', other, '--json');
+    expect(r.code).toBe(1);
+    const result = JSON.parse(r.stdout) as { ok: boolean; failures: Array<{ check: string; text: string }> };
+    expect(result.ok).toBe(false);
+    expect(result.failures[0].text).toMatch(/^public-key\.pem \(key id \w+\) is not the key given with --pubkey/);
+    expect(result.failures.filter((f) => f.check === 'tree-head').length).toBeGreaterThan(0);
+  });
+
+  it('refuses to export an unknown run and to verify a missing file, with clear messages', async () => {
+    const r = await a2rl(['export', 'no-such-run', '-o', path.join(home, 'x.tar.gz')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('no run "no-such-run" in the ledger');
+    expect(existsSync(path.join(home, 'x.tar.gz'))).toBe(false);
+    const v = await verifyOffline(path.join(scratch, 'missing.tar.gz'));
+    expect(v.code).toBe(1);
+    expect(v.stderr).toContain('no bundle file');
+  });
+});
