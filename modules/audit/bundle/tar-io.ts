@@ -83,6 +83,11 @@ export async function readTarGz(file: string): Promise<TarContents> {
   const parser = new Parser({
     strict: true,
     onReadEntry: (entry) => {
+      // Directory entries carry no content (a bundle re-packed with a stock `tar` has them).
+      if (entry.type === 'Directory') {
+        entry.resume();
+        return;
+      }
       if (entry.type !== 'File' && entry.type !== 'OldFile') {
         problems.push(`unexpected ${entry.type} entry "${entry.path}" (a bundle holds regular files only)`);
         entry.resume();
