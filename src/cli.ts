@@ -490,7 +490,8 @@ export function buildCli(): Command {
         });
         process.stderr.write('\n');
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        for (const r of results) process.stdout.write(`rebuilt ${r.name}: ${r.processed} events in ${seconds.toFixed(2)} s\n`);
+        for (const r of results) process.stdout.write(`rebuilt ${r.name}: ${r.processed} events\n`);
+        process.stdout.write(`rebuild took ${seconds.toFixed(2)} s\n`);
       });
     });
 

@@ -151,14 +151,23 @@ export class ProjectionRunner {
     }
   }
 
-  /** Deletes the projection's rows and resets its checkpoint in one transaction, then catches up. */
+  /**
+   * Deletes the projections' rows and resets their checkpoints in one transaction, then replays the
+   * all-stream once for all of them (one read and decode of the ledger, however many projections).
+   */
   async rebuild(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
-    const results: ProjectionProgress[] = [];
-    for (const projection of this.select(name)) {
-      await this.transaction((manager) => this.reset(manager, projection));
-      results.push(...(await this.catchUp(projection.name, onProgress)));
+    const selected = this.select(name);
+    await this.transaction(async (manager) => {
+      for (const projection of selected) await this.reset(manager, projection);
+    });
+    try {
+      return await this.replayFromStart(selected, onProgress);
+    } catch (error) {
+      // Another runner advanced a projection meanwhile: its rows and checkpoint are consistent,
+      // so finishing is an ordinary catch-up from wherever each one stands.
+      if (!(error instanceof CheckpointMovedError)) throw error;
+      return this.catchUp(name, onProgress);
     }
-    return results;
   }
 
   async status(): Promise<ProjectionStatus[]> {
@@ -179,6 +188,36 @@ export class ProjectionRunner {
       });
     }
     return out;
+  }
+
+  /** One pass over the all-stream from the first event, feeding every given (freshly reset) projection. */
+  private async replayFromStart(projections: AnyProjection[], onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
+    const keyed = projections.filter((p) => !isRunProjection(p));
+    const positions = new Map<string, string | null>(keyed.map((p) => [p.name, null]));
+    const touched = new Map<string, RecordedEvent>();
+    let processed = 0;
+    let last: string | null = null;
+    let batch: RecordedEvent[] = [];
+    const flush = async () => {
+      for (const projection of keyed) {
+        positions.set(projection.name, await this.apply(projection, positions.get(projection.name)!, batch));
+        onProgress?.({ name: projection.name, processed });
+      }
+      batch = [];
+    };
+    for await (const recorded of this.eventStore.readAll({ after: null })) {
+      batch.push(recorded);
+      touched.set(recorded.event.runId, recorded);
+      last = recorded.position;
+      processed += 1;
+      if (batch.length >= this.batchSize) await flush();
+    }
+    if (batch.length) await flush();
+    for (const projection of projections.filter(isRunProjection)) {
+      if (processed) await this.recompute(projection, null, last!, processed, touched);
+      onProgress?.({ name: projection.name, processed });
+    }
+    return projections.map((p) => ({ name: p.name, processed }));
   }
 
   /** Reads everything after the checkpoint, then recomputes each touched run once: rows and final checkpoint in one transaction. */

@@ -146,19 +146,18 @@ async function rebuildRate(store: EventStore, readModelUrl: string): Promise<{ e
   try {
     // The bench's runs reference no blobs: an empty reader keeps the run-analysis projection pure.
     const runner = new ProjectionRunner(store, dataSource, PROJECTIONS, { blobs: { read: async () => null } });
-    // Each projection rebuilds from the first event on its own; the headline figure is the ledger's
-    // events over the time to rebuild all of them.
-    let total = 0;
-    let events = 0;
+    // Each projection alone, for the breakdown; the headline is `rebuild()` of all of them, which
+    // reads the ledger once for every projection.
     for (const projection of PROJECTIONS) {
       const started = process.hrtime.bigint();
       const [result] = await runner.rebuild(projection.name);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      console.log(`         rebuild of ${projection.name}: ${fmt(result.processed)} events in ${seconds.toFixed(2)} s = ${fmt(result.processed / seconds)} events/s`);
-      total += seconds;
-      events = result.processed;
+      console.log(`         rebuild of ${projection.name} alone: ${fmt(result.processed)} events in ${seconds.toFixed(2)} s = ${fmt(result.processed / seconds)} events/s`);
     }
-    return { events, eventsPerS: events / total };
+    const started = process.hrtime.bigint();
+    const [all] = await runner.rebuild();
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    return { events: all.processed, eventsPerS: all.processed / seconds };
   } finally {
     await dataSource.destroy();
   }
