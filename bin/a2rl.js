@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Package bin: the compiled CLI lives in dist/ (built by `npm run build`, run by `npm ci` via `prepare`).
+// Package bin: the compiled CLI lives in dist/ (built by `npm run build`, run by `npm install` via `prepare`).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
