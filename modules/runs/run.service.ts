@@ -121,21 +121,37 @@ export class RunService {
     let recordError: unknown;
     const tally = { submissions: new Set<string>(), best: null as number | null };
     let files: FileWatcher | undefined;
-    const record: Recorder = (type, data) => {
-      // The code as it stands when a checkpoint is submitted is recorded before the submission, so
-      // "what changed between submissions" never depends on the watcher's coalescing window.
-      const before = type === 'SubmissionReceived' && files ? files.flush() : Promise.resolve();
-      // Through the signer, which sees every stored event and signs tree heads between appends.
-      const p = before.then(() => signer.record(() => this.ledger.record(runId, type, data))).then((event: A2rlEvent) => {
-        if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') {
-          tally.submissions.add(event.data.submissionId);
-        }
-        if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
-        return event;
-      });
+    const track = <T>(p: Promise<T>): Promise<T> => {
       pending.add(p);
       void p.catch((err: unknown) => (recordError ??= err)).finally(() => pending.delete(p));
       return p;
+    };
+    // Straight to the ledger, through the signer (which sees every stored event and signs tree
+    // heads between appends). The file watcher records this way.
+    const direct: Recorder = (type, data) =>
+      track(
+        signer.record(() => this.ledger.record(runId, type, data)).then((event: A2rlEvent) => {
+          if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') {
+            tally.submissions.add(event.data.submissionId);
+          }
+          if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
+          return event;
+        }),
+      );
+    // Everything else is recorded in call order. Before a submission, or the launch of a training or
+    // evaluation process, the watcher is flushed first, so the code as it stood then is in the
+    // ledger ahead of the event: "what code did this submission (or training run) come from" never
+    // depends on the watcher's coalescing window.
+    let order: Promise<unknown> = Promise.resolve();
+    const record: Recorder = (type, data) => {
+      const kind = (data as { kind?: string }).kind;
+      const settlesCode = type === 'SubmissionReceived' || (type === 'ProcessStarted' && (kind === 'training' || kind === 'evaluation'));
+      const p = order.then(async () => {
+        if (settlesCode && files) await files.flush();
+        return direct(type, data);
+      });
+      order = p.catch(() => undefined);
+      return track(p);
     };
     const settle = async () => {
       while (pending.size) await Promise.allSettled([...pending]);
@@ -206,7 +222,7 @@ export class RunService {
       baselineScore: baseline.score,
       onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
     });
-    files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record });
+    files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record: direct });
     await files.start();
     const output = new OutputRecorder({ artifacts: this.artifacts, record });
     if (sandbox === 'none') lock.pidFile = path.join(this.locksDir, `${runId}.pgid`);

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
 
 // Benchmark runs end to end through the built `a2rl` binary on the embedded default (SQLite ledger,
 // filesystem artifacts) with the bwrap sandbox that .ci/run installs.
@@ -212,6 +213,14 @@ describe('budget, driver attribution and interrupted runs', () => {
       if (ps.stdout.includes(marker) && existsSync(locks)) runId = (await exec('ls', [locks])).stdout.split('\n').find((n) => n.endsWith('.json'))?.replace(/\.json$/, '');
     }
     expect(runId).toBeDefined();
+    // Kill the harness once the agent's start is durable in the ledger (read-only peek at the file).
+    const ledger = new Database(path.join(home, 'ledger.db'), { readonly: true });
+    try {
+      const started = ledger.prepare("SELECT 1 FROM events WHERE stream = ? AND type = 'AgentStarted'");
+      while (!started.get(`run-${runId}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      ledger.close();
+    }
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     await new Promise((r) => setTimeout(r, 500));
