@@ -1,4 +1,5 @@
 import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.js';
+import { STATE_AFTER } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from './blob-reader.js';
 import { declaredRoute, executedFamily, sortedUnique, type TextSource } from './routes.js';
@@ -449,15 +450,6 @@ class RunFacts {
 const UNCAUGHT_ERROR = /Traceback \(most recent call last\)|^(?:Uncaught )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b/m;
 /** A stack frame in a file under code/: Python `File ".../code/x.py", line N`, JS `at .../code/x.js:N` or `file:///.../code/x.mjs:N`. */
 const CODE_FRAME = /File "(?:[^"\n]*\/)?code\/[^"\n]+", line \d+|(?:\bat |file:\/\/)[^\n]*?\/code\/[^\s:()]+:\d+/;
-
-const STATE_AFTER: Partial<Record<EventType, NonNullable<RunAnalysis['state']>>> = {
-  RunScheduled: 'scheduled',
-  WorkspacePrepared: 'running',
-  AgentStarted: 'running',
-  RunResumed: 'running',
-  RunCompleted: 'completed',
-  RunInterrupted: 'interrupted',
-};
 
 /** Each ProcessExited is matched to the latest still-open ProcessStarted of the same pid before it. */
 function matchProcesses(events: A2rlEvent[]): ProcessRecord[] {

@@ -1,6 +1,7 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
+import type { RunState } from '../run-state.js';
 
-export type RunState = 'scheduled' | 'running' | 'completed' | 'interrupted';
+export type { RunState };
 
 /** One row per run. Timestamps are the events' own `occurredAt` strings, never the wall clock. */
 @Entity({ name: 'run_list' })

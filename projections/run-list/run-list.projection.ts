@@ -1,15 +1,6 @@
-import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { defineProjection } from '../projection.js';
-import { RunListRow, type RunState } from './run-list.entity.js';
-
-const STATE_AFTER: Partial<Record<A2rlEvent['type'], RunState>> = {
-  RunScheduled: 'scheduled',
-  WorkspacePrepared: 'running',
-  AgentStarted: 'running',
-  RunResumed: 'running',
-  RunCompleted: 'completed',
-  RunInterrupted: 'interrupted',
-};
+import { STATE_AFTER } from '../run-state.js';
+import { RunListRow } from './run-list.entity.js';
 
 function emptyRow(runId: string): RunListRow {
   return {
