@@ -1,0 +1,73 @@
+import { writeFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { RunSource } from '../../modules/query/run-source.js';
+import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../projections/report/render.js';
+import { filterRuns, formatNumber, resultsCsv, scoreboard } from '../../projections/scoreboard/scoreboard.js';
+import { table, withApp } from './cli-support.js';
+
+/** Commands over the post-hoc analysis: scoreboard, report. */
+export function registerAnalysisCommands(program: Command): void {
+  program
+    .command('scoreboard')
+    .description('task × agent × driver: runs, baseline, best-of-budget mean with a 95% interval, improvement, valid-submission rate, route, failure classes')
+    .option('--task <id>', 'only this task')
+    .option('--agent <id>', 'only this agent')
+    .option('--driver <llm>', 'only this driver')
+    .option('--json', 'canonical JSON array of rows')
+    .option('--csv', "the paper's results.csv: one row per run")
+    .action(async (opts: { task?: string; agent?: string; driver?: string; json?: boolean; csv?: boolean }) => {
+      if (opts.json && opts.csv) throw new Error('give --json or --csv, not both');
+      await withApp(async (app) => {
+        const filter = { task: opts.task, agent: opts.agent, driver: opts.driver };
+        const runs = await app.get(RunSource).runs();
+        if (opts.csv) {
+          process.stdout.write(resultsCsv(filterRuns(runs, filter)));
+          return;
+        }
+        const rows = scoreboard(runs, filter);
+        if (opts.json) {
+          process.stdout.write(`${canonicalJson(rows)}\n`);
+          return;
+        }
+        if (!rows.length) {
+          process.stdout.write('no runs match\n');
+          return;
+        }
+        const n = (x: number | null) => (x === null ? '-' : x.toFixed(1));
+        const lines = [['TASK', 'AGENT', 'DRIVER', 'RUNS', 'BASELINE', 'BEST (95% CI)', 'IMPROVEMENT', 'VALID', 'ROUTE', 'FAILURE CLASSES']];
+        for (const r of rows) {
+          const ci = r.best.ci95 ? ` [${n(r.best.ci95[0])}, ${n(r.best.ci95[1])}]` : '';
+          lines.push([
+            r.task ?? '-', r.agent ?? '-', r.driver ?? '-', String(r.runs), n(r.baseline), `${n(r.best.mean)}${ci}`, n(r.improvement),
+            r.validSubmissionRate === null ? '-' : formatNumber(r.validSubmissionRate), r.route ?? '-',
+            r.failureClasses.map((f) => `${f.class}×${f.count}`).join(' '),
+          ]);
+        }
+        process.stdout.write(`${table(lines)}\n`);
+      });
+    });
+
+  program
+    .command('report')
+    .description("a run's audit report: header, one section per submission (code diff, processes, rollouts, score), metrics, charts; every claim cites event seqs")
+    .argument('<runId>', 'run id')
+    .option('--format <format>', 'md | json | html', 'md')
+    .option('-o, --output <file>', 'write to this file instead of stdout')
+    .action(async (runId: string, opts: { format: string; output?: string }) => {
+      if (!REPORT_FORMATS.includes(opts.format as ReportFormat)) throw new Error(`--format must be ${REPORT_FORMATS.join(', ')}, got "${opts.format}"`);
+      await withApp(async (app) => {
+        const input = await app.get(RunSource).reportInput(runId);
+        if (!input) throw new Error(`no run "${runId}" in the ledger`);
+        const text = await renderReport(input, opts.format as ReportFormat);
+        if (!opts.output) {
+          process.stdout.write(text);
+          return;
+        }
+        await writeFile(opts.output, text);
+        process.stderr.write(`wrote ${opts.output} (${Buffer.byteLength(text)} bytes)\n`);
+      });
+    });
+
+  // Tamper evidence (issue 5): the ledger's signing key and `a2rl verify` (modules/audit); imported on use.
+}

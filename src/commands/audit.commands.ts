@@ -1,0 +1,198 @@
+import type { Command } from 'commander';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
+import { RunSource } from '../../modules/query/run-source.js';
+import { TASKS } from '../../tasks/index.js';
+import { A2RL_CONFIG } from '../config/config.module.js';
+import { loadConfig, type A2rlConfig } from '../config/config.js';
+import { withApp } from './cli-support.js';
+
+/** Commands for audit and forensics: keys, verify, replay, export, verify-bundle. */
+export function registerAuditCommands(program: Command): void {
+  const keys = program.command('keys').description("the ledger's Ed25519 signing key, under A2RL_HOME/keys (never in a workspace or a bundle)");
+  keys
+    .command('init')
+    .description('create the signing key (refuses to replace an existing one; the first run creates it too)')
+    .action(async () => {
+      const { initSigningKey, keysDir } = await import('../../modules/audit/tree-head.js');
+      const { home } = loadConfig();
+      const key = initSigningKey(home);
+      process.stdout.write(`created signing key ${key.keyId} in ${keysDir(home)}\n${key.publicKeyPem}`);
+    });
+  keys
+    .command('show')
+    .description('print the public key (PEM) and its key id')
+    .action(async () => {
+      const { loadPublicKey, keysDir } = await import('../../modules/audit/tree-head.js');
+      const { home } = loadConfig();
+      const key = loadPublicKey(home);
+      if (!key) throw new Error(`no signing key in ${keysDir(home)}; create one with \`a2rl keys init\``);
+      process.stdout.write(`${key.publicKeyPem}key id: ${key.keyId}\n`);
+    });
+
+  program
+    .command('verify')
+    .description("check a run end to end: dense seqs, every signed tree head (root and signature), every referenced blob's sha256, projections and reports rebuilt from zero equal to the live ones; exit 1 naming each failure")
+    .argument('<runId>', 'run id')
+    .option('--regrade', "also re-grade every archived checkpoint with the task's evaluator and compare the scores")
+    .option('--json', 'print the result as one JSON object')
+    .action(async (runId: string, opts: { regrade?: boolean; json?: boolean }) => {
+      const [{ RunVerifier }, { loadPublicKey }, { READ_MODELS }, { ARTIFACT_STORE }, { EVENT_STORE }, path] = await Promise.all([
+        import('../../modules/audit/verify.service.js'),
+        import('../../modules/audit/tree-head.js'),
+        import('../../modules/readmodels/readmodels.module.js'),
+        import('../../modules/artifacts/artifacts.module.js'),
+        import('../../modules/ledger/tokens.js'),
+        import('node:path'),
+      ]);
+      const result = await withApp(async (app) => {
+        const config = app.get<A2rlConfig>(A2RL_CONFIG);
+        const verifier = new RunVerifier({
+          store: app.get(EVENT_STORE),
+          artifacts: app.get(ARTIFACT_STORE),
+          readModels: app.get(READ_MODELS),
+          runs: app.get(RunSource),
+          catchUp: () => app.get(ProjectionRunnerService).catchUp(),
+          publicKeyPem: loadPublicKey(config.home)?.publicKeyPem ?? null,
+          taskCacheDir: path.join(config.home, 'tasks'),
+        });
+        let shown = '';
+        let lastAt = 0;
+        return verifier.verify(runId, {
+          regrade: opts.regrade,
+          onProgress: (p) => {
+            // Per stage on a terminal; otherwise a line when a stage starts and every 5 s.
+            const line = `verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`;
+            if (process.stderr.isTTY) process.stderr.write(`\r${line.padEnd(80)}`);
+            else if (p.stage !== shown || Date.now() - lastAt > 5000) process.stderr.write(`${line}\n`);
+            shown = p.stage;
+            lastAt = Date.now();
+          },
+        });
+      });
+      if (process.stderr.isTTY) process.stderr.write('\n');
+      if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+      else {
+        for (const f of result.failures) {
+          const where = [f.seq !== undefined ? `seq ${f.seq}` : '', f.artifact ?? ''].filter(Boolean).join(' ');
+          process.stdout.write(`FAIL ${f.check}${where ? ` (${where})` : ''}: ${f.message}\n`);
+        }
+        const regraded = result.regraded === null ? '' : `, ${result.regraded} submissions re-graded`;
+        process.stdout.write(
+          `${result.ok ? 'OK' : 'FAILED'} ${runId}: ${result.events} events, ${result.treeHeads} signed tree head${result.treeHeads === 1 ? '' : 's'}, ${result.artifacts} artifacts` +
+            `${regraded}; ${result.ok ? 'chain, artifacts, projections and reports verified' : `${result.failures.length} failures`}\n`,
+        );
+      }
+      if (!result.ok) throw new Error(`run ${runId} failed verification (${result.failures.length} failures)`);
+    });
+
+  program
+    .command('replay')
+    .description("exact replay of a run's workspace: its files at a seq or time (--at … --out), the step-through timeline (--timeline), or what changed between two points (--diff)")
+    .argument('<runId>', 'run id')
+    .option('--at <seq|time>', 'materialise the workspace right after this event: a seq, or an ISO 8601 time (the last event at or before it)')
+    .option('--out <dir>', 'with --at: directory to write the files to (must be empty or new)')
+    .option('--force', 'with --out: empty a non-empty directory first')
+    .option('--timeline', 'list every event: seq, time, type, one-line summary')
+    .option('--diff <points...>', 'two points (seq or ISO time): files added, removed and modified between them, with unified diffs of text files')
+    .option('--json', 'with --timeline: one JSON object per event; with --diff or --at: one JSON object')
+    .action(async (runId: string, opts: { at?: string; out?: string; force?: boolean; timeline?: boolean; diff?: string[]; json?: boolean }) => {
+      const modes = [opts.at !== undefined, opts.timeline === true, opts.diff !== undefined].filter(Boolean).length;
+      if (modes !== 1) throw new Error('give exactly one of --at <seq|time> --out <dir>, --timeline, --diff <seqA> <seqB>');
+      if (opts.at !== undefined && !opts.out) throw new Error('--at needs --out <dir>');
+      if (opts.diff && opts.diff.length !== 2) throw new Error(`--diff takes two points (seq or ISO time), got ${opts.diff.length}`);
+      const [{ ReplayService, parseReplayPoint }, format, { READ_MODELS }, { ARTIFACT_STORE }, { EVENT_STORE }] = await Promise.all([
+        import('../../modules/replay/replay.service.js'),
+        import('../../modules/replay/format.js'),
+        import('../../modules/readmodels/readmodels.module.js'),
+        import('../../modules/artifacts/artifacts.module.js'),
+        import('../../modules/ledger/tokens.js'),
+      ]);
+      const at = opts.at === undefined ? undefined : parseReplayPoint(opts.at);
+      const points = opts.diff?.map(parseReplayPoint);
+      await withApp(async (app) => {
+        const projections = app.get(ProjectionRunnerService);
+        const replay = new ReplayService({
+          events: app.get(EVENT_STORE),
+          readModels: app.get(READ_MODELS),
+          artifacts: app.get(ARTIFACT_STORE),
+          catchUp: () => projections.catchUp('workspace-revisions'),
+        });
+        if (at !== undefined) {
+          const result = await replay.materialize(runId, at, opts.out!, { force: opts.force });
+          process.stdout.write(opts.json ? `${canonicalJson(result)}\n` : format.renderMaterialized(result));
+        } else if (points) {
+          const diff = await replay.diff(runId, points[0], points[1]);
+          process.stdout.write(opts.json ? `${canonicalJson(diff)}\n` : format.renderDiff(diff));
+        } else {
+          const entries = await replay.timeline(runId);
+          process.stdout.write(opts.json ? format.timelineJson(entries) : format.renderTimeline(entries));
+        }
+      });
+    });
+
+  // Audit bundles (issue 5): modules/audit/bundle, imported on use. verify-bundle is fully offline:
+  // it reads no configuration, no A2RL_HOME and no store, only the bundle and the --pubkey file.
+
+  program
+    .command('export')
+    .description("write a run's self-contained audit bundle (.tar.gz): events.ndjson, signed tree heads with proofs, the public key, artifacts, reports")
+    .argument('<runId>', 'run id')
+    .requiredOption('-o, --output <bundle.tar.gz>', 'bundle file to write')
+    .option('--with-checkpoints', "include the submitted checkpoints' files (left out by default; the manifest marks them omitted)")
+    .action(async (runId: string, opts: { output: string; withCheckpoints?: boolean }) => {
+      const [{ exportBundle }, { loadPublicKey, keysDir }, { openEventStore }, { openArtifactStore }] = await Promise.all([
+        import('../../modules/audit/bundle/index.js'),
+        import('../../modules/audit/tree-head.js'),
+        import('../../infra/eventstore/open-event-store.js'),
+        import('../../infra/artifacts/open-artifact-store.js'),
+      ]);
+      const config = loadConfig();
+      const key = loadPublicKey(config.home);
+      if (!key) throw new Error(`no signing key in ${keysDir(config.home)}: runs of this ledger were not signed, so there is nothing to verify a bundle against`);
+      const eventStore = await openEventStore(config.ledgerUrl);
+      try {
+        const artifacts = await openArtifactStore(config.artifactsUrl);
+        try {
+          const taskLevel = (task: string) => TASKS.find((t) => t.id === task)?.level ?? null;
+          const s = await exportBundle({ runId, eventStore, artifacts, publicKeyPem: key.publicKeyPem, withCheckpoints: opts.withCheckpoints, taskLevel }, opts.output);
+          const omitted = s.omittedBlobs ? ` (${s.omittedBlobs} checkpoint files left out; --with-checkpoints includes them)` : '';
+          process.stdout.write(`wrote ${opts.output}: run ${runId}, ${s.events} events, ${s.heads} signed tree heads, ${s.blobs} blobs${omitted}, key id ${key.keyId}\n`);
+        } finally {
+          await artifacts.close();
+        }
+      } finally {
+        await eventStore.close();
+      }
+    });
+
+  program
+    .command('verify-bundle')
+    .description('verify an audit bundle offline (no ledger, network or A2RL_HOME): every event line, signed head, proof, blob and report; exit 1 naming the first failure')
+    .argument('<bundle.tar.gz>', 'bundle written by `a2rl export`')
+    .option('--pubkey <file>', "the signer's public key (PEM) obtained independently: the bundled key must be this one")
+    .option('--json', 'print the result, with every failure, as one JSON object')
+    .action(async (file: string, opts: { pubkey?: string; json?: boolean }) => {
+      const [{ verifyBundle, describeFailure }, { existsSync, readFileSync, statSync }] = await Promise.all([import('../../modules/audit/bundle/index.js'), import('node:fs')]);
+      if (!existsSync(file) || !statSync(file).isFile()) throw new Error(`no bundle file ${file}`);
+      let publicKeyPem: string | undefined;
+      if (opts.pubkey !== undefined) {
+        try {
+          publicKeyPem = readFileSync(opts.pubkey, 'utf8');
+        } catch (err) {
+          throw new Error(`cannot read --pubkey ${opts.pubkey}: ${(err as Error).message}`);
+        }
+      }
+      const result = await verifyBundle(file, { publicKeyPem });
+      if (opts.json) process.stdout.write(`${JSON.stringify({ ...result, failures: result.failures.map((f) => ({ ...f, text: describeFailure(f) })) })}\n`);
+      if (!result.ok) {
+        const more = result.failures.length > 1 ? ` (and ${result.failures.length - 1} more${opts.json ? '' : '; --json lists all'})` : '';
+        throw new Error(`bundle ${file} failed verification: ${describeFailure(result.failures[0])}${more}`);
+      }
+      if (!opts.json) {
+        const omitted = result.omittedBlobs ? ` (${result.omittedBlobs} checkpoint files not included)` : '';
+        process.stdout.write(`OK ${file}: run ${result.runId}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; chain, proofs, artifacts and reports verified\n`);
+        if (!result.pinnedKey) process.stderr.write('note: checked against the key inside the bundle only; pass --pubkey <file> with the signer\'s key obtained independently to rule out a re-signed bundle\n');
+      }
+    });
+}

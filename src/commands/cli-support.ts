@@ -1,0 +1,66 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { RunService, type RunProgress, type RunSummary } from '../../modules/runs/run.service.js';
+import { AppModule } from '../app.module.js';
+import { loadConfig, type A2rlConfig } from '../config/config.js';
+import { formatSeconds } from '../duration.js';
+import { createHttpApp } from '../server.js';
+
+// What the `a2rl` commands share. Each command builds the Nest application context it needs, does
+// its work and closes it, so stores are flushed and closed before the process exits.
+
+export async function withApp<T>(work: (app: INestApplicationContext) => Promise<T>): Promise<T> {
+  loadConfig(); // fail fast, naming the variable, before any store is opened
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error', 'warn'] });
+  try {
+    return await work(app);
+  } finally {
+    await app.close();
+  }
+}
+
+/** An HTTP app (grading API) on a free loopback port for the runs this process executes. */
+export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const app = await createHttpApp();
+  try {
+    await app.listen(0, '127.0.0.1');
+    const address = app.getHttpServer().address() as { port: number };
+    const runs = app.get(RunService);
+    const interrupted = await runs.recoverInterruptedRuns();
+    for (const runId of interrupted) process.stderr.write(`recorded RunInterrupted for ${runId} (its harness had exited)\n`);
+    return await work(runs, `http://127.0.0.1:${address.port}`, config);
+  } finally {
+    await app.close();
+  }
+}
+
+/** One status line per second on a terminal, one every 10 s otherwise. */
+export function progressPrinter(): (p: RunProgress) => void {
+  let last = 0;
+  return (p) => {
+    const tty = process.stderr.isTTY;
+    if (!tty && p.elapsedS - last < 10 && p.remainingS > 0) return;
+    last = p.elapsedS;
+    const best = p.best === null ? '-' : p.best.toFixed(1);
+    const line = `[${p.runId}] ${formatSeconds(p.elapsedS)} elapsed, ${formatSeconds(p.remainingS)} left · submissions ${p.submissions} · best ${best} (baseline ${p.baseline.toFixed(1)})`;
+    process.stderr.write(tty ? `\r${line.padEnd(110)}` : `${line}\n`);
+  };
+}
+
+export const num = (n: number | null) => (n === null ? '-' : n.toFixed(1));
+
+export function summaryJson(r: RunSummary): string {
+  return JSON.stringify({ runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions, state: r.state });
+}
+
+export function summary(data: unknown, width = 100): string {
+  const text = canonicalJson(data);
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
+}
+
+export function table(rows: string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]))).join('  ')).join('\n');
+}
