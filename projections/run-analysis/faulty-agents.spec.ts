@@ -16,7 +16,7 @@ import { artifactBlobReader } from './blob-reader.js';
 // are then read back from the ledger on that A2RL_HOME and analysed with the artifact store's blobs.
 
 const exec = promisify(execFile);
-const bin = path.resolve('bin/a2rl.js');
+const bin = path.resolve('src/bin/a2rl.js');
 let home: string;
 
 async function runAgent(args: string[]): Promise<string> {

@@ -11,7 +11,7 @@ import { readTarGz, writeTarGz } from '../../modules/audit/bundle/tar-io.js';
 // run in the embedded default stores. verify-bundle runs without A2RL_HOME, from an empty directory.
 
 const exec = promisify(execFile);
-const bin = path.resolve('bin/a2rl.js');
+const bin = path.resolve('src/bin/a2rl.js');
 
 let home: string;
 let scratch: string;

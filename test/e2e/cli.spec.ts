@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { LedgerService } from '../../modules/ledger/ledger.service.js';
 
-// End-to-end through the built `a2rl` binary (bin/a2rl.js → dist/, built by `npm test`'s pretest)
+// End-to-end through the built `a2rl` binary (src/bin/a2rl.js → dist/, built by `npm test`'s pretest)
 // on the embedded default: SQLite ledger and read models, filesystem artifacts, under a temp A2RL_HOME.
 
 const run = promisify(execFile);
-const bin = path.resolve('bin/a2rl.js');
+const bin = path.resolve('src/bin/a2rl.js');
 
 describe('a2rl CLI on the embedded default', () => {
   let home: string;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 // materialises at a point must hold exactly the files (by sha256) the run recorded up to that point.
 
 const exec = promisify(execFile);
-const bin = path.resolve('bin/a2rl.js');
+const bin = path.resolve('src/bin/a2rl.js');
 
 interface Ev {
   type: string;

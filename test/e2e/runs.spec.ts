@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 // filesystem artifacts) with the bwrap sandbox that .ci/run installs.
 
 const exec = promisify(execFile);
-const bin = path.resolve('bin/a2rl.js');
+const bin = path.resolve('src/bin/a2rl.js');
 
 interface Ev {
   type: string;

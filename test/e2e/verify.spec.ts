@@ -12,7 +12,7 @@ import pg from 'pg';
 // detected with exit 1 and the seq or artifact named. Each tamper is undone after its check.
 
 const exec = promisify(execFile);
-const bin = path.resolve('bin/a2rl.js');
+const bin = path.resolve('src/bin/a2rl.js');
 
 interface Ev {
   type: string;

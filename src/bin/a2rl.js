@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const entry = new URL('../dist/src/cli.js', import.meta.url);
+const entry = new URL('../../dist/src/cli.js', import.meta.url);
 if (!existsSync(fileURLToPath(entry))) {
   console.error('a2rl: not built yet — run `npm run build` in the a2rl checkout first');
   process.exit(2);
