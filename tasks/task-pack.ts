@@ -11,6 +11,8 @@
 export type TaskLevel = 1 | 2 | 3;
 
 export interface TaskPaths {
+  /** Files fetched by `a2rl data fetch <task>` (paper tasks); absent for generated reference packs. */
+  datasetDir?: string;
   /** Agent-visible training data (mounted read-only at `<workspace>/data`). */
   dataDir: string;
   /** The base checkpoint (mounted read-only at `<workspace>/models/<baseModel>`). */
@@ -65,6 +67,37 @@ export interface InteractiveEnvironment {
   createSession(seed: number): EnvSession;
 }
 
+/** An OpenAI-compatible endpoint (base URL ends before `/v1`). */
+export interface OpenAiEndpoint {
+  baseUrl: string;
+  model: string;
+  apiKey?: string;
+}
+
+/** A checkpoint being served for one evaluation; `stop()` ends the server's whole process tree. */
+export interface ServedModel extends OpenAiEndpoint {
+  stop(): Promise<void>;
+}
+
+/** What the harness lends an evaluator that needs model serving or a judge (paper tasks). */
+export interface EvaluationContext {
+  /** Serves the checkpoint behind an OpenAI-compatible API (vLLM by default) until `stop()`. */
+  serve(checkpointDir: string, signal?: AbortSignal): Promise<ServedModel>;
+  /** 'cpu' or a GPU index; gradings on one device are serialised by the caller. */
+  device: string;
+  /** The configured judge for judge-based tasks, null when none is configured. */
+  judge: OpenAiEndpoint | null;
+}
+
+/** Something a task needs on the machine; `a2rl doctor` checks these. */
+export type TaskRequirement =
+  | { kind: 'gpu' }
+  | { kind: 'command'; name: string; hint: string }
+  | { kind: 'dataset' }
+  | { kind: 'judge' }
+  | { kind: 'search' }
+  | { kind: 'env-server'; name: string; hint: string };
+
 export interface TaskPack {
   readonly id: string;
   readonly level: TaskLevel;
@@ -78,7 +111,11 @@ export interface TaskPack {
   /** Writes the training data, base checkpoint and private set (deterministic). */
   materialize(paths: TaskPaths): Promise<void>;
   /** Scores a checkpoint directory on the private set. Throws InvalidCheckpointError or EvaluatorError. */
-  evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult>;
+  evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal, ctx?: EvaluationContext): Promise<EvaluationResult>;
+  /** Reference packs run by `a2rl demo` (CPU, seconds); paper tasks are not. */
+  readonly reference?: boolean;
+  /** What the machine needs for this task (checked by `a2rl doctor`); none for reference packs. */
+  readonly requirements?: readonly TaskRequirement[];
   /** Present for interactive (L3) tasks. */
   readonly environment?: InteractiveEnvironment;
 }

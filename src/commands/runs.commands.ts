@@ -51,7 +51,7 @@ export function registerRunsCommands(program: Command): void {
       const budgetSeconds = parseDuration(opts.budget);
       await withRunApp(async (runs, gradingBaseUrl, config) => {
         const results: RunSummary[] = [];
-        for (const task of TASKS) {
+        for (const task of TASKS.filter((t) => t.reference)) {
           process.stderr.write(`running the reference agent on ${task.id} (L${task.level}: ${task.title}), budget ${formatSeconds(budgetSeconds)}\n`);
           results.push(await runs.run({ task: task.id, agent: 'reference', budgetSeconds, seed: 0, gradingBaseUrl, onProgress: progressPrinter() }));
           if (process.stderr.isTTY) process.stderr.write('\n');

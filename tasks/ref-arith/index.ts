@@ -108,6 +108,7 @@ async function materialize(paths: TaskPaths): Promise<void> {
 }
 
 export const refArith: TaskPack = {
+  reference: true,
   id: 'ref-arith',
   level: 1,
   title: 'Multi-step arithmetic word problems with worded cues (exact match)',

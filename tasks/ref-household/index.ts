@@ -110,6 +110,7 @@ const environment: InteractiveEnvironment = {
 };
 
 export const refHousehold: TaskPack = {
+  reference: true,
   id: TASK_ID,
   level: 3,
   title: 'Household (ALFWorld-like interactive text environment)',

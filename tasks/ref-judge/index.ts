@@ -110,6 +110,7 @@ async function materialize(paths: TaskPaths): Promise<void> {
 }
 
 export const refJudge: TaskPack = {
+  reference: true,
   id: 'ref-judge',
   level: 2,
   title: 'Instruction following judged against a reference (win rate, length-controlled win rate)',
