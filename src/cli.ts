@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
 import { registerAnalysisCommands } from './commands/analysis.commands.js';
 import { registerAuditCommands } from './commands/audit.commands.js';
+import { registerDataCommands } from './commands/data.commands.js';
 import { registerLedgerCommands } from './commands/ledger.commands.js';
 import { registerRunsCommands } from './commands/runs.commands.js';
 import { ConfigError } from './config/config.js';
@@ -17,6 +18,7 @@ export function buildCli(): Command {
   registerLedgerCommands(program);
   registerAnalysisCommands(program);
   registerAuditCommands(program);
+  registerDataCommands(program);
   return program;
 }
 

@@ -1,10 +1,12 @@
+import { gsm8k } from './gsm8k/index.js';
+import { humaneval } from './humaneval/index.js';
 import { refArith } from './ref-arith/index.js';
 import { refHousehold } from './ref-household/index.js';
 import { refJudge } from './ref-judge/index.js';
 import type { TaskPack } from './task-pack.js';
 
 /** Every task pack a2rl can run, by id. */
-export const TASKS: readonly TaskPack[] = [refArith, refJudge, refHousehold];
+export const TASKS: readonly TaskPack[] = [refArith, refJudge, refHousehold, gsm8k, humaneval];
 
 export function getTask(id: string): TaskPack {
   const task = TASKS.find((t) => t.id === id);

@@ -24,6 +24,8 @@ import { streamName } from '../ledger/events/ids.js';
 import { RunSource } from '../query/run-source.js';
 import { ProjectionFailedError, ProjectionRunner } from '../readmodels/projection-runner.js';
 import { materializeTask } from '../runs/workspace.js';
+import { createEvaluationContext } from '../serving/model-server.js';
+import { loadServingConfig } from '../serving/serving.config.js';
 import { verifyEventChain, type ChainEntry, type VerificationFailure } from './verify-chain.js';
 
 /**
@@ -209,7 +211,7 @@ export class RunVerifier {
         const dir = path.join(root, String(i));
         try {
           await restoreCheckpoint(this.deps.artifacts, submission.data.manifest, dir);
-          const { score } = await task.evaluate(dir, privateDir);
+          const { score } = await task.evaluate(dir, privateDir, undefined, createEvaluationContext(loadServingConfig(), 'cpu'));
           regraded += 1;
           if (score !== grade.data.score) {
             const version = recordedVersion && recordedVersion !== task.evaluatorVersion ? ` (recorded with evaluator ${recordedVersion}, now ${task.evaluatorVersion})` : '';

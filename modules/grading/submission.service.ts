@@ -2,6 +2,8 @@ import { rm } from 'node:fs/promises';
 import { HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
 import type { EventData, EventType, SubmissionRejected } from '../ledger/events/catalog.js';
 import type { EvaluationResult } from '../../tasks/task-pack.js';
+import { createEvaluationContext } from '../serving/model-server.js';
+import { loadServingConfig } from '../serving/serving.config.js';
 import { archiveCheckpoint, type ArchivedCheckpoint } from './checkpoint-archive.js';
 import { GRADING_OPTIONS, type GradingOptions } from './grading.options.js';
 import { KeyedMutex } from './keyed-mutex.js';
@@ -77,7 +79,7 @@ export class SubmissionService {
       // the lock finds it and the ledger shows the original graded before its duplicates.
       const outcome = await this.devices.run(device, async (): Promise<Outcome> => {
         const earlier = run.gradesByContent.get(manifestBlob.sha256);
-        const result: Outcome = earlier ? { ok: true, grade: earlier, duplicateOf: earlier.submissionId } : await this.grade(run, submissionId, stagedDir);
+        const result: Outcome = earlier ? { ok: true, grade: earlier, duplicateOf: earlier.submissionId } : await this.grade(run, submissionId, stagedDir, device);
         if (!result.ok) {
           await reject(run, submissionId, result.reasonClass, result.message);
           return result;
@@ -105,7 +107,7 @@ export class SubmissionService {
     }
   }
 
-  private async grade(run: ActiveRun, submissionId: string, dir: string): Promise<Outcome> {
+  private async grade(run: ActiveRun, submissionId: string, dir: string, device: string): Promise<Outcome> {
     const limitMs = this.options.evaluatorTimeoutMs;
     const abort = new AbortController();
     let timer: NodeJS.Timeout | undefined;
@@ -117,7 +119,9 @@ export class SubmissionService {
     });
     let result: EvaluationResult;
     try {
-      result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal), timeout]);
+      // Read per grading: a bad serving variable fails this grading as an evaluator error naming it.
+      const ctx = createEvaluationContext(loadServingConfig(), device);
+      result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal, ctx), timeout]);
     } catch (err) {
       if (errorName(err) === 'InvalidCheckpointError') {
         return { ok: false, reasonClass: 'invalid_checkpoint', message: `invalid checkpoint: ${messageOf(err)}` };

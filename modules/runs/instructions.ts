@@ -1,9 +1,29 @@
+import type { RunMode } from './run.service.js';
+
+/** Text per operating mode; `free` adds nothing, so its instructions are those of earlier runs. */
+const MODE_TEXT: Record<Exclude<RunMode, 'free'>, string[]> = {
+  'sft-only': [
+    `## Method: supervised fine-tuning only`,
+    ``,
+    `This run studies supervised post-training. Train only with supervised objectives (e.g. SFT on the training data or on`,
+    `examples you generate and filter yourself). Do not use reinforcement learning: no PPO, GRPO, REINFORCE or other`,
+    `policy-gradient updates from rewards, and no online RL loops.`,
+  ],
+  'rl-oriented': [
+    `## Method: online reinforcement learning expected`,
+    ``,
+    `This run studies reinforcement learning. Your main training method is expected to be online RL (e.g. GRPO or PPO):`,
+    `sample from the current policy, score the samples with a reward you build from the training data, and update on them.`,
+    `Supervised fine-tuning is fine as a warm-up before RL, not as a replacement for it.`,
+  ],
+};
+
 /**
  * The general instructions every agent gets as `instructions.md` (the task specifics are in
  * `description.md`). Modelled on the benchmark paper's agent prompt: what is where, how to submit,
  * how the budget works, and that only the best submission counts.
  */
-export function agentInstructions(options: { task: string; baseModel: string; budgetSeconds: number; interactive: boolean }): string {
+export function agentInstructions(options: { task: string; baseModel: string; budgetSeconds: number; interactive: boolean; mode?: RunMode }): string {
   const hours = options.budgetSeconds >= 3600 ? `${(options.budgetSeconds / 3600).toFixed(1)} h` : `${Math.round(options.budgetSeconds)} s`;
   const lines = [
     `# Instructions`,
@@ -39,6 +59,7 @@ export function agentInstructions(options: { task: string; baseModel: string; bu
       `Collect rollouts only through \`POST $GRADING_SERVER_URL/env/reset\` and \`POST $GRADING_SERVER_URL/env/step\` (see data/README.md).`,
     );
   }
+  if (options.mode && options.mode !== 'free') lines.push(``, ...MODE_TEXT[options.mode]);
   lines.push(
     ``,
     `## Rules`,

@@ -14,6 +14,8 @@ import { BaselineCache } from '../grading/baseline-cache.js';
 import { RunRegistry } from '../grading/run-registry.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { LedgerService } from '../ledger/ledger.service.js';
+import { createEvaluationContext } from '../serving/model-server.js';
+import { loadServingConfig } from '../serving/serving.config.js';
 import { killLeftoverProcessGroup, launchAgent } from './agent-process.js';
 import { FileWatcher } from './file-watcher.js';
 import { agentInstructions } from './instructions.js';
@@ -175,7 +177,8 @@ export class RunService {
       runId,
       task,
       taskCacheDir: path.join(this.config.home, 'tasks'),
-      instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment }),
+      datasetsDir: path.join(this.config.home, 'datasets'),
+      instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment, mode: request.mode }),
       budgetSeconds: request.budgetSeconds,
     });
     const { layout } = prepared;
@@ -211,7 +214,7 @@ export class RunService {
 
     const baseline = await this.baselines.getOrGrade(
       { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
-      async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir)).score,
+      async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir, undefined, createEvaluationContext(loadServingConfig(), 'cpu'))).score,
     );
     await record('BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
 

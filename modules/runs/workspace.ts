@@ -21,6 +21,8 @@ export interface PrepareWorkspaceOptions {
   taskCacheDir: string;
   /** Text of `instructions.md`. */
   instructions: string;
+  /** Where `a2rl data fetch` stores paper-task datasets (`<datasetsDir>/<task>/`). */
+  datasetsDir?: string;
   /** Written as `timeout_s` in run_meta.json. */
   budgetSeconds?: number;
 }
@@ -84,7 +86,7 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
   if (isWithin(cache, workspaces) || isWithin(workspaces, cache)) {
     throw new WorkspaceError(`the task cache ${cache} (held-out data) and the workspaces ${workspaces} must not overlap`);
   }
-  const pack = await materializeTask(task, opts.taskCacheDir);
+  const pack = await materializeTask(task, opts.taskCacheDir, opts.datasetsDir);
 
   await mkdir(opts.workspacesRoot, { recursive: true });
   try {
@@ -121,7 +123,7 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
  * crash never leaves a directory that looks complete; concurrent preparers converge on one copy.
  * Packs must therefore not embed their target paths in the files they write.
  */
-export async function materializeTask(task: TaskPack, taskCacheDir: string): Promise<MaterializedTask> {
+export async function materializeTask(task: TaskPack, taskCacheDir: string, datasetsDir?: string): Promise<MaterializedTask> {
   assertSegment('task id', task.id);
   const dir = join(taskCacheDir, task.id);
   const cached = await readMarker(dir, task);
@@ -129,9 +131,10 @@ export async function materializeTask(task: TaskPack, taskCacheDir: string): Pro
 
   await mkdir(taskCacheDir, { recursive: true });
   const temp = join(taskCacheDir, `.${task.id}.${randomUUID()}.tmp`);
-  const paths = { dataDir: join(temp, 'data'), modelDir: join(temp, 'model'), privateDir: join(temp, 'private') };
+  const dirs = { dataDir: join(temp, 'data'), modelDir: join(temp, 'model'), privateDir: join(temp, 'private') };
+  const paths = { ...dirs, ...(datasetsDir ? { datasetDir: join(datasetsDir, task.id) } : {}) };
   try {
-    for (const p of Object.values(paths)) await mkdir(p, { recursive: true });
+    for (const p of Object.values(dirs)) await mkdir(p, { recursive: true });
     await task.materialize(paths);
     const manifest = [
       ...(await hashTree(paths.dataDir, 'data')),

@@ -1,0 +1,146 @@
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import type { TaskPack, TaskRequirement } from '../../tasks/task-pack.js';
+import { DATASETS, datasetDir } from './dataset-registry.js';
+import { BASE_MODEL, readManifest } from './fetch-dataset.js';
+
+/** The paper's six tasks, in the paper's order; doctor reports every one, implemented or not. */
+export const PAPER_TASKS = ['gsm8k', 'humaneval', 'alpacaeval', 'alfworld', 'webshop', 'deepsearchqa'] as const;
+
+/** `optional`: something is absent but the task still runs (e.g. the keyless search fallback). */
+export type CheckStatus = 'ok' | 'missing' | 'optional';
+
+export interface DoctorCheck {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** How to get it, when not ok. */
+  hint?: string;
+}
+
+export interface TaskDiagnosis {
+  task: string;
+  implemented: boolean;
+  checks: DoctorCheck[];
+  ready: boolean;
+}
+
+/** What doctor may look at on the machine; injected in tests. */
+export interface MachineProbe {
+  env: NodeJS.ProcessEnv;
+  home: string;
+  /** Whether an executable of that name is on PATH. */
+  hasCommand(name: string): boolean;
+  /** A GPU description, or null when none is visible. */
+  gpu(): string | null;
+}
+
+export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env): MachineProbe {
+  const hasCommand = (name: string) =>
+    (env.PATH ?? '').split(path.delimiter).filter(Boolean).some((dir) => {
+      try {
+        accessSync(path.join(dir, name), constants.X_OK);
+        return statSync(path.join(dir, name)).isFile();
+      } catch {
+        return false;
+      }
+    });
+  return {
+    env, home, hasCommand,
+    gpu() {
+      if (hasCommand('nvidia-smi')) {
+        const out = spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 10_000 });
+        const gpus = out.status === 0 ? out.stdout.split('\n').filter((l) => l.startsWith('GPU ')) : [];
+        if (gpus.length) return gpus.join('; ');
+      }
+      const devices = existsSync('/dev') ? readdirSync('/dev').filter((d) => /^nvidia\d+$/.test(d)) : [];
+      return devices.length ? devices.map((d) => `/dev/${d}`).join(', ') : null;
+    },
+  };
+}
+
+/** Diagnoses one task: `pack` is the registered pack, undefined for a paper task not implemented yet. */
+export async function diagnoseTask(task: string, pack: TaskPack | undefined, probe: MachineProbe): Promise<TaskDiagnosis> {
+  if (!pack) {
+    const known = (PAPER_TASKS as readonly string[]).includes(task);
+    const checks: DoctorCheck[] = [{
+      name: 'task pack', status: 'missing',
+      detail: known ? 'not implemented yet in this version of a2rl' : 'no such task',
+      hint: known ? 'see docs/paper-tasks.md for what is implemented' : `known tasks: ${PAPER_TASKS.join(', ')} and \`a2rl tasks\``,
+    }];
+    return { task, implemented: false, checks, ready: false };
+  }
+  const requirements = pack.requirements ?? [];
+  const checks: DoctorCheck[] = [{ name: 'task pack', status: 'ok', detail: `${pack.title} (L${pack.level}, evaluator ${pack.evaluatorVersion})` }];
+  if (!requirements.length) checks.push({ name: 'machine', status: 'ok', detail: 'no requirements (reference pack, runs on CPU)' });
+  for (const req of requirements) checks.push(await check(task, req, probe));
+  return { task, implemented: true, checks, ready: checks.every((c) => c.status !== 'missing') };
+}
+
+const set = (env: NodeJS.ProcessEnv, name: string) => !!env[name]?.trim();
+
+async function check(task: string, req: TaskRequirement, probe: MachineProbe): Promise<DoctorCheck> {
+  const { env } = probe;
+  const external = set(env, 'A2RL_INFERENCE_URL');
+  switch (req.kind) {
+    case 'gpu': {
+      if (external) return { name: 'GPU', status: 'ok', detail: `not needed here: checkpoints are served at A2RL_INFERENCE_URL (${env.A2RL_INFERENCE_URL})` };
+      const gpu = probe.gpu();
+      return gpu
+        ? { name: 'GPU', status: 'ok', detail: gpu }
+        : { name: 'GPU', status: 'missing', detail: 'no NVIDIA GPU visible (`nvidia-smi -L` failed, no /dev/nvidia*)', hint: 'run on a machine with an NVIDIA GPU and its driver, or serve models elsewhere and set A2RL_INFERENCE_URL' };
+    }
+    case 'command': {
+      // The serving command is whatever A2RL_SERVE_COMMAND starts (vLLM by default), unless an endpoint is configured.
+      if (req.name === 'vllm' && external) return { name: 'vllm', status: 'ok', detail: 'not needed here: A2RL_INFERENCE_URL is set' };
+      const serve = req.name === 'vllm' && set(env, 'A2RL_SERVE_COMMAND') ? env.A2RL_SERVE_COMMAND!.trim().split(/\s+/)[0] : req.name;
+      return probe.hasCommand(serve)
+        ? { name: req.name, status: 'ok', detail: `\`${serve}\` found on PATH` }
+        : { name: req.name, status: 'missing', detail: `\`${serve}\` not found on PATH`, hint: req.hint };
+    }
+    case 'dataset':
+      return datasetCheck(task, probe.home);
+    case 'judge': {
+      const missing = ['A2RL_JUDGE_URL', 'A2RL_JUDGE_MODEL'].filter((v) => !set(env, v));
+      return missing.length
+        ? { name: 'judge', status: 'missing', detail: `${missing.join(' and ')} not set`, hint: 'set A2RL_JUDGE_URL (OpenAI-compatible base URL), A2RL_JUDGE_MODEL and, if needed, A2RL_JUDGE_API_KEY' }
+        : { name: 'judge', status: 'ok', detail: `${env.A2RL_JUDGE_MODEL} at ${env.A2RL_JUDGE_URL}${set(env, 'A2RL_JUDGE_API_KEY') ? ' (with API key)' : ''}` };
+    }
+    case 'search':
+      return set(env, 'A2RL_SEARCH_API_KEY')
+        ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY is set' }
+        : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_API_KEY for the configured search backend' };
+    case 'env-server':
+      return probe.hasCommand(req.name)
+        ? { name: `environment server ${req.name}`, status: 'ok', detail: `\`${req.name}\` found on PATH` }
+        : { name: `environment server ${req.name}`, status: 'missing', detail: `\`${req.name}\` not found on PATH`, hint: req.hint };
+  }
+}
+
+async function datasetCheck(task: string, home: string): Promise<DoctorCheck> {
+  const spec = DATASETS.find((d) => d.task === task);
+  if (!spec) return { name: 'dataset', status: 'missing', detail: `no dataset registered for ${task}` };
+  if (spec.external) return { name: 'dataset', status: 'ok', detail: `provided by the environment: ${spec.external}` };
+  const dir = datasetDir(home, task);
+  const fix = `a2rl data fetch ${task}   (air-gapped: a2rl data fetch ${task} --from <dir>)`;
+  let manifest;
+  try {
+    manifest = await readManifest(dir);
+  } catch (err) {
+    return { name: 'dataset', status: 'missing', detail: `${dir}/manifest.json is unreadable: ${err instanceof Error ? err.message : String(err)}`, hint: fix };
+  }
+  if (!manifest) return { name: 'dataset', status: 'missing', detail: `not fetched (no ${path.join(dir, 'manifest.json')})`, hint: fix };
+  // Presence and size only (cheap); `a2rl data fetch` re-verifies the hashes.
+  const wanted = [...spec.files.map((f) => f.name), ...(spec.baseModel ? manifest.files.map((e) => e.name).filter((n) => n.startsWith(`${BASE_MODEL}/`)) : [])];
+  const bad = wanted.filter((name) => {
+    const entry = manifest.files.find((e) => e.name === name);
+    const info = existsSync(path.join(dir, name)) ? statSync(path.join(dir, name)) : null;
+    return !entry || !info || info.size !== entry.size;
+  });
+  if (bad.length) return { name: 'dataset', status: 'missing', detail: `incomplete in ${dir}: ${bad.join(', ')}`, hint: fix };
+  if (spec.baseModel && !wanted.includes(`${BASE_MODEL}/config.json`)) {
+    return { name: 'dataset', status: 'missing', detail: `data fetched but no base checkpoint in ${path.join(dir, BASE_MODEL)}`, hint: `a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>` };
+  }
+  return { name: 'dataset', status: 'ok', detail: `${wanted.length} file(s) in ${dir}` };
+}

@@ -1,0 +1,193 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { EvaluatorError, InvalidCheckpointError, type ServedModel } from '../../tasks/task-pack.js';
+import { startOpenAiTestServer, type OpenAiTestServer } from '../../test/servers/openai-test-server.js';
+import { createEvaluationContext, SERVED_MODEL_NAME } from './model-server.js';
+import { OpenAiClient } from './openai-client.js';
+import { loadServingConfig } from './serving.config.js';
+
+const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
+const ANSWERS = { rules: [{ contains: '2+2', reply: 'The answer is 4.' }], default: 'I do not know.' };
+
+let root: string;
+let served: ServedModel[] = [];
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-serving-'));
+});
+afterEach(async () => {
+  await Promise.all(served.map((s) => s.stop()));
+  served = [];
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+let n = 0;
+/** A checkpoint directory; its unique path is also the marker we look for in `ps`. */
+async function checkpoint(files: Record<string, string> = { 'answers.json': JSON.stringify(ANSWERS) }): Promise<string> {
+  const dir = await mkdtemp(path.join(root, `ckpt-${n++}-`));
+  for (const [name, content] of Object.entries(files)) await writeFile(path.join(dir, name), content);
+  return dir;
+}
+
+function context(mode = 'normal', extra = '', env: NodeJS.ProcessEnv = {}) {
+  const config = loadServingConfig({
+    A2RL_SERVE_COMMAND: `${process.execPath} ${FAKE_VLLM} {model_path} --port {port} --served-model-name {name} --mode ${mode} ${extra}`,
+    A2RL_SERVE_READY_TIMEOUT: '1s',
+    ...env,
+  });
+  return createEvaluationContext(config, 'cpu', { stopGraceMs: 1_000, pollMs: 50 });
+}
+
+async function serve(ctx: ReturnType<typeof context>, dir: string, signal?: AbortSignal): Promise<ServedModel> {
+  const model = await ctx.serve(dir, signal);
+  served.push(model);
+  return model;
+}
+
+/** Live (non-zombie) processes whose command line mentions the marker. */
+function processesWith(marker: string): string[] {
+  const out = execFileSync('ps', ['-eo', 'stat=,args='], { encoding: 'utf8' });
+  return out.split('\n').filter((line) => line.includes(marker) && !line.trim().startsWith('Z') && !line.includes('ps -eo'));
+}
+
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('serving a checkpoint through the serve command', () => {
+  it('starts the server, answers chat and completions greedily from the checkpoint, and stop() ends the whole process tree', async () => {
+    const dir = await checkpoint();
+    const model = await serve(context('normal', '--child'), dir);
+    expect(model.model).toBe(SERVED_MODEL_NAME);
+    expect(model.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const client = new OpenAiClient(model, 5_000);
+    expect((await client.chat([{ role: 'user', content: 'What is 2+2?' }])).text).toBe('The answer is 4.');
+    expect((await client.complete('Question: capital of Mars?')).text).toBe('I do not know.');
+    expect(processesWith(dir).length).toBe(2); // server + its grandchild
+    await model.stop();
+    expect(processesWith(dir)).toEqual([]);
+  });
+
+  it('fails with EvaluatorError after the readiness timeout, reporting the server output, and leaves no process', async () => {
+    const dir = await checkpoint();
+    const started = Date.now();
+    const err = await rejection(serve(context('never-ready', '--child'), dir));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/did not become ready within 1 s/);
+    expect(err.message).toMatch(/loading weights/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(processesWith(dir)).toEqual([]);
+  });
+
+  it('fails with EvaluatorError when the server exits before becoming ready', async () => {
+    const dir = await checkpoint({ 'config.json': '{}' }); // no answers.json: fake-vllm cannot "load" it
+    const err = await rejection(serve(context(), dir));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/exited before becoming ready \(exit code 1\)/);
+    expect(err.message).toMatch(/answers\.json/);
+  });
+
+  it('turns a server dying mid-evaluation into an EvaluatorError', async () => {
+    const dir = await checkpoint();
+    const model = await serve(context('die-after=1'), dir);
+    const client = new OpenAiClient(model, 5_000);
+    expect((await client.chat([{ role: 'user', content: '2+2' }])).text).toBe('The answer is 4.');
+    const err = await rejection(client.chat([{ role: 'user', content: '2+2' }]));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/stopped answering/);
+    await model.stop();
+    expect(processesWith(dir)).toEqual([]);
+  });
+
+  it('kills a server that ignores SIGTERM once the grace has passed', async () => {
+    const dir = await checkpoint();
+    const model = await serve(context('ignore-sigterm'), dir);
+    const started = Date.now();
+    await model.stop();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(processesWith(dir)).toEqual([]);
+  });
+
+  it('stops the server when the evaluation is aborted', async () => {
+    const dir = await checkpoint();
+    const abort = new AbortController();
+    await serve(context('normal', '--child'), dir, abort.signal);
+    expect(processesWith(dir).length).toBe(2);
+    abort.abort();
+    for (let i = 0; i < 40 && processesWith(dir).length; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(processesWith(dir)).toEqual([]);
+  });
+
+  it('refuses a LoRA-only directory with a message telling the agent to merge, without starting anything', async () => {
+    const dir = await checkpoint({ 'adapter_config.json': '{}', 'adapter_model.safetensors': '', 'answers.json': JSON.stringify(ANSWERS) });
+    const err = await rejection(serve(context(), dir));
+    expect(err).toBeInstanceOf(InvalidCheckpointError);
+    expect(err.message).toMatch(/LoRA adapter/);
+    expect(err.message).toMatch(/merge the adapter into the base model before saving/);
+    expect(processesWith(dir)).toEqual([]);
+  });
+
+  it('serves a merged checkpoint that still carries adapter_config.json', async () => {
+    const dir = await checkpoint({ 'adapter_config.json': '{}', 'model.safetensors': '', 'answers.json': JSON.stringify(ANSWERS) });
+    const model = await serve(context(), dir);
+    expect((await new OpenAiClient(model).complete('2+2=')).text).toBe('The answer is 4.');
+  });
+
+  it('gives the server the grading device as CUDA_VISIBLE_DEVICES', async () => {
+    const script = `console.error('cuda=' + process.env.CUDA_VISIBLE_DEVICES); process.exit(1)`;
+    const config = loadServingConfig({ A2RL_SERVE_COMMAND: `${process.execPath} -e "${script}" {model_path} {port}`, A2RL_SERVE_READY_TIMEOUT: '5s' });
+    const err = await rejection(createEvaluationContext(config, '3').serve(await checkpoint()));
+    expect(err.message).toMatch(/cuda=3/);
+  });
+
+  it('reports a serve command that cannot be started as an EvaluatorError', async () => {
+    const config = loadServingConfig({ A2RL_SERVE_COMMAND: 'a2rl-no-such-server {model_path} --port {port}', A2RL_SERVE_READY_TIMEOUT: '1s' });
+    const err = await rejection(createEvaluationContext(config, '0').serve(await checkpoint()));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/cannot start the model server "a2rl-no-such-server"/);
+  });
+});
+
+describe('serving through A2RL_INFERENCE_URL', () => {
+  let server: OpenAiTestServer;
+  beforeAll(async () => {
+    server = await startOpenAiTestServer({ answers: ANSWERS, model: 'my-served-model' });
+  });
+  afterAll(() => server.close());
+
+  it('uses the configured endpoint and its listed model without starting a server; stop() leaves it running', async () => {
+    const ctx = createEvaluationContext(loadServingConfig({ A2RL_INFERENCE_URL: `${server.baseUrl}/v1`, A2RL_SERVE_COMMAND: 'a2rl-no-such-server {model_path} {port}' }), 'cpu');
+    const model = await ctx.serve(await checkpoint());
+    expect(model).toMatchObject({ baseUrl: server.baseUrl, model: 'my-served-model' });
+    await model.stop();
+    expect((await new OpenAiClient(model).chat([{ role: 'user', content: 'what is 2+2' }])).text).toBe('The answer is 4.');
+  });
+
+  it('fails with EvaluatorError when the endpoint does not answer', async () => {
+    const ctx = createEvaluationContext(loadServingConfig({ A2RL_INFERENCE_URL: 'http://127.0.0.1:1' }), 'cpu');
+    const err = await rejection(ctx.serve(await checkpoint()));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/A2RL_INFERENCE_URL .* does not answer/);
+  });
+
+  it('reports an unknown model name as an EvaluatorError with the server message', async () => {
+    const err = await rejection(new OpenAiClient({ baseUrl: server.baseUrl, model: 'other' }).complete('x'));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/HTTP 404: .*does not exist/);
+  });
+
+  it('lends the configured judge and the device to the evaluator', () => {
+    const ctx = createEvaluationContext(loadServingConfig({ A2RL_JUDGE_URL: server.baseUrl, A2RL_JUDGE_MODEL: 'judge' }), '1');
+    expect(ctx.device).toBe('1');
+    expect(ctx.judge).toEqual({ baseUrl: server.baseUrl, model: 'judge' });
+  });
+});

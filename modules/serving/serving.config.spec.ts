@@ -1,0 +1,56 @@
+import { ConfigError } from '../../src/config/config.js';
+import { DEFAULT_SERVE_COMMAND, loadServingConfig, renderCommand, splitCommand } from './serving.config.js';
+
+function configError(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadServingConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('serving configuration', () => {
+  it('defaults to vLLM on a free port, a 600 s readiness timeout and no judge', () => {
+    const config = loadServingConfig({});
+    expect(config.serveCommand).toEqual(splitCommand(DEFAULT_SERVE_COMMAND));
+    expect(config.serveCommand[0]).toBe('vllm');
+    expect(config).toMatchObject({ inferenceUrl: null, readyTimeoutMs: 600_000, judge: null });
+  });
+
+  it('splits the template without a shell and keeps a substituted path with spaces as one argument', () => {
+    expect(splitCommand(`a 'b c' "d \\"e\\" \\\\" f\\ g $HOME|x`)).toEqual(['a', 'b c', 'd "e" \\', 'f g', '$HOME|x']);
+    const argv = renderCommand(splitCommand('serve {model_path} --port={port} --name {name}'), { model_path: '/tmp/my ckpt', port: '8001', name: 'm' });
+    expect(argv).toEqual(['serve', '/tmp/my ckpt', '--port=8001', '--name', 'm']);
+  });
+
+  it('normalises endpoint URLs to end before /v1 and reads the judge', () => {
+    const config = loadServingConfig({
+      A2RL_INFERENCE_URL: 'http://127.0.0.1:8000/v1/',
+      A2RL_SERVE_READY_TIMEOUT: '2m',
+      A2RL_JUDGE_URL: 'https://api.openai.com/v1',
+      A2RL_JUDGE_MODEL: 'gpt-4-1106-preview',
+      A2RL_JUDGE_API_KEY: 'sk-test',
+    });
+    expect(config.inferenceUrl).toBe('http://127.0.0.1:8000');
+    expect(config.readyTimeoutMs).toBe(120_000);
+    expect(config.judge).toEqual({ baseUrl: 'https://api.openai.com', model: 'gpt-4-1106-preview', apiKey: 'sk-test' });
+  });
+
+  it.each([
+    [{ A2RL_SERVE_COMMAND: 'vllm serve "{model_path} --port {port}' }, 'A2RL_SERVE_COMMAND', /unterminated/],
+    [{ A2RL_SERVE_COMMAND: 'vllm serve {model_path}' }, 'A2RL_SERVE_COMMAND', /\{port\}/],
+    [{ A2RL_SERVE_COMMAND: 'vllm serve {model_path} --port {port} {gpu}' }, 'A2RL_SERVE_COMMAND', /unknown placeholder \{gpu\}/],
+    [{ A2RL_SERVE_READY_TIMEOUT: 'soon' }, 'A2RL_SERVE_READY_TIMEOUT', /invalid duration/],
+    [{ A2RL_INFERENCE_URL: 'localhost:8000' }, 'A2RL_INFERENCE_URL', /scheme|not a URL/],
+    [{ A2RL_INFERENCE_URL: 'ftp://host/v1' }, 'A2RL_INFERENCE_URL', /scheme/],
+    [{ A2RL_JUDGE_URL: 'https://api.openai.com' }, 'A2RL_JUDGE_MODEL', /no judge model/],
+    [{ A2RL_JUDGE_MODEL: 'gpt-4' }, 'A2RL_JUDGE_URL', /no judge endpoint/],
+  ])('rejects %j naming %s', (env, variable, message) => {
+    const err = configError(env);
+    expect(err.variable).toBe(variable);
+    expect(err.message.startsWith(`${variable}: `)).toBe(true);
+    expect(err.message).toMatch(message);
+  });
+});

@@ -1,0 +1,134 @@
+import { cp, mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startOpenAiTestServer, type OpenAiTestServer } from '../../test/servers/openai-test-server.js';
+import { DatasetMissingError } from '../paper-common/dataset.js';
+import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type TaskPaths } from '../task-pack.js';
+import { extractAnswer, goldAnswer, isCorrect, normaliseNumber } from './extract.js';
+import { gsm8k, gsm8kPrompt } from './index.js';
+
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+
+describe('GSM8K answer extraction', () => {
+  it.each([
+    ['reasoning 3 + 4 = 7\n#### 12', '12'],
+    ['####  -8', '-8'],
+    ['#### $1,375.00 dollars', '1375'],
+    ['#### 2.50', '2.5'],
+    ['first 3, then 4, so the answer is 42.', '42'],
+    ['He spends $1,375.', '1375'],
+    ['The temperature is -8 degrees.', '-8'],
+    ['each piece is 2.25 meters', '2.25'],
+    ['#### forty, but maybe 40', '40'],
+    ['#### 5 and then #### 6', '6'],
+    ['7.0', '7'],
+    ['-0.0', '0'],
+  ])('%j → %s', (reply, expected) => {
+    expect(extractAnswer(reply)).toBe(expected);
+  });
+
+  it('returns null when the reply has no number at all', () => {
+    expect(extractAnswer('I am not sure how to solve this.')).toBeNull();
+    expect(extractAnswer('#### ')).toBeNull();
+    expect(isCorrect(null, '0')).toBe(false);
+  });
+
+  it('matches numbers exactly after normalisation, not approximately', () => {
+    expect(isCorrect('3.50', '3.5')).toBe(true);
+    expect(isCorrect(normaliseNumber('1,000'), '1000')).toBe(true);
+    expect(isCorrect('2.5', '2.25')).toBe(false);
+    expect(isCorrect('8', '-8')).toBe(false);
+  });
+
+  it('reads the gold number after #### of a dataset answer, and refuses an answer without one', () => {
+    expect(goldAnswer('3*7=<<3*7=21>>21\n#### 21')).toBe('21');
+    expect(goldAnswer('x\n#### 1,200')).toBe('1200');
+    expect(() => goldAnswer('no marker 5')).toThrow(/####/);
+  });
+
+  it('asks for the final answer after ####, question first', () => {
+    const [message] = gsm8kPrompt('What is 2 + 2?');
+    expect(message!.role).toBe('user');
+    expect(message!.content).toMatch(/^What is 2 \+ 2\?\n\n.*Put the final answer after "####"\.$/s);
+  });
+});
+
+describe('the gsm8k pack on the fixture dataset', () => {
+  let root: string;
+  let paths: TaskPaths;
+  let servers: OpenAiTestServer[];
+  let stopped: string[];
+  const ctx: EvaluationContext = {
+    device: 'cpu',
+    judge: null,
+    async serve(checkpointDir) {
+      const server = await startOpenAiTestServer({ checkpointDir });
+      servers.push(server);
+      return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };
+    },
+  };
+
+  beforeAll(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-gsm8k-'));
+    paths = { datasetDir: fixtures, dataDir: path.join(root, 'data'), modelDir: path.join(root, 'model'), privateDir: path.join(root, 'private') };
+    await gsm8k.materialize(paths);
+  });
+  afterAll(() => rm(root, { recursive: true, force: true }));
+  beforeAll(() => {
+    servers = [];
+    stopped = [];
+  });
+
+  it('puts the train split in data/ and the test split in the private dir, row for row', async () => {
+    const rows = async (file: string) => (await readFile(file, 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as unknown);
+    const train = await rows(path.join(paths.dataDir, 'train.jsonl'));
+    const test = await rows(path.join(paths.privateDir, 'test.jsonl'));
+    expect(train).toEqual(await rows(path.join(fixtures, 'train.jsonl')));
+    expect(test).toEqual(await rows(path.join(fixtures, 'test.jsonl')));
+    expect([train.length, test.length]).toEqual([12, 8]);
+    expect(await readdir(paths.dataDir)).toEqual(['train.jsonl']);
+    expect((await readdir(paths.modelDir)).sort()).toEqual(['answers.json', 'config.json']);
+  });
+
+  it('scores the base checkpoint at 3/8 and the better one at 7/8 (accuracy × 100), stopping each server', async () => {
+    const base = await gsm8k.evaluate(paths.modelDir, paths.privateDir, undefined, ctx);
+    expect(base.score).toBe(37.5);
+    expect(base.details).toMatchObject({ correct: 3, total: 8, unanswered: 3 });
+    const good = await gsm8k.evaluate(path.join(fixtures, 'good-model'), paths.privateDir, undefined, ctx);
+    expect(good.score).toBe(87.5);
+    expect(good.details).toMatchObject({ correct: 7, total: 8, unanswered: 0 });
+    expect(stopped).toEqual([paths.modelDir, path.join(fixtures, 'good-model')]);
+  });
+
+  it('refuses a checkpoint without config.json as the agent’s fault, before serving anything', async () => {
+    const empty = path.join(root, 'empty-ckpt');
+    await mkdir(empty);
+    const before = servers.length;
+    await expect(gsm8k.evaluate(empty, paths.privateDir, undefined, ctx)).rejects.toBeInstanceOf(InvalidCheckpointError);
+    expect(servers.length).toBe(before);
+  });
+
+  it('fails as an evaluator error, not the agent’s, without a serving context', async () => {
+    await expect(gsm8k.evaluate(paths.modelDir, paths.privateDir)).rejects.toBeInstanceOf(EvaluatorError);
+  });
+
+  it('fails materialisation with a message saying to run `a2rl data fetch gsm8k` when the dataset is missing', async () => {
+    const partial = path.join(root, 'partial-dataset');
+    await mkdir(partial);
+    await cp(path.join(fixtures, 'train.jsonl'), path.join(partial, 'train.jsonl'));
+    const target = { dataDir: path.join(root, 'd2'), modelDir: path.join(root, 'm2'), privateDir: path.join(root, 'p2') };
+    for (const datasetDir of [path.join(root, 'nowhere'), partial]) {
+      const attempt = gsm8k.materialize({ ...target, datasetDir });
+      await expect(attempt).rejects.toBeInstanceOf(DatasetMissingError);
+      await expect(gsm8k.materialize({ ...target, datasetDir })).rejects.toThrow(/a2rl data fetch gsm8k/);
+    }
+  });
+
+  it('declares level 1 and what the machine needs (GPU, vllm, the dataset)', () => {
+    expect(gsm8k.level).toBe(1);
+    expect(gsm8k.reference).toBeUndefined();
+    expect(gsm8k.requirements!.map((r) => r.kind)).toEqual(['gpu', 'command', 'dataset']);
+  });
+});

@@ -1,0 +1,54 @@
+import { OpenAiClient, type ChatMessage } from '../../modules/serving/openai-client.js';
+import { EvaluatorError, type EvaluationContext, type OpenAiEndpoint, type ServedModel } from '../task-pack.js';
+
+export type { ChatMessage };
+
+export interface ChatOptions {
+  maxTokens: number;
+  signal?: AbortSignal;
+  /** Per request; a served model that stops answering fails the evaluation instead of hanging it. */
+  timeoutMs?: number;
+}
+
+/** Greedy (temperature 0) chat completion through an OpenAI-compatible endpoint; returns the reply text. */
+export async function chatCompletion(endpoint: OpenAiEndpoint, messages: readonly ChatMessage[], opts: ChatOptions): Promise<string> {
+  const client = new OpenAiClient(endpoint, opts.timeoutMs ?? 300_000);
+  return (await client.chat([...messages], { maxTokens: opts.maxTokens, signal: opts.signal })).text;
+}
+
+/** Serves the checkpoint for the duration of `use` and always stops the server afterwards. */
+export async function withServedModel<T>(
+  taskId: string,
+  ctx: EvaluationContext | undefined,
+  checkpointDir: string,
+  signal: AbortSignal | undefined,
+  use: (model: ServedModel) => Promise<T>,
+): Promise<T> {
+  if (!ctx) throw new EvaluatorError(`${taskId} evaluates by serving the checkpoint, but the harness passed no evaluation context`);
+  const model = await ctx.serve(checkpointDir, signal);
+  try {
+    return await use(model);
+  } finally {
+    await model.stop();
+  }
+}
+
+/** Maps with at most `limit` calls in flight, results in input order; the first failure rejects. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  let failed = false;
+  const worker = async (): Promise<void> => {
+    while (!failed && next < items.length) {
+      const i = next++;
+      try {
+        results[i] = await fn(items[i]!, i);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
