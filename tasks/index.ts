@@ -1,3 +1,5 @@
+import { alpacaeval } from './alpacaeval/index.js';
+import { deepsearchqa } from './deepsearchqa/index.js';
 import { gsm8k } from './gsm8k/index.js';
 import { humaneval } from './humaneval/index.js';
 import { refArith } from './ref-arith/index.js';
@@ -6,7 +8,7 @@ import { refJudge } from './ref-judge/index.js';
 import type { TaskPack } from './task-pack.js';
 
 /** Every task pack a2rl can run, by id. */
-export const TASKS: readonly TaskPack[] = [refArith, refJudge, refHousehold, gsm8k, humaneval];
+export const TASKS: readonly TaskPack[] = [refArith, refJudge, refHousehold, gsm8k, humaneval, alpacaeval, deepsearchqa];
 
 export function getTask(id: string): TaskPack {
   const task = TASKS.find((t) => t.id === id);

@@ -63,13 +63,15 @@ export const DATASETS: readonly DatasetSpec[] = [
     files: [
       // AlpacaEval 2.0's 805 instructions with the GPT-4 baseline outputs (JSON).
       hub('tatsu-lab/alpaca_eval', 'alpaca_eval_gpt4_baseline.json', 'alpaca_eval_gpt4_baseline.json', 'private'),
-      // Training instructions (parquet only).
-      hub('tatsu-lab/alpaca', 'data/train-00000-of-00001-a09b74b3ef9c3b56.parquet', 'alpaca_train.parquet', 'visible'),
+      // Training instructions: the original JSON the Hub's parquet copy (tatsu-lab/alpaca) was made from.
+      { ...github('tatsu-lab/stanford_alpaca', 'alpaca_data.json', 'alpaca_data.json', 'visible'), revision: 'main' },
     ],
+    baseModel: true,
   },
   {
     task: 'deepsearchqa',
     files: [hub('google/deepsearchqa', 'DSQA-full.csv', 'dsqa_full.csv', 'visible+private')],
+    baseModel: true,
   },
   {
     task: 'alfworld',

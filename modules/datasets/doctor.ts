@@ -108,9 +108,12 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
         : { name: 'judge', status: 'ok', detail: `${env.A2RL_JUDGE_MODEL} at ${env.A2RL_JUDGE_URL}${set(env, 'A2RL_JUDGE_API_KEY') ? ' (with API key)' : ''}` };
     }
     case 'search':
+      if (set(env, 'A2RL_SEARCH_API_KEY') && !set(env, 'A2RL_SEARCH_URL')) {
+        return { name: 'search', status: 'missing', detail: 'A2RL_SEARCH_API_KEY is set but A2RL_SEARCH_URL is not', hint: 'set A2RL_SEARCH_URL to the search API the key belongs to' };
+      }
       return set(env, 'A2RL_SEARCH_API_KEY')
-        ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY is set' }
-        : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_API_KEY for the configured search backend' };
+        ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY and A2RL_SEARCH_URL are set' }
+        : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY for a configured search backend' };
     case 'env-server':
       return probe.hasCommand(req.name)
         ? { name: `environment server ${req.name}`, status: 'ok', detail: `\`${req.name}\` found on PATH` }
