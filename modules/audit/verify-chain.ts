@@ -24,8 +24,8 @@ export interface ChainEntry {
 /**
  * Verifies a run's event chain: every event parses, is valid, is in canonical form and belongs to
  * the run; seqs are dense from 0; every TreeHeadSigned matches the RFC 6962 root recomputed over the
- * events before it and carries a valid Ed25519 signature by `publicKeyPem`; and the last head covers
- * every event except the trailing heads. Returns the parsed events and every failure found.
+ * events before it and carries a valid Ed25519 signature by `publicKeyPem`; the last head covers
+ * every event except the trailing heads. Whether the run is sealed is `sealFailures`. Returns the parsed events and every failure found.
  */
 export function verifyEventChain(runId: string, entries: readonly ChainEntry[], publicKeyPem: string | null): { events: A2rlEvent[]; failures: VerificationFailure[] } {
   const failures: VerificationFailure[] = [];
@@ -75,4 +75,14 @@ export function verifyEventChain(runId: string, entries: readonly ChainEntry[], 
     failures.push({ check: 'coverage', seq: lastHeadSize, message: `events from seq ${lastHeadSize} to ${lastNonHeadSeq} are not covered by any signed tree head` });
   }
   return { events, failures };
+}
+
+/**
+ * A finished run ends with RunCompleted or RunInterrupted (then its final head). Without this check
+ * a chain cut right after an intermediate signed head would verify, hiding everything after it.
+ */
+export function sealFailures(events: readonly A2rlEvent[]): VerificationFailure[] {
+  const last = events.filter((e) => e.type !== 'TreeHeadSigned').at(-1);
+  if (!last || last.type === 'RunCompleted' || last.type === 'RunInterrupted') return [];
+  return [{ check: 'coverage', seq: last.seq, message: `the run is not sealed: its last event (seq ${last.seq}, ${last.type}) is not RunCompleted or RunInterrupted; it is still running or its last events were removed` }];
 }

@@ -26,7 +26,7 @@ import { ProjectionFailedError, ProjectionRunner } from '../readmodels/projectio
 import { materializeTask } from '../runs/workspace.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
-import { verifyEventChain, type ChainEntry, type VerificationFailure } from './verify-chain.js';
+import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailure } from './verify-chain.js';
 
 /**
  * `a2rl verify <runId>`: re-checks a run against everything it claims.
@@ -284,13 +284,6 @@ function locateAlterations(events: A2rlEvent[], failures: VerificationFailure[])
       ? { ...f, message: `${f.message}: an event in ${range.get(f.seq)} differs from what was signed` }
       : f,
   );
-}
-
-/** A run ends with RunCompleted or RunInterrupted (then its final heads); anything else means it is open or was cut short. */
-function sealFailures(events: A2rlEvent[]): VerificationFailure[] {
-  const last = events.filter((e) => e.type !== 'TreeHeadSigned').at(-1);
-  if (!last || last.type === 'RunCompleted' || last.type === 'RunInterrupted') return [];
-  return [{ check: 'coverage', seq: last.seq, message: `the run is not sealed: its last event (seq ${last.seq}, ${last.type}) is not RunCompleted or RunInterrupted; it is still running or its last events were removed` }];
 }
 
 export interface ArtifactRef {

@@ -28,7 +28,7 @@ export class TimeBeforeRunError extends ReplayError {
 export class InvalidReplayPointError extends ReplayError {
   override readonly name = 'InvalidReplayPointError';
   constructor(readonly text: string) {
-    super(`"${text}" is neither a seq (0, 1, …) nor an ISO 8601 time (e.g. 2026-01-01T12:00:00Z)`);
+    super(`"${text}" is neither a seq (0, 1, …) nor an ISO 8601 time with a zone (e.g. 2026-01-01T12:00:00Z or …+02:00)`);
   }
 }
 

@@ -222,7 +222,7 @@ describe('parseReplayPoint', () => {
   it('reads digits as a seq and an ISO 8601 date-time as a time, and refuses anything else', () => {
     expect(parseReplayPoint('42')).toBe(42);
     expect(parseReplayPoint('2026-01-01T00:00:05.000Z')).toBe('2026-01-01T00:00:05.000Z');
-    for (const bad of ['-1', '1.5', 'yesterday', '2026-01-01', '2026-13-45T00:00']) expect(() => parseReplayPoint(bad)).toThrow(/neither a seq/);
+    for (const bad of ['-1', '1.5', 'yesterday', '2026-01-01', '2026-13-45T00:00', '2026-01-01T10:00', '2026-01-01T10:00:00']) expect(() => parseReplayPoint(bad)).toThrow(/neither a seq/);
   });
 });
 

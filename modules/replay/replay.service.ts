@@ -73,7 +73,9 @@ const BUFFERED_BLOB_BYTES = 4 * 1024 * 1024;
 /** `--at` text → a seq (digits) or an ISO 8601 date-time string. */
 export function parseReplayPoint(text: string): ReplayPoint {
   if (/^\d+$/.test(text)) return Number(text);
-  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/.test(text) && !Number.isNaN(Date.parse(text))) return text;
+  // An offset is required: without one JavaScript reads the time as local, so the same command
+  // would pick a different event on machines in different time zones (occurredAt is UTC).
+  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(text) && !Number.isNaN(Date.parse(text))) return text;
   throw new InvalidReplayPointError(text);
 }
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buffer } from 'node:stream/consumers';
@@ -119,6 +119,63 @@ describe('FileWatcher', () => {
       { path: 'code/big.bin', op: 'create', sha256: sha(big), size: big.length, key: expect.any(String), linesAdded: 0, linesRemoved: 0 },
     ]);
     expect(await artifacts.stat(sha(big))).toMatchObject({ size: big.length });
+  });
+
+  describe('never reads through a symlink or outside the workspace', () => {
+    const secret = 'TOP SECRET held-out answer\n';
+    const bigSecret = Buffer.alloc(9 * 1024 * 1024, 0x53);
+    let outside: string;
+    beforeEach(() => {
+      outside = join(home, 'private');
+      mkdirSync(outside);
+      writeFileSync(join(outside, 'x'), secret);
+      writeFileSync(join(outside, 'big.bin'), bigSecret);
+    });
+    const leaked = async () => (await artifacts.exists(sha(secret))) || (await artifacts.exists(sha(bigSecret)));
+
+    it('does not record a file reached through a symlinked parent directory pointing outside the root', async () => {
+      watcher = new FileWatcher({ root: ws, artifacts, record, quietMs: 50, rescanMs: 200 });
+      await watcher.start();
+      symlinkSync(outside, join(ws, 'code', 'd'));
+      symlinkSync(join(outside, 'x'), join(ws, 'code', 'k')); // a link as the last component too
+      writeFileSync(join(outside, 'x'), secret); // a write seen through the link
+      await sleep(500);
+      await watcher.stop();
+      expect(events).toEqual([]);
+      expect(await leaked()).toBe(false);
+    });
+
+    it('never stores the outside content when the parent is swapped for a symlink within the quiet window', async () => {
+      watcher = new FileWatcher({ root: ws, artifacts, record, quietMs: 400, rescanMs: 60_000 });
+      await watcher.start();
+      mkdirSync(join(ws, 'code', 'd'));
+      await sleep(100); // fs.watch now watches code/d, so the writes below are reported as code/d/...
+      writeFileSync(join(ws, 'code', 'd', 'x'), 'inside\n');
+      writeFileSync(join(ws, 'code', 'd', 'big.bin'), 'inside big\n');
+      await sleep(100); // still inside the quiet window
+      renameSync(join(ws, 'code', 'd'), join(ws, 'code', 'd2'));
+      symlinkSync(outside, join(ws, 'code', 'd'));
+      await sleep(800);
+      await watcher.stop();
+      expect(await leaked()).toBe(false);
+      expect(events.filter((e) => e.path.startsWith('code/d/'))).toEqual([]);
+      expect(events.map((e) => `${e.op} ${e.path}`).sort()).toEqual(['create code/d2/big.bin', 'create code/d2/x']);
+      expect(await stored(events.find((e) => e.path === 'code/d2/x')!)).toBe('inside\n');
+    });
+
+    it('records a recorded file as deleted once its directory is replaced by a symlink', async () => {
+      watcher = new FileWatcher({ root: ws, artifacts, record, quietMs: 50, rescanMs: 60_000 });
+      await watcher.start();
+      mkdirSync(join(ws, 'code', 'd'));
+      writeFileSync(join(ws, 'code', 'd', 'x'), 'inside\n');
+      await sleep(300);
+      rmSync(join(ws, 'code', 'd'), { recursive: true });
+      symlinkSync(outside, join(ws, 'code', 'd'));
+      await sleep(300);
+      await watcher.stop();
+      expect(events.map((e) => `${e.op} ${e.path}`)).toEqual(['create code/d/x', 'delete code/d/x']);
+      expect(await leaked()).toBe(false);
+    });
   });
 });
 

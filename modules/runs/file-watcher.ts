@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, watch, type FSWatcher, type Stats } from 'node:fs';
-import { lstat, readdir, readFile } from 'node:fs/promises';
+import { close, constants, createReadStream, fstat, open, read, watch, type FSWatcher, type ReadStream, type Stats } from 'node:fs';
+import { lstat, readdir, readlink, realpath } from 'node:fs/promises';
 import { join, sep } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { buffer } from 'node:stream/consumers';
+import { promisify } from 'node:util';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { Recorder } from './run-context.js';
 import { isHarnessFile } from './workspace.js';
@@ -32,6 +32,9 @@ const IN_MEMORY_LIMIT = 8 * 1024 * 1024;
 /** Above this many line pairs the diff falls back from LCS to a multiset difference. */
 const LCS_CELL_LIMIT = 4_000_000;
 
+/** No link in the last component (O_NOFOLLOW) and no blocking open of a FIFO (O_NONBLOCK); parents are checked after opening. */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
 interface Known {
   sha256: string;
   size: number;
@@ -45,8 +48,15 @@ interface Known {
  * path until it has been quiet for `quietMs`, so a burst of writes yields one event with the final
  * content. fs.watch may drop events (notably in directories created or renamed while watched), so a
  * full rescan compares the tree against the last known state every `rescanMs` and at stop(): the
- * final state is never missed, only intermediate states can be. Symlinks and special files are not
- * recorded. A change is recorded only when the content hash differs from the last recorded one.
+ * final state is never missed, only intermediate states can be. A change is recorded only when the
+ * content hash differs from the last recorded one.
+ *
+ * The watcher runs outside the sandbox, so it never reads through a symlink: the walks do not follow
+ * links, and a file is opened O_NOFOLLOW, must be a regular file (fstat) and the kernel's path of the
+ * open descriptor must be exactly the workspace path asked for (so no parent was a link either); the
+ * hash, diff and stored content all come from that one descriptor. Anything else is skipped without
+ * being recorded; a previously recorded file that is now only reachable through a link is recorded
+ * as deleted by the reconcile, since the workspace (seen without following links) no longer holds it.
  *
  * linesAdded/linesRemoved: a line diff against the previous content — an exact LCS when the
  * changed middle section (after trimming the common prefix and suffix) is small enough, otherwise
@@ -64,6 +74,7 @@ export class FileWatcher {
   private chain: Promise<void> = Promise.resolve();
   private failure: unknown;
   private stopped = false;
+  private realRoot: Promise<string> | undefined;
 
   constructor(private readonly opts: FileWatcherOptions) {
     this.quietMs = opts.quietMs ?? 150;
@@ -73,9 +84,14 @@ export class FileWatcher {
 
   /** Takes the current tree as the baseline (not recorded: the agent did not write it), then watches. */
   async start(): Promise<void> {
-    for (const [path, st] of await this.scan('')) {
-      const content = await this.snapshot(path, st);
-      if (content) this.known.set(path, content.known);
+    for (const path of (await this.scan('')).keys()) {
+      const file = await this.openInWorkspace(path);
+      if (!file) continue;
+      try {
+        this.known.set(path, (await this.snapshot(file)).known);
+      } finally {
+        file.close();
+      }
     }
     this.watcher = watch(this.opts.root, { recursive: true }, (_event, filename) => {
       if (filename) this.touched(filename.split(sep).join('/'));
@@ -123,7 +139,7 @@ export class FileWatcher {
 
   /** A path fs.watch reported and that has been quiet: a file, or a directory / vanished path to reconcile. */
   private async settle(path: string): Promise<void> {
-    const st = await lstatOrNull(join(this.opts.root, path));
+    const st = (await this.linkFreeAncestors(path)) ? await lstatOrNull(join(this.opts.root, path)) : null;
     if (st?.isFile()) await this.update(path, st, true);
     else await this.reconcile(path);
   }
@@ -141,13 +157,21 @@ export class FileWatcher {
   private async update(path: string, st: Stats, force: boolean): Promise<void> {
     const prev = this.known.get(path);
     if (!force && prev && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino) return;
-    const content = await this.snapshot(path, st);
-    if (!content) return; // vanished meanwhile: the delete is handled by a later event or rescan
-    if (prev?.sha256 === content.known.sha256) {
-      this.known.set(path, content.known);
-      return;
+    // null: vanished, or refused (a link or special file); either way a reconcile records the delete.
+    const file = await this.openInWorkspace(path);
+    if (!file) return;
+    let content: { known: Known; body?: Buffer };
+    let key: string | null;
+    try {
+      content = await this.snapshot(file);
+      if (prev?.sha256 === content.known.sha256) {
+        this.known.set(path, content.known);
+        return;
+      }
+      key = await this.store(path, file, content);
+    } finally {
+      file.close();
     }
-    const key = await this.store(path, content);
     if (key === null) return; // changed while being stored: its own event follows
     const lines = await this.diff(prev, content.body);
     await this.opts.record('FileChanged', {
@@ -176,36 +200,64 @@ export class FileWatcher {
     this.known.delete(path);
   }
 
-  /** Hash (and, when small, bytes) of a file; `st` is taken before reading so a later write always shows as a stat change. */
-  private async snapshot(path: string, st: Stats): Promise<{ known: Known; body?: Buffer } | null> {
-    const abs = join(this.opts.root, path);
+  /**
+   * Opens a workspace file for reading without ever following a link and without leaving the
+   * workspace; null when it is missing or refused. The descriptor's kernel path is compared with the
+   * expected one after opening, so a parent swapped for a link at any moment before the open is caught.
+   */
+  private async openInWorkspace(path: string): Promise<OpenFile | null> {
+    this.realRoot ??= realpath(this.opts.root);
+    const expected = join(await this.realRoot, path);
+    let fd: number;
     try {
-      if (st.size <= IN_MEMORY_LIMIT) {
-        const body = await readFile(abs);
-        const sha256 = createHash('sha256').update(body).digest('hex');
-        return { known: { sha256, size: body.length, mtimeMs: st.mtimeMs, ino: st.ino }, body };
-      }
-      const hash = createHash('sha256');
-      let size = 0;
-      await pipeline(createReadStream(abs), async function* (source: AsyncIterable<Buffer>) {
-        for await (const chunk of source) {
-          size += chunk.length;
-          hash.update(chunk);
-        }
-      });
-      return { known: { sha256: hash.digest('hex'), size, mtimeMs: st.mtimeMs, ino: st.ino } };
+      fd = await openAsync(join(this.opts.root, path), OPEN_FLAGS);
     } catch (err) {
-      if (isMissing(err)) return null;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (isMissing(err) || code === 'ELOOP' || code === 'ENXIO') return null; // ELOOP: a link; ENXIO: a socket
       throw err;
     }
+    const file = new OpenFile(fd);
+    try {
+      const st = await fstatAsync(fd);
+      // No /proc (not Linux): the location cannot be proven, so nothing is read.
+      const actual = await readlink(`/proc/self/fd/${fd}`).catch(() => null);
+      if (st.isFile() && actual === expected) {
+        file.st = st;
+        return file;
+      }
+    } catch (err) {
+      file.close();
+      throw err;
+    }
+    file.close();
+    return null;
   }
 
-  /** Stores the content; null when a streamed file changed between hashing and storing. */
-  private async store(path: string, content: { known: Known; body?: Buffer }): Promise<string | null> {
+  /** Hash (and, when small, bytes) of an open file; its stat is taken before reading so a later write always shows as a stat change. */
+  private async snapshot(file: OpenFile): Promise<{ known: Known; body?: Buffer }> {
+    const { st } = file;
+    const stamp = { mtimeMs: st.mtimeMs, ino: st.ino };
+    if (st.size <= IN_MEMORY_LIMIT) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of file.chunks()) chunks.push(Buffer.from(chunk));
+      const body = Buffer.concat(chunks);
+      const sha256 = createHash('sha256').update(body).digest('hex');
+      return { known: { sha256, size: body.length, ...stamp }, body };
+    }
+    const hash = createHash('sha256');
+    let size = 0;
+    for await (const chunk of file.chunks()) {
+      size += chunk.length;
+      hash.update(chunk);
+    }
+    return { known: { sha256: hash.digest('hex'), size, ...stamp } };
+  }
+
+  /** Stores the content (large files re-read from the same descriptor); null when it changed between hashing and storing. */
+  private async store(path: string, file: OpenFile, content: { known: Known; body?: Buffer }): Promise<string | null> {
     const declared = { sha256: content.known.sha256, size: content.known.size };
     try {
-      const body = content.body ?? createReadStream(join(this.opts.root, path));
-      return (await this.opts.artifacts.put(body, declared)).key;
+      return (await this.opts.artifacts.put(content.body ?? file.stream(), declared)).key;
     } catch (err) {
       // By name: adapters may raise it from another module instance.
       if ((err as Error)?.name === 'ArtifactIntegrityError' || isMissing(err)) {
@@ -227,6 +279,7 @@ export class FileWatcher {
   /** Regular files under `prefix` (a workspace-relative directory or file path), skipping ignored paths. */
   private async scan(prefix: string): Promise<Map<string, Stats>> {
     const found = new Map<string, Stats>();
+    if (!(await this.linkFreeAncestors(prefix))) return found; // under a link: not part of the workspace
     const walk = async (rel: string): Promise<void> => {
       if (rel !== '' && this.skip(rel)) return;
       const st = await lstatOrNull(join(this.opts.root, rel));
@@ -246,6 +299,52 @@ export class FileWatcher {
     };
     await walk(prefix);
     return found;
+  }
+
+  /** Whether every proper ancestor directory of `path` is a real directory (lstat: not a link). */
+  private async linkFreeAncestors(path: string): Promise<boolean> {
+    const parts = path.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const st = await lstatOrNull(join(this.opts.root, ...parts.slice(0, i)));
+      if (!st?.isDirectory()) return false;
+    }
+    return true;
+  }
+}
+
+const openAsync = promisify(open);
+const fstatAsync = promisify(fstat);
+const readAsync = promisify(read);
+const closeAsync = promisify(close);
+
+/** A descriptor opened by FileWatcher; `close()` is safe to call once, in a finally. */
+class OpenFile {
+  st!: Stats;
+  private streamed: ReadStream | undefined;
+
+  constructor(readonly fd: number) {}
+
+  /** The whole file, read with explicit positions (the descriptor's offset is never relied on). */
+  async *chunks(): AsyncGenerator<Buffer> {
+    const buf = Buffer.allocUnsafe(1024 * 1024);
+    for (let position = 0; ; ) {
+      const { bytesRead } = await readAsync(this.fd, buf, 0, buf.length, position);
+      if (bytesRead === 0) return;
+      position += bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+  }
+
+  /** The whole file as a stream from this descriptor; the stream then owns the descriptor. */
+  stream(): ReadStream {
+    this.streamed = createReadStream('', { fd: this.fd, start: 0, autoClose: true });
+    return this.streamed;
+  }
+
+  /** Closes the descriptor; if a stream owns it, destroying the stream closes it once its pending read is done. */
+  close(): void {
+    if (this.streamed) this.streamed.destroy();
+    else void closeAsync(this.fd).catch(() => {});
   }
 }
 

@@ -1,6 +1,11 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { classifyArgv, ProcessMonitor, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import { sandboxCommand } from './sandbox.js';
+import { fakeTask } from './testing/fake-task.js';
+import { prepareWorkspace } from './workspace.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -75,6 +80,47 @@ describe('ProcessMonitor', () => {
     monitor.stop();
     expect(starts.map((s) => s.argv[0])).not.toContain('bwrap');
     expect(starts.map((s) => s.argv.join(' '))).toContain('sleep 0.3');
+  });
+
+  /** Runs `file args` to its end under a 50 ms poller; returns what it reported. */
+  async function watch(file: string, args: string[], cwd = '/tmp') {
+    const root = spawn(file, args, { cwd, stdio: 'ignore', env: {} });
+    const starts: ProcessStart[] = [];
+    const exits: ProcessExit[] = [];
+    const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) }).start();
+    await once(root, 'exit');
+    await sleep(100);
+    monitor.stop();
+    return { root: root.pid!, starts, exits };
+  }
+
+  it('records a descendant started with exec -a bwrap (the name alone hides nothing)', async () => {
+    const t = await watch('/bin/bash', ['-c', '(exec -a bwrap sleep 0.5); true']);
+    const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 0.5')!;
+    expect(disguised.ppid).toBe(t.root);
+    expect(t.exits.map((e) => e.pid)).toContain(disguised.pid);
+  });
+
+  it('inside the real sandbox, skips only the wrapper (root bwrap and its init) and records a disguised bwrap', async () => {
+    const home = mkdtempSync('/var/tmp/a2rl-monitor-ws-');
+    try {
+      const ws = await prepareWorkspace({ workspacesRoot: join(home, 'workspaces'), taskCacheDir: join(home, 'tasks'), task: fakeTask(), instructions: 'go', runId: 'run-1' });
+      mkdirSync(join(home, 'agents'), { recursive: true });
+      writeFileSync(join(home, 'agents', 'start.sh'), 'true\n');
+      const script = '(exec -a bwrap sleep 0.5); true';
+      const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
+      const t = await watch(cmd.file, cmd.args, ws.layout.root);
+      const agent = t.starts.find((s) => s.argv.join(' ') === `bash -c ${script}`)!;
+      const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 0.5')!;
+      expect(disguised.ppid).toBe(agent.pid);
+      expect(t.exits.map((e) => e.pid)).toContain(disguised.pid);
+      const reported = t.starts.map((s) => s.pid);
+      expect(reported).not.toContain(t.root);
+      expect(reported).not.toContain(agent.ppid); // bwrap's namespace init
+      expect(t.starts.filter((s) => s.argv[0].endsWith('bwrap'))).toEqual([disguised]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 
   it('classifies processes by argv heuristics', () => {

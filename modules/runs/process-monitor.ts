@@ -168,9 +168,39 @@ export function classifyArgv(argv: string[]): ProcessKind {
   return 'other';
 }
 
-/** The sandbox wrapper itself is plumbing, not an agent action. */
-export function isSandboxWrapper(argv: string[]): boolean {
-  return argv.length > 0 && basename(argv[0]) === 'bwrap';
+/** A process offered to a skip filter. */
+export interface SkipCandidate {
+  pid: number;
+  ppid: number;
+  argv: string[];
+}
+
+/** Processes to track (for membership and killing) but not report. */
+export type SkipFilter = (p: SkipCandidate) => boolean;
+
+const isBwrapArgv = (argv: string[]): boolean => argv.length > 0 && basename(argv[0]) === 'bwrap';
+
+/**
+ * The default filter: only the harness's own sandbox wrapper, identified by position, never by name
+ * alone (any program can be exec'd as "bwrap" with `exec -a`). `rootArgv` is the program the launcher
+ * started as `rootPid`. When that is bwrap, the wrapper is the root itself and, when bwrap keeps a
+ * namespace init (it unshares the pid namespace without --as-pid-1), the root's direct child while
+ * it still runs bwrap. Everything else is reported, whatever its argv; the agent's command is the
+ * init's child, never the root's.
+ */
+export function sandboxWrapperFilter(rootPid: number, rootArgv: string[]): SkipFilter {
+  if (!isBwrapArgv(rootArgv)) return () => false;
+  const hasInit = (rootArgv.includes('--unshare-pid') || rootArgv.includes('--unshare-all')) && !rootArgv.includes('--as-pid-1');
+  return (p) => isBwrapArgv(p.argv) && (p.pid === rootPid || (hasInit && p.ppid === rootPid));
+}
+
+/** The executable a process runs (not its self-chosen argv[0]); '' if unreadable. */
+function readExe(pid: number): string {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, '');
+  } catch {
+    return '';
+  }
 }
 
 interface Tracked {
@@ -200,8 +230,8 @@ export interface ProcessMonitorOptions {
   intervalMs?: number;
   onStart?: (p: ProcessStart) => void;
   onExit?: (p: ProcessExit) => void;
-  /** Processes to track (for membership and killing) but not report; default: the bwrap wrapper. */
-  skip?: (argv: string[]) => boolean;
+  /** Processes to track but not report; default: the harness's bwrap wrapper (sandboxWrapperFilter). */
+  skip?: SkipFilter;
 }
 
 /**
@@ -214,14 +244,24 @@ export class ProcessMonitor {
   private readonly noted = new Map<number, ExitStatus>();
   private readonly rootStartTicks: number | undefined;
   private readonly intervalMs: number;
-  private readonly skip: (argv: string[]) => boolean;
+  private readonly skip: SkipFilter;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
   constructor(private readonly opts: ProcessMonitorOptions) {
     this.intervalMs = opts.intervalMs ?? 100;
-    this.skip = opts.skip ?? isSandboxWrapper;
     this.rootStartTicks = readProcStat(opts.rootPid)?.startTicks;
+    this.skip = opts.skip ?? sandboxWrapperFilter(opts.rootPid, this.launchedArgv());
+  }
+
+  /**
+   * The root's program as launched: spawn returns after its exec, so this is what the launcher ran
+   * unless the root has exec'd again already. The executable must be bwrap too, so a root that
+   * exec'd something else under the name "bwrap" is not taken for the wrapper.
+   */
+  private launchedArgv(): string[] {
+    const argv = readArgv(this.opts.rootPid) ?? [];
+    return isBwrapArgv(argv) && basename(readExe(this.opts.rootPid)) !== 'bwrap' ? [] : argv;
   }
 
   start(): this {
@@ -331,7 +371,7 @@ export class ProcessMonitor {
 
   private announce(t: Tracked): void {
     t.announced = true;
-    t.skip = this.skip(t.argv);
+    t.skip = this.skip({ pid: t.pid, ppid: t.ppid, argv: t.argv });
     if (t.skip) return;
     this.opts.onStart?.({
       pid: t.pid,

@@ -142,6 +142,34 @@ describe('strace process tracer', () => {
       expect(exitOf(t, root)).toMatchObject({ exitCode: 4 });
       expectPaired(t);
     });
+
+    it('records a program disguised as bwrap, and still not the real wrapper (root bwrap and its init)', async () => {
+      const script = '(exec -a bwrap sleep 0.5); exec -a bwrap sleep 0.1';
+      const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
+      const t = await trace(cmd.file, cmd.args, { cwd: ws.layout.root, env: {} });
+      expect(t.exit).toEqual({ exitCode: 0 });
+      const root = startWith(t, `bash -c ${script}`)!;
+      const disguised = startWith(t, 'bwrap 0.5')!;
+      expect(disguised.ppid).toBe(root.pid);
+      expect(exitOf(t, disguised)).toMatchObject({ exitCode: 0 });
+      expect(exitOf(t, disguised)!.durationMs).toBeGreaterThanOrEqual(400);
+      // The agent's own process exec'ing under the name: same pid, a new program, reported too.
+      const reexec = t.starts.filter((s) => s.pid === root.pid);
+      expect(reexec.map((s) => s.argv)).toEqual([['bash', '-c', script], ['bwrap', '0.1']]);
+      // Only the two disguised programs carry the name: the wrapper (root bwrap, its init) is not reported.
+      expect(t.starts.filter((s) => s.argv[0].endsWith('bwrap')).map((s) => s.argv.join(' '))).toEqual(['bwrap 0.5', 'bwrap 0.1']);
+      const wrapperInit = root.ppid;
+      expect(t.starts.map((s) => s.pid)).not.toContain(wrapperInit);
+      expectPaired(t);
+    });
+  });
+
+  it('records a descendant started with exec -a bwrap outside a sandbox', async () => {
+    const t = await bash('(exec -a bwrap sleep 0.5); true');
+    const disguised = startWith(t, 'bwrap 0.5')!;
+    expect(disguised).toMatchObject({ kind: 'other' });
+    expect(exitOf(t, disguised)).toMatchObject({ exitCode: 0 });
+    expectPaired(t);
   });
 
   it('falls back to the /proc poller when strace is absent, and refuses when strace was required', async () => {

@@ -6,15 +6,16 @@ import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
   classifyArgv,
-  isSandboxWrapper,
   readAllStats,
   readArgv,
   readCwd,
   readPeakRssKb,
   readProcStat,
+  sandboxWrapperFilter,
   type ExitStatus,
   type ProcessExit,
   type ProcessStart,
+  type SkipFilter,
 } from './process-monitor.js';
 
 /**
@@ -53,8 +54,11 @@ export interface TraceCallbacks {
   onExit?: (p: ProcessExit) => void;
   /** Sampling interval for CPU/RSS; default 100 ms. */
   intervalMs?: number;
-  /** Programs not to report; default: the bwrap wrapper (and its namespace init, a fork of it). */
-  skip?: (argv: string[]) => boolean;
+  /**
+   * Programs not to report; default: the harness's bwrap wrapper (sandboxWrapperFilter), judged on
+   * the root's first exec — the program the launcher ran — and its namespace init, a fork of it.
+   */
+  skip?: SkipFilter;
 }
 
 export class TracerUnavailableError extends Error {
@@ -136,7 +140,7 @@ export class StraceTracer {
   /** Exits of pids whose clone line has not arrived yet: threads, or forks that never exec'd. */
   private readonly earlyExits = new Map<number, { at: number; status: ExitStatus }>();
   private readonly unfinished = new Map<number, string>();
-  private readonly skip: (argv: string[]) => boolean;
+  private skip: SkipFilter | undefined;
   private rootPid: number | undefined;
   private rootCwd = '';
   private timer: NodeJS.Timeout | undefined;
@@ -146,7 +150,7 @@ export class StraceTracer {
     private readonly binary: string,
     private readonly callbacks: TraceCallbacks = {},
   ) {
-    this.skip = callbacks.skip ?? isSandboxWrapper;
+    this.skip = callbacks.skip;
     this.dir = mkdtempSync(join(tmpdir(), 'a2rl-trace-'));
     this.fifo = join(this.dir, 'strace.fifo');
     execFileSync('mkfifo', ['-m', '600', this.fifo]);
@@ -281,8 +285,10 @@ export class StraceTracer {
       peakRssKb: 0,
       forkOnly: false,
       announced: false,
-      skip: this.skip(argv),
+      skip: false,
     };
+    // The root's first exec is the command the launcher ran: it decides what the wrapper is.
+    if (pid === this.rootPid && !this.skip) this.skip = sandboxWrapperFilter(pid, argv);
     this.programs.set(pid, p);
     this.sample(p);
     if (p.ppid === undefined) this.awaitingParent.set(pid, p);
@@ -318,7 +324,7 @@ export class StraceTracer {
       peakRssKb: 0,
       forkOnly: true,
       announced: false,
-      skip: this.skip(argv),
+      skip: false,
     };
     this.programs.set(child, p);
     const early = this.earlyExits.get(child);
@@ -328,9 +334,14 @@ export class StraceTracer {
     }
   }
 
+  private skipped(p: Program): boolean {
+    return p.ppid !== undefined && !!this.skip?.({ pid: p.pid, ppid: p.ppid, argv: p.argv });
+  }
+
   private announce(p: Program): void {
     if (p.announced || p.ppid === undefined) return;
     p.announced = true;
+    p.skip = this.skipped(p); // decided once its parent is known
     if (!p.skip) {
       this.callbacks.onStart?.({ pid: p.pid, ppid: p.ppid, argv: p.argv, cwd: p.cwd, kind: classifyArgv(p.argv), startedAt: Math.round(p.startedAt) });
     }

@@ -172,149 +172,170 @@ export class RunService {
     const lock: RunLock = { runId, pid: process.pid };
     this.writeLock(lock);
 
-    const prepared = await prepareWorkspace({
-      workspacesRoot: this.config.workspacesDir,
-      runId,
-      task,
-      taskCacheDir: path.join(this.config.home, 'tasks'),
-      datasetsDir: path.join(this.config.home, 'datasets'),
-      instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment, mode: request.mode }),
-      budgetSeconds: request.budgetSeconds,
-    });
-    const { layout } = prepared;
-    const sandbox = detectSandbox();
-    if (sandbox === 'none') {
-      warn('WARNING: bubblewrap (bwrap) is not available: the agent runs UNSANDBOXED with access to everything this user can read, including held-out data. Install the "bubblewrap" package.');
-    }
-    const token = randomBytes(24).toString('base64url');
-    const inside = (hostPath: string) => (sandbox === 'bwrap' ? hostPath.replace(agentsRoot(), SANDBOX_AGENT_DIR) : hostPath);
-    const agentDir = spec.dir ? inside(spec.dir) : '';
-    const env: Record<string, string> = {
-      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-      TASK: task.id,
-      BASE_MODEL: task.baseModel,
-      WORKSPACE: layout.root,
-      MODEL_PATH: layout.baseModelDir,
-      DATA_PATH: layout.dataDir,
-      OUTPUT_DIR: layout.outputDir,
-      GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`,
-      A2RL_RUN_TOKEN: token,
-      A2RL_AGENT_DIR: agentDir,
-      ...(driver ? { LLM_MODEL: driver } : {}),
-      ...passThroughEnv(spec),
-    };
-    const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
-    const sandboxed = sandboxCommand({ kind: sandbox, workspace: layout, agentDir: agentsRoot(), command, env });
-    // Everything given to the agent is archived too (content-addressed, so once per task in
-    // practice): replay and audit bundles can then restore data/ and models/ exactly.
-    for (const file of prepared.dataManifest) {
-      await this.artifacts.put(createReadStream(path.join(layout.root, file.path)), { sha256: file.sha256, size: file.size });
-    }
-    await record('WorkspacePrepared', { workspace: layout.root, sandbox, mounts: sandboxed.mounts, dataManifest: prepared.dataManifest });
-
-    const baseline = await this.baselines.getOrGrade(
-      { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
-      async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir, undefined, createEvaluationContext(loadServingConfig(), 'cpu'))).score,
-    );
-    await record('BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
-
-    const ctx: RunContext = { runId, task, workspace: layout, privateDir: prepared.privateDir, token, budgetSeconds: request.budgetSeconds, record, artifacts: this.artifacts };
-    const budgetMs = request.budgetSeconds * 1000;
-    this.registry.register(ctx, {
-      deadline: new Date(Date.now() + budgetMs),
-      baselineScore: baseline.score,
-      onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
-    });
-    files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record: direct });
-    await files.start();
-    const output = new OutputRecorder({ artifacts: this.artifacts, record });
-    if (sandbox === 'none') lock.pidFile = path.join(this.locksDir, `${runId}.pgid`);
-    this.writeLock(lock);
-
-    let handle;
+    // A failure before the agent starts (dataset missing, baseline grading or model server down,
+    // disk full) closes the run as interrupted — never the agent's fault — sealed and unlocked.
+    let launched = false;
+    let closed = false;
+    let registered = false;
     try {
-      handle = await launchAgent({
-        file: sandboxed.file,
-        args: sandboxed.args,
-        cwd: layout.root,
-        env: sandbox === 'bwrap' ? {} : env,
-        budgetMs,
-        graceMs: request.graceMs,
-        onOutput: output.write,
-        pidFile: lock.pidFile,
-        monitor: {
-          onStart: (p) => void record('ProcessStarted', { pid: p.pid, ppid: p.ppid, argv: p.argv.slice(0, 4096), cwd: p.cwd, kind: p.kind }),
-          onExit: (p) =>
-            void record('ProcessExited', {
-              pid: p.pid,
-              ...(p.exitCode !== undefined ? { exitCode: p.exitCode } : {}),
-              ...(p.signal !== undefined ? { signal: p.signal } : {}),
-              durationMs: p.durationMs,
-              cpuMs: p.cpuMs,
-              peakRssKb: p.peakRssKb,
-            }),
-        },
+      const prepared = await prepareWorkspace({
+        workspacesRoot: this.config.workspacesDir,
+        runId,
+        task,
+        taskCacheDir: path.join(this.config.home, 'tasks'),
+        datasetsDir: path.join(this.config.home, 'datasets'),
+        instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment, mode: request.mode }),
+        budgetSeconds: request.budgetSeconds,
       });
-    } catch (err) {
-      await files.stop().catch(() => undefined);
-      await this.registry.unregister(runId);
-      await record('AgentExited', { reason: 'crashed' });
-      await record('RunCompleted', { submissions: 0 });
-      await settle();
-      await signer.seal();
-      this.removeLock(runId);
-      throw err;
-    }
-    const startedAt = handle.startedAt.getTime();
-    await prepared.runMeta.update({ start_time: epochSeconds(handle.startedAt), timeout_s: request.budgetSeconds });
-    await record('AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: handle.pid });
+      const { layout } = prepared;
+      const sandbox = detectSandbox();
+      if (sandbox === 'none') {
+        warn('WARNING: bubblewrap (bwrap) is not available: the agent runs UNSANDBOXED with access to everything this user can read, including held-out data. Install the "bubblewrap" package.');
+      }
+      const token = randomBytes(24).toString('base64url');
+      const inside = (hostPath: string) => (sandbox === 'bwrap' ? hostPath.replace(agentsRoot(), SANDBOX_AGENT_DIR) : hostPath);
+      const agentDir = spec.dir ? inside(spec.dir) : '';
+      const env: Record<string, string> = {
+        PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+        TASK: task.id,
+        BASE_MODEL: task.baseModel,
+        WORKSPACE: layout.root,
+        MODEL_PATH: layout.baseModelDir,
+        DATA_PATH: layout.dataDir,
+        OUTPUT_DIR: layout.outputDir,
+        GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`,
+        A2RL_RUN_TOKEN: token,
+        A2RL_AGENT_DIR: agentDir,
+        ...(driver ? { LLM_MODEL: driver } : {}),
+        ...passThroughEnv(spec),
+      };
+      const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
+      const sandboxed = sandboxCommand({ kind: sandbox, workspace: layout, agentDir: agentsRoot(), command, env });
+      // Everything given to the agent is archived too (content-addressed, so once per task in
+      // practice): replay and audit bundles can then restore data/ and models/ exactly.
+      for (const file of prepared.dataManifest) {
+        await this.artifacts.put(createReadStream(path.join(layout.root, file.path)), { sha256: file.sha256, size: file.size });
+      }
+      await record('WorkspacePrepared', { workspace: layout.root, sandbox, mounts: sandboxed.mounts, dataManifest: prepared.dataManifest });
 
-    const progress = () =>
-      request.onProgress?.({
+      const baseline = await this.baselines.getOrGrade(
+        { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
+        async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir, undefined, createEvaluationContext(loadServingConfig(), 'cpu'))).score,
+      );
+      await record('BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
+
+      const ctx: RunContext = { runId, task, workspace: layout, privateDir: prepared.privateDir, token, budgetSeconds: request.budgetSeconds, record, artifacts: this.artifacts };
+      const budgetMs = request.budgetSeconds * 1000;
+      registered = true;
+      this.registry.register(ctx, {
+        deadline: new Date(Date.now() + budgetMs),
+        baselineScore: baseline.score,
+        onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
+      });
+      files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record: direct });
+      await files.start();
+      const output = new OutputRecorder({ artifacts: this.artifacts, record });
+      if (sandbox === 'none') lock.pidFile = path.join(this.locksDir, `${runId}.pgid`);
+      this.writeLock(lock);
+
+      let handle;
+      try {
+        handle = await launchAgent({
+          file: sandboxed.file,
+          args: sandboxed.args,
+          cwd: layout.root,
+          env: sandbox === 'bwrap' ? {} : env,
+          budgetMs,
+          graceMs: request.graceMs,
+          onOutput: output.write,
+          pidFile: lock.pidFile,
+          monitor: {
+            onStart: (p) => void record('ProcessStarted', { pid: p.pid, ppid: p.ppid, argv: p.argv.slice(0, 4096), cwd: p.cwd, kind: p.kind }),
+            onExit: (p) =>
+              void record('ProcessExited', {
+                pid: p.pid,
+                ...(p.exitCode !== undefined ? { exitCode: p.exitCode } : {}),
+                ...(p.signal !== undefined ? { signal: p.signal } : {}),
+                durationMs: p.durationMs,
+                cpuMs: p.cpuMs,
+                peakRssKb: p.peakRssKb,
+              }),
+          },
+        });
+      } catch (err) {
+        await files.stop().catch(() => undefined);
+        await this.registry.unregister(runId);
+        await record('AgentExited', { reason: 'crashed' });
+        await record('RunCompleted', { submissions: 0 });
+        await settle();
+        await signer.seal();
+        this.removeLock(runId);
+        closed = true;
+        throw err;
+      }
+      const startedAt = handle.startedAt.getTime();
+      await prepared.runMeta.update({ start_time: epochSeconds(handle.startedAt), timeout_s: request.budgetSeconds });
+      await record('AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: handle.pid });
+      launched = true;
+
+      const progress = () =>
+        request.onProgress?.({
+          runId,
+          task: task.id,
+          elapsedS: (Date.now() - startedAt) / 1000,
+          remainingS: Math.max(0, (startedAt + budgetMs - Date.now()) / 1000),
+          submissions: tally.submissions.size,
+          best: tally.best,
+          baseline: baseline.score,
+        });
+      const ticker = setInterval(progress, 1000);
+      let exit;
+      try {
+        exit = await handle.exited;
+      } finally {
+        clearInterval(ticker);
+      }
+      await this.registry.unregister(runId); // waits for gradings in flight and flushes rollouts
+      await files.stop();
+      await output.stop();
+      await settle();
+      await record('AgentExited', {
+        ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}),
+        ...(exit.signal !== undefined ? { signal: exit.signal } : {}),
+        reason: exit.reason,
+      });
+      await prepared.runMeta.update({ end_time: epochSeconds() });
+      await record('RunCompleted', { ...(tally.best !== null ? { best: tally.best } : {}), submissions: tally.submissions.size });
+      await settle();
+      await signer.seal(); // the final head covers the whole run
+      this.removeLock(runId);
+      progress();
+      return {
         runId,
         task: task.id,
-        elapsedS: (Date.now() - startedAt) / 1000,
-        remainingS: Math.max(0, (startedAt + budgetMs - Date.now()) / 1000),
-        submissions: tally.submissions.size,
-        best: tally.best,
+        agent: spec.id,
+        driver,
         baseline: baseline.score,
-      });
-    const ticker = setInterval(progress, 1000);
-    let exit;
-    try {
-      exit = await handle.exited;
-    } finally {
-      clearInterval(ticker);
+        best: tally.best,
+        improvement: tally.best === null ? null : round2(tally.best - baseline.score),
+        submissions: tally.submissions.size,
+        state: 'completed',
+        exitReason: exit.reason,
+        sandbox,
+        workspace: layout.root,
+      };
+    } catch (err) {
+      if (!launched && !closed) {
+        await files?.stop().catch(() => undefined);
+        if (registered) await this.registry.unregister(runId).catch(() => undefined);
+        const message = err instanceof Error ? err.message : String(err);
+        await record('RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000) }).catch(() => undefined);
+        await settle().catch(() => undefined);
+        await signer.seal().catch(() => undefined);
+        this.removeLock(runId);
+      }
+      throw err;
     }
-    await this.registry.unregister(runId); // waits for gradings in flight and flushes rollouts
-    await files.stop();
-    await output.stop();
-    await settle();
-    await record('AgentExited', {
-      ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}),
-      ...(exit.signal !== undefined ? { signal: exit.signal } : {}),
-      reason: exit.reason,
-    });
-    await prepared.runMeta.update({ end_time: epochSeconds() });
-    await record('RunCompleted', { ...(tally.best !== null ? { best: tally.best } : {}), submissions: tally.submissions.size });
-    await settle();
-    await signer.seal(); // the final head covers the whole run
-    this.removeLock(runId);
-    progress();
-    return {
-      runId,
-      task: task.id,
-      agent: spec.id,
-      driver,
-      baseline: baseline.score,
-      best: tally.best,
-      improvement: tally.best === null ? null : round2(tally.best - baseline.score),
-      submissions: tally.submissions.size,
-      state: 'completed',
-      exitReason: exit.reason,
-      sandbox,
-      workspace: layout.root,
-    };
   }
 
   /**

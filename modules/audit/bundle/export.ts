@@ -110,7 +110,7 @@ export async function exportBundle(opts: ExportBundleOptions, outFile: string): 
 
 const NEWLINE = Buffer.from('\n');
 
-/** Events after the last signed head (a run still being recorded, or one that stopped before sealing). */
+/** Why a run can't be exported yet: events after the last signed head, or a run not sealed by RunCompleted/RunInterrupted. */
 function uncovered(events: readonly A2rlEvent[]): string | null {
   let covered = 0;
   let lastOther = -1;
@@ -118,5 +118,10 @@ function uncovered(events: readonly A2rlEvent[]): string | null {
     if (e.type === 'TreeHeadSigned') covered = Math.max(covered, e.data.treeSize);
     else lastOther = e.seq;
   }
-  return lastOther >= covered ? `events from seq ${covered} to ${lastOther} are not covered by a signed tree head yet` : null;
+  if (lastOther >= covered) return `events from seq ${covered} to ${lastOther} are not covered by a signed tree head yet`;
+  const last = events.filter((e) => e.type !== 'TreeHeadSigned').at(-1);
+  if (last && last.type !== 'RunCompleted' && last.type !== 'RunInterrupted') {
+    return `the run is not sealed (its last event is ${last.type} at seq ${last.seq}, not RunCompleted or RunInterrupted)`;
+  }
+  return null;
 }

@@ -3,7 +3,7 @@ import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
 import { keyIdOf } from '../tree-head.js';
-import { verifyEventChain, type VerificationFailure } from '../verify-chain.js';
+import { sealFailures, verifyEventChain, type VerificationFailure } from '../verify-chain.js';
 import { checkHeads } from './heads.js';
 import {
   blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
@@ -85,7 +85,8 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
   result.heads = events.filter((e) => e.type === 'TreeHeadSigned').length;
 
   const heads = files.has(HEADS_FILE) ? checkHeads(runId, files.get(HEADS_FILE)!, lines, events, key.pem) : { failures: [], lineFailures: [] };
-  const byLine = [...lineFailures, ...heads.lineFailures, ...chain.failures];
+  // A seal failure names the seq (not a line): the bundle was cut, so no single line is at fault.
+  const byLine = [...lineFailures, ...heads.lineFailures, ...chain.failures, ...sealFailures(events)];
   const numbered = byLine.filter((f) => f.line !== undefined).sort((a, b) => a.line! - b.line!);
   const unnumbered = byLine.filter((f) => f.line === undefined);
 
