@@ -11,7 +11,7 @@ import {
   type Position,
   type ResolvedEvent,
 } from '@kurrent/kurrentdb-client';
-import { firstRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
+import { firstRevision, isStoredAlready, lastRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
 import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type {
   AppendResult,
@@ -74,7 +74,7 @@ export class KurrentDbEventStore implements EventStore {
       if (!(err instanceof WrongExpectedVersionError)) throw unavailable(err, `appending to ${stream}`);
       return this.settle(stream, events, bytes, expected, await this.streamRevision(stream));
     }
-    const last = firstRevision(expected) + BigInt(events.length - 1);
+    const last = lastRevision(expected, events.length);
     // A single-event write reports that event's position; for a batch the reported position is
     // the transaction's, so read the last event's own position (what subscribers will see).
     const position =
@@ -92,10 +92,8 @@ export class KurrentDbEventStore implements EventStore {
   ): Promise<AppendResult> {
     const first = firstRevision(expected);
     const stored = current === null || current < first ? [] : await this.raw(stream, first, events.length);
-    const same =
-      stored.length === events.length &&
-      stored.every((s, i) => s.event?.id === events[i].id && Buffer.from(s.event.data as Uint8Array).equals(bytes[i]));
-    if (!same) throw new WrongExpectedRevisionError(stream, expected, current);
+    const rows = stored.map((s) => ({ id: s.event?.id ?? '', data: (s.event?.data ?? new Uint8Array()) as Uint8Array }));
+    if (!isStoredAlready(rows, events, bytes)) throw new WrongExpectedRevisionError(stream, expected, current);
     const last = stored.at(-1)!.event!;
     return { nextExpectedRevision: last.revision, position: encodePosition(last.position, stream), deduplicated: true };
   }

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { firstRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
+import { firstRevision, isStoredAlready, lastRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
 import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type {
   AppendResult,
@@ -202,7 +202,7 @@ export class PostgresEventStore implements EventStore {
     expected: ExpectedRevision,
   ): Promise<AppendResult> {
     const first = firstRevision(expected);
-    const last = first + BigInt(events.length - 1);
+    const last = lastRevision(expected, events.length);
     // Claiming the head row locks it until commit: a concurrent writer of the same stream waits here
     // and then sees our revision (READ COMMITTED re-checks the updated row).
     const claim =
@@ -230,13 +230,11 @@ export class PostgresEventStore implements EventStore {
     expected: ExpectedRevision,
   ): Promise<AppendResult> {
     const first = firstRevision(expected);
-    const last = first + BigInt(events.length - 1);
+    const last = lastRevision(expected, events.length);
     const head = await client.query<{ revision: string }>(this.sql.head, [stream]);
     const actual = head.rows.length === 0 ? null : BigInt(head.rows[0].revision);
     const stored = await client.query<{ id: string; data: Buffer } & EventRow>(this.sql.range, [stream, String(first), String(last)]);
-    const same =
-      stored.rows.length === events.length && stored.rows.every((row, i) => row.id === events[i].id && bytes[i].equals(row.data));
-    if (!same) throw new WrongExpectedRevisionError(stream, expected, actual);
+    if (!isStoredAlready(stored.rows, events, bytes)) throw new WrongExpectedRevisionError(stream, expected, actual);
     return { nextExpectedRevision: last, position: positionOf(cursorOf(stored.rows[stored.rows.length - 1])), deduplicated: true };
   }
 

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { firstRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
+import { firstRevision, isStoredAlready, lastRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
 import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type {
   AppendResult,
@@ -248,7 +248,7 @@ export class SqliteEventStore implements EventStore {
     const actual = head === undefined ? null : BigInt(head.revision);
     const atExpected = p.expected === 'no_stream' ? actual === null : actual === p.expected;
     const first = firstRevision(p.expected);
-    const last = first + BigInt(p.events.length - 1);
+    const last = lastRevision(p.expected, p.events.length);
     if (atExpected) {
       // One INSERT is atomic on its own; only multi-event appends pay for a SAVEPOINT.
       const position =
@@ -259,10 +259,7 @@ export class SqliteEventStore implements EventStore {
     }
     // A retry of an append that already committed: same ids and bytes at the same revisions.
     const stored = this.rangeStmt.all(p.stream, Number(first), Number(last));
-    const same =
-      stored.length === p.events.length &&
-      stored.every((row, i) => row.id === p.events[i].id && p.bytes[i].equals(row.data));
-    if (!same) throw new WrongExpectedRevisionError(p.stream, p.expected, actual);
+    if (!isStoredAlready(stored, p.events, p.bytes)) throw new WrongExpectedRevisionError(p.stream, p.expected, actual);
     return { nextExpectedRevision: last, position: String(stored[stored.length - 1].position), deduplicated: true };
   }
 
