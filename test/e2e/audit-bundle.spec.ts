@@ -1,17 +1,13 @@
-import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readTarGz, writeTarGz } from '../../modules/audit/bundle/tar-io.js';
+import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl export` and `a2rl verify-bundle` through the built binary, on one signed reference-agent
 // run in the embedded default stores. verify-bundle runs without A2RL_HOME, from an empty directory.
-
-const exec = promisify(execFile);
-const bin = path.resolve('src/bin/a2rl.js');
 
 let home: string;
 let scratch: string;
@@ -19,13 +15,7 @@ let runId: string;
 let bundle: string;
 
 async function a2rl(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await exec(process.execPath, [bin, ...args], { env: opts.env ?? { ...process.env, A2RL_HOME: home }, cwd: opts.cwd, maxBuffer: 64 * 1024 * 1024 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
+  return runA2rl(args, { env: opts.env ?? { ...process.env, A2RL_HOME: home }, cwd: opts.cwd });
 }
 
 /** verify-bundle as an offline reviewer runs it: no A2RL_HOME, no a2rl configuration, an empty working directory. */

@@ -1,16 +1,13 @@
-import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { runA2rl } from './a2rl-cli.js';
 
 // A full `a2rl run --task gsm8k` through the built CLI on the fixture-sized dataset, with the scripted
 // fake-vllm server standing in for vLLM: the baseline is the fixture base checkpoint (3/8 correct),
 // the agent submits a copy whose answers.json makes it right on 7/8.
 
-const exec = promisify(execFile);
-const bin = path.resolve('src/bin/a2rl.js');
 const fixtures = path.resolve('tasks/gsm8k/fixtures');
 const fakeVllm = path.resolve('test/servers/fake-vllm.mjs');
 
@@ -35,13 +32,7 @@ async function a2rl(args: string[]): Promise<{ code: number; stdout: string; std
     A2RL_SERVE_READY_TIMEOUT: '30s',
   };
   delete env.A2RL_INFERENCE_URL;
-  try {
-    const r = await exec(process.execPath, [bin, ...args], { env, maxBuffer: 64 * 1024 * 1024 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
+  return runA2rl(args, { env: env });
 }
 
 describe('a2rl run --task gsm8k with the scripted server standing in for vLLM', () => {

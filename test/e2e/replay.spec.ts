@@ -1,16 +1,12 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl replay` end to end through the built binary, on a reference-agent run: the workspace it
 // materialises at a point must hold exactly the files (by sha256) the run recorded up to that point.
-
-const exec = promisify(execFile);
-const bin = path.resolve('src/bin/a2rl.js');
 
 interface Ev {
   type: string;
@@ -29,13 +25,7 @@ let evs: Ev[];
 let outs = 0;
 
 async function a2rl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await exec(process.execPath, [bin, ...args], { env: { ...process.env, A2RL_HOME: home }, maxBuffer: 64 * 1024 * 1024 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
+  return runA2rl(args, { env: { ...process.env, A2RL_HOME: home } });
 }
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');

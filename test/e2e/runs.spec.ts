@@ -6,12 +6,12 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
+import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
 
 // Benchmark runs end to end through the built `a2rl` binary on the embedded default (SQLite ledger,
 // filesystem artifacts) with the bwrap sandbox that .ci/run installs.
 
 const exec = promisify(execFile);
-const bin = path.resolve('src/bin/a2rl.js');
 
 interface Ev {
   type: string;
@@ -34,13 +34,7 @@ interface Summary {
 let home: string;
 
 async function a2rl(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await exec(process.execPath, [bin, ...args], { env: { ...process.env, A2RL_HOME: home, ...env }, maxBuffer: 64 * 1024 * 1024 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
+  return runA2rl(args, { env: { ...process.env, A2RL_HOME: home, ...env } });
 }
 
 async function run(args: string[], env: Record<string, string> = {}): Promise<{ summary: Summary; events: Ev[]; stderr: string }> {
@@ -200,7 +194,7 @@ describe('budget, driver attribution and interrupted runs', () => {
 
   it('records RunInterrupted for a run whose harness was SIGKILLed, and its agent does not survive', async () => {
     const marker = `a2rl-orphan-${process.pid}-${Date.now()}`;
-    const child = spawn(process.execPath, [bin, 'run', '--task', 'ref-arith', '--agent-command', `exec -a ${marker} sleep 1000`, '--budget', '10m'], {
+    const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--agent-command', `exec -a ${marker} sleep 1000`, '--budget', '10m'], {
       env: { ...process.env, A2RL_HOME: home },
       stdio: 'ignore',
     });

@@ -1,18 +1,15 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
 
 // `a2rl verify` through the built binary: a reference run verifies, and tampering with the ledger
 // (SQLite file and PostgreSQL table edited directly), the artifact store or the read models is
 // detected with exit 1 and the seq or artifact named. Each tamper is undone after its check.
-
-const exec = promisify(execFile);
-const bin = path.resolve('src/bin/a2rl.js');
 
 interface Ev {
   type: string;
@@ -27,13 +24,7 @@ interface Result {
 }
 
 async function a2rl(home: string, args: string[], env: Record<string, string> = {}): Promise<Result> {
-  try {
-    const r = await exec(process.execPath, [bin, ...args], { env: { ...process.env, A2RL_HOME: home, ...env }, maxBuffer: 64 * 1024 * 1024 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
+  return runA2rl(args, { env: { ...process.env, A2RL_HOME: home, ...env } });
 }
 
 /** A reference-agent run on ref-arith (a few seconds); returns its id and events. */
@@ -176,7 +167,7 @@ describe('a2rl verify on the SQLite ledger', () => {
   }, 60_000);
 
   it('seals a run whose harness was killed: RunInterrupted, then a final head, and it verifies', async () => {
-    const child = spawn(process.execPath, [bin, 'run', '--task', 'ref-arith', '--agent-command', 'sleep 1000', '--budget', '10m'], { env: { ...process.env, A2RL_HOME: home }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--agent-command', 'sleep 1000', '--budget', '10m'], { env: { ...process.env, A2RL_HOME: home }, stdio: 'ignore' });
     const locks = path.join(home, 'runs');
     let open: string | undefined;
     for (const deadline = Date.now() + 30_000; !open && Date.now() < deadline; ) {

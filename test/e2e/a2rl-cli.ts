@@ -1,0 +1,26 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+// Runs the built `a2rl` binary (src/bin/a2rl.js → dist/, built by `npm test`'s pretest) as a child
+// process, for the end-to-end specs. A non-zero exit is a result to assert on, not an exception.
+
+export const A2RL_BIN = path.resolve('src/bin/a2rl.js');
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const exec = promisify(execFile);
+
+export async function runA2rl(args: string[], opts: { env: NodeJS.ProcessEnv; cwd?: string }): Promise<CliResult> {
+  try {
+    const r = await exec(process.execPath, [A2RL_BIN, ...args], { env: opts.env, cwd: opts.cwd, maxBuffer: 64 * 1024 * 1024 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const err = e as CliResult;
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
