@@ -52,10 +52,21 @@ export interface EnvResetResult {
   info: Record<string, unknown>;
 }
 
-/** A training-time interactive environment session (L3), driven through the grading API. */
+type Awaitable<T> = T | Promise<T>;
+
+/** One episode of an interactive (L3) environment; in-process games answer synchronously, environment servers asynchronously. */
 export interface EnvSession {
-  reset(): EnvResetResult;
-  step(action: string): EnvStepResult;
+  reset(): Awaitable<EnvResetResult>;
+  step(action: string): Awaitable<EnvStepResult>;
+  /** Releases what the session holds (an environment server's session); optional. */
+  close?(): Awaitable<void>;
+}
+
+/** The training environment of one run: opened on the run's first `/env/reset`, closed when the run ends. */
+export interface TrainingEnvironment {
+  /** A new session on a training layout/game/session (never a held-out one); `seed` picks it. */
+  createSession(seed: number): Awaitable<EnvSession>;
+  close?(): Awaitable<void>;
 }
 
 export interface InteractiveEnvironment {
@@ -63,8 +74,23 @@ export interface InteractiveEnvironment {
   readonly name: string;
   /** Maximum steps per episode; a step past it ends the episode with done = true. */
   readonly maxSteps: number;
-  /** A new session on a training layout (never a held-out one); `seed` picks the layout. */
-  createSession(seed: number): EnvSession;
+  /** Opens the training environment for one run (e.g. starts its environment server). */
+  open(ctx: EnvironmentContext, signal?: AbortSignal): Awaitable<TrainingEnvironment>;
+}
+
+/** An environment server speaking the a2rl environment protocol (docs/paper-tasks.md); `stop()` ends its process tree. */
+export interface EnvServer {
+  /** Base URL, e.g. `http://127.0.0.1:41234`. */
+  baseUrl: string;
+  /** Bearer token the server requires on every request but `/health`; null for servers a user runs (configured URL). */
+  token: string | null;
+  stop(): Promise<void>;
+}
+
+/** What the harness lends interactive tasks: environment servers started from configured commands. */
+export interface EnvironmentContext {
+  /** Starts (or connects to the configured URL of) the environment server `name` (`alfworld`, `webshop`). */
+  envServer(name: string, signal?: AbortSignal): Promise<EnvServer>;
 }
 
 /** An OpenAI-compatible endpoint (base URL ends before `/v1`). */
@@ -79,8 +105,8 @@ export interface ServedModel extends OpenAiEndpoint {
   stop(): Promise<void>;
 }
 
-/** What the harness lends an evaluator that needs model serving or a judge (paper tasks). */
-export interface EvaluationContext {
+/** What the harness lends an evaluator that needs model serving, a judge or an environment server (paper tasks). */
+export interface EvaluationContext extends EnvironmentContext {
   /** Serves the checkpoint behind an OpenAI-compatible API (vLLM by default) until `stop()`. */
   serve(checkpointDir: string, signal?: AbortSignal): Promise<ServedModel>;
   /** 'cpu' or a GPU index; gradings on one device are serialised by the caller. */
@@ -96,7 +122,8 @@ export type TaskRequirement =
   | { kind: 'dataset' }
   | { kind: 'judge' }
   | { kind: 'search' }
-  | { kind: 'env-server'; name: string; hint: string };
+  /** An environment server (`name` as in EnvironmentContext.envServer) and the Python module its default backend imports. */
+  | { kind: 'env-server'; name: string; pythonModule: string; hint: string };
 
 export interface TaskPack {
   readonly id: string;

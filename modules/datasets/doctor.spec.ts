@@ -17,7 +17,7 @@ let home: string;
 beforeEach(() => { home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-doctor-')); });
 afterEach(() => rm(home, { recursive: true, force: true }));
 
-const probe = (over: Partial<MachineProbe> = {}): MachineProbe => ({ env: {}, home, hasCommand: () => false, gpu: () => null, ...over });
+const probe = (over: Partial<MachineProbe> = {}): MachineProbe => ({ env: {}, home, hasCommand: () => false, gpu: () => null, pythonImports: () => false, ...over });
 
 async function fetchedGsm8k(): Promise<void> {
   const dir = path.join(home, 'datasets', 'gsm8k');
@@ -80,10 +80,16 @@ describe('doctor', () => {
     expect(configured.ready).toBe(true);
   });
 
-  it('checks environment servers by their command', async () => {
-    const reqs: TaskRequirement[] = [{ kind: 'env-server', name: 'alfworld-server', hint: 'pip install alfworld' }];
-    const d = await diagnoseTask('alfworld', pack('alfworld', reqs), probe());
-    expect(d.checks[1]).toEqual({ name: 'environment server alfworld-server', status: 'missing', detail: '`alfworld-server` not found on PATH', hint: 'pip install alfworld' });
+  it('checks environment servers: the Python package of the bundled server, a configured command, or a configured URL', async () => {
+    const reqs: TaskRequirement[] = [{ kind: 'env-server', name: 'alfworld', pythonModule: 'alfworld', hint: 'pip install alfworld' }];
+    const diagnose = async (over: Partial<MachineProbe>) => (await diagnoseTask('alfworld', pack('alfworld', reqs), probe(over))).checks[1];
+    expect(await diagnose({})).toMatchObject({ status: 'missing', detail: '`python3` not found on PATH (the bundled environment server is Python)' });
+    expect(await diagnose({ hasCommand: (c) => c === 'python3' })).toMatchObject({
+      status: 'missing', detail: 'python3 cannot import alfworld (needed by tasks/alfworld/env_backend.py)', hint: expect.stringMatching(/^pip install alfworld; or set A2RL_ENV_ALFWORLD_URL/),
+    });
+    expect(await diagnose({ hasCommand: (c) => c === 'python3', pythonImports: (m) => m === 'alfworld' })).toMatchObject({ status: 'ok' });
+    expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_COMMAND: 'my-alfworld --port {port}' } })).toMatchObject({ status: 'missing', detail: expect.stringContaining('`my-alfworld`') });
+    expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_URL: 'http://gpu-box:3000' } })).toMatchObject({ status: 'ok', detail: expect.stringContaining('http://gpu-box:3000') });
   });
 
   it('says plainly that a paper task without a pack is not implemented yet', async () => {

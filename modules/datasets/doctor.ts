@@ -34,6 +34,8 @@ export interface MachineProbe {
   hasCommand(name: string): boolean;
   /** A GPU description, or null when none is visible. */
   gpu(): string | null;
+  /** Whether `python3 -c "import <module>"` succeeds. */
+  pythonImports(module: string): boolean;
 }
 
 export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env): MachineProbe {
@@ -48,6 +50,7 @@ export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env)
     });
   return {
     env, home, hasCommand,
+    pythonImports: (module) => hasCommand('python3') && spawnSync('python3', ['-c', `import ${module}`], { stdio: 'ignore', timeout: 60_000, env }).status === 0,
     gpu() {
       if (hasCommand('nvidia-smi')) {
         const out = spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 10_000 });
@@ -115,10 +118,26 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
         ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY and A2RL_SEARCH_URL are set' }
         : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY for a configured search backend' };
     case 'env-server':
-      return probe.hasCommand(req.name)
-        ? { name: `environment server ${req.name}`, status: 'ok', detail: `\`${req.name}\` found on PATH` }
-        : { name: `environment server ${req.name}`, status: 'missing', detail: `\`${req.name}\` not found on PATH`, hint: req.hint };
+      return envServerCheck(req, probe);
   }
+}
+
+/** A configured URL, a configured command on PATH, or the bundled Python server with the environment package importable. */
+function envServerCheck(req: Extract<TaskRequirement, { kind: 'env-server' }>, probe: MachineProbe): DoctorCheck {
+  const name = `environment server ${req.name}`;
+  const prefix = `A2RL_ENV_${req.name.toUpperCase()}`;
+  const { env } = probe;
+  if (set(env, `${prefix}_URL`)) return { name, status: 'ok', detail: `a running server is configured: ${prefix}_URL=${env[`${prefix}_URL`]}` };
+  if (set(env, `${prefix}_COMMAND`)) {
+    const first = env[`${prefix}_COMMAND`]!.trim().split(/\s+/)[0]!;
+    return probe.hasCommand(first) || path.isAbsolute(first) && existsSync(first)
+      ? { name, status: 'ok', detail: `started with ${prefix}_COMMAND (\`${first}\` found)` }
+      : { name, status: 'missing', detail: `${prefix}_COMMAND starts \`${first}\`, which is not found on PATH`, hint: req.hint };
+  }
+  if (!probe.hasCommand('python3')) return { name, status: 'missing', detail: '`python3` not found on PATH (the bundled environment server is Python)', hint: req.hint };
+  return probe.pythonImports(req.pythonModule)
+    ? { name, status: 'ok', detail: `bundled server (tasks/${req.name}/env_backend.py); python3 imports ${req.pythonModule}` }
+    : { name, status: 'missing', detail: `python3 cannot import ${req.pythonModule} (needed by tasks/${req.name}/env_backend.py)`, hint: `${req.hint}; or set ${prefix}_URL to a server you run, or ${prefix}_COMMAND` };
 }
 
 async function datasetCheck(task: string, home: string): Promise<DoctorCheck> {

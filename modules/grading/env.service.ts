@@ -1,6 +1,6 @@
-import { ConflictException, HttpException, HttpStatus, Injectable, InternalServerErrorException, NotFoundException, ServiceUnavailableException } from '@nestjs/common';
+import { BadRequestException, ConflictException, HttpException, HttpStatus, Injectable, InternalServerErrorException, NotFoundException, ServiceUnavailableException } from '@nestjs/common';
 import type { InteractiveEnvironment } from '../../tasks/task-pack.js';
-import type { ActiveRun } from './run-registry.js';
+import { OpenSession, type ActiveRun } from './run-registry.js';
 
 /** Open (unfinished) sessions one run may hold at once. */
 export const MAX_OPEN_SESSIONS = 256;
@@ -27,9 +27,9 @@ export interface EnvStepResponse {
  */
 @Injectable()
 export class EnvService {
-  reset(run: ActiveRun, seed: number | undefined): EnvResetResponse {
+  async reset(run: ActiveRun, seed: number | undefined): Promise<EnvResetResponse> {
     const env = environmentOf(run);
-    if (run.sessions.size >= MAX_OPEN_SESSIONS) {
+    if (run.sessions.size + run.pendingSessions >= MAX_OPEN_SESSIONS) {
       throw new HttpException(
         { statusCode: 429, error: `this run already has ${MAX_OPEN_SESSIONS} unfinished sessions; finish some episodes first` },
         HttpStatus.TOO_MANY_REQUESTS,
@@ -37,11 +37,21 @@ export class EnvService {
     }
     const { id, ordinal } = run.nextSessionId();
     const chosenSeed = seed ?? ordinal;
-    const session = guarded('reset', () => env.createSession(chosenSeed));
-    const first = guarded('reset', () => session.reset());
-    run.sessions.set(id, { session, seed: chosenSeed });
-    run.rollouts!.begin(id, chosenSeed, first);
-    return { session_id: id, observation: first.observation, admissible_actions: first.admissibleActions, info: first.info };
+    run.pendingSessions++;
+    try {
+      const training = await guarded('start-up', () => run.trainingEnvironment(env));
+      const session = await guarded('reset', () => training.createSession(chosenSeed));
+      const first = await guarded('reset', () => session.reset());
+      if (run.environmentIsClosed) {
+        await Promise.resolve(session.close?.()).catch(() => undefined);
+        throw new ConflictException({ statusCode: 409, error: 'the run has ended; no new sessions' });
+      }
+      run.sessions.set(id, new OpenSession(session, chosenSeed));
+      run.rollouts!.begin(id, chosenSeed, first);
+      return { session_id: id, observation: first.observation, admissible_actions: first.admissibleActions, info: first.info };
+    } finally {
+      run.pendingSessions--;
+    }
   }
 
   async step(run: ActiveRun, sessionId: string, action: string): Promise<EnvStepResponse> {
@@ -53,10 +63,22 @@ export class EnvService {
       }
       throw new NotFoundException({ statusCode: 404, error: `unknown session_id "${sessionId}"; call /env/reset first` });
     }
-    const result = guarded('step', () => open.session.step(action));
-    if (result.done) run.sessions.delete(sessionId);
+    // One step at a time per session: a second request waits for the first rather than racing it,
+    // and finds the session finished if the first step ended the episode.
+    const { result, recorded } = await open.serialize(async () => {
+      if (run.sessions.get(sessionId) !== open) {
+        throw new ConflictException({ statusCode: 409, error: `session ${sessionId} has finished its episode; call /env/reset for a new one` });
+      }
+      const result = await guarded('step', () => open.session.step(action));
+      if (result.done) {
+        run.sessions.delete(sessionId);
+        void Promise.resolve(open.session.close?.()).catch(() => undefined);
+      }
+      // Handed to the recorder inside the queue, so a session's steps are recorded in the order they ran.
+      return { result, recorded: run.rollouts!.step(sessionId, open.seed, action, result) };
+    });
     try {
-      await run.rollouts!.step(sessionId, open.seed, action, result);
+      await recorded;
     } catch (err) {
       throw new ServiceUnavailableException({ statusCode: 503, error: `the rollout could not be recorded: ${(err as Error).message}` });
     }
@@ -72,11 +94,12 @@ function environmentOf(run: ActiveRun): InteractiveEnvironment {
   return env;
 }
 
-/** An environment that throws is a harness bug: say so rather than blame the agent. */
-function guarded<R>(what: string, call: () => R): R {
+/** An environment that throws is a harness bug (or its server is down): say so rather than blame the agent. */
+async function guarded<R>(what: string, call: () => R | Promise<R>): Promise<R> {
   try {
-    return call();
+    return await call();
   } catch (err) {
+    if (err instanceof RangeError) throw new BadRequestException({ statusCode: 400, error: err.message });
     throw new InternalServerErrorException({ statusCode: 500, error: `the environment failed during ${what}: ${(err as Error).message}` });
   }
 }

@@ -70,7 +70,7 @@ export class GradingController {
   @Post(both('env/reset'))
   @HttpCode(200)
   @UseGuards(RunTokenGuard)
-  envReset(@CurrentRun() run: ActiveRun, @Body() body: EnvResetDto): EnvResetResponse {
+  envReset(@CurrentRun() run: ActiveRun, @Body() body: EnvResetDto): Promise<EnvResetResponse> {
     return this.env.reset(run, body.seed);
   }
 

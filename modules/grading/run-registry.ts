@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
-import type { EnvSession } from '../../tasks/task-pack.js';
+import type { EnvironmentContext, EnvSession, InteractiveEnvironment, TrainingEnvironment } from '../../tasks/task-pack.js';
 import type { RunContext } from '../runs/run-context.js';
 import { RolloutRecorder } from './rollout-recorder.js';
 
@@ -10,6 +10,8 @@ export interface RegisterOptions {
   /** Called after every graded submission (the harness keeps run_meta.json's last_submit_time current). */
   onSubmitted?(): void;
   baselineScore: number;
+  /** Starts environment servers for interactive tasks. */
+  envContext?: EnvironmentContext;
 }
 
 export interface GradeRecord {
@@ -18,10 +20,20 @@ export interface GradeRecord {
   details: Record<string, unknown>;
 }
 
-/** One open environment session of an interactive task. */
-export interface OpenSession {
-  session: EnvSession;
-  seed: number;
+/** One open environment session of an interactive task; its steps run one after another. */
+export class OpenSession {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly session: EnvSession,
+    readonly seed: number,
+  ) {}
+
+  serialize<R>(work: () => Promise<R>): Promise<R> {
+    const next = this.queue.catch(() => undefined).then(work);
+    this.queue = next;
+    return next;
+  }
 }
 
 /** A run the grading API currently serves, with the state its endpoints share. */
@@ -32,6 +44,10 @@ export class ActiveRun {
   readonly gradesByContent = new Map<string, GradeRecord>();
   readonly sessions = new Map<string, OpenSession>();
   readonly rollouts: RolloutRecorder | null;
+  /** Sessions being created (counted against MAX_OPEN_SESSIONS). */
+  pendingSessions = 0;
+  private training: Promise<TrainingEnvironment> | null = null;
+  private environmentClosed = false;
   private submissions = 0;
   private sessionCount = 0;
   private readonly inFlight = new Set<Promise<unknown>>();
@@ -41,10 +57,42 @@ export class ActiveRun {
     readonly deadline: Date,
     readonly onSubmitted: (() => void) | undefined,
     baselineScore: number,
+    private readonly envContext?: EnvironmentContext,
   ) {
     this.baselineScore = baselineScore;
     const env = ctx.task.environment;
     this.rollouts = env ? new RolloutRecorder(env.name, { record: ctx.record, artifacts: ctx.artifacts }) : null;
+  }
+
+  /** The run's training environment, opened on first use (a failed start is retried by the next call). */
+  trainingEnvironment(env: InteractiveEnvironment): Promise<TrainingEnvironment> {
+    if (this.environmentClosed) return Promise.reject(new Error(`run ${this.ctx.runId} has ended: its environment is closed`));
+    if (!this.training) {
+      const ctx: EnvironmentContext = this.envContext ?? {
+        envServer: (name) => Promise.reject(new Error(`run ${this.ctx.runId} was registered without environment servers (asked for ${name})`)),
+      };
+      const opening = Promise.resolve().then(() => env.open(ctx));
+      opening.catch(() => {
+        if (this.training === opening) this.training = null;
+      });
+      this.training = opening;
+    }
+    return this.training;
+  }
+
+  get environmentIsClosed(): boolean {
+    return this.environmentClosed;
+  }
+
+  /** Closes every open session and the training environment (stopping its server); never throws. */
+  async closeEnvironment(): Promise<void> {
+    this.environmentClosed = true;
+    const sessions = [...this.sessions.values()];
+    this.sessions.clear();
+    await Promise.allSettled(sessions.map((s) => s.session.close?.()));
+    const training = this.training;
+    this.training = null;
+    if (training) await training.then((t) => t.close?.()).catch(() => undefined);
   }
 
   get startedAt(): Date {
@@ -100,21 +148,26 @@ export class RunRegistry {
   register(ctx: RunContext, opts: RegisterOptions): ActiveRun {
     if (this.runs.has(ctx.runId)) throw new Error(`run ${ctx.runId} is already registered with the grading API`);
     if (ctx.token.length < 16) throw new Error(`run ${ctx.runId}: the run token is too short to be a credential`);
-    const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore);
+    const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore, opts.envContext);
     this.runs.set(ctx.runId, { run, tokenDigest: digest(ctx.token) });
     return run;
   }
 
   /**
    * Stops serving the run (its token is refused from now on), waits for submissions still being
-   * graded, then records the rollouts not yet batched, finished or not.
+   * graded, then records the rollouts not yet batched, finished or not, and closes the training
+   * environment (its server is stopped).
    */
   async unregister(runId: string): Promise<void> {
     const entry = this.runs.get(runId);
     if (!entry) return;
     this.runs.delete(runId);
     await entry.run.drain();
-    await entry.run.rollouts?.flush();
+    try {
+      await entry.run.rollouts?.flush();
+    } finally {
+      await entry.run.closeEnvironment();
+    }
   }
 
   byToken(token: string): ActiveRun | null {

@@ -230,6 +230,7 @@ export class RunService {
       this.registry.register(ctx, {
         deadline: new Date(Date.now() + budgetMs),
         baselineScore: baseline.score,
+        envContext: createEvaluationContext(loadServingConfig(), 'cpu'),
         onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
       });
       files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record: direct });

@@ -1,29 +1,24 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readdir, stat } from 'node:fs/promises';
-import net from 'node:net';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type ServedModel } from '../../tasks/task-pack.js';
+import { startEnvServer } from './env-server.js';
+import { freePort, ServerProcess, type StartTimings } from './server-process.js';
 import { renderCommand, type ServingConfig } from './serving.config.js';
 
 /** Name the started server serves the checkpoint under (`--served-model-name {name}`). */
 export const SERVED_MODEL_NAME = 'a2rl-checkpoint';
 
-export interface ServeTimings {
-  /** SIGTERM → SIGKILL grace in stop(). */
-  stopGraceMs: number;
-  /** Between readiness probes. */
-  pollMs: number;
-}
+export type ServeTimings = StartTimings;
 
 const DEFAULT_TIMINGS: ServeTimings = { stopGraceMs: 10_000, pollMs: 250 };
 const PROBE_TIMEOUT_MS = 5_000;
-const LOG_TAIL_LINES = 20;
 
-/** The context lent to an evaluator grading on `device` ('cpu' or a GPU index). */
+/** The context lent to an evaluator grading on `device` ('cpu' or a GPU index); environment servers per `config.envServers`. */
 export function createEvaluationContext(config: ServingConfig, device: string, timings: Partial<ServeTimings> = {}): EvaluationContext {
   const t = { ...DEFAULT_TIMINGS, ...timings };
   return {
     device,
     judge: config.judge,
+    envServer: (name, signal) => startEnvServer(config, name, t, signal),
     serve: async (checkpointDir, signal) => {
       await refuseUnservable(checkpointDir);
       if (config.inferenceUrl) return useExistingEndpoint(config.inferenceUrl, signal);
@@ -78,123 +73,21 @@ async function startServer(config: ServingConfig, device: string, checkpointDir:
   if (signal?.aborted) throw new EvaluatorError('the evaluation was cancelled before the model server started');
   const port = await freePort();
   const argv = renderCommand(config.serveCommand, { model_path: checkpointDir, port: String(port), name: SERVED_MODEL_NAME });
-  const server = new ServerProcess(argv, device, t.stopGraceMs);
+  const env = { ...process.env, ...(device === 'cpu' ? {} : { CUDA_VISIBLE_DEVICES: device }) };
+  const server = new ServerProcess(argv, env, t.stopGraceMs, 'the model server', 'A2RL_SERVE_COMMAND');
   await server.started;
   const baseUrl = `http://127.0.0.1:${port}`;
   const onAbort = () => void server.stop();
   signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    await server.waitUntilReady(async () => (await listModels(baseUrl, signal)) !== null, config.readyTimeoutMs, t.pollMs, 'A2RL_SERVE_READY_TIMEOUT', signal);
+  } catch (err) {
+    signal?.removeEventListener('abort', onAbort);
+    throw err;
+  }
   const stop = async () => {
     signal?.removeEventListener('abort', onAbort);
     await server.stop();
   };
-  try {
-    const deadline = Date.now() + config.readyTimeoutMs;
-    for (;;) {
-      if (signal?.aborted) throw new EvaluatorError('the evaluation was cancelled while the model server was starting');
-      if (server.exit) throw new EvaluatorError(`the model server exited before becoming ready (${server.exit}): ${argv.join(' ')}${server.tail()}`);
-      if ((await listModels(baseUrl, signal)) !== null) break;
-      if (Date.now() >= deadline) {
-        throw new EvaluatorError(`the model server did not become ready within ${Math.round(config.readyTimeoutMs / 1000)} s (A2RL_SERVE_READY_TIMEOUT): ${argv.join(' ')}${server.tail()}`);
-      }
-      await server.exitedOr(t.pollMs);
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  }
   return { baseUrl, model: SERVED_MODEL_NAME, stop };
-}
-
-/** Pids of started servers' process groups, killed if the harness exits with them still running. */
-const live = new Set<number>();
-process.on('exit', () => {
-  for (const pgid of live) killGroup(pgid, 'SIGKILL');
-});
-
-/** One started server in its own process group, with the tail of its output kept for error messages. */
-class ServerProcess {
-  readonly started: Promise<void>;
-  exit: string | null = null;
-  private readonly child: ChildProcess;
-  private readonly exited: Promise<void>;
-  private readonly lines: string[] = [];
-  private stopping: Promise<void> | null = null;
-
-  constructor(argv: string[], device: string, private readonly graceMs: number) {
-    const env = { ...process.env, ...(device === 'cpu' ? {} : { CUDA_VISIBLE_DEVICES: device }) };
-    this.child = spawn(argv[0], argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
-    for (const stream of [this.child.stdout!, this.child.stderr!]) {
-      stream.setEncoding('utf8');
-      stream.on('data', (chunk: string) => this.keep(chunk));
-    }
-    this.started = new Promise((resolve, reject) => {
-      this.child.once('spawn', () => {
-        live.add(this.child.pid!);
-        resolve();
-      });
-      this.child.once('error', (err) => reject(new EvaluatorError(`cannot start the model server "${argv[0]}" (A2RL_SERVE_COMMAND): ${err.message}`)));
-    });
-    this.exited = new Promise((resolve) => {
-      this.child.once('exit', (code, sig) => {
-        this.exit = sig ? `killed by ${sig}` : `exit code ${code}`;
-        resolve();
-      });
-    });
-  }
-
-  /** Waits `ms` or until the server exits, whichever is first. */
-  async exitedOr(ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-    clearTimeout(timer);
-  }
-
-  tail(): string {
-    return this.lines.length ? `\nlast output of the server:\n${this.lines.join('\n')}` : '';
-  }
-
-  /**
-   * SIGTERM to the whole group, up to the grace for the leader to exit, then SIGKILL to the group
-   * anyway: workers the leader left behind (or a leader ignoring SIGTERM) must not outlive grading.
-   */
-  stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      const pgid = this.child.pid;
-      if (pgid === undefined) return;
-      killGroup(pgid, 'SIGTERM');
-      await this.exitedOr(this.graceMs);
-      killGroup(pgid, 'SIGKILL');
-      await this.exitedOr(this.graceMs);
-      live.delete(pgid);
-      this.child.stdout?.destroy();
-      this.child.stderr?.destroy();
-    })();
-    return this.stopping;
-  }
-
-  private keep(chunk: string): void {
-    const lines = chunk.split('\n').filter((l) => l.trim());
-    this.lines.push(...lines.map((l) => l.slice(0, 500)));
-    this.lines.splice(0, Math.max(0, this.lines.length - LOG_TAIL_LINES));
-  }
-}
-
-function killGroup(pgid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(-pgid, sig);
-  } catch {
-    // ESRCH: the group is already gone
-  }
-}
-
-/** A port free right now on 127.0.0.1 (the server binds it moments later). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }

@@ -1,5 +1,7 @@
 import { ConfigError } from '../../src/config/config.js';
+import path from 'node:path';
 import { parseDuration } from '../../src/duration.js';
+import { packageRoot } from '../../src/package-root.js';
 import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
 
 /**
@@ -14,6 +16,10 @@ import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
  * - `A2RL_SERVE_READY_TIMEOUT`: how long a started server may take to answer `GET /v1/models`
  *   (a duration such as `600s`, `10m`).
  * - `A2RL_JUDGE_URL`, `A2RL_JUDGE_MODEL`, `A2RL_JUDGE_API_KEY`: the judge for judge-based tasks.
+ * - `A2RL_ENV_<NAME>_COMMAND` / `A2RL_ENV_<NAME>_URL` (`<NAME>`: ALFWORLD, WEBSHOP): how the
+ *   interactive tasks' environment server is started (a template with `{port}`; default: the
+ *   bundled Python server with that task's backend) or where one already runs;
+ *   `A2RL_ENV_READY_TIMEOUT` bounds its start-up (default 600s: WebShop indexes its products first).
  */
 export interface ServingConfig {
   /** The split template; placeholders are still in place. */
@@ -21,6 +27,24 @@ export interface ServingConfig {
   inferenceUrl: string | null;
   readyTimeoutMs: number;
   judge: OpenAiEndpoint | null;
+  /** Environment servers of the interactive paper tasks, by name (`alfworld`, `webshop`). */
+  envServers: Record<string, EnvServerConfig>;
+  envReadyTimeoutMs: number;
+}
+
+/** Either a command to start (template words, `{port}` still in place) or the URL of a running server. */
+export type EnvServerConfig =
+  | { kind: 'command'; command: string[]; variable: string }
+  | { kind: 'url'; baseUrl: string; token: string | null; variable: string };
+
+/** The environment servers a2rl knows; each task's Python backend lives at `tasks/<name>/env_backend.py`. */
+export const ENV_SERVER_NAMES = ['alfworld', 'webshop'] as const;
+export const DEFAULT_ENV_READY_TIMEOUT = '600s';
+
+/** The bundled server: `python3 tasks/paper-common/env_server.py --backend tasks/<name>/env_backend.py --port {port}`. */
+export function defaultEnvCommand(name: string): string[] {
+  const root = packageRoot();
+  return ['python3', path.join(root, 'tasks', 'paper-common', 'env_server.py'), '--backend', path.join(root, 'tasks', name, 'env_backend.py'), '--port', '{port}'];
 }
 
 export const DEFAULT_SERVE_COMMAND =
@@ -30,30 +54,48 @@ export const DEFAULT_READY_TIMEOUT = '600s';
 const PLACEHOLDERS = ['model_path', 'port', 'name'] as const;
 export type ServePlaceholder = (typeof PLACEHOLDERS)[number];
 
-export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): ServingConfig {
-  const template = env.A2RL_SERVE_COMMAND?.trim() || DEFAULT_SERVE_COMMAND;
-  let serveCommand: string[];
+/** Splits a command template and checks its placeholders: only `allowed` ones, every `required` one. */
+function commandTemplate(variable: string, template: string, allowed: readonly string[], required: readonly string[]): string[] {
+  let words: string[];
   try {
-    serveCommand = splitCommand(template);
+    words = splitCommand(template);
   } catch (err) {
-    throw new ConfigError('A2RL_SERVE_COMMAND', (err as Error).message);
+    throw new ConfigError(variable, (err as Error).message);
   }
-  const words = serveCommand.join(' ');
-  for (const unknown of words.matchAll(/\{([a-z_]+)\}/g)) {
-    if (!(PLACEHOLDERS as readonly string[]).includes(unknown[1])) {
-      throw new ConfigError('A2RL_SERVE_COMMAND', `unknown placeholder {${unknown[1]}} (allowed: ${PLACEHOLDERS.map((p) => `{${p}}`).join(' ')})`);
+  const joined = words.join(' ');
+  for (const unknown of joined.matchAll(/\{([a-z_]+)\}/g)) {
+    if (!allowed.includes(unknown[1]!)) {
+      throw new ConfigError(variable, `unknown placeholder {${unknown[1]}} (allowed: ${allowed.map((p) => `{${p}}`).join(' ')})`);
     }
   }
-  for (const required of ['{model_path}', '{port}']) {
-    if (!words.includes(required)) throw new ConfigError('A2RL_SERVE_COMMAND', `the template must contain ${required}: "${template}"`);
+  for (const name of required) {
+    if (!joined.includes(`{${name}}`)) throw new ConfigError(variable, `the template must contain {${name}}: "${template}"`);
   }
+  return words;
+}
 
-  let readySeconds: number;
+function durationMs(variable: string, value: string | undefined, fallback: string): number {
   try {
-    readySeconds = parseDuration(env.A2RL_SERVE_READY_TIMEOUT?.trim() || DEFAULT_READY_TIMEOUT);
+    return parseDuration(value?.trim() || fallback) * 1000;
   } catch (err) {
-    throw new ConfigError('A2RL_SERVE_READY_TIMEOUT', (err as Error).message);
+    throw new ConfigError(variable, (err as Error).message);
   }
+}
+
+function envServerConfig(name: string, env: NodeJS.ProcessEnv): EnvServerConfig {
+  const prefix = `A2RL_ENV_${name.toUpperCase()}`;
+  const url = env[`${prefix}_URL`]?.trim();
+  const command = env[`${prefix}_COMMAND`]?.trim();
+  if (url && command) throw new ConfigError(`${prefix}_URL`, `set either ${prefix}_URL (a running server) or ${prefix}_COMMAND (one to start), not both`);
+  if (url) return { kind: 'url', baseUrl: baseUrl(`${prefix}_URL`, url), token: env[`${prefix}_TOKEN`]?.trim() || null, variable: `${prefix}_URL` };
+  if (command) return { kind: 'command', command: commandTemplate(`${prefix}_COMMAND`, command, ['port'], ['port']), variable: `${prefix}_COMMAND` };
+  return { kind: 'command', command: defaultEnvCommand(name), variable: `${prefix}_COMMAND` };
+}
+
+export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): ServingConfig {
+  const template = env.A2RL_SERVE_COMMAND?.trim() || DEFAULT_SERVE_COMMAND;
+  const serveCommand = commandTemplate('A2RL_SERVE_COMMAND', template, PLACEHOLDERS, ['model_path', 'port']);
+  const readyTimeoutMs = durationMs('A2RL_SERVE_READY_TIMEOUT', env.A2RL_SERVE_READY_TIMEOUT, DEFAULT_READY_TIMEOUT);
 
   const inferenceUrl = env.A2RL_INFERENCE_URL?.trim() ? baseUrl('A2RL_INFERENCE_URL', env.A2RL_INFERENCE_URL.trim()) : null;
 
@@ -68,7 +110,9 @@ export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): Serving
     throw new ConfigError('A2RL_JUDGE_URL', 'a judge model or API key is set but no judge endpoint (e.g. https://api.openai.com)');
   }
 
-  return { serveCommand, inferenceUrl, readyTimeoutMs: readySeconds * 1000, judge };
+  const envServers = Object.fromEntries(ENV_SERVER_NAMES.map((name) => [name, envServerConfig(name, env)]));
+  const envReadyTimeoutMs = durationMs('A2RL_ENV_READY_TIMEOUT', env.A2RL_ENV_READY_TIMEOUT, DEFAULT_ENV_READY_TIMEOUT);
+  return { serveCommand, inferenceUrl, readyTimeoutMs, judge, envServers, envReadyTimeoutMs };
 }
 
 /**
@@ -117,8 +161,8 @@ export function splitCommand(line: string): string[] {
 }
 
 /** The template's words with every placeholder replaced. */
-export function renderCommand(template: readonly string[], values: Record<ServePlaceholder, string>): string[] {
-  return template.map((word) => word.replace(/\{(model_path|port|name)\}/g, (_, key: ServePlaceholder) => values[key]));
+export function renderCommand(template: readonly string[], values: Partial<Record<ServePlaceholder, string>>): string[] {
+  return template.map((word) => word.replace(/\{(model_path|port|name)\}/g, (whole, key: ServePlaceholder) => values[key] ?? whole));
 }
 
 /** An http(s) base URL without a trailing `/v1` or slash (clients append `/v1/...`). */

@@ -126,6 +126,7 @@ describe('the alpacaeval pack on the fixture dataset', () => {
   const contextWith = (judge: OpenAiEndpoint | null): EvaluationContext => ({
     device: 'cpu',
     judge,
+    envServer: () => Promise.reject(new Error('no environment server in this test')),
     async serve(checkpointDir) {
       const server = await startOpenAiTestServer({ checkpointDir });
       return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };

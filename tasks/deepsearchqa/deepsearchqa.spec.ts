@@ -232,6 +232,7 @@ describe('the deepsearchqa pack end to end with stubs', () => {
     ctx = {
       device: 'cpu',
       judge: { baseUrl: judge.baseUrl, model: 'judge' },
+      envServer: () => Promise.reject(new Error('no environment server in this test')),
       async serve(checkpointDir) {
         const server = await startOpenAiTestServer({ checkpointDir });
         return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };

@@ -63,6 +63,7 @@ describe('the gsm8k pack on the fixture dataset', () => {
   const ctx: EvaluationContext = {
     device: 'cpu',
     judge: null,
+    envServer: () => Promise.reject(new Error('no environment server in this test')),
     async serve(checkpointDir) {
       const server = await startOpenAiTestServer({ checkpointDir });
       servers.push(server);

@@ -120,6 +120,7 @@ describe('the humaneval pack on the fixture dataset', () => {
   const ctx: EvaluationContext = {
     device: 'cpu',
     judge: null,
+    envServer: () => Promise.reject(new Error('no environment server in this test')),
     async serve(checkpointDir) {
       const server = await startOpenAiTestServer({ checkpointDir });
       return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };

@@ -52,6 +52,11 @@ export function trainingLayout(seed: number): Layout {
   }
 }
 
+/** A training-time game on the layout for `seed` (what `/env/reset` serves). */
+export function trainingSession(seed: number): HouseholdGame {
+  return new HouseholdGame(trainingLayout(seed));
+}
+
 /** One expert episode on `layout`, as the demonstration record agents read. */
 function expertDemo(layout: Layout): Record<string, unknown> {
   const game = new HouseholdGame(layout);
@@ -106,7 +111,8 @@ async function readEvalSet(privateDir: string): Promise<Layout[]> {
 const environment: InteractiveEnvironment = {
   name: ENV_NAME,
   maxSteps: MAX_STEPS,
-  createSession: (seed) => new HouseholdGame(trainingLayout(seed)),
+  // In-process: nothing to start or stop.
+  open: () => ({ createSession: trainingSession }),
 };
 
 export const refHousehold: TaskPack = {

@@ -7,8 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InvalidCheckpointError, type EnvSession, type TaskPaths } from '../task-pack.js';
-import { TRAIN_SEED_LIMIT, refHousehold } from './index.js';
+import { InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
+import { TRAIN_SEED_LIMIT, refHousehold, trainingSession } from './index.js';
+import type { HouseholdGame } from './world.js';
 
 const AGENT_DIR = fileURLToPath(new URL('../../modules/agents/reference/ref-household/', import.meta.url));
 const CAPABILITY = '/g/test-token';
@@ -22,8 +23,7 @@ interface Traffic {
 
 /** A minimal grading API: /submit (paths relative to the workspace), /env/reset, /env/step under a capability prefix. */
 function startStubServer(paths: TaskPaths, workspace: string, traffic: Traffic): Promise<Server> {
-  const env = refHousehold.environment!;
-  const sessions = new Map<string, EnvSession>();
+  const sessions = new Map<string, HouseholdGame>();
   let nextSession = 0;
   const server = createServer((req, res) => {
     let body = '';
@@ -48,7 +48,7 @@ function startStubServer(paths: TaskPaths, workspace: string, traffic: Traffic):
           }
           case `${CAPABILITY}/env/reset`: {
             const seed = typeof input.seed === 'number' ? input.seed : traffic.resetSeeds.length;
-            const session = env.createSession(seed);
+            const session = trainingSession(seed);
             const id = `s${nextSession++}`;
             sessions.set(id, session);
             traffic.resetSeeds.push(seed);

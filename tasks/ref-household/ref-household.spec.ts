@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
-import { TRAIN_SEED_LIMIT, refHousehold, trainingLayout } from './index.js';
+import { TRAIN_SEED_LIMIT, refHousehold, trainingLayout, trainingSession } from './index.js';
 import { EpisodeView, actionFeatures } from './policy.js';
 import { Rng } from './prng.js';
 import { HouseholdGame, MAX_STEPS, expertAction, layoutFingerprint, type Layout } from './world.js';
@@ -96,14 +96,14 @@ describe('ref-household task pack', () => {
 
   it('refuses training sessions on held-out seeds or malformed seeds', () => {
     const env = refHousehold.environment!;
-    for (const l of evalLayouts(p.privateDir).slice(0, 5)) expect(() => env.createSession(l.seed)).toThrow(RangeError);
-    for (const bad of [-1, 1.5, TRAIN_SEED_LIMIT, Number.NaN]) expect(() => env.createSession(bad)).toThrow(RangeError);
+    for (const l of evalLayouts(p.privateDir).slice(0, 5)) expect(() => trainingSession(l.seed)).toThrow(RangeError);
+    for (const bad of [-1, 1.5, TRAIN_SEED_LIMIT, Number.NaN]) expect(() => trainingSession(bad)).toThrow(RangeError);
   });
 
   it('plays by the rules: admissible actions, "Nothing happens.", sparse reward, episode ends at max steps', () => {
     const env = refHousehold.environment!;
     expect(env.maxSteps).toBe(MAX_STEPS);
-    const session = env.createSession(42);
+    const session = trainingSession(42);
     const first = session.reset();
     expect(first.observation).toMatch(/Your task is to: .+\.$/);
     expect(first.admissibleActions).toEqual(expect.arrayContaining(['look', 'inventory']));

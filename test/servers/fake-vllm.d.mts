@@ -2,10 +2,11 @@ import type { RequestListener } from 'node:http';
 
 /** `answers.json` of a test checkpoint: the first rule whose `contains` occurs in the prompt answers. */
 export interface ScriptedAnswers {
-  rules: { contains: string; reply: string }[];
+  /** `last`: match the last chat message only (multi-turn episodes). */
+  rules: { contains: string; reply: string; last?: boolean }[];
   default: string;
 }
 
 export function loadAnswers(checkpointDir: string): ScriptedAnswers;
-export function replyFor(answers: ScriptedAnswers, prompt: string): string;
+export function replyFor(answers: ScriptedAnswers, prompt: string, lastMessage?: string): string;
 export function createOpenAiHandler(options: { model: string; answers: ScriptedAnswers; onGenerated?: () => void }): RequestListener;

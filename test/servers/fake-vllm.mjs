@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A stand-in for `vllm serve` in tests: a deterministic OpenAI-compatible server whose replies come
-// from the served checkpoint's answers.json ({"rules": [{"contains", "reply"}], "default"}): the
-// first rule whose `contains` occurs in the prompt wins. Plain Node ESM so the serve command
+// from the served checkpoint's answers.json ({"rules": [{"contains", "reply", "last"?}], "default"}): the
+// first rule whose `contains` occurs in the prompt wins (with `"last": true`, in the last chat message
+// only: how multi-turn episodes are scripted). Plain Node ESM so the serve command
 // template can start it without a TypeScript loader; test/servers/openai-test-server.ts reuses the
 // request handling in-process.
 //
@@ -27,8 +28,8 @@ export function loadAnswers(checkpointDir) {
   return answers;
 }
 
-export function replyFor(answers, prompt) {
-  return answers.rules.find((rule) => prompt.includes(rule.contains))?.reply ?? answers.default;
+export function replyFor(answers, prompt, lastMessage = prompt) {
+  return answers.rules.find((rule) => (rule.last ? lastMessage : prompt).includes(rule.contains))?.reply ?? answers.default;
 }
 
 const words = (text) => text.split(/\s+/).filter(Boolean).length;
@@ -66,7 +67,8 @@ export function createOpenAiHandler({ model, answers, onGenerated = () => {} }) 
       const prompt = chat
         ? (Array.isArray(body.messages) ? body.messages : []).map((m) => String(m?.content ?? '')).join('\n')
         : String(Array.isArray(body.prompt) ? body.prompt[0] : (body.prompt ?? ''));
-      const text = replyFor(answers, prompt);
+      const last = chat && Array.isArray(body.messages) && body.messages.length ? String(body.messages.at(-1)?.content ?? '') : prompt;
+      const text = replyFor(answers, prompt, last);
       const usage = { prompt_tokens: words(prompt), completion_tokens: words(text), total_tokens: words(prompt) + words(text) };
       const choice = chat
         ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }

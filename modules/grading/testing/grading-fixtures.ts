@@ -19,6 +19,7 @@ import {
   type EvaluationResult,
   type InteractiveEnvironment,
   type TaskPack,
+  type TrainingEnvironment,
 } from '../../../tasks/task-pack.js';
 import type { ArtifactStore } from '../../artifacts/artifact-store.port.js';
 import type { EventData, EventType } from '../../ledger/events/catalog.js';
@@ -76,6 +77,10 @@ export class FakeTask implements TaskPack {
 export class FakeEnvironment implements InteractiveEnvironment {
   readonly name = 'fake-corridor';
   readonly maxSteps = 3;
+
+  open(): TrainingEnvironment {
+    return { createSession: (seed) => this.createSession(seed) };
+  }
 
   createSession(seed: number): EnvSession {
     let steps = 0;

@@ -1,0 +1,137 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { EvaluatorError } from '../../tasks/task-pack.js';
+
+const LOG_TAIL_LINES = 20;
+
+export interface StartTimings {
+  /** SIGTERM → SIGKILL grace in stop(). */
+  stopGraceMs: number;
+  /** Between readiness probes. */
+  pollMs: number;
+}
+
+/** Pids of started servers' process groups, killed if the harness exits with them still running. */
+const live = new Set<number>();
+process.on('exit', () => {
+  for (const pgid of live) killGroup(pgid, 'SIGKILL');
+});
+
+/**
+ * One started helper server (model server, environment server) in its own process group, with the
+ * tail of its output kept for error messages. `what` names it in errors ("the model server").
+ */
+export class ServerProcess {
+  readonly started: Promise<void>;
+  exit: string | null = null;
+  private readonly child: ChildProcess;
+  private readonly exited: Promise<void>;
+  private readonly lines: string[] = [];
+  private stopping: Promise<void> | null = null;
+
+  constructor(
+    readonly argv: readonly string[],
+    env: NodeJS.ProcessEnv,
+    private readonly graceMs: number,
+    readonly what: string,
+    /** The variable configuring the command, named when it cannot be started. */
+    variable: string,
+  ) {
+    this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+    for (const stream of [this.child.stdout!, this.child.stderr!]) {
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk: string) => this.keep(chunk));
+    }
+    this.started = new Promise((resolve, reject) => {
+      this.child.once('spawn', () => {
+        live.add(this.child.pid!);
+        resolve();
+      });
+      this.child.once('error', (err) => reject(new EvaluatorError(`cannot start ${what} "${argv[0]}" (${variable}): ${err.message}`)));
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.once('exit', (code, sig) => {
+        this.exit = sig ? `killed by ${sig}` : `exit code ${code}`;
+        resolve();
+      });
+    });
+  }
+
+  /** Waits `ms` or until the server exits, whichever is first. */
+  async exitedOr(ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+  }
+
+  tail(): string {
+    return this.lines.length ? `\nlast output of ${this.what}:\n${this.lines.join('\n')}` : '';
+  }
+
+  /**
+   * Polls `ready` until it answers true; fails with EvaluatorError (after stopping the server) when
+   * the server exits first, the deadline passes (`timeoutVariable` is named) or `signal` aborts.
+   */
+  async waitUntilReady(ready: () => Promise<boolean>, timeoutMs: number, pollMs: number, timeoutVariable: string, signal?: AbortSignal): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    try {
+      for (;;) {
+        if (signal?.aborted) throw new EvaluatorError(`the evaluation was cancelled while ${this.what} was starting`);
+        if (this.exit) throw new EvaluatorError(`${this.what} exited before becoming ready (${this.exit}): ${this.argv.join(' ')}${this.tail()}`);
+        if (await ready()) return;
+        if (Date.now() >= deadline) {
+          throw new EvaluatorError(`${this.what} did not become ready within ${Math.round(timeoutMs / 1000)} s (${timeoutVariable}): ${this.argv.join(' ')}${this.tail()}`);
+        }
+        await this.exitedOr(pollMs);
+      }
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+  }
+
+  /**
+   * SIGTERM to the whole group, up to the grace for the leader to exit, then SIGKILL to the group
+   * anyway: workers the leader left behind (or a leader ignoring SIGTERM) must not outlive grading.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const pgid = this.child.pid;
+      if (pgid === undefined) return;
+      killGroup(pgid, 'SIGTERM');
+      await this.exitedOr(this.graceMs);
+      killGroup(pgid, 'SIGKILL');
+      await this.exitedOr(this.graceMs);
+      live.delete(pgid);
+      this.child.stdout?.destroy();
+      this.child.stderr?.destroy();
+    })();
+    return this.stopping;
+  }
+
+  private keep(chunk: string): void {
+    const lines = chunk.split('\n').filter((l) => l.trim());
+    this.lines.push(...lines.map((l) => l.slice(0, 500)));
+    this.lines.splice(0, Math.max(0, this.lines.length - LOG_TAIL_LINES));
+  }
+}
+
+function killGroup(pgid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, sig);
+  } catch {
+    // ESRCH: the group is already gone
+  }
+}
+
+/** A port free right now on 127.0.0.1 (the server binds it moments later). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
