@@ -1,3 +1,4 @@
+import { alfworld } from './alfworld/index.js';
 import { alpacaeval } from './alpacaeval/index.js';
 import { deepsearchqa } from './deepsearchqa/index.js';
 import { gsm8k } from './gsm8k/index.js';
@@ -8,7 +9,7 @@ import { refJudge } from './ref-judge/index.js';
 import type { TaskPack } from './task-pack.js';
 
 /** Every task pack a2rl can run, by id. */
-export const TASKS: readonly TaskPack[] = [refArith, refJudge, refHousehold, gsm8k, humaneval, alpacaeval, deepsearchqa];
+export const TASKS: readonly TaskPack[] = [refArith, refJudge, refHousehold, gsm8k, humaneval, alpacaeval, alfworld, deepsearchqa];
 
 export function getTask(id: string): TaskPack {
   const task = TASKS.find((t) => t.id === id);

@@ -31,8 +31,8 @@ export interface DatasetFile {
 export interface DatasetSpec {
   task: string;
   files: DatasetFile[];
-  /** Set when the data is not downloaded by a2rl: how to get it instead. */
-  external?: string;
+  /** Data that comes with the task's environment server rather than from a2rl (games, products): how to get it. */
+  environmentData?: string;
   /** The pack also needs `base-model/` (a Hugging Face checkpoint), imported with `--base-model <dir>`. */
   baseModel?: boolean;
 }
@@ -75,13 +75,16 @@ export const DATASETS: readonly DatasetSpec[] = [
   },
   {
     task: 'alfworld',
-    files: [],
-    external: 'ALFWorld games ship with the environment: `pip install alfworld && alfworld-download` (sets up $ALFWORLD_DATA)',
+    // The ReAct few-shot examples (two per task type) the evaluation prompt is built from.
+    files: [github('ysymyth/ReAct', 'prompts/alfworld_3prompts.json', 'alfworld_3prompts.json', 'visible')],
+    environmentData: 'the ALFWorld games come with the environment: `pip install alfworld && alfworld-download`, then export ALFWORLD_DATA',
+    baseModel: true,
   },
   {
     task: 'webshop',
     files: [],
-    external: 'WebShop products and sessions ship with the environment server: see https://github.com/princeton-nlp/WebShop (setup.sh)',
+    environmentData: 'the WebShop products, goals and search index come with the environment server: clone https://github.com/princeton-nlp/WebShop and run its setup.sh',
+    baseModel: true,
   },
 ];
 

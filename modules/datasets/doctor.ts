@@ -119,6 +119,13 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
         : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY for a configured search backend' };
     case 'env-server':
       return envServerCheck(req, probe);
+    case 'env-var': {
+      const value = env[req.name]?.trim();
+      if (!value) return { name: req.name, status: 'missing', detail: `${req.name} is not set`, hint: req.hint };
+      return existsSync(value) && statSync(value).isDirectory()
+        ? { name: req.name, status: 'ok', detail: value }
+        : { name: req.name, status: 'missing', detail: `${req.name}=${value} is not a directory`, hint: req.hint };
+    }
   }
 }
 
@@ -143,7 +150,6 @@ function envServerCheck(req: Extract<TaskRequirement, { kind: 'env-server' }>, p
 async function datasetCheck(task: string, home: string): Promise<DoctorCheck> {
   const spec = DATASETS.find((d) => d.task === task);
   if (!spec) return { name: 'dataset', status: 'missing', detail: `no dataset registered for ${task}` };
-  if (spec.external) return { name: 'dataset', status: 'ok', detail: `provided by the environment: ${spec.external}` };
   const dir = datasetDir(home, task);
   const fix = `a2rl data fetch ${task}   (air-gapped: a2rl data fetch ${task} --from <dir>)`;
   let manifest;
@@ -164,5 +170,5 @@ async function datasetCheck(task: string, home: string): Promise<DoctorCheck> {
   if (spec.baseModel && !wanted.includes(`${BASE_MODEL}/config.json`)) {
     return { name: 'dataset', status: 'missing', detail: `data fetched but no base checkpoint in ${path.join(dir, BASE_MODEL)}`, hint: `a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>` };
   }
-  return { name: 'dataset', status: 'ok', detail: `${wanted.length} file(s) in ${dir}` };
+  return { name: 'dataset', status: 'ok', detail: `${wanted.length} file(s) in ${dir}${spec.environmentData ? `; ${spec.environmentData}` : ''}` };
 }

@@ -94,7 +94,6 @@ export async function readManifest(dir: string): Promise<DatasetManifest | null>
  */
 export async function fetchDataset(task: string | DatasetSpec, options: FetchOptions): Promise<FetchResult> {
   const spec = typeof task === 'string' ? datasetSpec(task) : task;
-  if (spec.external) throw new DatasetFetchError(`${spec.task}: data is not fetched from the Hub. ${spec.external}`);
   const dir = datasetDir(options.home, spec.task);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const previous = await readManifest(dir);

@@ -1,4 +1,5 @@
 import { CommanderError, type Command } from 'commander';
+import { datasetSpec } from '../../modules/datasets/dataset-registry.js';
 import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-dataset.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
 import { TASKS } from '../../tasks/index.js';
@@ -10,7 +11,7 @@ export function registerDataCommands(program: Command): void {
   data
     .command('fetch')
     .description('download a task\'s datasets from the Hugging Face Hub (or import them with --from), verify checksums, write manifest.json')
-    .argument('<task>', 'gsm8k | humaneval | alpacaeval | deepsearchqa')
+    .argument('<task>', 'gsm8k | humaneval | alpacaeval | alfworld | webshop | deepsearchqa')
     .option('--from <dir>', 'import files fetched elsewhere (air-gapped machines) instead of downloading')
     .option('--base-model <dir>', 'install this Hugging Face checkpoint directory as the task\'s base model')
     .action(async (task: string, opts: { from?: string; baseModel?: string }) => {
@@ -22,6 +23,8 @@ export function registerDataCommands(program: Command): void {
         process.stdout.write(`${f.name}  ${f.size} bytes  sha256 ${f.sha256}  ${how}\n`);
       }
       process.stdout.write(`${task}: ${result.manifest.files.length} file(s) in ${result.dir}\n`);
+      const note = datasetSpec(task).environmentData;
+      if (note) process.stdout.write(`${task}: ${note}\n`);
       if (result.baseModelMissing) process.stdout.write(`${task} also needs its base checkpoint: a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>\n`);
     });
 

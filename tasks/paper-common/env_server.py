@@ -18,8 +18,8 @@ set, every route but /health requires "Authorization: Bearer <token>".
 
 A backend is a Python file defining create_backend(options) that returns an object with
 `name`, `split_size(split) -> int` and `new_session(split, index) -> session`, where a session has
-`reset() -> dict`, `step(action) -> dict` and `close()`. Requests are served one at a time:
-the environments behind it are not thread-safe.
+`reset() -> dict`, `step(action) -> dict` and `close()`. Connections get a thread each (clients
+keep connections alive), but requests reach the backend one at a time: environments are not thread-safe.
 
 Standard library only, so it runs in whatever Python environment holds the environment package.
 """
@@ -29,8 +29,9 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 import traceback
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PROTOCOL = 1
 SPLITS = ("train", "eval")
@@ -75,8 +76,13 @@ class Server:
         self.sessions = {}
         self.finished = set()
         self.next_id = 0
+        self.lock = threading.Lock()
 
     def handle(self, method, route, headers, body):
+        with self.lock:
+            return self.route(method, route, headers, body)
+
+    def route(self, method, route, headers, body):
         if method == "GET" and route == "/health":
             return {"protocol": PROTOCOL, "env": self.backend.name, "splits": {s: int(self.backend.split_size(s)) for s in SPLITS}}
         if self.token is not None:
@@ -188,7 +194,8 @@ def main(argv):
     args = parser.parse_args(argv)
     options = dict(o.split("=", 1) for o in args.option if "=" in o)
     backend = load_backend(args.backend, options)
-    httpd = HTTPServer((args.host, args.port), make_handler(Server(backend, os.environ.get("A2RL_ENV_TOKEN") or None)))
+    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(Server(backend, os.environ.get("A2RL_ENV_TOKEN") or None)))
+    httpd.daemon_threads = True
     print(f"a2rl env server: {backend.name} on {args.host}:{args.port}", flush=True)
     try:
         httpd.serve_forever()

@@ -35,7 +35,7 @@ def alfworld_game(split, index):
         "solution": ["go to countertop 1", f"take {obj} 1 from countertop 1", f"go to {rec} 1", f"put {obj} 1 in/on {rec} 1"],
         "replies": [f"You arrive at countertop 1. On the countertop 1, you see a {obj} 1.",
                     f"You pick up the {obj} 1 from the countertop 1.",
-                    f"You arrive at {rec} 1. The {rec} 1 is open.",
+                    f"You arrive at {rec} 1. The {rec} 1 is open; you carry the {obj} 1.",
                     f"You put the {obj} 1 in/on the {rec} 1."],
     }
 

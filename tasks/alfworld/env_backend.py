@@ -1,0 +1,92 @@
+"""ALFWorld backend for tasks/paper-common/env_server.py (the text-only TextWorld version of ALFWorld).
+
+Splits: `train` = the solvable games under $ALFWORLD_DATA/json_2.1.1/train, `eval` =
+json_2.1.1/valid_unseen (134 games), each sorted by path; the same selection rule as the task
+pack's copy of the training games (tasks/alfworld/index.ts): a trial directory holding
+traj_data.json and game.tw-pddl, not a "movable" or "Sliced" task, and marked solvable.
+
+Targets alfworld 0.3.x / textworld 1.6 (`pip install alfworld && alfworld-download`). Not run in
+a2rl's CI (no ALFWorld there): the protocol side is tested with test/servers/fake_env_backend.py.
+Options: --option data=<dir> (default $ALFWORLD_DATA), --option max_steps=50.
+"""
+import json
+import os
+
+SPLIT_DIRS = {"train": "train", "eval": "valid_unseen"}
+BANNER = "-= Welcome to TextWorld, ALFRED! =-"
+
+
+def collect_games(root):
+    games = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        if "traj_data.json" not in filenames or "game.tw-pddl" not in filenames:
+            continue
+        if "movable" in dirpath or "Sliced" in dirpath:
+            continue
+        with open(os.path.join(dirpath, "game.tw-pddl"), encoding="utf-8") as f:
+            if not json.load(f).get("solvable", False):
+                continue
+        games.append(os.path.relpath(os.path.join(dirpath, "game.tw-pddl"), root))
+    return sorted(games)
+
+
+def first(value):
+    """TextWorld's gym environments answer in batches of one."""
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+class AlfworldSession:
+    def __init__(self, gamefile, relpath, max_steps):
+        import textworld
+        import textworld.gym
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+
+        infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+        env_id = textworld.gym.register_games([gamefile], infos, batch_size=1, asynchronous=False,
+                                              max_episode_steps=max_steps, wrappers=[AlfredDemangler(), AlfredInfos])
+        self.env = textworld.gym.make(env_id)
+        self.relpath = relpath
+
+    def reset(self):
+        obs, infos = self.env.reset()
+        obs = first(obs)
+        if obs.startswith(BANNER):
+            obs = obs.split("\n\n", 1)[1] if "\n\n" in obs else obs
+        task_dir = self.relpath.split("/")[0]
+        return {"observation": obs.strip(), "admissible_actions": list(first(infos["admissible_commands"])),
+                "info": {"game": self.relpath, "task_type": task_dir}}
+
+    def step(self, action):
+        obs, _scores, dones, infos = self.env.step([action])
+        won = bool(first(infos["won"]))
+        done = bool(first(dones))
+        return {"observation": first(obs).strip(), "reward": 1.0 if won else 0.0, "done": done or won,
+                "admissible_actions": [] if done or won else list(first(infos["admissible_commands"])), "info": {"won": won}}
+
+    def close(self):
+        self.env.close()
+
+
+class AlfworldBackend:
+    name = "alfworld"
+
+    def __init__(self, options):
+        data = options.get("data") or os.environ.get("ALFWORLD_DATA")
+        if not data:
+            raise SystemExit("ALFWORLD_DATA is not set: run alfworld-download and export ALFWORLD_DATA")
+        import alfworld  # noqa: F401 - fail at start-up, not at the first episode
+        self.roots = {split: os.path.join(data, "json_2.1.1", d) for split, d in SPLIT_DIRS.items()}
+        self.games = {split: collect_games(root) for split, root in self.roots.items()}
+        self.max_steps = int(options.get("max_steps", 50))
+
+    def split_size(self, split):
+        return len(self.games[split])
+
+    def new_session(self, split, index):
+        rel = self.games[split][index]
+        return AlfworldSession(os.path.join(self.roots[split], rel), rel, self.max_steps)
+
+
+def create_backend(options):
+    return AlfworldBackend(options)
