@@ -142,8 +142,15 @@ describe('fetchDataset', () => {
     await expect(fetchDataset(spec(null), { home, endpoints, fetchImpl: offline })).rejects.toThrow(/--from <dir>/);
   });
 
-  it('explains where environment-provided data comes from instead of fetching it', async () => {
-    await expect(fetchDataset('alfworld', { home })).rejects.toThrow(/alfworld-download/);
+  it('installs only the base model for a task whose data comes with its environment server (webshop)', async () => {
+    const ckpt = path.join(home, 'ckpt-webshop');
+    await mkdir(ckpt, { recursive: true });
+    await writeFile(path.join(ckpt, 'config.json'), '{}');
+    const result = await fetchDataset('webshop', { home, baseModel: ckpt, fetchImpl: () => Promise.reject(new Error('no network needed')) });
+    expect(result.manifest.files.map((f) => f.name)).toEqual(['base-model/config.json']);
+    expect(result.baseModelMissing).toBe(false);
+    expect(datasetSpec('webshop').environmentData).toMatch(/setup\.sh/);
+    expect(datasetSpec('alfworld').environmentData).toMatch(/alfworld-download.*ALFWORLD_DATA/);
   });
 });
 

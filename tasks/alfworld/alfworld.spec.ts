@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createEvaluationContext } from '../../modules/serving/model-server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
+import { fakeAlfworldGame, fakeAlfworldSolver } from '../../test/servers/fake-env-solvers.js';
 import type { ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
@@ -15,28 +16,11 @@ const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
 const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
 const FAKE_BACKEND = path.resolve('test/servers/fake_env_backend.py');
 
-// The fake backend's eval game i: object OBJECTS[(i + 1000) % 7] goes in RECEPTACLES[(i + 1000) % 5].
-const OBJECTS = ['mug', 'apple', 'book', 'pen', 'plate', 'egg', 'cup'];
-const RECEPTACLES = ['cabinet', 'fridge', 'shelf', 'drawer', 'sinkbasin'];
 const EVAL = 6;
+const SOLVER = fakeAlfworldSolver(EVAL);
 
 /** Invented few-shot examples in the prompts file's format (never the real ones). */
 const PROMPTS = Object.fromEntries(PROMPT_KEYS.map((k) => [k, `You are in a test room.\nYour task is to: ${k}.\n> think: ${k}\nOK.\n`]));
-
-/** Plays every fake eval game right: each reply answers the last observation only. */
-const SOLVER: ScriptedAnswers = {
-  // Extra text after the action line is ignored, as is a leading `>`.
-  rules: [{ last: true, contains: 'Here is the task.', reply: '> go to countertop 1\nObservation: made up' }],
-  default: 'look',
-};
-for (let i = 0; i < EVAL; i++) {
-  const [o, r] = [OBJECTS[(i + 1000) % 7]!, RECEPTACLES[(i + 1000) % 5]!];
-  SOLVER.rules.push(
-    { last: true, contains: `you see a ${o} 1.`, reply: `take ${o} 1 from countertop 1` },
-    { last: true, contains: `You pick up the ${o} 1`, reply: `go to ${r} 1` },
-    { last: true, contains: `you carry the ${o} 1.`, reply: `put ${o} 1 in/on ${r} 1` },
-  );
-}
 
 let root: string;
 let n = 0;
@@ -235,8 +219,9 @@ describe('the alfworld training environment', () => {
       expect(last).toMatchObject({ done: true, reward: 0 });
       const winner = await training.createSession(1);
       await winner.reset();
-      for (const action of ['go to countertop 1', 'take apple 1 from countertop 1', 'go to fridge 1']) expect((await winner.step(action)).done).toBe(false);
-      expect(await winner.step('put apple 1 in/on fridge 1')).toMatchObject({ done: true, reward: 1, info: { won: true } });
+      const { solution } = fakeAlfworldGame('train', 1);
+      for (const action of solution.slice(0, -1)) expect((await winner.step(action)).done).toBe(false);
+      expect(await winner.step(solution.at(-1)!)).toMatchObject({ done: true, reward: 1, info: { won: true } });
       expect(() => training.createSession(-1)).toThrow(RangeError);
     } finally {
       await training.close?.();
