@@ -123,7 +123,9 @@ export type TaskRequirement =
   | { kind: 'judge' }
   | { kind: 'search' }
   /** An environment server (`name` as in EnvironmentContext.envServer) and the Python module its default backend imports. */
-  | { kind: 'env-server'; name: string; pythonModule: string; hint: string };
+  | { kind: 'env-server'; name: string; pythonModule: string; hint: string }
+  /** An environment variable naming a directory (e.g. ALFWORLD_DATA). */
+  | { kind: 'env-var'; name: string; hint: string };
 
 export interface TaskPack {
   readonly id: string;

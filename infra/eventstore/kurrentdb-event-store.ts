@@ -206,7 +206,7 @@ function toRecorded(resolved: ResolvedEvent): RecordedEvent {
   if (!e) throw new Error('KurrentDB returned a link without its event; run streams never contain links');
   // Events are written as octet-stream; a JSON event in a run stream was written by someone else.
   const data = e.isJson ? JSON.stringify(e.data) : (e.data as Uint8Array);
-  return { stream: e.streamId, revision: e.revision, position: encodePosition(e.position, e.streamId), event: decodeEvent(data) };
+  return { stream: e.streamId, revision: e.revision, position: encodePosition(e.position, e.streamId), event: decodeEvent(data), bytes: Buffer.from(data) };
 }
 
 /** Opaque to callers: `<commit>:<prepare>`. */

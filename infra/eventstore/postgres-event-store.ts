@@ -420,7 +420,7 @@ function quoteIdent(name: string): string {
 }
 
 function toRecorded(row: EventRow): RecordedEvent {
-  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data) };
+  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data), bytes: Buffer.from(row.data) };
 }
 
 function cursorOf(row: Pick<EventRow, 'transaction_id' | 'global_position'>): Cursor {

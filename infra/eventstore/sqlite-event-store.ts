@@ -326,7 +326,7 @@ class SqliteSubscription implements Subscription {
 }
 
 function toRecorded(row: EventRow): RecordedEvent {
-  return { stream: row.stream, revision: BigInt(row.revision), position: String(row.position), event: decodeEvent(row.data) };
+  return { stream: row.stream, revision: BigInt(row.revision), position: String(row.position), event: decodeEvent(row.data), bytes: Buffer.from(row.data) };
 }
 
 function parsePosition(position: string | null | undefined): number {

@@ -126,7 +126,7 @@ describe('TreeHeadSigner cadence', () => {
   it('resumes from a stored stream (an interrupted run) and seals it', async () => {
     const first = setup({ everyEvents: 3 });
     for (let i = 0; i < 4; i++) await first.record(); // head at seq 3, then one uncovered event
-    const stored = [...first.ledger.events];
+    const stored = first.ledger.events.map((event) => ({ event, bytes: encodeEvent(event) }));
     const signer = TreeHeadSigner.resume({ runId: RUN, key: first.key, append: (data) => first.ledger.record('TreeHeadSigned', data) }, stored);
     expect(signer.treeSize).toBe(5);
     await signer.seal();
@@ -143,6 +143,6 @@ describe('TreeHeadSigner cadence', () => {
 
   it('refuses to resume over a stream with a gap', () => {
     const e = buildEvent('RunResumed', RUN, 1, '2026-01-01T00:00:00.000Z', {});
-    expect(() => TreeHeadSigner.resume({ runId: RUN, key: testKey(), append: async () => e }, [e])).toThrow(TreeHeadSignerError);
+    expect(() => TreeHeadSigner.resume({ runId: RUN, key: testKey(), append: async () => e }, [{ event: e, bytes: encodeEvent(e) }])).toThrow(TreeHeadSignerError);
   });
 });

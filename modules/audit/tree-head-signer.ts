@@ -52,13 +52,14 @@ export class TreeHeadSigner {
 
   /**
    * A signer for a run whose events are already stored (all of them, in seq order), e.g. to seal
-   * an interrupted run: the accumulator is rebuilt from the stream without signing on the way.
+   * an interrupted run: the accumulator is rebuilt from the stream without signing on the way. The
+   * leaves are the stored bytes (an event written at an older schema version hashes as written).
    */
-  static resume(options: TreeHeadSignerOptions, stored: Iterable<A2rlEvent>): TreeHeadSigner {
+  static resume(options: TreeHeadSignerOptions, stored: Iterable<{ event: A2rlEvent; bytes: Buffer }>): TreeHeadSigner {
     const signer = new TreeHeadSigner(options);
-    for (const event of stored) {
+    for (const { event, bytes } of stored) {
       if (event.seq !== signer.tree.size) throw new TreeHeadSignerError(`run ${options.runId}: stored event seq ${event.seq} where ${signer.tree.size} was expected`);
-      signer.tree.push(leafHash(encodeEvent(event)));
+      signer.tree.push(leafHash(bytes));
       signer.uncovered = event.type === 'TreeHeadSigned' ? 0 : signer.uncovered + 1;
     }
     return signer;

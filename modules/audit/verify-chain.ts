@@ -1,6 +1,6 @@
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
-import { assertValidEvent } from '../ledger/events/envelope.js';
+import { validateStoredEvent } from '../ledger/events/envelope.js';
 import { leafHash, MerkleAccumulator } from './merkle.js';
 import { verifyTreeHead } from './tree-head.js';
 
@@ -36,16 +36,17 @@ export function verifyEventChain(runId: string, entries: readonly ChainEntry[], 
   entries.forEach((entry, index) => {
     const where = { seq: index, ...(entry.line !== undefined ? { line: entry.line } : {}) };
     let event: A2rlEvent;
+    let stored: unknown;
     try {
-      event = JSON.parse(entry.bytes.toString('utf8')) as A2rlEvent;
-      assertValidEvent(event);
+      stored = JSON.parse(entry.bytes.toString('utf8'));
+      event = validateStoredEvent(stored);
     } catch (err) {
       failures.push({ check: 'event', ...where, message: `not a valid event: ${(err as Error).message}` });
       tree.push(leafHash(entry.bytes));
       return;
     }
     events.push(event);
-    if (!canonicalBytes(event).equals(entry.bytes)) failures.push({ check: 'event', ...where, message: 'not in canonical JSON form (RFC 8785): the bytes were altered' });
+    if (!canonicalBytes(stored).equals(entry.bytes)) failures.push({ check: 'event', ...where, message: 'not in canonical JSON form (RFC 8785): the bytes were altered' });
     if (event.runId !== runId) failures.push({ check: 'event', ...where, message: `belongs to run ${event.runId}, not ${runId}` });
     if (event.seq !== index) failures.push({ check: 'sequence', ...where, message: `seq ${event.seq} where ${index} was expected (events missing, inserted or reordered)` });
     if (event.type === 'TreeHeadSigned') {

@@ -19,7 +19,6 @@ import { EventStoreUnavailableError } from '../ledger/errors.js';
 import type { EventStore, ReadAllOptions, ReadStreamOptions, RecordedEvent, Subscription } from '../ledger/event-store.port.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
-import { encodeEvent } from '../ledger/events/envelope.js';
 import { streamName } from '../ledger/events/ids.js';
 import { RunSource } from '../query/run-source.js';
 import { ProjectionFailedError, ProjectionRunner } from '../readmodels/projection-runner.js';
@@ -33,12 +32,9 @@ import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailu
  *
  * 1. The chain: the stream's events, as canonical bytes, against every signed tree head and the
  *    public key (verifyEventChain), plus: the run is sealed and the store's revision agrees.
- *    The bytes are `encodeEvent` of the events the store decodes. That equals the stored bytes
- *    because every adapter stores exactly encodeEvent(event) and decodeEvent is JSON.parse (no
- *    upcasters exist while every type is at schema version 1). A stored event that no longer parses
- *    is reported at its seq. Once an upcaster exists, this must read the raw stored bytes instead
- *    (the port would need a raw read); the canonical-form check of verifyEventChain only bites
- *    on bundles, whose lines are the raw bytes.
+ *    The bytes are the stored bytes (RecordedEvent.bytes, at the schema version each event was
+ *    written with), so events from before an upcaster still hash as signed. A stored event that no
+ *    longer parses is reported at its seq.
  * 2. Artifacts: every blob an event references exists and hashes to its sha256 (and size).
  * 3. Projections: every projection is rebuilt from zero into a scratch SQLite read-model store from
  *    this run's verified events only (an in-memory single-run view of the ledger: projections are
@@ -249,7 +245,7 @@ async function readRun(store: EventStore, runId: string, onProgress: (done: numb
   for (;;) {
     try {
       for await (const recorded of store.readStream(stream, { fromRevision: from })) {
-        out.entries.push({ bytes: encodeEvent(recorded.event) });
+        out.entries.push({ bytes: recorded.bytes });
         out.recorded.push(recorded);
         from = recorded.revision + 1n;
         if (out.entries.length % 1000 === 0) onProgress(out.entries.length);

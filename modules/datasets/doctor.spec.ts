@@ -92,9 +92,12 @@ describe('doctor', () => {
     expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_URL: 'http://gpu-box:3000' } })).toMatchObject({ status: 'ok', detail: expect.stringContaining('http://gpu-box:3000') });
   });
 
-  it('says plainly that a paper task without a pack is not implemented yet', async () => {
-    const d = await diagnoseTask('webshop', undefined, probe({ gpu: () => 'GPU 0', hasCommand: () => true }));
-    expect(d).toEqual({ task: 'webshop', implemented: false, ready: false, checks: [expect.objectContaining({ name: 'task pack', status: 'missing', detail: 'not implemented yet in this version of a2rl' })] });
+  it('says plainly that an unknown task does not exist, naming the paper\'s tasks', async () => {
+    const d = await diagnoseTask('mmlu', undefined, probe({ gpu: () => 'GPU 0', hasCommand: () => true }));
+    expect(d).toEqual({ task: 'mmlu', implemented: false, ready: false, checks: [{
+      name: 'task pack', status: 'missing', detail: 'no such task',
+      hint: "the paper's tasks are gsm8k, humaneval, alpacaeval, alfworld, webshop, deepsearchqa; `a2rl tasks` lists every pack",
+    }] });
   });
 
   it('reports reference packs as needing nothing', async () => {

@@ -5,7 +5,7 @@ import type { TaskPack, TaskRequirement } from '../../tasks/task-pack.js';
 import { DATASETS, datasetDir } from './dataset-registry.js';
 import { BASE_MODEL, readManifest } from './fetch-dataset.js';
 
-/** The paper's six tasks, in the paper's order; doctor reports every one, implemented or not. */
+/** The paper's six tasks, in the paper's order (`a2rl doctor` without --task checks them all). */
 export const PAPER_TASKS = ['gsm8k', 'humaneval', 'alpacaeval', 'alfworld', 'webshop', 'deepsearchqa'] as const;
 
 /** `optional`: something is absent but the task still runs (e.g. the keyless search fallback). */
@@ -63,15 +63,10 @@ export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env)
   };
 }
 
-/** Diagnoses one task: `pack` is the registered pack, undefined for a paper task not implemented yet. */
+/** Diagnoses one task: `pack` is the registered pack, undefined for an unknown task id. */
 export async function diagnoseTask(task: string, pack: TaskPack | undefined, probe: MachineProbe): Promise<TaskDiagnosis> {
   if (!pack) {
-    const known = (PAPER_TASKS as readonly string[]).includes(task);
-    const checks: DoctorCheck[] = [{
-      name: 'task pack', status: 'missing',
-      detail: known ? 'not implemented yet in this version of a2rl' : 'no such task',
-      hint: known ? 'see docs/paper-tasks.md for what is implemented' : `known tasks: ${PAPER_TASKS.join(', ')} and \`a2rl tasks\``,
-    }];
+    const checks: DoctorCheck[] = [{ name: 'task pack', status: 'missing', detail: 'no such task', hint: `the paper's tasks are ${PAPER_TASKS.join(', ')}; \`a2rl tasks\` lists every pack` }];
     return { task, implemented: false, checks, ready: false };
   }
   const requirements = pack.requirements ?? [];

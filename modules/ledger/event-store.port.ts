@@ -15,7 +15,10 @@ export interface RecordedEvent {
   revision: bigint;
   /** Opaque all-stream position (checkpoint value for subscribers). */
   position: string;
+  /** The event, upcast to the current schema version (what projections and reports read). */
   event: A2rlEvent;
+  /** The event exactly as stored: canonical JSON at the schema version it was written with (what tree heads hash). */
+  bytes: Buffer;
 }
 
 export interface AppendResult {

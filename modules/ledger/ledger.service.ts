@@ -42,6 +42,11 @@ export class LedgerService {
     for await (const recorded of this.store.readStream(streamName(runId))) yield recorded.event;
   }
 
+  /** A run's events in seq order with their stored bytes (for hashing: tree heads, bundles). */
+  stored(runId: string): AsyncIterable<RecordedEvent> {
+    return this.store.readStream(streamName(runId));
+  }
+
   readAll(after?: string | null): AsyncIterable<RecordedEvent> {
     return this.store.readAll({ after });
   }

@@ -13,6 +13,7 @@ import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../aud
 import { BaselineCache } from '../grading/baseline-cache.js';
 import { RunRegistry } from '../grading/run-registry.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
+import type { RecordedEvent } from '../ledger/event-store.port.js';
 import { LedgerService } from '../ledger/ledger.service.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
@@ -366,8 +367,8 @@ export class RunService {
 
   /** Signs a final head over a run's stored stream (nothing else writes to it any more). */
   private async sealStored(runId: string): Promise<void> {
-    const events: A2rlEvent[] = [];
-    for await (const event of this.ledger.events(runId)) events.push(event);
+    const events: RecordedEvent[] = [];
+    for await (const recorded of this.ledger.stored(runId)) events.push(recorded);
     const append = (data: EventData<'TreeHeadSigned'>) => this.ledger.record(runId, 'TreeHeadSigned', data);
     await TreeHeadSigner.resume({ runId, key: this.signingKey(), append }, events).seal();
   }

@@ -38,7 +38,7 @@ export function registerDataCommands(program: Command): void {
       const results: TaskDiagnosis[] = [];
       for (const id of ids) results.push(await diagnoseTask(id, TASKS.find((t) => t.id === id), probe));
       for (const r of results) {
-        process.stdout.write(`${r.task}: ${r.ready ? 'ready' : r.implemented ? 'not ready' : 'not available'}\n`);
+        process.stdout.write(`${r.task}: ${r.ready ? 'ready' : r.implemented ? 'not ready' : 'unknown task'}\n`);
         for (const c of r.checks) {
           process.stdout.write(`  ${c.status.padEnd(8)} ${c.name}: ${c.detail}\n`);
           if (c.hint && c.status !== 'ok') process.stdout.write(`           → ${c.hint}\n`);

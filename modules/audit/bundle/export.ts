@@ -2,7 +2,6 @@ import { createPublicKey } from 'node:crypto';
 import type { ArtifactStore } from '../../artifacts/artifact-store.port.js';
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
-import { encodeEvent } from '../../ledger/events/envelope.js';
 import { streamName } from '../../ledger/events/ids.js';
 import type { EventStore } from '../../ledger/event-store.port.js';
 import { artifactBlobReader, type BlobReader } from '../../../projections/run-analysis/blob-reader.js';
@@ -48,9 +47,13 @@ export class BundleExportError extends Error {
 export async function exportBundle(opts: ExportBundleOptions, outFile: string): Promise<ExportSummary> {
   const { runId, artifacts } = opts;
   const events: A2rlEvent[] = [];
-  for await (const recorded of opts.eventStore.readStream(streamName(runId))) events.push(recorded.event);
+  // Lines are the stored bytes, exactly what the tree heads signed (older schema versions included).
+  const lines: Buffer[] = [];
+  for await (const recorded of opts.eventStore.readStream(streamName(runId))) {
+    events.push(recorded.event);
+    lines.push(recorded.bytes);
+  }
   if (!events.length) throw new BundleExportError(`no run "${runId}" in the ledger`);
-  const lines = events.map((e) => encodeEvent(e));
 
   const publicKeyPem = createPublicKey(opts.publicKeyPem).export({ type: 'spki', format: 'pem' }).toString();
   if (!events.some((e) => e.type === 'TreeHeadSigned')) {

@@ -79,6 +79,25 @@ function deepFreeze(value: unknown): void {
   for (const v of Object.values(value)) deepFreeze(v);
 }
 
+/**
+ * Checks an event read back from storage or a bundle: like assertValidEvent, but an older schema
+ * version is accepted when upcasters lead to the current one, and the payload is checked after
+ * upcasting. Returns the upcast event.
+ */
+export function validateStoredEvent(event: unknown): A2rlEvent {
+  const e = event as Record<string, unknown>;
+  const type = typeof e?.type === 'string' && isEventType(e.type) ? e.type : null;
+  const current = type ? EVENT_CATALOG[type].version : null;
+  if (type === null || current === null || !Number.isSafeInteger(e.schemaVersion) || (e.schemaVersion as number) === current || (e.schemaVersion as number) < 1) {
+    assertValidEvent(event);
+    return event as A2rlEvent;
+  }
+  if ((e.schemaVersion as number) > current) throw new InvalidEventError(`${type}: schema version ${String(e.schemaVersion)} is newer than this a2rl knows (${current})`);
+  const upcasted = upcast(event as A2rlEvent);
+  assertValidEvent(upcasted);
+  return upcasted;
+}
+
 /** Checks an envelope completely (shape, id, payload, size); throws before anything is written. */
 export function assertValidEvent(event: unknown): asserts event is A2rlEvent {
   validateAndEncode(event);

@@ -1,0 +1,157 @@
+"""a2rl backend for tasks/paper-common/env_server.py: WebShop (github.com/princeton-nlp/WebShop), text mode.
+
+Started by the harness as
+
+    python3 tasks/paper-common/env_server.py --backend tasks/webshop/env_backend.py --port <port> [--option key=value ...]
+
+with the WebShop checkout (after its setup.sh: product files, search index) on PYTHONPATH.
+
+Targets WebShop's main branch (2022-2023), whose text environment is
+`web_agent_site.envs.web_agent_text_env.WebAgentTextEnv(observation_mode, file_path, server=None, **kwargs)`
+with kwargs `num_products` and `human_goals`, `reset(session=<int>)` playing goal <int> of the
+simulated server's goal list (shuffled with a fixed seed), `step(action) -> (observation, reward,
+done, info)`, `get_available_actions() -> {"has_search_bar", "clickables"}`, and the simulated server
+(product store + search engine) at `env.server` with its goals in `env.server.goals`.
+UNTESTED in the a2rl repository (WebShop is not installed there): only the import failure is
+exercised by tasks/webshop/webshop.spec.ts.
+
+Splits (WebShop's own convention for its goal list: 0-499 test, 500-1499 dev, 1500+ train):
+    eval   goals 0..99 (the private sessions)
+    train  goals from 1500 on (never an eval goal)
+
+Options (--option key=value):
+    num_products   products to load, e.g. 1000 for WebShop's small set (default: WebShop's default)
+    human_goals    1 (default): the human-written instructions; 0: WebShop's synthetic ones
+    train_start    first train goal (default 1500)
+    train_size     train goals (default: every goal from train_start on)
+
+An action WebShop would silently ignore (not `search[...]` where the page has a search bar, not
+`click[...]` on something the page shows) is answered "Invalid action!" with the page unchanged, so
+the model learns its action was refused. Standard library + WebShop only.
+"""
+import re
+import sys
+
+EVAL_SESSIONS = 100
+DEFAULT_TRAIN_START = 1500
+INVALID = "Invalid action!"
+ACTION = re.compile(r"^(search|click)\[(.*)\]$", re.DOTALL)
+
+
+def query(text):
+    """A search query as WebShop can take it: its action parser splits at the last "[", so no brackets."""
+    return " ".join(re.sub(r"[\[\]]", " ", text).split())
+
+
+def load_text_env_class():
+    try:
+        from web_agent_site.envs.web_agent_text_env import WebAgentTextEnv
+    except ImportError as err:
+        raise ImportError(
+            f"cannot import web_agent_site ({err}): clone https://github.com/princeton-nlp/WebShop, run its setup.sh "
+            "and put the checkout on PYTHONPATH (or point A2RL_ENV_WEBSHOP_COMMAND at a Python that has it)"
+        ) from err
+    return WebAgentTextEnv
+
+
+class WebshopBackend:
+    name = "webshop"
+
+    def __init__(self, options):
+        self.env_class = load_text_env_class()
+        self.env_kwargs = {"observation_mode": "text", "human_goals": options.get("human_goals", "1") == "1"}
+        if options.get("num_products"):
+            self.env_kwargs["num_products"] = int(options["num_products"])
+        # The first environment builds the product store and search engine (slow); later ones share it.
+        first = self.env_class(**self.env_kwargs)
+        self.server = getattr(first, "server", None)
+        self.share_server = self.server is not None
+        self.idle = [first]
+        self.opened = 0
+        goals = len(self.server.goals) if self.server is not None else 0
+        train_start = int(options.get("train_start", DEFAULT_TRAIN_START))
+        self.offsets = {"eval": 0, "train": train_start}
+        self.sizes = {
+            "eval": min(EVAL_SESSIONS, goals, train_start),
+            "train": int(options["train_size"]) if "train_size" in options else max(0, goals - train_start),
+        }
+        if self.offsets["train"] + self.sizes["train"] > goals:
+            raise SystemExit(f"train_start + train_size exceeds the {goals} WebShop goals loaded")
+        print(f"webshop backend: {goals} goals, eval {self.sizes['eval']}, train {self.sizes['train']} (from {train_start})", flush=True)
+        if self.sizes["eval"] < EVAL_SESSIONS or self.sizes["train"] == 0:
+            print("webshop backend: WARNING fewer goals than the paper setting (full product set, human goals) gives", file=sys.stderr, flush=True)
+
+    def split_size(self, split):
+        return self.sizes[split]
+
+    def take_env(self):
+        if self.idle:
+            return self.idle.pop()
+        if self.share_server:
+            try:
+                return self.env_class(server=self.server, **self.env_kwargs)
+            except TypeError:
+                # A WebShop version without the `server` argument: one store per session (slow, memory-hungry).
+                self.share_server = False
+        return self.env_class(**self.env_kwargs)
+
+    def new_session(self, split, index):
+        self.opened += 1
+        return WebshopSession(self, self.take_env(), split, index, self.offsets[split] + index, f"a2rl{self.opened}-")
+
+    def release(self, env, session_id):
+        user_sessions = getattr(getattr(env, "server", None), "user_sessions", None)
+        if isinstance(user_sessions, dict):
+            user_sessions.pop(session_id, None)
+        self.idle.append(env)
+
+
+class WebshopSession:
+    def __init__(self, backend, env, split, index, goal, prefix):
+        self.backend, self.env = backend, env
+        self.info = {"session": index, "split": split, "goal_index": goal}
+        self.goal = goal
+        # A unique WebShop session id per episode: the simulated server keys its per-session state by id,
+        # and the same goal may be played by several episodes at once. The int still picks the goal.
+        self.prefix = prefix
+        self.available = {"has_search_bar": False, "clickables": []}
+        self.closed = False
+
+    def refresh(self):
+        available = self.env.get_available_actions()
+        self.available = {"has_search_bar": bool(available.get("has_search_bar")), "clickables": list(available.get("clickables") or [])}
+        actions = ["search[<query>]"] if self.available["has_search_bar"] else []
+        # WebShop refuses click[search] (the search button): only the search action uses it.
+        return actions + [f"click[{c}]" for c in self.available["clickables"] if c != "search"]
+
+    def reset(self):
+        self.env.session_prefix = self.prefix
+        observation, _ = self.env.reset(session=self.goal)
+        return {"observation": observation, "admissible_actions": self.refresh(), "info": dict(self.info)}
+
+    def valid(self, action):
+        match = ACTION.match(action.strip())
+        if match is None:
+            return False
+        kind, arg = match.group(1), match.group(2).strip().lower()
+        if kind == "search":
+            return self.available["has_search_bar"] and query(arg) != ""
+        return arg != "search" and arg in self.available["clickables"]
+
+    def step(self, action):
+        if not self.valid(action):
+            return {"observation": INVALID, "reward": 0.0, "done": False, "admissible_actions": self.refresh(), "info": {**self.info, "invalid": True}}
+        kind, arg = ACTION.match(action.strip()).groups()
+        arg = query(arg) if kind == "search" else arg.strip()
+        observation, reward, done, _ = self.env.step(f"{kind}[{arg}]")
+        return {"observation": observation, "reward": float(reward or 0.0), "done": bool(done),
+                "admissible_actions": [] if done else self.refresh(), "info": dict(self.info)}
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.backend.release(self.env, getattr(self.env, "session", None))
+
+
+def create_backend(options):
+    return WebshopBackend(options)
