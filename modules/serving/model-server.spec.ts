@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +6,7 @@ import { startOpenAiTestServer, type OpenAiTestServer } from '../../test/servers
 import { createEvaluationContext, SERVED_MODEL_NAME } from './model-server.js';
 import { OpenAiClient } from './openai-client.js';
 import { loadServingConfig } from './serving.config.js';
+import { processesWith, rejection } from '../../test/servers/processes.js';
 
 const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
 const ANSWERS = { rules: [{ contains: '2+2', reply: 'The answer is 4.' }], default: 'I do not know.' };
@@ -46,21 +46,6 @@ async function serve(ctx: ReturnType<typeof context>, dir: string, signal?: Abor
   const model = await ctx.serve(dir, signal);
   served.push(model);
   return model;
-}
-
-/** Live (non-zombie) processes whose command line mentions the marker. */
-function processesWith(marker: string): string[] {
-  const out = execFileSync('ps', ['-eo', 'stat=,args='], { encoding: 'utf8' });
-  return out.split('\n').filter((line) => line.includes(marker) && !line.trim().startsWith('Z') && !line.includes('ps -eo'));
-}
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('serving a checkpoint through the serve command', () => {

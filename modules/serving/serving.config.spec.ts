@@ -1,5 +1,5 @@
 import { ConfigError } from '../../src/config/config.js';
-import { DEFAULT_SERVE_COMMAND, loadServingConfig, renderCommand, splitCommand } from './serving.config.js';
+import { DEFAULT_SERVE_COMMAND, defaultEnvCommand, loadServingConfig, renderCommand, splitCommand } from './serving.config.js';
 
 function configError(env: NodeJS.ProcessEnv): ConfigError {
   try {
@@ -17,6 +17,14 @@ describe('serving configuration', () => {
     expect(config.serveCommand).toEqual(splitCommand(DEFAULT_SERVE_COMMAND));
     expect(config.serveCommand[0]).toBe('vllm');
     expect(config).toMatchObject({ inferenceUrl: null, readyTimeoutMs: 600_000, judge: null });
+  });
+
+  it('starts the bundled Python environment server with each task\'s backend unless a command or URL is configured', () => {
+    const config = loadServingConfig({ A2RL_ENV_WEBSHOP_URL: 'http://gpu-box:3000/', A2RL_ENV_WEBSHOP_TOKEN: 'secret' });
+    expect(config.envServers.alfworld).toEqual({ kind: 'command', command: defaultEnvCommand('alfworld'), variable: 'A2RL_ENV_ALFWORLD_COMMAND' });
+    expect(config.envServers.alfworld!.kind === 'command' && config.envServers.alfworld!.command.slice(-4)).toEqual(['--backend', expect.stringMatching(/tasks\/alfworld\/env_backend\.py$/), '--port', '{port}']);
+    expect(config.envServers.webshop).toEqual({ kind: 'url', baseUrl: 'http://gpu-box:3000', token: 'secret', variable: 'A2RL_ENV_WEBSHOP_URL' });
+    expect(config.envReadyTimeoutMs).toBe(600_000);
   });
 
   it('splits the template without a shell and keeps a substituted path with spaces as one argument', () => {
@@ -47,6 +55,11 @@ describe('serving configuration', () => {
     [{ A2RL_INFERENCE_URL: 'ftp://host/v1' }, 'A2RL_INFERENCE_URL', /scheme/],
     [{ A2RL_JUDGE_URL: 'https://api.openai.com' }, 'A2RL_JUDGE_MODEL', /no judge model/],
     [{ A2RL_JUDGE_MODEL: 'gpt-4' }, 'A2RL_JUDGE_URL', /no judge endpoint/],
+    [{ A2RL_ENV_ALFWORLD_COMMAND: 'python3 server.py' }, 'A2RL_ENV_ALFWORLD_COMMAND', /\{port\}/],
+    [{ A2RL_ENV_WEBSHOP_COMMAND: 'python3 server.py --port {port} --model {model_path}' }, 'A2RL_ENV_WEBSHOP_COMMAND', /unknown placeholder \{model_path\}/],
+    [{ A2RL_ENV_WEBSHOP_URL: 'http://h:3000', A2RL_ENV_WEBSHOP_COMMAND: 'x --port {port}' }, 'A2RL_ENV_WEBSHOP_URL', /either/],
+    [{ A2RL_ENV_ALFWORLD_URL: 'gpu-box:3000' }, 'A2RL_ENV_ALFWORLD_URL', /scheme|not a URL/],
+    [{ A2RL_ENV_READY_TIMEOUT: 'later' }, 'A2RL_ENV_READY_TIMEOUT', /invalid duration/],
   ])('rejects %j naming %s', (env, variable, message) => {
     const err = configError(env);
     expect(err.variable).toBe(variable);

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createEvaluationContext } from '../../modules/serving/model-server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
 import { fakeAlfworldGame, fakeAlfworldSolver } from '../../test/servers/fake-env-solvers.js';
+import { processesWith } from '../../test/servers/processes.js';
 import type { ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
@@ -51,9 +51,8 @@ function context(backendOptions = `--option kind=alfworld --option eval=${EVAL}`
   return createEvaluationContext(config, 'cpu', { stopGraceMs: 1_000, pollMs: 50 });
 }
 
-/** Live processes started from the fake backend (servers must never outlive an evaluation). */
-const envServers = () =>
-  execFileSync('ps', ['-eo', 'stat=,args='], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(MARKER) && !l.trim().startsWith('Z'));
+/** Live environment servers of this file (they must never outlive an evaluation). */
+const envServers = () => processesWith(MARKER);
 
 async function privateDirWithPrompts(): Promise<string> {
   const dir = path.join(root, `private-${n++}`);

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -10,6 +9,7 @@ import type { ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type EvaluationResult } from '../task-pack.js';
 import { firstMessage, INSTRUCTIONS, MAX_STEPS, parseReply, webshop } from './index.js';
+import { processesWith, rejection } from '../../test/servers/processes.js';
 
 const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
 const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
@@ -47,21 +47,6 @@ function context(envOptions = '', extra: NodeJS.ProcessEnv = {}) {
     ...extra,
   });
   return { ctx: createEvaluationContext(config, 'cpu', { stopGraceMs: 1_000, pollMs: 50 }), marker };
-}
-
-/** Live (non-zombie) processes whose command line mentions the marker. */
-function processesWith(marker: string): string[] {
-  const out = execFileSync('ps', ['-eo', 'stat=,args='], { encoding: 'utf8' });
-  return out.split('\n').filter((line) => line.includes(marker) && !line.trim().startsWith('Z') && !line.includes('ps -eo'));
-}
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected a rejection');
 }
 
 // Pages of the fake backend (test/servers/fake_env_backend.py, kind=webshop): session i asks for FAKE<i>;

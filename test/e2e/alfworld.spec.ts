@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { PROMPT_KEYS } from '../../tasks/alfworld/prompt.js';
 import { fakeAlfworldGame, fakeAlfworldSolver } from '../servers/fake-env-solvers.js';
+import { processesWith } from '../servers/processes.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // A full `a2rl run --task alfworld` through the built CLI: the scripted environment backend stands in
@@ -91,7 +91,6 @@ describe('a2rl run --task alfworld with scripted stand-ins for ALFWorld and vLLM
     expect(graded.map((e) => e.data.score)).toEqual([100]);
     expect(graded[0]!.data.details).toMatchObject({ games: EVAL, successes: EVAL, fullEvalSet: false });
 
-    const left = execFileSync('ps', ['-eo', 'stat=,args='], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(MARKER) && !l.trim().startsWith('Z'));
-    expect(left).toEqual([]);
+    expect(processesWith(MARKER)).toEqual([]);
   }, 240_000);
 });

@@ -1,0 +1,83 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { processesWith, rejection } from '../../test/servers/processes.js';
+import { EvaluatorError, type EnvServer } from '../../tasks/task-pack.js';
+import { EnvClient } from './env-client.js';
+import { startEnvServer } from './env-server.js';
+import { loadServingConfig } from './serving.config.js';
+
+const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
+const FAKE_BACKEND = path.resolve('test/servers/fake_env_backend.py');
+const MARKER = `env-server-spec-${process.pid}`;
+const TIMINGS = { stopGraceMs: 1_000, pollMs: 50 };
+
+const started: EnvServer[] = [];
+afterAll(() => Promise.all(started.map((s) => s.stop())));
+
+async function start(env: NodeJS.ProcessEnv = {}, options = ''): Promise<EnvServer> {
+  const config = loadServingConfig({
+    A2RL_ENV_ALFWORLD_COMMAND: `python3 ${ENV_SERVER} --backend ${FAKE_BACKEND} --port {port} --option marker=${MARKER} ${options}`,
+    A2RL_ENV_READY_TIMEOUT: '20s',
+    ...env,
+  });
+  const server = await startEnvServer(config, 'alfworld', TIMINGS);
+  started.push(server);
+  return server;
+}
+
+async function post(server: Pick<EnvServer, 'baseUrl'>, route: string, body: unknown, token?: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${server.baseUrl}${route}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe('environment servers started from their command', () => {
+  it('answer only requests bearing the per-start token, speak protocol 1 and stop with their process group', async () => {
+    const server = await start();
+    expect(server.token).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect(await post(server, '/reset', { split: 'eval', index: 0 })).toEqual({ status: 401, body: { error: 'missing or wrong bearer token' } });
+    expect((await post(server, '/reset', { split: 'eval', index: 0 }, 'guess')).status).toBe(401);
+    const client = new EnvClient(server);
+    expect(await client.health()).toEqual({ protocol: 1, env: 'fake-alfworld', splits: { train: 12, eval: 6 } });
+    const first = await client.reset('train', 3);
+    expect(first.info).toMatchObject({ task_type: 'pick_heat_then_place_in_recep' });
+    expect(await client.step(first.sessionId, 'look')).toMatchObject({ observation: 'Nothing happens.', reward: 0, done: false });
+    await client.close(first.sessionId);
+    expect((await rejection(client.step(first.sessionId, 'look'))).message).toMatch(/HTTP 409\): session e1 has finished its episode/);
+    expect((await rejection(client.reset('eval', 6))).message).toMatch(/HTTP 400\): index must be an integer in \[0, 6\) for split eval/);
+    expect((await post(server, '/step', { session_id: 'e99', action: 'look' }, server.token!)).status).toBe(404);
+    expect(processesWith(MARKER)).toHaveLength(1);
+    await server.stop();
+    expect(processesWith(MARKER)).toEqual([]);
+  });
+
+  it('name the variable when the command cannot be started', async () => {
+    const err = await rejection(start({ A2RL_ENV_ALFWORLD_COMMAND: '/nonexistent/env-server --port {port}' }));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/cannot start the alfworld environment server "\/nonexistent\/env-server" \(A2RL_ENV_ALFWORLD_COMMAND\)/);
+  });
+});
+
+describe('environment servers at a configured URL', () => {
+  it('are probed, used with the configured token and never stopped by a2rl', async () => {
+    const own = await start();
+    const server = await startEnvServer(loadServingConfig({ A2RL_ENV_ALFWORLD_URL: own.baseUrl, A2RL_ENV_ALFWORLD_TOKEN: own.token! }), 'alfworld', TIMINGS);
+    expect(server).toMatchObject({ baseUrl: own.baseUrl, token: own.token });
+    await server.stop();
+    expect((await new EnvClient(server).reset('eval', 1)).observation).toContain('Your task is to:');
+  });
+
+  it('fail with the variable named when nothing speaking the protocol answers', async () => {
+    const other = http.createServer((_req, res) => res.end(JSON.stringify({ status: 'ok' })));
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+      const err = await rejection(startEnvServer(loadServingConfig({ A2RL_ENV_WEBSHOP_URL: url }), 'webshop', TIMINGS));
+      expect(err.message).toBe(`the webshop environment server at ${url} (A2RL_ENV_WEBSHOP_URL) does not answer GET /health with a2rl environment protocol 1`);
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+});
