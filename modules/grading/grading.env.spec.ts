@@ -88,3 +88,64 @@ describe('rollout recording', () => {
     expect(lines.map((l) => [l.session_id, l.done])).toEqual([['sess-1', true], ['sess-2', true], ['sess-3', false]]);
   });
 });
+
+/** An asynchronous environment (like an environment server) that counts what it opens and closes. */
+class CountingEnvironment extends FakeEnvironment {
+  opens = 0;
+  closes = 0;
+  sessionCloses = 0;
+  failOpens = 0;
+  stepDelayMs = 0;
+
+  override open() {
+    this.opens++;
+    if (this.failOpens > 0) {
+      this.failOpens--;
+      return Promise.reject(new Error('the environment server exited before becoming ready'));
+    }
+    return Promise.resolve({
+      createSession: async (seed: number) => {
+        const inner = this.createSession(seed);
+        return {
+          reset: async () => inner.reset(),
+          step: async (action: string) => {
+            await new Promise((resolve) => setTimeout(resolve, this.stepDelayMs));
+            return inner.step(action);
+          },
+          close: async () => void this.sessionCloses++,
+        };
+      },
+      close: async () => void this.closes++,
+    });
+  }
+}
+
+describe('asynchronous training environments', () => {
+  it('are opened once per run on first use, retried after a failed start (500), and closed with their open sessions when the run ends', async () => {
+    const env = new CountingEnvironment();
+    env.failOpens = 1;
+    const r = await server.newRun({ task: new FakeTask(env) });
+    const failed = await post(`${r.url}/env/reset`, {});
+    expect(failed).toEqual({ status: 500, body: { statusCode: 500, error: 'the environment failed during start-up: the environment server exited before becoming ready' } });
+    const first = await post(`${r.url}/env/reset`, {});
+    await post(`${r.url}/env/step`, { session_id: first.body.session_id, action: 'right' }); // finished: its session is closed
+    await post(`${r.url}/env/reset`, {}); // left open
+    expect([env.opens, env.closes, env.sessionCloses]).toEqual([2, 0, 1]);
+    await server.registry.unregister(r.ctx.runId);
+    expect([env.opens, env.closes, env.sessionCloses]).toEqual([2, 1, 2]);
+  });
+
+  it('run one step at a time per session: a step racing the one that ends the episode gets 409, and each step is recorded once', async () => {
+    const env = new CountingEnvironment();
+    env.stepDelayMs = 50;
+    const r = await server.newRun({ task: new FakeTask(env) });
+    const { body } = await post(`${r.url}/env/reset`, {});
+    const winning = post(`${r.url}/env/step`, { session_id: body.session_id, action: 'right' });
+    await new Promise((resolve) => setTimeout(resolve, 10)); // the winning step is still in the environment (50 ms)
+    const [win, late] = await Promise.all([winning, post(`${r.url}/env/step`, { session_id: body.session_id, action: 'left' })]);
+    expect([win.status, win.body.done, late.status]).toEqual([200, true, 409]);
+    await server.registry.unregister(r.ctx.runId);
+    const lines = await trajectories((r.events[0].data as any).trajectories);
+    expect(lines.map((l) => l.steps.map((s: any) => s.action))).toEqual([['right']]);
+  });
+});
