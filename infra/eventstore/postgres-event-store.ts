@@ -111,7 +111,8 @@ export class PostgresEventStore implements EventStore {
     // If the connection dies around COMMIT the outcome is unknown; retrying the same append settles it.
     const failed = `append to ${stream} was not acknowledged (retry the same append: it dedupes if it was stored)`;
     try {
-      return await this.transaction((client) => this.appendIn(client, stream, events, bytes, expected));
+      const appended = await this.appendOnce(stream, events, bytes, expected);
+      if (appended) return appended;
     } catch (error) {
       if (!isUniqueViolation(error)) throw this.unavailable(error, failed);
     }
@@ -194,31 +195,28 @@ export class PostgresEventStore implements EventStore {
     return new EventStoreUnavailableError('postgres', `${context}: ${this.server}: ${messageOf(error)}`, { cause: error });
   }
 
-  private async appendIn(
-    client: pg.PoolClient,
-    stream: string,
-    events: readonly A2rlEvent[],
-    bytes: Buffer[],
-    expected: ExpectedRevision,
-  ): Promise<AppendResult> {
+  /**
+   * The append as one statement, so one round trip and its own transaction: claiming the head row
+   * (created for 'no_stream', else advanced from `expected`) locks it until commit, so a concurrent
+   * writer of the same stream waits and then finds the head moved (READ COMMITTED re-checks the
+   * updated row); the events are inserted only when the claim succeeded. Null when it did not.
+   */
+  private async appendOnce(stream: string, events: readonly A2rlEvent[], bytes: Buffer[], expected: ExpectedRevision): Promise<AppendResult | null> {
     const first = firstRevision(expected);
     const last = lastRevision(expected, events.length);
-    // Claiming the head row locks it until commit: a concurrent writer of the same stream waits here
-    // and then sees our revision (READ COMMITTED re-checks the updated row).
-    const claim =
-      expected === 'no_stream'
-        ? await client.query(this.sql.createHead, [stream, String(last)])
-        : await client.query(this.sql.advanceHead, [stream, String(last), String(expected)]);
-    if (claim.rowCount === 0) return this.resolveConflict(client, stream, events, bytes, expected);
-    const { rows } = await client.query<{ position: string }>(this.sql.insert, [
+    const { rows } = await this.pool.query<{ claimed: number; position: string | null }>(expected === 'no_stream' ? this.sql.appendNew : this.sql.appendAt, [
       stream,
       String(first),
       events.map((e) => e.id),
       events.map((e) => e.type),
       bytes,
       channelOf(this.schema),
+      String(last),
+      ...(expected === 'no_stream' ? [] : [String(expected)]),
     ]);
-    return { nextExpectedRevision: last, position: rows[0].position, deduplicated: false };
+    const row = rows[0];
+    if (!row || row.claimed === 0 || row.position === null) return null;
+    return { nextExpectedRevision: last, position: row.position, deduplicated: false };
   }
 
   /** The stream is not at `expected`: a retry of an already stored append dedupes, anything else conflicts. */
@@ -385,23 +383,31 @@ class PostgresSubscription implements Subscription {
   }
 }
 
+/** Claims the head with `claim`, then inserts the batch only if it succeeded; rows are numbered in batch order, so the last event gets the highest global_position. */
+function appendStatement(s: string, claim: string): string {
+  return `WITH claim AS (${claim}),
+    inserted AS (
+      INSERT INTO ${s}.events (stream, revision, id, type, data)
+      SELECT $1, $2::bigint + u.ord - 1, u.id, u.type, u.data
+      FROM unnest($3::uuid[], $4::text[], $5::bytea[]) WITH ORDINALITY AS u(id, type, data, ord)
+      WHERE EXISTS (SELECT 1 FROM claim)
+      ORDER BY u.ord
+      RETURNING global_position
+    )
+    SELECT (SELECT count(*) FROM claim)::int AS claimed,
+      pg_current_xact_id()::text || ':' || max(global_position)::text AS position,
+      pg_notify($6, '')
+    FROM inserted`;
+}
+
 function statements(s: string) {
   // pg returns bigint and xid8 as decimal strings, which is what positions and BigInt() want.
   const columns = 'transaction_id, global_position, stream, revision, data';
   return {
     head: `SELECT revision FROM ${s}.streams WHERE stream = $1`,
-    createHead: `INSERT INTO ${s}.streams (stream, revision) VALUES ($1, $2) ON CONFLICT (stream) DO NOTHING`,
-    advanceHead: `UPDATE ${s}.streams SET revision = $2 WHERE stream = $1 AND revision = $3`,
-    // Rows are numbered in batch order, so the last event gets the highest global_position.
-    insert: `WITH inserted AS (
-        INSERT INTO ${s}.events (stream, revision, id, type, data)
-        SELECT $1, $2::bigint + u.ord - 1, u.id, u.type, u.data
-        FROM unnest($3::uuid[], $4::text[], $5::bytea[]) WITH ORDINALITY AS u(id, type, data, ord)
-        ORDER BY u.ord
-        RETURNING global_position
-      )
-      SELECT pg_current_xact_id()::text || ':' || max(global_position)::text AS position, pg_notify($6, '')
-      FROM inserted`,
+    // $1 stream, $2 first revision, $3-$5 ids/types/bytes, $6 notify channel, $7 last revision, $8 expected revision.
+    appendNew: appendStatement(s, `INSERT INTO ${s}.streams (stream, revision) VALUES ($1, $7) ON CONFLICT (stream) DO NOTHING RETURNING 1`),
+    appendAt: appendStatement(s, `UPDATE ${s}.streams SET revision = $7 WHERE stream = $1 AND revision = $8 RETURNING 1`),
     range: `SELECT ${columns}, id FROM ${s}.events WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision`,
     streamPage: `SELECT ${columns} FROM ${s}.events WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
     allPage: `SELECT ${columns} FROM ${s}.events

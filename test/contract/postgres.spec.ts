@@ -193,6 +193,11 @@ describe('PostgresEventStore', () => {
     expect(retries.filter((r) => !r.deduplicated)).toHaveLength(1);
     expect(new Set(retries.map((r) => r.position)).size).toBe(1);
     expect((await collect(store.readStream(streamName(run)))).map((e) => e.event.seq)).toEqual([0, 1, 2]);
+
+    const different = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => store.append(streamName(run), [agentEvent(run, 3, `writer ${i}`)], 2n)));
+    expect(different.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of different) if (r.status === 'rejected') expect(r.reason).toMatchObject({ name: 'WrongExpectedRevisionError', message: expect.stringContaining('3') });
+    expect((await collect(store.readStream(streamName(run)))).map((e) => e.event.seq)).toEqual([0, 1, 2, 3]);
   });
 
   it('creates its schema idempotently when several processes open it at once', async () => {

@@ -78,7 +78,7 @@ export class FakeEnvironment implements InteractiveEnvironment {
   readonly name = 'fake-corridor';
   readonly maxSteps = 3;
 
-  open(): TrainingEnvironment {
+  open(): TrainingEnvironment | Promise<TrainingEnvironment> {
     return { createSession: (seed) => this.createSession(seed) };
   }
 
