@@ -17,7 +17,7 @@ let home: string;
 beforeEach(() => { home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-doctor-')); });
 afterEach(() => rm(home, { recursive: true, force: true }));
 
-const probe = (over: Partial<MachineProbe> = {}): MachineProbe => ({ env: {}, home, hasCommand: () => false, gpu: () => null, pythonImports: () => false, ...over });
+const probe = (over: Partial<MachineProbe> = {}): MachineProbe => ({ env: {}, home, hasCommand: () => false, gpu: () => null, pythonImports: () => false, envServerAnswers: async () => false, ...over });
 
 async function fetchedGsm8k(): Promise<void> {
   const dir = path.join(home, 'datasets', 'gsm8k');
@@ -89,7 +89,8 @@ describe('doctor', () => {
     });
     expect(await diagnose({ hasCommand: (c) => c === 'python3', pythonImports: (m) => m === 'alfworld' })).toMatchObject({ status: 'ok' });
     expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_COMMAND: 'my-alfworld --port {port}' } })).toMatchObject({ status: 'missing', detail: expect.stringContaining('`my-alfworld`') });
-    expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_URL: 'http://gpu-box:3000' } })).toMatchObject({ status: 'ok', detail: expect.stringContaining('http://gpu-box:3000') });
+    expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_URL: 'http://gpu-box:3000' } })).toMatchObject({ status: 'missing', detail: 'A2RL_ENV_ALFWORLD_URL=http://gpu-box:3000 does not answer GET /health with a2rl environment protocol 1' });
+    expect(await diagnose({ env: { A2RL_ENV_ALFWORLD_URL: 'http://gpu-box:3000' }, envServerAnswers: async (url) => url === 'http://gpu-box:3000' })).toMatchObject({ status: 'ok' });
   });
 
   it('says plainly that an unknown task does not exist, naming the paper\'s tasks', async () => {

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { TaskPack, TaskRequirement } from '../../tasks/task-pack.js';
+import { EnvClient } from '../serving/env-client.js';
 import { DATASETS, datasetDir } from './dataset-registry.js';
 import { BASE_MODEL, readManifest } from './fetch-dataset.js';
 
@@ -36,6 +37,8 @@ export interface MachineProbe {
   gpu(): string | null;
   /** Whether `python3 -c "import <module>"` succeeds. */
   pythonImports(module: string): boolean;
+  /** Whether an environment server at `baseUrl` answers `GET /health` in protocol 1. */
+  envServerAnswers(baseUrl: string): Promise<boolean>;
 }
 
 export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env): MachineProbe {
@@ -50,6 +53,7 @@ export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env)
     });
   return {
     env, home, hasCommand,
+    envServerAnswers: async (baseUrl) => (await new EnvClient({ baseUrl, token: null }, 5_000).probe()) !== null,
     pythonImports: (module) => hasCommand('python3') && spawnSync('python3', ['-c', `import ${module}`], { stdio: 'ignore', timeout: 60_000, env }).status === 0,
     gpu() {
       if (hasCommand('nvidia-smi')) {
@@ -113,7 +117,7 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
         ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY and A2RL_SEARCH_URL are set' }
         : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY for a configured search backend' };
     case 'env-server':
-      return envServerCheck(req, probe);
+      return await envServerCheck(req, probe);
     case 'env-var': {
       const value = env[req.name]?.trim();
       if (!value) return { name: req.name, status: 'missing', detail: `${req.name} is not set`, hint: req.hint };
@@ -125,11 +129,16 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
 }
 
 /** A configured URL, a configured command on PATH, or the bundled Python server with the environment package importable. */
-function envServerCheck(req: Extract<TaskRequirement, { kind: 'env-server' }>, probe: MachineProbe): DoctorCheck {
+async function envServerCheck(req: Extract<TaskRequirement, { kind: 'env-server' }>, probe: MachineProbe): Promise<DoctorCheck> {
   const name = `environment server ${req.name}`;
   const prefix = `A2RL_ENV_${req.name.toUpperCase()}`;
   const { env } = probe;
-  if (set(env, `${prefix}_URL`)) return { name, status: 'ok', detail: `a running server is configured: ${prefix}_URL=${env[`${prefix}_URL`]}` };
+  if (set(env, `${prefix}_URL`)) {
+    const url = env[`${prefix}_URL`]!.trim();
+    return (await probe.envServerAnswers(url))
+      ? { name, status: 'ok', detail: `${prefix}_URL=${url} answers GET /health (a2rl environment protocol 1)` }
+      : { name, status: 'missing', detail: `${prefix}_URL=${url} does not answer GET /health with a2rl environment protocol 1`, hint: `start the server there, or unset ${prefix}_URL to let a2rl start the bundled one` };
+  }
   if (set(env, `${prefix}_COMMAND`)) {
     const first = env[`${prefix}_COMMAND`]!.trim().split(/\s+/)[0]!;
     return probe.hasCommand(first) || path.isAbsolute(first) && existsSync(first)
