@@ -45,4 +45,5 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 });
 
 const exitCode = await runCli(process.argv.slice(2));
-process.exitCode = exitCode;
+// A command that succeeded keeps an exit code set on the way (130/143 after an operator interrupt).
+process.exitCode = exitCode === 0 ? (process.exitCode ?? 0) : exitCode;

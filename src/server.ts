@@ -15,13 +15,14 @@ export async function createHttpApp(): Promise<INestApplication> {
   configureGradingHttp(app);
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
   setupOpenApi(app);
-  app.enableShutdownHooks();
   return app;
 }
 
 /** `a2rl serve` / `npm start`: HTTP API plus projections kept live from the ledger. */
 export async function serve(): Promise<INestApplication> {
   const app = await createHttpApp();
+  // The long-running server closes cleanly on SIGINT/SIGTERM; CLI runs handle those signals themselves (withRunApp).
+  app.enableShutdownHooks();
   const config = app.get<A2rlConfig>(A2RL_CONFIG);
   await app.get(ProjectionRunnerService).start();
   await app.listen(config.httpPort, config.httpHost);

@@ -17,7 +17,7 @@ import type { RecordedEvent } from '../ledger/event-store.port.js';
 import { LedgerService } from '../ledger/ledger.service.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
-import { killLeftoverProcessGroup, launchAgent } from './agent-process.js';
+import { killLeftoverProcessGroup, launchAgent, type AgentHandle } from './agent-process.js';
 import { FileWatcher } from './file-watcher.js';
 import { agentInstructions } from './instructions.js';
 import { OutputRecorder } from './output-recorder.js';
@@ -110,7 +110,22 @@ export class RunService {
     return spec;
   }
 
+  /** Agents of the runs in progress, by run id (what an operator interrupt stops). */
+  private readonly agents = new Map<string, AgentHandle>();
+  private interrupted = false;
+
+  /**
+   * Operator interrupt (Ctrl-C): every running agent is stopped as at budget expiry (SIGTERM, grace,
+   * SIGKILL; `AgentExited.reason` "killed") and its run then closes as usual: gradings in flight
+   * finish, rollouts are flushed, environment servers stopped, the run sealed. No new run starts.
+   */
+  async interruptAll(): Promise<void> {
+    this.interrupted = true;
+    await Promise.all([...this.agents.values()].map((agent) => agent.kill('killed')));
+  }
+
   async run(request: RunRequest): Promise<RunSummary> {
+    if (this.interrupted) throw new Error('interrupted by the operator: no new run is started');
     const task = getTask(request.task);
     const spec = this.resolveAgent(request);
     const driver = detectDriver(request.driver, spec) ?? null;
@@ -275,6 +290,8 @@ export class RunService {
         closed = true;
         throw err;
       }
+      this.agents.set(runId, handle);
+      if (this.interrupted) void handle.kill('killed'); // the interrupt came while the run was being set up
       const startedAt = handle.startedAt.getTime();
       await prepared.runMeta.update({ start_time: epochSeconds(handle.startedAt), timeout_s: request.budgetSeconds });
       await record('AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: handle.pid });
@@ -296,6 +313,7 @@ export class RunService {
         exit = await handle.exited;
       } finally {
         clearInterval(ticker);
+        this.agents.delete(runId);
       }
       await this.registry.unregister(runId); // waits for gradings in flight and flushes rollouts
       await files.stop();

@@ -30,7 +30,25 @@ export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, co
     const runs = app.get(RunService);
     const interrupted = await runs.recoverInterruptedRuns();
     for (const runId of interrupted) process.stderr.write(`recorded RunInterrupted for ${runId} (its harness had exited)\n`);
-    return await work(runs, `http://127.0.0.1:${address.port}`, config);
+    // First Ctrl-C / SIGTERM: stop the agents and close their runs properly (exit 130/143 afterwards).
+    // A second one quits at once; the 'exit' hooks still stop started model/environment servers and
+    // the next a2rl start records the open runs as interrupted.
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      const code = signal === 'SIGINT' ? 130 : 143;
+      if (++signals > 1) process.exit(code);
+      process.exitCode = code;
+      process.stderr.write(`\na2rl: ${signal}: stopping the agent; its run is closed and sealed as usual (${signal} again to quit at once)\n`);
+      void runs.interruptAll();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    try {
+      return await work(runs, `http://127.0.0.1:${address.port}`, config);
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
   } finally {
     await app.close();
   }
