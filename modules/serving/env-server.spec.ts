@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -51,6 +52,36 @@ describe('environment servers started from their command', () => {
     await server.stop();
     expect(processesWith(MARKER)).toEqual([]);
   });
+
+  it('leave no bundled server behind when the harness is killed (SIGKILL: no exit hook runs)', async () => {
+    // A harness stand-in: starts the server through the built module, prints READY, then waits to be killed.
+    const marker = `${MARKER}-orphan`;
+    const module = path.resolve('dist/modules/serving/env-server.js');
+    const config = path.resolve('dist/modules/serving/serving.config.js');
+    const script = `
+      const { startEnvServer } = await import(${JSON.stringify(module)});
+      const { loadServingConfig } = await import(${JSON.stringify(config)});
+      const env = { A2RL_ENV_ALFWORLD_COMMAND: ${JSON.stringify(`python3 ${ENV_SERVER} --backend ${FAKE_BACKEND} --port {port} --exit-with-stdin --option marker=${marker}`)} };
+      await startEnvServer(loadServingConfig(env), 'alfworld', { stopGraceMs: 1000, pollMs: 50 });
+      console.log('READY');
+      setInterval(() => {}, 1000);`;
+    const harness = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    // The stand-in's own command line holds the marker too: count only the server.
+    const servers = () => processesWith(marker).filter((line) => line.includes('env_server.py') && !line.includes('startEnvServer'));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        harness.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('READY') && resolve());
+        harness.once('exit', (code) => reject(new Error(`the harness stand-in exited early (${code})`)));
+      });
+      expect(servers()).toHaveLength(1);
+      harness.kill('SIGKILL');
+      const deadline = Date.now() + 10_000;
+      while (servers().length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(servers()).toEqual([]);
+    } finally {
+      harness.kill('SIGKILL');
+    }
+  }, 30_000);
 
   it('name the variable when the command cannot be started', async () => {
     const err = await rejection(start({ A2RL_ENV_ALFWORLD_COMMAND: '/nonexistent/env-server --port {port}' }));

@@ -37,7 +37,10 @@ export class ServerProcess {
     /** The variable configuring the command, named when it cannot be started. */
     variable: string,
   ) {
-    this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+    // stdin is a pipe the harness never writes: servers that watch it (env_server.py --exit-with-stdin)
+    // see end of file when the harness dies, however it dies.
+    this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env });
+    this.child.stdin!.on('error', () => undefined);
     for (const stream of [this.child.stdout!, this.child.stderr!]) {
       stream.setEncoding('utf8');
       stream.on('data', (chunk: string) => this.keep(chunk));
@@ -103,6 +106,7 @@ export class ServerProcess {
       killGroup(pgid, 'SIGKILL');
       await this.exitedOr(this.graceMs);
       live.delete(pgid);
+      this.child.stdin?.destroy();
       this.child.stdout?.destroy();
       this.child.stderr?.destroy();
     })();

@@ -41,10 +41,14 @@ export type EnvServerConfig =
 export const ENV_SERVER_NAMES = ['alfworld', 'webshop'] as const;
 export const DEFAULT_ENV_READY_TIMEOUT = '600s';
 
-/** The bundled server: `python3 tasks/paper-common/env_server.py --backend tasks/<name>/env_backend.py --port {port}`. */
+/**
+ * The bundled server: `python3 tasks/paper-common/env_server.py --backend tasks/<name>/env_backend.py
+ * --port {port} --exit-with-stdin` (it exits when the harness's end of its stdin closes, even if the
+ * harness was killed).
+ */
 export function defaultEnvCommand(name: string): string[] {
   const root = packageRoot();
-  return ['python3', path.join(root, 'tasks', 'paper-common', 'env_server.py'), '--backend', path.join(root, 'tasks', name, 'env_backend.py'), '--port', '{port}'];
+  return ['python3', path.join(root, 'tasks', 'paper-common', 'env_server.py'), '--backend', path.join(root, 'tasks', name, 'env_backend.py'), '--port', '{port}', '--exit-with-stdin'];
 }
 
 export const DEFAULT_SERVE_COMMAND =
