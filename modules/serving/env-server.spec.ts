@@ -53,7 +53,7 @@ describe('environment servers started from their command', () => {
     expect(processesWith(MARKER)).toEqual([]);
   });
 
-  it('leave no bundled server behind when the harness is killed (SIGKILL: no exit hook runs)', async () => {
+  it('leave no server behind when the harness is killed (SIGKILL: no exit hook runs; the watchdog kills the group)', async () => {
     // A harness stand-in: starts the server through the built module, prints READY, then waits to be killed.
     const marker = `${MARKER}-orphan`;
     const module = path.resolve('dist/modules/serving/env-server.js');
@@ -61,7 +61,7 @@ describe('environment servers started from their command', () => {
     const script = `
       const { startEnvServer } = await import(${JSON.stringify(module)});
       const { loadServingConfig } = await import(${JSON.stringify(config)});
-      const env = { A2RL_ENV_ALFWORLD_COMMAND: ${JSON.stringify(`python3 ${ENV_SERVER} --backend ${FAKE_BACKEND} --port {port} --exit-with-stdin --option marker=${marker}`)} };
+      const env = { A2RL_ENV_ALFWORLD_COMMAND: ${JSON.stringify(`python3 ${ENV_SERVER} --backend ${FAKE_BACKEND} --port {port} --option marker=${marker}`)} };
       await startEnvServer(loadServingConfig(env), 'alfworld', { stopGraceMs: 1000, pollMs: 50 });
       console.log('READY');
       setInterval(() => {}, 1000);`;

@@ -28,6 +28,7 @@ export class ServerProcess {
   private readonly exited: Promise<void>;
   private readonly lines: string[] = [];
   private stopping: Promise<void> | null = null;
+  private reaper: ChildProcess | null = null;
 
   constructor(
     readonly argv: readonly string[],
@@ -37,10 +38,7 @@ export class ServerProcess {
     /** The variable configuring the command, named when it cannot be started. */
     variable: string,
   ) {
-    // stdin is a pipe the harness never writes: servers that watch it (env_server.py --exit-with-stdin)
-    // see end of file when the harness dies, however it dies.
-    this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env });
-    this.child.stdin!.on('error', () => undefined);
+    this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
     for (const stream of [this.child.stdout!, this.child.stderr!]) {
       stream.setEncoding('utf8');
       stream.on('data', (chunk: string) => this.keep(chunk));
@@ -48,6 +46,7 @@ export class ServerProcess {
     this.started = new Promise((resolve, reject) => {
       this.child.once('spawn', () => {
         live.add(this.child.pid!);
+        this.reaper = startReaper(this.child.pid!);
         resolve();
       });
       this.child.once('error', (err) => reject(new EvaluatorError(`cannot start ${what} "${argv[0]}" (${variable}): ${err.message}`)));
@@ -106,7 +105,7 @@ export class ServerProcess {
       killGroup(pgid, 'SIGKILL');
       await this.exitedOr(this.graceMs);
       live.delete(pgid);
-      this.child.stdin?.destroy();
+      this.reaper?.stdin?.end(DISARM);
       this.child.stdout?.destroy();
       this.child.stderr?.destroy();
     })();
@@ -117,6 +116,37 @@ export class ServerProcess {
     const lines = chunk.split('\n').filter((l) => l.trim());
     this.lines.push(...lines.map((l) => l.slice(0, 500)));
     this.lines.splice(0, Math.max(0, this.lines.length - LOG_TAIL_LINES));
+  }
+}
+
+const DISARM = 'disarm\n';
+
+/**
+ * A watchdog for a harness that dies without running its exit hooks (SIGKILL, OOM killer): a tiny
+ * detached Node process holding a pipe from the harness; when the pipe closes without being
+ * disarmed, it SIGKILLs the server's process group. stop() disarms it once the group is gone.
+ */
+const REAPER_SOURCE = `
+let disarmed = false;
+process.on('SIGINT', () => {});
+process.on('SIGTERM', () => {});
+process.stdin.on('data', (d) => { if (String(d).includes(${JSON.stringify(DISARM.trim())})) disarmed = true; });
+process.stdin.on('end', () => {
+  if (!disarmed) try { process.kill(-Number(process.argv[1]), 'SIGKILL'); } catch {}
+  process.exit(0);
+});`;
+
+function startReaper(pgid: number): ChildProcess | null {
+  try {
+    const reaper = spawn(process.execPath, ['-e', REAPER_SOURCE, String(pgid)], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+    reaper.on('error', () => undefined);
+    reaper.stdin!.on('error', () => undefined);
+    // Neither the watchdog nor its pipe may keep the harness alive.
+    reaper.unref();
+    (reaper.stdin as unknown as { unref?: () => void }).unref?.();
+    return reaper;
+  } catch {
+    return null;
   }
 }
 

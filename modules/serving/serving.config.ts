@@ -41,14 +41,10 @@ export type EnvServerConfig =
 export const ENV_SERVER_NAMES = ['alfworld', 'webshop'] as const;
 export const DEFAULT_ENV_READY_TIMEOUT = '600s';
 
-/**
- * The bundled server: `python3 tasks/paper-common/env_server.py --backend tasks/<name>/env_backend.py
- * --port {port} --exit-with-stdin` (it exits when the harness's end of its stdin closes, even if the
- * harness was killed).
- */
+/** The bundled server: `python3 tasks/paper-common/env_server.py --backend tasks/<name>/env_backend.py --port {port}`. */
 export function defaultEnvCommand(name: string): string[] {
   const root = packageRoot();
-  return ['python3', path.join(root, 'tasks', 'paper-common', 'env_server.py'), '--backend', path.join(root, 'tasks', name, 'env_backend.py'), '--port', '{port}', '--exit-with-stdin'];
+  return ['python3', path.join(root, 'tasks', 'paper-common', 'env_server.py'), '--backend', path.join(root, 'tasks', name, 'env_backend.py'), '--port', '{port}'];
 }
 
 export const DEFAULT_SERVE_COMMAND =

@@ -3,7 +3,7 @@
 
 The harness starts it as
 
-    python3 env_server.py --backend tasks/<task>/env_backend.py --port <port> --exit-with-stdin [--option key=value ...]
+    python3 env_server.py --backend tasks/<task>/env_backend.py --port <port> [--option key=value ...]
 
 and speaks the a2rl environment protocol, version 1 (JSON bodies; docs/paper-tasks.md):
 
@@ -193,18 +193,8 @@ def main(argv):
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="passed to create_backend")
-    parser.add_argument("--exit-with-stdin", action="store_true",
-                        help="exit when stdin reaches end of file: the harness holds it open, so a killed harness leaves no server behind")
     args = parser.parse_args(argv)
     options = dict(o.split("=", 1) for o in args.option if "=" in o)
-    if args.exit_with_stdin:
-        def watch_parent():
-            # os.read, not sys.stdin: a daemon thread blocked in a buffered read aborts interpreter shutdown.
-            while os.read(0, 4096):
-                pass
-            os._exit(0)
-
-        threading.Thread(target=watch_parent, daemon=True).start()
     backend = load_backend(args.backend, options)
     httpd = ThreadingHTTPServer((args.host, args.port), make_handler(Server(backend, os.environ.get("A2RL_ENV_TOKEN") or None)))
     httpd.daemon_threads = True
