@@ -75,7 +75,9 @@ class AlfworldBackend:
         data = options.get("data") or os.environ.get("ALFWORLD_DATA")
         if not data:
             raise SystemExit("ALFWORLD_DATA is not set: run alfworld-download and export ALFWORLD_DATA")
-        import alfworld  # noqa: F401 - fail at start-up, not at the first episode
+        # Fail at start-up, not at the first episode: import what every session imports.
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos  # noqa: F401
+        import textworld.gym  # noqa: F401
         self.roots = {split: os.path.join(data, "json_2.1.1", d) for split, d in SPLIT_DIRS.items()}
         self.games = {split: collect_games(root) for split, root in self.roots.items()}
         self.max_steps = int(options.get("max_steps", 50))

@@ -75,7 +75,8 @@ class WebshopBackend:
             "eval": min(EVAL_SESSIONS, goals, train_start),
             "train": int(options["train_size"]) if "train_size" in options else max(0, goals - train_start),
         }
-        if self.offsets["train"] + self.sizes["train"] > goals:
+        # Only an explicit train_size can overshoot; by default fewer goals than train_start give an empty train split.
+        if "train_size" in options and self.offsets["train"] + self.sizes["train"] > goals:
             raise SystemExit(f"train_start + train_size exceeds the {goals} WebShop goals loaded")
         print(f"webshop backend: {goals} goals, eval {self.sizes['eval']}, train {self.sizes['train']} (from {train_start})", flush=True)
         if self.sizes["eval"] < EVAL_SESSIONS or self.sizes["train"] == 0:
