@@ -27,6 +27,7 @@ export class ServerProcess {
   private readonly child: ChildProcess;
   private readonly exited: Promise<void>;
   private readonly lines: string[] = [];
+  private readonly partial = ['', ''];
   private stopping: Promise<void> | null = null;
   private reaper: ChildProcess | null = null;
 
@@ -39,9 +40,9 @@ export class ServerProcess {
     variable: string,
   ) {
     this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
-    for (const stream of [this.child.stdout!, this.child.stderr!]) {
+    for (const [i, stream] of [this.child.stdout!, this.child.stderr!].entries()) {
       stream.setEncoding('utf8');
-      stream.on('data', (chunk: string) => this.keep(chunk));
+      stream.on('data', (chunk: string) => this.keep(i, chunk));
     }
     this.started = new Promise((resolve, reject) => {
       this.child.once('spawn', () => {
@@ -67,7 +68,8 @@ export class ServerProcess {
   }
 
   tail(): string {
-    return this.lines.length ? `\nlast output of ${this.what}:\n${this.lines.join('\n')}` : '';
+    const lines = [...this.lines, ...this.partial.filter((p) => p.trim())];
+    return lines.length ? `\nlast output of ${this.what}:\n${lines.slice(-LOG_TAIL_LINES).map((l) => l.slice(0, 500)).join('\n')}` : '';
   }
 
   /**
@@ -112,9 +114,11 @@ export class ServerProcess {
     return this.stopping;
   }
 
-  private keep(chunk: string): void {
-    const lines = chunk.split('\n').filter((l) => l.trim());
-    this.lines.push(...lines.map((l) => l.slice(0, 500)));
+  /** Keeps the last lines of stdout (0) and stderr (1); a line split across chunks is joined first. */
+  private keep(stream: number, chunk: string): void {
+    const parts = (this.partial[stream] + chunk).split('\n');
+    this.partial[stream] = parts.pop()!.slice(-4096);
+    this.lines.push(...parts.filter((l) => l.trim()).map((l) => l.slice(0, 500)));
     this.lines.splice(0, Math.max(0, this.lines.length - LOG_TAIL_LINES));
   }
 }

@@ -5,8 +5,9 @@ json_2.1.1/valid_unseen (134 games), each sorted by path; the same selection rul
 pack's copy of the training games (tasks/alfworld/index.ts): a trial directory holding
 traj_data.json and game.tw-pddl, not a "movable" or "Sliced" task, and marked solvable.
 
-Targets alfworld 0.3.x / textworld 1.6 (`pip install alfworld && alfworld-download`). Not run in
-a2rl's CI (no ALFWorld there): the protocol side is tested with test/servers/fake_env_backend.py.
+Targets alfworld 0.3.x / textworld 1.6 (`pip install alfworld && alfworld-download`). a2rl's CI
+has neither: this file is tested there against stub packages of the same API shape
+(test/servers/stubs, tasks/alfworld/env-backend.spec.ts), never against the real ones.
 Options: --option data=<dir> (default $ALFWORLD_DATA), --option max_steps=50.
 """
 import json
@@ -79,6 +80,9 @@ class AlfworldBackend:
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos  # noqa: F401
         import textworld.gym  # noqa: F401
         self.roots = {split: os.path.join(data, "json_2.1.1", d) for split, d in SPLIT_DIRS.items()}
+        for split, root in self.roots.items():
+            if not os.path.isdir(root):
+                raise SystemExit(f"{root} is missing ({split} split): is ALFWORLD_DATA={data} the directory alfworld-download filled?")
         self.games = {split: collect_games(root) for split, root in self.roots.items()}
         self.max_steps = int(options.get("max_steps", 50))
 

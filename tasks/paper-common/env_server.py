@@ -105,7 +105,11 @@ class Server:
         if len(self.sessions) >= MAX_SESSIONS:
             raise RequestError(429, f"{MAX_SESSIONS} sessions are open; close some first")
         session = self.backend.new_session(split, index)
-        first = turn(session.reset(), with_step=False)
+        try:
+            first = turn(session.reset(), with_step=False)
+        except Exception:
+            session.close()
+            raise
         self.next_id += 1
         session_id = f"e{self.next_id}"
         self.sessions[session_id] = session

@@ -12,8 +12,8 @@ with kwargs `num_products` and `human_goals`, `reset(session=<int>)` playing goa
 simulated server's goal list (shuffled with a fixed seed), `step(action) -> (observation, reward,
 done, info)`, `get_available_actions() -> {"has_search_bar", "clickables"}`, and the simulated server
 (product store + search engine) at `env.server` with its goals in `env.server.goals`.
-UNTESTED in the a2rl repository (WebShop is not installed there): only the import failure is
-exercised by tasks/webshop/webshop.spec.ts.
+a2rl's CI has no WebShop: this file is tested there against a stub package of the same API shape
+(test/servers/stubs, tasks/webshop/env-backend.spec.ts), never against the real one.
 
 Splits (WebShop's own convention for its goal list: 0-499 test, 500-1499 dev, 1500+ train):
     eval   goals 0..99 (the private sessions)
@@ -25,9 +25,9 @@ Options (--option key=value):
     train_start    first train goal (default 1500)
     train_size     train goals (default: every goal from train_start on)
 
-An action WebShop would silently ignore (not `search[...]` where the page has a search bar, not
-`click[...]` on something the page shows) is answered "Invalid action!" with the page unchanged, so
-the model learns its action was refused. Standard library + WebShop only.
+An action the page does not offer (`search[...]` without a search bar — WebShop itself would run
+it —, `click[...]` on something the page does not show, anything else) is answered "Invalid action!"
+with the page unchanged, so the model learns its action was refused. Standard library + WebShop only.
 """
 import re
 import sys

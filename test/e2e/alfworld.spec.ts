@@ -92,5 +92,10 @@ describe('a2rl run --task alfworld with scripted stand-ins for ALFWorld and vLLM
     expect(graded[0]!.data.details).toMatchObject({ games: EVAL, successes: EVAL, fullEvalSet: false });
 
     expect(processesWith(MARKER)).toEqual([]);
+
+    // The archived checkpoint grades the same again (a fresh environment server, the same eval games).
+    const verify = await a2rl(['verify', summary.runId, '--regrade']);
+    expect({ code: verify.code, stdout: verify.stdout }).toEqual({ code: 0, stdout: expect.stringMatching(/1 submissions re-graded; chain, artifacts, projections and reports verified/) });
+    expect(processesWith(MARKER)).toEqual([]);
   }, 240_000);
 });
