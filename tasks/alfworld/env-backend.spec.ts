@@ -3,61 +3,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { EnvClient } from '../../modules/serving/env-client.js';
-import { startEnvServer } from '../../modules/serving/env-server.js';
-import { loadServingConfig } from '../../modules/serving/serving.config.js';
 import { processesWith, rejection } from '../../test/servers/processes.js';
+import { flat, STUBS, stubBackendHarness } from '../../test/servers/stub-backend-harness.js';
 import { EvaluatorError } from '../task-pack.js';
 
 // The real backend (tasks/alfworld/env_backend.py) behind the bundled server, started the way the
 // harness starts it, with stub TextWorld/ALFWorld packages (test/servers/stubs) in place of the real ones.
-const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
-const BACKEND = path.resolve('tasks/alfworld/env_backend.py');
-const STUBS = path.resolve('test/servers/stubs');
 const MARKER = `alfworld-env-backend-spec-${process.pid}`;
-const TIMINGS = { stopGraceMs: 1_000, pollMs: 50 };
-
-/**
- * The server command: `env` sets the stubs' PYTHONPATH (no .pyc files in the checkout) and drops the
- * caller's ALFWORLD_DATA; `marker` is an option the backend must ignore, and finds the server in `ps`.
- */
-function command(options: string, vars: Record<string, string> = {}, python = 'python3'): string {
-  const assignments = Object.entries({ PYTHONPATH: STUBS, PYTHONDONTWRITEBYTECODE: '1', ...vars }).map(([k, v]) => `'${k}=${v}'`);
-  return `env -u ALFWORLD_DATA ${assignments.join(' ')} ${python} '${ENV_SERVER}' --backend '${BACKEND}' --port {port} --option marker=${MARKER} ${options}`;
-}
-
-function start(options: string, vars?: Record<string, string>, python?: string) {
-  const config = loadServingConfig({ A2RL_ENV_ALFWORLD_COMMAND: command(options, vars, python), A2RL_ENV_READY_TIMEOUT: '20s' });
-  return startEnvServer(config, 'alfworld', TIMINGS);
-}
-
-/** The error a start fails with; a server that starts anyway is stopped, and the test fails. */
-async function startError(options: string, vars?: Record<string, string>, python?: string): Promise<Error> {
-  let server: Awaited<ReturnType<typeof start>>;
-  try {
-    server = await start(options, vars, python);
-  } catch (err) {
-    return err as Error;
-  }
-  await server.stop();
-  throw new Error(`the alfworld environment server started with: ${options}`);
-}
-
-/**
- * The text of a start-up error without line breaks: the harness keeps the server's output chunk by
- * chunk, and a chunk may end mid-line (Python writes a traceback's last line in pieces).
- */
-const flat = (err: Error) => err.message.replace(/\n/g, '');
-
-/** Runs `use` against a started server, stops it and checks nothing of it is left running. */
-async function withServer(options: string, use: (client: EnvClient) => Promise<void>, vars?: Record<string, string>): Promise<void> {
-  const server = await start(options, vars);
-  try {
-    await use(new EnvClient(server));
-  } finally {
-    await server.stop();
-  }
-  expect(processesWith(MARKER)).toEqual([]);
-}
+const { startError, withServer } = stubBackendHarness('alfworld', MARKER, ['ALFWORLD_DATA']);
 
 /** A stub game (test/servers/stubs/textworld/envs/pddl.py): entities by ALFRED-like id until demangled. */
 interface Scene {

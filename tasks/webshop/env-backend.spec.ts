@@ -3,58 +3,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { EnvClient } from '../../modules/serving/env-client.js';
-import { startEnvServer } from '../../modules/serving/env-server.js';
-import { loadServingConfig } from '../../modules/serving/serving.config.js';
 import { processesWith, rejection } from '../../test/servers/processes.js';
+import { flat, stubBackendHarness } from '../../test/servers/stub-backend-harness.js';
 import { EvaluatorError } from '../task-pack.js';
 
 // The real backend (tasks/webshop/env_backend.py) behind the bundled server, started the way the
 // harness starts it, with a stub WebShop package (test/servers/stubs/web_agent_site) in place of the real one.
-const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
-const BACKEND = path.resolve('tasks/webshop/env_backend.py');
-const STUBS = path.resolve('test/servers/stubs');
 const MARKER = `webshop-env-backend-spec-${process.pid}`;
-const TIMINGS = { stopGraceMs: 1_000, pollMs: 50 };
-
-/** The server command: `env` sets the stubs' PYTHONPATH (no .pyc files in the checkout); `marker` is an option the backend must ignore. */
-function command(options: string, vars: Record<string, string> = {}, python = 'python3'): string {
-  const assignments = Object.entries({ PYTHONPATH: STUBS, PYTHONDONTWRITEBYTECODE: '1', ...vars }).map(([k, v]) => `'${k}=${v}'`);
-  return `env ${assignments.join(' ')} ${python} '${ENV_SERVER}' --backend '${BACKEND}' --port {port} --option marker=${MARKER} ${options}`;
-}
-
-function start(options: string, vars?: Record<string, string>, python?: string) {
-  const config = loadServingConfig({ A2RL_ENV_WEBSHOP_COMMAND: command(options, vars, python), A2RL_ENV_READY_TIMEOUT: '20s' });
-  return startEnvServer(config, 'webshop', TIMINGS);
-}
-
-/** The error a start fails with; a server that starts anyway is stopped, and the test fails. */
-async function startError(options: string, vars?: Record<string, string>, python?: string): Promise<Error> {
-  let server: Awaited<ReturnType<typeof start>>;
-  try {
-    server = await start(options, vars, python);
-  } catch (err) {
-    return err as Error;
-  }
-  await server.stop();
-  throw new Error(`the webshop environment server started with: ${options}`);
-}
-
-/**
- * The text of a start-up error without line breaks: the harness keeps the server's output chunk by
- * chunk, and a chunk may end mid-line (Python writes a traceback's last line in pieces).
- */
-const flat = (err: Error) => err.message.replace(/\n/g, '');
-
-/** Runs `use` against a started server, stops it and checks nothing of it is left running. */
-async function withServer(options: string, use: (client: EnvClient) => Promise<void>, vars?: Record<string, string>): Promise<void> {
-  const server = await start(options, vars);
-  try {
-    await use(new EnvClient(server));
-  } finally {
-    await server.stop();
-  }
-  expect(processesWith(MARKER)).toEqual([]);
-}
+const { startError, withServer } = stubBackendHarness('webshop', MARKER);
 
 /** A stub human goal: "i am looking for a <adjective> <material> <noun> in <colour>, and price lower than …". */
 function goalOf(observation: string): { title: string; color: string } {
