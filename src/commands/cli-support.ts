@@ -6,6 +6,7 @@ import { AppModule } from '../app.module.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
 import { formatSeconds } from '../duration.js';
 import { createHttpApp } from '../server.js';
+import { loadServingConfig } from '../../modules/serving/serving.config.js';
 
 // What the `a2rl` commands share. Each command builds the Nest application context it needs, does
 // its work and closes it, so stores are flushed and closed before the process exits.
@@ -23,6 +24,8 @@ export async function withApp<T>(work: (app: INestApplicationContext) => Promise
 /** An HTTP app (grading API) on a free loopback port for the runs this process executes. */
 export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig) => Promise<T>): Promise<T> {
   const config = loadConfig();
+  // Serving and environment-server variables are read at each grading; a bad one fails here, before any run starts.
+  loadServingConfig();
   const app = await createHttpApp();
   try {
     await app.listen(0, '127.0.0.1');

@@ -85,10 +85,18 @@ describe('a2rl CLI on the embedded default', () => {
   });
 
   it('refuses invalid configuration at start, naming the variable', async () => {
+    const runCount = async () => (await a2rl(['runs', '--json'])).stdout.split('\n').filter((l) => l.trim()).length; // NDJSON
+    const runsBefore = await runCount();
     for (const [variable, value] of [['A2RL_LEDGER_URL', 'mysql://db'], ['A2RL_ARTIFACTS_URL', 'ftp://x'], ['A2RL_READMODEL_URL', 'esdb://x']]) {
       const r = await a2rl(['runs'], { [variable]: value });
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(`configuration error: ${variable}:`);
     }
+    // Read at grading time, but checked before a run starts: nothing is recorded.
+    for (const [variable, value] of [['A2RL_SERVE_COMMAND', 'vllm serve'], ['A2RL_ENV_WEBSHOP_COMMAND', 'python3 server.py'], ['A2RL_ENV_READY_TIMEOUT', 'soon']]) {
+      const r = await a2rl(['run', '--task', 'ref-arith', '--agent', 'reference', '--budget', '5s'], { [variable]: value });
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 2, stderr: expect.stringContaining(`configuration error: ${variable}:`) });
+    }
+    expect(await runCount()).toBe(runsBefore);
   });
 });
