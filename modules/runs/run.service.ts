@@ -234,9 +234,11 @@ export class RunService {
       }
       await record('WorkspacePrepared', { workspace: layout.root, sandbox, mounts: sandboxed.mounts, dataManifest: prepared.dataManifest });
 
+      // One context for the baseline grading and the run's training environment (serving variables were checked at start).
+      const evaluation = createEvaluationContext(loadServingConfig(), 'cpu');
       const baseline = await this.baselines.getOrGrade(
         { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
-        async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir, undefined, createEvaluationContext(loadServingConfig(), 'cpu'))).score,
+        async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir, undefined, evaluation)).score,
       );
       await record('BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
 
@@ -246,7 +248,7 @@ export class RunService {
       this.registry.register(ctx, {
         deadline: new Date(Date.now() + budgetMs),
         baselineScore: baseline.score,
-        envContext: createEvaluationContext(loadServingConfig(), 'cpu'),
+        envContext: evaluation,
         onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
       });
       files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record: direct });

@@ -7,6 +7,7 @@ import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/pro
 import { join, relative } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf } from '../paper-common/dataset.js';
 import { evaluateOnEnvServer, openServerTraining, round4 } from '../paper-common/env-episodes.js';
+import { SERVING_REQUIREMENTS } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { MAX_STEPS, PROMPTS_FILE, promptsProblems, reactPolicy, TASK_TYPES, taskTypeKey } from './prompt.js';
 
@@ -150,8 +151,7 @@ export const alfworld: TaskPack = {
   evaluatorVersion: 'alfworld-eval-1',
   description: DESCRIPTION,
   requirements: [
-    { kind: 'gpu' },
-    { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
+    ...SERVING_REQUIREMENTS,
     { kind: 'dataset' },
     { kind: 'env-var', name: 'ALFWORLD_DATA', hint: DATA_HINT },
     { kind: 'env-server', name: ENV_SERVER, pythonModule: 'alfworld', hint: 'pip install alfworld (in the python3 on PATH)' },

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startOpenAiTestServer } from '../../test/servers/openai-test-server.js';
+import { startOpenAiTestServer, testEvaluationContext } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type TaskPaths } from '../task-pack.js';
 import { alpacaeval, TRAIN_COUNT_VARIABLE } from './index.js';
@@ -122,23 +122,15 @@ describe('the alpacaeval pack on the fixture dataset', () => {
   let root: string;
   let paths: TaskPaths;
   let judges: Awaited<ReturnType<typeof startJudge>>[];
-  let stopped: string[];
-  const contextWith = (judge: OpenAiEndpoint | null): EvaluationContext => ({
-    device: 'cpu',
-    judge,
-    envServer: () => Promise.reject(new Error('no environment server in this test')),
-    async serve(checkpointDir) {
-      const server = await startOpenAiTestServer({ checkpointDir });
-      return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };
-    },
-  });
+  const stopped: string[] = [];
+  const contextWith = (judge: OpenAiEndpoint | null): EvaluationContext => testEvaluationContext({ stopped }, judge);
 
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-alpacaeval-'));
     paths = { datasetDir: fixtures, dataDir: path.join(root, 'data'), modelDir: path.join(root, 'model'), privateDir: path.join(root, 'private') };
     await alpacaeval.materialize(paths);
     judges = [];
-    stopped = [];
+    stopped.length = 0;
   });
   afterAll(async () => {
     await Promise.all(judges.map((j) => j.close()));

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { OpenAiClient } from '../../modules/serving/openai-client.js';
 import { ConfigError } from '../../src/config/config.js';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { chatCompletion, mapLimit, withServedModel } from '../paper-common/served-chat.js';
+import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type OpenAiEndpoint, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { judgePrompt, MAX_JUDGE_ERROR_FRACTION, modelShownFirst, ORDER_SEED, parseVerdict, winRates, type Judgement } from './judging.js';
 
@@ -210,8 +210,7 @@ export const alpacaeval: TaskPack = {
   evaluatorVersion: 'alpacaeval-eval-1',
   description: DESCRIPTION,
   requirements: [
-    { kind: 'gpu' },
-    { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
+    ...SERVING_REQUIREMENTS,
     { kind: 'dataset' },
     { kind: 'judge' },
   ],

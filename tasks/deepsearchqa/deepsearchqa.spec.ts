@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { startOpenAiTestServer, type OpenAiTestServer, type ScriptedAnswers } from '../../test/servers/openai-test-server.js';
+import { startOpenAiTestServer, testEvaluationContext, type OpenAiTestServer, type ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type TaskPaths } from '../task-pack.js';
 import { DSQA_FILE, goldItems, parseCsv, readDsqaCsv, type DsqaItem } from './dataset.js';
@@ -229,15 +229,7 @@ describe('the deepsearchqa pack end to end with stubs', () => {
     ddg = await startStub((url) => [200, 'text/html', duckDuckGoPage(lookup(table, url.searchParams.get('q') ?? ''))]);
     judge = await startOpenAiTestServer({ answers: await readJson<ScriptedAnswers>('judge-answers.json'), model: 'judge' });
     stopped = [];
-    ctx = {
-      device: 'cpu',
-      judge: { baseUrl: judge.baseUrl, model: 'judge' },
-      envServer: () => Promise.reject(new Error('no environment server in this test')),
-      async serve(checkpointDir) {
-        const server = await startOpenAiTestServer({ checkpointDir });
-        return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };
-      },
-    };
+    ctx = testEvaluationContext({ stopped }, { baseUrl: judge.baseUrl, model: 'judge' });
     privateDir = path.join(root, 'private');
     await mkdir(privateDir);
     const items = await readDsqaCsv(fixtures);

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { mapLimit, withServedModel } from '../paper-common/served-chat.js';
+import { mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { DSQA_FILE, isSetAnswer, readDsqaCsv, type DsqaItem } from './dataset.js';
 import { judgeAnswer, type Judgement } from './judge.js';
@@ -133,8 +133,7 @@ export const deepsearchqa: TaskPack = {
   evaluatorVersion: 'deepsearchqa-eval-1',
   description: DESCRIPTION,
   requirements: [
-    { kind: 'gpu' },
-    { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
+    ...SERVING_REQUIREMENTS,
     { kind: 'dataset' },
     { kind: 'judge' },
     { kind: 'search' },

@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startOpenAiTestServer, type OpenAiTestServer } from '../../test/servers/openai-test-server.js';
+import { testEvaluationContext } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
-import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type TaskPaths } from '../task-pack.js';
+import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
 import { extractAnswer, goldAnswer, isCorrect, normaliseNumber } from './extract.js';
 import { gsm8k, gsm8kPrompt } from './index.js';
 
@@ -58,18 +58,9 @@ describe('GSM8K answer extraction', () => {
 describe('the gsm8k pack on the fixture dataset', () => {
   let root: string;
   let paths: TaskPaths;
-  let servers: OpenAiTestServer[];
-  let stopped: string[];
-  const ctx: EvaluationContext = {
-    device: 'cpu',
-    judge: null,
-    envServer: () => Promise.reject(new Error('no environment server in this test')),
-    async serve(checkpointDir) {
-      const server = await startOpenAiTestServer({ checkpointDir });
-      servers.push(server);
-      return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };
-    },
-  };
+  const servers: string[] = [];
+  const stopped: string[] = [];
+  const ctx = testEvaluationContext({ started: servers, stopped });
 
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-gsm8k-'));
@@ -78,8 +69,8 @@ describe('the gsm8k pack on the fixture dataset', () => {
   });
   afterAll(() => rm(root, { recursive: true, force: true }));
   beforeAll(() => {
-    servers = [];
-    stopped = [];
+    servers.length = 0;
+    stopped.length = 0;
   });
 
   it('puts the train split in data/ and the test split in the private dir, row for row', async () => {

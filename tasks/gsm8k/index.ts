@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { chatCompletion, mapLimit, withServedModel, type ChatMessage } from '../paper-common/served-chat.js';
+import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel, type ChatMessage } from '../paper-common/served-chat.js';
 import type { EvaluationContext, EvaluationResult, TaskPack, TaskPaths } from '../task-pack.js';
 import { extractAnswer, goldAnswer, isCorrect } from './extract.js';
 
@@ -95,7 +95,7 @@ export const gsm8k: TaskPack = {
   baseModel: BASE_MODEL,
   evaluatorVersion: 'gsm8k-eval-1',
   description: DESCRIPTION,
-  requirements: [{ kind: 'gpu' }, { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' }, { kind: 'dataset' }],
+  requirements: [...SERVING_REQUIREMENTS, { kind: 'dataset' }],
   materialize,
   evaluate,
 };

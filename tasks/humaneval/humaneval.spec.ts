@@ -5,9 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startOpenAiTestServer } from '../../test/servers/openai-test-server.js';
+import { testEvaluationContext } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
-import type { EvaluationContext, TaskPaths } from '../task-pack.js';
+import type { TaskPaths } from '../task-pack.js';
 import { buildProgram, extractCode, type HumanEvalProblem } from './completion.js';
 import { humaneval, passAt1, splitProblems } from './index.js';
 import { runPythonSandboxed, type SandboxLimits } from './sandbox.js';
@@ -117,15 +117,7 @@ describe('the humaneval pack on the fixture dataset', () => {
   let root: string;
   let paths: TaskPaths;
   const stopped: string[] = [];
-  const ctx: EvaluationContext = {
-    device: 'cpu',
-    judge: null,
-    envServer: () => Promise.reject(new Error('no environment server in this test')),
-    async serve(checkpointDir) {
-      const server = await startOpenAiTestServer({ checkpointDir });
-      return { baseUrl: server.baseUrl, model: server.model, stop: async () => { stopped.push(checkpointDir); await server.close(); } };
-    },
-  };
+  const ctx = testEvaluationContext({ stopped });
 
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-humaneval-'));

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { chatCompletion, mapLimit, withServedModel } from '../paper-common/served-chat.js';
+import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { buildProgram, humanEvalPrompt, type HumanEvalProblem } from './completion.js';
 import { DEFAULT_LIMITS, runPythonSandboxed, type RunOutcome } from './sandbox.js';
@@ -110,8 +110,7 @@ export const humaneval: TaskPack = {
   evaluatorVersion: 'humaneval-eval-1',
   description: DESCRIPTION,
   requirements: [
-    { kind: 'gpu' },
-    { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
+    ...SERVING_REQUIREMENTS,
     { kind: 'command', name: 'bwrap', hint: 'apt-get install bubblewrap (sandbox for executing completions)' },
     { kind: 'command', name: 'python3', hint: 'apt-get install python3 (runs the HumanEval tests)' },
     { kind: 'dataset' },

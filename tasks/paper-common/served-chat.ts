@@ -1,7 +1,13 @@
 import { OpenAiClient, type ChatMessage } from '../../modules/serving/openai-client.js';
-import { EvaluatorError, type EvaluationContext, type OpenAiEndpoint, type ServedModel } from '../task-pack.js';
+import { EvaluatorError, type EvaluationContext, type OpenAiEndpoint, type ServedModel, type TaskRequirement } from '../task-pack.js';
 
 export type { ChatMessage };
+
+/** What every task that serves its checkpoint needs first (`a2rl doctor`): a GPU and vLLM, unless A2RL_INFERENCE_URL is set. */
+export const SERVING_REQUIREMENTS: readonly TaskRequirement[] = [
+  { kind: 'gpu' },
+  { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
+];
 
 export interface ChatOptions {
   maxTokens: number;

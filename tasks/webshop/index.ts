@@ -2,6 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, datasetDirOf } from '../paper-common/dataset.js';
 import { evaluateOnEnvServer, openServerTraining, round4, THINK_OBSERVATION, type EpisodePolicy } from '../paper-common/env-episodes.js';
+import { SERVING_REQUIREMENTS } from '../paper-common/served-chat.js';
 import type { EnvResetResult, EnvStepResult, EvaluationContext, EvaluationResult, TaskPack, TaskPaths } from '../task-pack.js';
 
 const TASK_ID = 'webshop';
@@ -229,8 +230,7 @@ export const webshop: TaskPack = {
   evaluatorVersion: 'webshop-eval-1',
   description: DESCRIPTION,
   requirements: [
-    { kind: 'gpu' },
-    { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
+    ...SERVING_REQUIREMENTS,
     { kind: 'dataset' },
     {
       kind: 'env-server',

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
+import type { RunSummary } from '../../modules/runs/run.service.js';
 import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
 
 // Benchmark runs end to end through the built `a2rl` binary on the embedded default (SQLite ledger,
@@ -19,17 +20,8 @@ interface Ev {
   data: Record<string, unknown>;
 }
 
-interface Summary {
-  runId: string;
-  task: string;
-  agent: string;
-  driver: string | null;
-  baseline: number;
-  best: number | null;
-  improvement: number | null;
-  submissions: number;
-  state: string;
-}
+/** The CLI's `--json` summary line. */
+type Summary = Pick<RunSummary, 'runId' | 'task' | 'agent' | 'driver' | 'baseline' | 'best' | 'improvement' | 'submissions' | 'state'>;
 
 let home: string;
 

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createOpenAiHandler, loadAnswers, type ScriptedAnswers } from './fake-vllm.mjs';
+import type { EvaluationContext, OpenAiEndpoint } from '../../tasks/task-pack.js';
 
 export type { ScriptedAnswers };
 
@@ -34,5 +35,23 @@ export async function startOpenAiTestServer(options: { checkpointDir?: string; a
         server.closeAllConnections();
         server.close((err) => (err ? reject(err) : resolve()));
       }),
+  };
+}
+
+/**
+ * The evaluation context task specs lend evaluators: `serve` starts an in-process test server answering
+ * from the checkpoint's answers.json; the checkpoints served and stopped are appended to `log`. No
+ * environment servers.
+ */
+export function testEvaluationContext(log: { started?: string[]; stopped: string[] }, judge: OpenAiEndpoint | null = null): EvaluationContext {
+  return {
+    device: 'cpu',
+    judge,
+    envServer: () => Promise.reject(new Error('no environment server in this test')),
+    async serve(checkpointDir) {
+      const server = await startOpenAiTestServer({ checkpointDir });
+      log.started?.push(checkpointDir);
+      return { baseUrl: server.baseUrl, model: server.model, stop: async () => { log.stopped.push(checkpointDir); await server.close(); } };
+    },
   };
 }
