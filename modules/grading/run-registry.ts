@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import type { EnvironmentContext, EnvSession, InteractiveEnvironment, TrainingEnvironment } from '../../tasks/task-pack.js';
 import type { RunContext } from '../runs/run-context.js';
-import { RolloutRecorder } from './rollout-recorder.js';
+import { RolloutRecorder } from '../instrumentation/rollout-recorder.js';
 
 export interface RegisterOptions {
   /** Submissions arriving later are refused (budget_exhausted). */

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { killLeftoverProcessGroup, launchAgent, type LaunchOptions } from './agent-process.js';
-import { readAllStats, readArgv } from './process-monitor.js';
+import { readAllStats, readArgv } from '../instrumentation/process-monitor.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

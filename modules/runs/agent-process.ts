@@ -9,8 +9,8 @@ import {
   readProcStat,
   type LiveProcess,
   type ProcessMonitorOptions,
-} from './process-monitor.js';
-import { StraceTracer, straceWorks, TracerUnavailableError, type TracerKind } from './process-tracer.js';
+} from '../instrumentation/process-monitor.js';
+import { StraceTracer, straceWorks, TracerUnavailableError, type TracerKind } from '../instrumentation/process-tracer.js';
 
 export type ExitReason = 'completed' | 'timeout' | 'killed' | 'crashed';
 

@@ -7,7 +7,7 @@ import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { FileChanged } from '../ledger/events/catalog.js';
 import { FileWatcher, lineDiff } from './file-watcher.js';
-import type { Recorder } from './run-context.js';
+import type { Recorder } from '../runs/run-context.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');

@@ -3,9 +3,9 @@ import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { classifyArgv, ProcessMonitor, type ProcessExit, type ProcessStart } from './process-monitor.js';
-import { sandboxCommand } from './sandbox.js';
-import { fakeTask } from './testing/fake-task.js';
-import { prepareWorkspace } from './workspace.js';
+import { sandboxCommand } from '../runs/sandbox.js';
+import { fakeTask } from '../runs/testing/fake-task.js';
+import { prepareWorkspace } from '../runs/workspace.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -5,8 +5,8 @@ import { join, sep } from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import { promisify } from 'node:util';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import type { Recorder } from './run-context.js';
-import { isHarnessFile } from './workspace.js';
+import type { Recorder } from '../runs/run-context.js';
+import { isHarnessFile } from '../runs/workspace.js';
 
 export interface FileWatcherOptions {
   /** The workspace root. */

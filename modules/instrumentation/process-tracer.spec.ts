@@ -1,12 +1,12 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launchAgent, type LaunchOptions } from './agent-process.js';
+import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
 import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
-import { sandboxCommand } from './sandbox.js';
-import { fakeTask } from './testing/fake-task.js';
-import { prepareWorkspace, type PreparedWorkspace } from './workspace.js';
+import { sandboxCommand } from '../runs/sandbox.js';
+import { fakeTask } from '../runs/testing/fake-task.js';
+import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
 
 interface Trace {
   starts: ProcessStart[];

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import type { Recorder } from './run-context.js';
+import type { Recorder } from '../runs/run-context.js';
 
 export type OutputStream = 'stdout' | 'stderr';
 
