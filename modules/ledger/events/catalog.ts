@@ -22,6 +22,8 @@ import {
 // write) and one discriminated union over the shared envelope. Names are part of the product.
 
 const SHA256 = /^[0-9a-f]{64}$/;
+/** ISO-8601 UTC with milliseconds or finer, as `Date.prototype.toISOString` writes it. */
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3,9}Z$/;
 
 /** Reference to a blob in the artifact store; large payloads never travel inside events. */
 export class BlobRef {
@@ -69,6 +71,13 @@ export class AgentStarted {
   @IsOptional() @IsInt() pid?: number;
 }
 
+// Instrumentation events (FileChanged, ProcessStarted, ProcessExited, AgentOutput,
+// RolloutBatchRecorded, ObservationGap) carry `observedAt`: when the observer saw the fact (strace's
+// timestamp of the exec or exit, the moment a file's content was read, a chunk was cut). The
+// envelope's `occurredAt` stays the ledger's append time; metrics, timelines and budget accounting
+// use `observedAt`. Schema version 1 of these events had no `observedAt`: the upcaster gives them
+// their `occurredAt`.
+
 export class FileChanged {
   @IsString() @MinLength(1) @MaxLength(4096) path!: string;
   @IsIn(['create', 'modify', 'delete']) op!: 'create' | 'modify' | 'delete';
@@ -76,8 +85,7 @@ export class FileChanged {
   @IsOptional() @IsInt() @Min(0) size?: number;
   @IsOptional() @Matches(SHA256) previousSha256?: string;
   @IsOptional() @IsString() key?: string;
-  @IsInt() @Min(0) linesAdded!: number;
-  @IsInt() @Min(0) linesRemoved!: number;
+  @Matches(ISO_UTC) observedAt!: string;
 }
 
 export class ProcessStarted {
@@ -85,7 +93,9 @@ export class ProcessStarted {
   @IsInt() @Min(0) ppid!: number;
   @IsArray() @ArrayMaxSize(4096) @IsString({ each: true }) argv!: string[];
   @IsString() cwd!: string;
-  @IsIn(['training', 'evaluation', 'install', 'other']) kind!: 'training' | 'evaluation' | 'install' | 'other';
+  /** The file the kernel executed (strace's execve path, or /proc/<pid>/exe); absent when unknown. */
+  @IsOptional() @IsString() @MaxLength(4096) executable?: string;
+  @Matches(ISO_UTC) observedAt!: string;
 }
 
 export class ProcessExited {
@@ -95,6 +105,7 @@ export class ProcessExited {
   @IsNumber() @Min(0) durationMs!: number;
   @IsOptional() @IsNumber() @Min(0) cpuMs?: number;
   @IsOptional() @IsInt() @Min(0) peakRssKb?: number;
+  @Matches(ISO_UTC) observedAt!: string;
 }
 
 export class RolloutBatchRecorded {
@@ -104,6 +115,18 @@ export class RolloutBatchRecorded {
   @IsNumber() @Min(0) @Max(1) successRate!: number;
   @IsNumber() meanReturn!: number;
   @IsOptional() @ValidateNested() @Type(() => BlobRef) trajectories?: BlobRef;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
+/**
+ * An observer could not record everything it saw (its bounded buffer overflowed, its source failed):
+ * nothing is dropped silently. `count` is how many observations were lost when known.
+ */
+export class ObservationGap {
+  @IsIn(['files', 'processes', 'output', 'rollouts']) observer!: 'files' | 'processes' | 'output' | 'rollouts';
+  @IsString() @MinLength(1) @MaxLength(4096) reason!: string;
+  @IsOptional() @IsInt() @Min(0) count?: number;
+  @Matches(ISO_UTC) observedAt!: string;
 }
 
 export class SubmissionReceived {
@@ -130,6 +153,7 @@ export class SubmissionRejected {
 export class AgentOutput {
   @IsIn(['stdout', 'stderr']) stream!: 'stdout' | 'stderr';
   @ValidateNested() @Type(() => BlobRef) chunk!: BlobRef;
+  @Matches(ISO_UTC) observedAt!: string;
 }
 
 export class AgentExited {
@@ -164,19 +188,20 @@ export const EVENT_CATALOG = {
   WorkspacePrepared: { payload: WorkspacePrepared, version: 1 },
   BaselineEvaluated: { payload: BaselineEvaluated, version: 1 },
   AgentStarted: { payload: AgentStarted, version: 1 },
-  FileChanged: { payload: FileChanged, version: 1 },
-  ProcessStarted: { payload: ProcessStarted, version: 1 },
-  ProcessExited: { payload: ProcessExited, version: 1 },
-  RolloutBatchRecorded: { payload: RolloutBatchRecorded, version: 1 },
+  FileChanged: { payload: FileChanged, version: 2 },
+  ProcessStarted: { payload: ProcessStarted, version: 2 },
+  ProcessExited: { payload: ProcessExited, version: 2 },
+  RolloutBatchRecorded: { payload: RolloutBatchRecorded, version: 2 },
   SubmissionReceived: { payload: SubmissionReceived, version: 1 },
   SubmissionGraded: { payload: SubmissionGraded, version: 1 },
   SubmissionRejected: { payload: SubmissionRejected, version: 1 },
-  AgentOutput: { payload: AgentOutput, version: 1 },
+  AgentOutput: { payload: AgentOutput, version: 2 },
   AgentExited: { payload: AgentExited, version: 1 },
   RunCompleted: { payload: RunCompleted, version: 1 },
   RunInterrupted: { payload: RunInterrupted, version: 1 },
   RunResumed: { payload: RunResumed, version: 1 },
   TreeHeadSigned: { payload: TreeHeadSigned, version: 1 },
+  ObservationGap: { payload: ObservationGap, version: 1 },
 } as const;
 
 export type EventType = keyof typeof EVENT_CATALOG;
