@@ -1,7 +1,10 @@
 import { Global, Module } from '@nestjs/common';
 import { loadConfig } from './config.js';
 
-export const A2RL_CONFIG = Symbol('A2RL_CONFIG');
+import { SETTINGS } from '../../modules/settings/settings.port.js';
+
+/** The same token as the modules' SETTINGS port. */
+export const A2RL_CONFIG = SETTINGS;
 
 /** Validated configuration, loaded once from the environment (fails at start naming the variable). */
 @Global()

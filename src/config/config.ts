@@ -1,26 +1,12 @@
 import path from 'node:path';
+import { ConfigError, type Settings } from '../../modules/settings/settings.port.js';
 
-/**
- * Configuration comes only from the environment. Every value is checked at start; a bad value
- * fails with a ConfigError that names the variable, before anything is opened or written.
- */
-export interface A2rlConfig {
-  home: string;
-  ledgerUrl: string;
-  artifactsUrl: string;
-  readModelUrl: string;
-  /** Where run workspaces are created (default `$A2RL_HOME/workspaces`). */
-  workspacesDir: string;
-  httpPort: number;
-  httpHost: string;
-}
+// Configuration comes only from the environment. Every value is checked at start; a bad value
+// fails with a ConfigError that names the variable, before anything is opened or written.
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  constructor(readonly variable: string, message: string) {
-    super(`${variable}: ${message}`);
-  }
-}
+export { ConfigError };
+/** The checked configuration: the modules' Settings port. */
+export type A2rlConfig = Settings;
 
 const LEDGER_SCHEMES = ['sqlite:', 'postgres:', 'postgresql:', 'kurrentdb:', 'kurrentdb+discover:', 'esdb:', 'esdb+discover:'];
 const ARTIFACT_SCHEMES = ['file:', 's3:'];
