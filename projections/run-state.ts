@@ -1,14 +1,12 @@
-import type { EventType } from '../modules/ledger/events/catalog.js';
+import { evolve, initialRunState, type RunCommand, type RunState } from '../modules/runs/run-lifecycle.js';
 
-/** A run's lifecycle state, as every projection derives it. */
-export type RunState = 'scheduled' | 'running' | 'completed' | 'interrupted';
+/** A run's lifecycle state, as every projection derives it (defined by the run-lifecycle decider). */
+export type { RunState };
 
-/** The state a lifecycle event puts its run in (other events leave the state as it was). */
-export const STATE_AFTER: Partial<Record<EventType, RunState>> = {
-  RunScheduled: 'scheduled',
-  WorkspacePrepared: 'running',
-  AgentStarted: 'running',
-  RunResumed: 'running',
-  RunCompleted: 'completed',
-  RunInterrupted: 'interrupted',
-};
+/**
+ * The state a run is in after `event`, given the state before it: the run-lifecycle `evolve`, so
+ * projections and the recorder's decider can never disagree. Only lifecycle events change it.
+ */
+export function runStateAfter(state: RunState | null, event: RunCommand): RunState | null {
+  return evolve({ ...initialRunState, status: state }, event).status;
+}

@@ -6,9 +6,10 @@ import { LedgerModule } from '../modules/ledger/ledger.module.js';
 import { QueryModule } from '../modules/query/query.module.js';
 import { ReadModelsModule } from '../modules/readmodels/readmodels.module.js';
 import { RunsModule } from '../modules/runs/runs.module.js';
-import { ConfigModule } from './config/config.module.js';
+import { AdaptersModule } from './composition.js';
 
+/** The application: the composition root's adapters (global) and the feature modules that use them. */
 @Module({
-  imports: [ConfigModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, QueryModule],
+  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, QueryModule],
 })
 export class AppModule {}

@@ -21,6 +21,11 @@ export async function openEventStore(url: string): Promise<EventStore> {
       const { KurrentDbEventStore } = await import('./kurrentdb-event-store.js');
       return KurrentDbEventStore.open(url);
     }
+    case 'memory': {
+      // `memory://<name>`: one ledger per name in this process; nothing is kept after it exits.
+      const { openMemoryEventStore } = await import('./memory-event-store.js');
+      return openMemoryEventStore(url.replace(/^memory:(\/\/)?/, ''));
+    }
     default:
       throw new Error(`unsupported ledger URL scheme "${scheme}"`);
   }

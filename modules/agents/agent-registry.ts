@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../settings/package-root.js';
 
 /**
  * Agents are configuration plus a start script, one folder each under modules/agents/. The harness

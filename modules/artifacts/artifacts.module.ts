@@ -1,21 +1,12 @@
-import { Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
-import { openArtifactStore } from '../../infra/artifacts/open-artifact-store.js';
-import { A2RL_CONFIG } from '../../src/config/config.module.js';
-import type { A2rlConfig } from '../../src/config/config.js';
-import type { ArtifactStore } from './artifact-store.port.js';
+import { Module } from '@nestjs/common';
 
+/** Injection token of the ArtifactStore port (interfaces have no runtime identity in TypeScript). */
 export const ARTIFACT_STORE = Symbol('ARTIFACT_STORE');
 
-@Module({
-  providers: [
-    { provide: ARTIFACT_STORE, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => openArtifactStore(config.artifactsUrl) },
-  ],
-  exports: [ARTIFACT_STORE],
-})
-export class ArtifactsModule implements OnApplicationShutdown {
-  constructor(@Inject(ARTIFACT_STORE) private readonly store: ArtifactStore) {}
-
-  async onApplicationShutdown(): Promise<void> {
-    await this.store.close();
-  }
-}
+/**
+ * Artifacts: content-addressed blobs behind the ArtifactStore port. The store (ARTIFACT_STORE) is
+ * provided globally by the app's composition root (src/composition.ts), which opens the adapter
+ * the settings name and closes it at shutdown; modules import this one to say they use it.
+ */
+@Module({})
+export class ArtifactsModule {}

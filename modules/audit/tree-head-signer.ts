@@ -70,12 +70,12 @@ export class TreeHeadSigner {
     return this.tree.size;
   }
 
-  /** Runs one append of the run (after any head being signed) and feeds the stored event to the tree. */
-  async record<E extends A2rlEvent>(append: () => Promise<E>): Promise<E> {
+  /** Runs one append of the run (after any head being signed) and feeds the stored event(s) to the tree. */
+  async record<E extends A2rlEvent | A2rlEvent[]>(append: () => Promise<E>): Promise<E> {
     while (this.signing) await this.signing;
-    const op = append().then((event) => {
-      this.observe(event);
-      return event;
+    const op = append().then((stored) => {
+      for (const event of Array.isArray(stored) ? stored : [stored]) this.observe(event);
+      return stored;
     });
     const settled = op.then(
       () => undefined,

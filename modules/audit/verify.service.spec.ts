@@ -26,16 +26,16 @@ describe('artifact checks of a2rl verify', () => {
     for (const b of Object.values(blobs)) await store.put(b, { sha256: sha(b), size: b.length });
     events = [
       buildEvent('WorkspacePrepared', RUN, 0, at, { workspace: '/w', sandbox: 'none', mounts: [], dataManifest: [{ path: 'data/train.txt', sha256: sha(blobs.data), size: blobs.data.length }] }),
-      buildEvent('FileChanged', RUN, 1, at, { path: 'code/a.py', op: 'create', ...ref(blobs.code), linesAdded: 1, linesRemoved: 0 }),
-      buildEvent('FileChanged', RUN, 2, at, { path: 'code/a.py', op: 'delete', previousSha256: sha(blobs.code), linesAdded: 0, linesRemoved: 1 }),
+      buildEvent('FileChanged', RUN, 1, at, { path: 'code/a.py', op: 'create', ...ref(blobs.code), observedAt: at }),
+      buildEvent('FileChanged', RUN, 2, at, { path: 'code/a.py', op: 'delete', previousSha256: sha(blobs.code), observedAt: at }),
       buildEvent('SubmissionReceived', RUN, 3, at, {
         submissionId: 's1',
         modelPath: 'output/ckpt',
         manifest: [{ path: 'weights.json', sha256: sha(blobs.weights), size: blobs.weights.length }],
         checkpoint: ref(blobs.manifest),
       }),
-      buildEvent('AgentOutput', RUN, 4, at, { stream: 'stdout', chunk: ref(blobs.out) }),
-      buildEvent('FileChanged', RUN, 5, at, { path: 'code/b.py', op: 'create', ...ref(blobs.code), linesAdded: 1, linesRemoved: 0 }),
+      buildEvent('AgentOutput', RUN, 4, at, { stream: 'stdout', chunk: ref(blobs.out), observedAt: at }),
+      buildEvent('FileChanged', RUN, 5, at, { path: 'code/b.py', op: 'create', ...ref(blobs.code), observedAt: at }),
     ];
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -78,7 +78,7 @@ describe('artifact checks of a2rl verify', () => {
   });
 
   it('flags an event whose key is not the content address of its sha256', async () => {
-    const bad = buildEvent('AgentOutput', RUN, 0, at, { stream: 'stderr', chunk: { ...ref(blobs.out), key: 'elsewhere/x' } });
+    const bad = buildEvent('AgentOutput', RUN, 0, at, { stream: 'stderr', chunk: { ...ref(blobs.out), key: 'elsewhere/x' }, observedAt: at });
     const failures = await checkArtifacts(store, artifactRefs([bad]));
     expect(failures).toEqual([expect.objectContaining({ seq: 0, message: expect.stringContaining('names key elsewhere/x') })]);
   });

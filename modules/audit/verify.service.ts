@@ -6,9 +6,8 @@ import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { DataSource } from 'typeorm';
-import { openReadModels } from '../../infra/readmodels/data-source.js';
 import { PROJECTIONS } from '../../projections/index.js';
-import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../projections/report/render.js';
+import { REPORT_FORMATS, renderReport, type ReportFormat } from '../reports/render.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { artifactBlobReader, type BlobReader } from '../../projections/run-analysis/blob-reader.js';
@@ -22,6 +21,7 @@ import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { streamName } from '../ledger/events/ids.js';
 import { RunSource } from '../query/run-source.js';
 import { ProjectionFailedError, ProjectionRunner } from '../readmodels/projection-runner.js';
+import type { ReadModelStores } from '../readmodels/read-models.port.js';
 import { materializeTask } from '../runs/workspace.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
@@ -36,7 +36,7 @@ import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailu
  *    written with), so events from before an upcaster still hash as signed. A stored event that no
  *    longer parses is reported at its seq.
  * 2. Artifacts: every blob an event references exists and hashes to its sha256 (and size).
- * 3. Projections: every projection is rebuilt from zero into a scratch SQLite read-model store from
+ * 3. Projections: every projection is rebuilt from zero into a scratch read-model store from
  *    this run's verified events only (an in-memory single-run view of the ledger: projections are
  *    per run, and a whole-ledger rebuild would cost time proportional to every other run); each
  *    rebuilt row must equal the live row as canonical JSON, and the md/json/html reports rendered
@@ -49,6 +49,8 @@ export interface VerifyDeps {
   artifacts: ArtifactStore;
   /** The live read models (as `a2rl runs` / `a2rl report` read them). */
   readModels: DataSource;
+  /** Opens the scratch store the projections are rebuilt into (the read-model port). */
+  readModelStores: Pick<ReadModelStores, 'openScratch'>;
   /** The live run source (`a2rl report` renders from it). */
   runs: RunSource;
   /** Brings the live read models up to date before they are compared. */
@@ -57,6 +59,8 @@ export interface VerifyDeps {
   publicKeyPem: string | null;
   /** The task cache (`$A2RL_HOME/tasks`): private evaluation sets for --regrade. */
   taskCacheDir: string;
+  /** Where `a2rl data fetch` stores paper-task datasets, for --regrade when the task cache is cold. */
+  datasetsDir?: string;
   /** Where scratch stores and restored checkpoints go (default: the OS temp dir). */
   tmpDir?: string;
 }
@@ -144,7 +148,7 @@ export class RunVerifier {
     const dir = await mkdtemp(path.join(this.deps.tmpDir ?? os.tmpdir(), 'a2rl-verify-'));
     let scratch: DataSource | undefined;
     try {
-      scratch = await openReadModels(`sqlite://${path.join(dir, 'readmodels.db')}`);
+      scratch = await this.deps.readModelStores.openScratch(dir);
       const runner = new ProjectionRunner(new SingleRunView(this.deps.store.backend, runId, recorded), scratch, PROJECTIONS, { blobs });
       try {
         await runner.catchUp(undefined, (p) => progress({ stage: 'projections', done: p.processed, total: recorded.length }));
@@ -191,7 +195,7 @@ export class RunVerifier {
     } catch (error) {
       return { regraded: 0, failures: [{ check: 'regrade', seq: scheduled.seq, message: (error as Error).message }] };
     }
-    const { privateDir } = await materializeTask(task, this.deps.taskCacheDir);
+    const { privateDir } = await materializeTask(task, this.deps.taskCacheDir, this.deps.datasetsDir);
     const received = new Map<string, Extract<A2rlEvent, { type: 'SubmissionReceived' }>>();
     for (const e of events) if (e.type === 'SubmissionReceived') received.set(e.data.submissionId, e);
     const recordedVersion = events.find((e) => e.type === 'BaselineEvaluated')?.data.evaluatorVersion;

@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { Module } from '@nestjs/common';
-import { A2RL_CONFIG } from '../../src/config/config.module.js';
-import type { A2rlConfig } from '../../src/config/config.js';
+import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import { BaselineCache } from './baseline-cache.js';
 import { EnvService } from './env.service.js';
 import { GradingController } from './grading.controller.js';
@@ -12,7 +11,7 @@ import { SubmissionService } from './submission.service.js';
 
 /**
  * The grading API. Runs are served once registered with RunRegistry (the run orchestrator does
- * that with the run's RunContext). Needs A2RL_CONFIG (global ConfigModule); OPERATOR_TOKEN and
+ * that with the run's RunContext). Needs SETTINGS (provided globally by the app shell); OPERATOR_TOKEN and
  * GRADING_OPTIONS can be overridden. The app must be set up with configureGradingHttp().
  */
 @Module({
@@ -25,11 +24,11 @@ import { SubmissionService } from './submission.service.js';
     OperatorGuard,
     {
       provide: GRADING_OPTIONS,
-      inject: [A2RL_CONFIG],
-      useFactory: (config: A2rlConfig): GradingOptions => ({ ...DEFAULT_GRADING_OPTIONS, stagingDir: path.join(config.home, 'grading-staging') }),
+      inject: [SETTINGS],
+      useFactory: (config: Settings): GradingOptions => ({ ...DEFAULT_GRADING_OPTIONS, stagingDir: path.join(config.home, 'grading-staging') }),
     },
-    { provide: OPERATOR_TOKEN, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => loadOrCreateOperatorToken(config.home) },
-    { provide: BaselineCache, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => new BaselineCache(path.join(config.home, 'baselines.json')) },
+    { provide: OPERATOR_TOKEN, inject: [SETTINGS], useFactory: (config: Settings) => loadOrCreateOperatorToken(config.home) },
+    { provide: BaselineCache, inject: [SETTINGS], useFactory: (config: Settings) => new BaselineCache(path.join(config.home, 'baselines.json')) },
   ],
   exports: [RunRegistry, BaselineCache, OPERATOR_TOKEN],
 })

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import PQueue from 'p-queue';
 import type { EnvironmentContext, EnvSession, InteractiveEnvironment, TrainingEnvironment } from '../../tasks/task-pack.js';
 import type { RunContext } from '../runs/run-context.js';
 import { RolloutRecorder } from '../instrumentation/rollout-recorder.js';
@@ -22,7 +23,7 @@ export interface GradeRecord {
 
 /** One open environment session of an interactive task; its steps run one after another. */
 export class OpenSession {
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly steps = new PQueue({ concurrency: 1 });
 
   constructor(
     readonly session: EnvSession,
@@ -30,9 +31,7 @@ export class OpenSession {
   ) {}
 
   serialize<R>(work: () => Promise<R>): Promise<R> {
-    const next = this.queue.catch(() => undefined).then(work);
-    this.queue = next;
-    return next;
+    return this.steps.add(work);
   }
 }
 

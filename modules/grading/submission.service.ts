@@ -6,7 +6,7 @@ import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
 import { archiveCheckpoint, type ArchivedCheckpoint } from './checkpoint-archive.js';
 import { GRADING_OPTIONS, type GradingOptions } from './grading.options.js';
-import { KeyedMutex } from './keyed-mutex.js';
+import { KeyedMutex } from '../ledger/keyed-mutex.js';
 import type { ActiveRun, GradeRecord } from './run-registry.js';
 import { SubmissionRefusedError } from './submission-refused.error.js';
 import { resolveCheckpointDir } from './workspace-path.js';

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { Recorder } from '../runs/run-context.js';
+import { systemClock, type ObservationClock, type Observer } from './observer.js';
 
 export type OutputStream = 'stdout' | 'stderr';
 
@@ -11,6 +13,8 @@ export interface OutputRecorderOptions {
   maxChunkBytes?: number;
   /** …or this long after its first byte arrived, whichever comes first. */
   maxDelayMs?: number;
+  /** A chunk's observedAt is when it was cut. */
+  clock?: ObservationClock;
 }
 
 interface Pending {
@@ -25,18 +29,25 @@ interface Pending {
  * order they were cut. Byte boundaries are arbitrary (a chunk may end inside a line or a UTF-8
  * sequence); concatenating a stream's chunks in event order gives its exact bytes.
  */
-export class OutputRecorder {
+export class OutputRecorder implements Observer {
+  readonly name = 'output' as const;
   private readonly maxChunkBytes: number;
   private readonly maxDelayMs: number;
   private readonly pending: Record<OutputStream, Pending> = { stdout: { parts: [], size: 0 }, stderr: { parts: [], size: 0 } };
-  private chain: Promise<void> = Promise.resolve();
+  /** Chunks are stored and recorded one at a time, in the order they were cut. */
+  private readonly chunks = new PQueue({ concurrency: 1 });
+  private readonly clock: ObservationClock;
   private failure: unknown;
   private stopped = false;
 
   constructor(private readonly opts: OutputRecorderOptions) {
     this.maxChunkBytes = opts.maxChunkBytes ?? 64 * 1024;
     this.maxDelayMs = opts.maxDelayMs ?? 1000;
+    this.clock = opts.clock ?? systemClock;
   }
+
+  /** Nothing to set up: output arrives through `write`. */
+  async start(): Promise<void> {}
 
   /** Matches `launchAgent`'s `onOutput`. */
   readonly write = (stream: OutputStream, chunk: Buffer): void => {
@@ -63,7 +74,7 @@ export class OutputRecorder {
   async flush(): Promise<void> {
     this.cutPending('stdout');
     this.cutPending('stderr');
-    await this.chain;
+    await this.chunks.onIdle();
     if (this.failure !== undefined) throw this.failure;
   }
 
@@ -86,12 +97,13 @@ export class OutputRecorder {
 
   private cut(stream: OutputStream, chunk: Buffer): void {
     const body = Buffer.from(chunk); // detach from buffers the caller may reuse
-    this.chain = this.chain.then(async () => {
+    const observedAt = this.clock().toISOString();
+    void this.chunks.add(async () => {
       if (this.failure !== undefined) return; // stop at the first error rather than record with gaps
       try {
         const sha256 = createHash('sha256').update(body).digest('hex');
         const stored = await this.opts.artifacts.put(body, { sha256, size: body.length });
-        await this.opts.record('AgentOutput', { stream, chunk: { sha256, size: body.length, key: stored.key } });
+        await this.opts.record('AgentOutput', { stream, chunk: { sha256, size: body.length, key: stored.key }, observedAt });
       } catch (err) {
         this.failure = err;
       }

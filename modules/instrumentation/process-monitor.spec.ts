@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { classifyArgv, ProcessMonitor, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import { ProcessMonitor, processExitedFact, processStartedFact, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import { sandboxCommand } from '../runs/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace } from '../runs/workspace.js';
@@ -10,7 +10,7 @@ import { prepareWorkspace } from '../runs/workspace.js';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('ProcessMonitor', () => {
-  it('reports every process of a short tree once, with argv, kind, exit status and resource use', async () => {
+  it('reports every process of a short tree once, with argv, executable, exit status and resource use', async () => {
     const script = [
       `node -e "setTimeout(() => {}, 500)" train_sft.mjs &`, // a training child
       `bash -c '(sleep 0.3; exit 7) & exec sleep 1.2' &`, // leaves an unreaped zombie exiting 7
@@ -42,12 +42,14 @@ describe('ProcessMonitor', () => {
     expect(exits.find((e) => e.pid === root.pid)).toMatchObject({ exitCode: 3 });
 
     const trainer = starts.find((s) => s.argv[0] === 'node')!;
-    expect(trainer).toMatchObject({ ppid: root.pid, kind: 'training' });
+    expect(trainer.ppid).toBe(root.pid);
+    expect(trainer.executable).toMatch(/\/node[^/]*$/); // /proc/<pid>/exe: the binary, whatever argv[0] says
     expect(trainer.argv).toContain('train_sft.mjs');
     const trainerExit = exits.find((e) => e.pid === trainer.pid)!;
     expect(trainerExit.durationMs).toBeGreaterThanOrEqual(400);
     expect(trainerExit.peakRssKb).toBeGreaterThan(1000);
     expect(trainerExit.cpuMs).toBeGreaterThan(0);
+    expect(trainerExit.endedAt).toBeGreaterThanOrEqual(trainer.startedAt + trainerExit.durationMs);
     expect(Math.abs(trainer.startedAt - Date.now())).toBeLessThan(5000);
 
     const sleeper = starts.find((s) => s.argv.join(' ') === 'sleep 1.2')!;
@@ -123,13 +125,29 @@ describe('ProcessMonitor', () => {
     }
   });
 
-  it('classifies processes by argv heuristics', () => {
-    expect(classifyArgv(['python', 'code/train.py'])).toBe('training');
-    expect(classifyArgv(['bash', '-c', 'accelerate launch run_grpo.py'])).toBe('training');
-    expect(classifyArgv(['python', 'scripts/evaluate.py'])).toBe('evaluation');
-    expect(classifyArgv(['pip', 'install', 'trl'])).toBe('install');
-    expect(classifyArgv(['/usr/bin/npm', 'install'])).toBe('install');
-    expect(classifyArgv(['uv', 'pip', 'install', 'x'])).toBe('install');
-    expect(classifyArgv(['ls', '-la', 'constraints.txt', 'endpoint', 'support'])).toBe('other');
+  it('maps starts and exits to ProcessStarted/ProcessExited facts observed at their own times', () => {
+    const start: ProcessStart = { pid: 9, ppid: 1, argv: ['python3', 'train.py'], cwd: '/w', executable: '/usr/bin/python3', startedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678) };
+    expect(processStartedFact(start)).toEqual({ pid: 9, ppid: 1, argv: ['python3', 'train.py'], cwd: '/w', executable: '/usr/bin/python3', observedAt: '2026-01-02T03:04:05.678Z' });
+    expect(processStartedFact({ ...start, executable: undefined })).not.toHaveProperty('executable');
+    const exit: ProcessExit = { pid: 9, signal: 'SIGKILL', durationMs: 1.5, cpuMs: 10, peakRssKb: 2000, endedAt: Date.UTC(2026, 0, 2, 3, 4, 6, 1) };
+    expect(processExitedFact(exit)).toEqual({ pid: 9, signal: 'SIGKILL', durationMs: 1.5, cpuMs: 10, peakRssKb: 2000, observedAt: '2026-01-02T03:04:06.001Z' });
+    expect(processExitedFact({ ...exit, signal: undefined, exitCode: 0 })).toMatchObject({ exitCode: 0 });
+    expect(processExitedFact({ ...exit, signal: undefined })).not.toHaveProperty('signal');
+  });
+
+  it('bounds argv the way strace shortens it: at most 4096 entries and 64 KiB, marked with "..."', () => {
+    const base: ProcessStart = { pid: 1, ppid: 0, argv: [], cwd: '/', startedAt: 0 };
+    const many = processStartedFact({ ...base, argv: Array.from({ length: 5000 }, (_, i) => `a${i}`) }).argv;
+    expect(many).toHaveLength(4096);
+    expect(many.slice(-2)).toEqual(['a4094', '...']);
+    const exact = processStartedFact({ ...base, argv: Array.from({ length: 4096 }, (_, i) => `a${i}`) }).argv;
+    expect(exact.at(-1)).toBe('a4095');
+    // A 300 KiB `bash -c` script (an agent's heredoc) would not fit in an event.
+    const huge = processStartedFact({ ...base, argv: ['bash', '-c', `${'é'.repeat(150_000)}`, 'tail'] }).argv;
+    expect(huge).toHaveLength(4);
+    expect(huge[2].endsWith('...')).toBe(true);
+    expect(huge[3]).toBe('...');
+    expect(Buffer.byteLength(huge.join(''))).toBeLessThanOrEqual(64 * 1024 + 6);
+    expect(huge[2].slice(0, -3)).toMatch(/^é+$/); // not cut inside a character
   });
 });

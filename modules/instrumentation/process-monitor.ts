@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:os';
 import { basename } from 'node:path';
+import type { EventData } from '../ledger/events/catalog.js';
 
 /**
  * Reads an agent's process tree from /proc (Linux only).
@@ -19,15 +20,18 @@ import { basename } from 'node:path';
  * go unseen entirely.
  */
 
-export type ProcessKind = 'training' | 'evaluation' | 'install' | 'other';
-
+/**
+ * A program started: facts only. What kind of program it is (training, evaluation, …) is an
+ * interpretation, made by the run-analysis projection (projections/run-analysis/process-kind.ts).
+ */
 export interface ProcessStart {
   pid: number;
   ppid: number;
   argv: string[];
   cwd: string;
-  kind: ProcessKind;
-  /** Epoch milliseconds, from the kernel's start time (10 ms resolution). */
+  /** The file the kernel executed: strace's execve path (absolute), or /proc/<pid>/exe for the poller. */
+  executable?: string;
+  /** Epoch milliseconds: strace's timestamp of the exec, or the kernel's start time (10 ms resolution). */
   startedAt: number;
 }
 
@@ -38,6 +42,71 @@ export interface ProcessExit {
   durationMs: number;
   cpuMs: number;
   peakRssKb: number;
+  /** Epoch milliseconds: strace's timestamp of the exit (or of the next exec), or the poll that saw it gone. */
+  endedAt: number;
+}
+
+/** The catalog's bounds on ProcessStarted.argv: entries, and bytes in all (events stay under 256 KiB). */
+const MAX_ARGV_ENTRIES = 4096;
+const MAX_ARGV_BYTES = 64 * 1024;
+const MAX_PATH_CHARS = 4096;
+
+/**
+ * The ProcessStarted payload of a start. An argv over the bounds is shortened the way strace
+ * shortens what it prints: the string that crosses the byte bound is cut and ends in "...", and a
+ * final "..." entry stands for the entries left out.
+ */
+export function processStartedFact(p: ProcessStart): EventData<'ProcessStarted'> {
+  const argv: string[] = [];
+  let bytes = 0;
+  for (const [i, arg] of p.argv.entries()) {
+    const size = Buffer.byteLength(arg);
+    if (i === MAX_ARGV_ENTRIES - 1 && p.argv.length > MAX_ARGV_ENTRIES) {
+      argv.push('...');
+      break;
+    }
+    if (bytes + size > MAX_ARGV_BYTES) {
+      argv.push(`${cutUtf8(arg, Math.max(0, MAX_ARGV_BYTES - bytes))}...`);
+      if (i < p.argv.length - 1 && argv.length < MAX_ARGV_ENTRIES) argv.push('...');
+      break;
+    }
+    argv.push(arg);
+    bytes += size;
+  }
+  return {
+    pid: p.pid,
+    ppid: p.ppid,
+    argv,
+    cwd: p.cwd,
+    ...(p.executable && p.executable.length <= MAX_PATH_CHARS ? { executable: p.executable } : {}),
+    observedAt: new Date(p.startedAt).toISOString(),
+  };
+}
+
+/** The ProcessExited payload of an exit; observed when it ended. */
+export function processExitedFact(p: ProcessExit): EventData<'ProcessExited'> {
+  return {
+    pid: p.pid,
+    ...(p.exitCode !== undefined ? { exitCode: p.exitCode } : {}),
+    ...(p.signal !== undefined ? { signal: p.signal } : {}),
+    durationMs: p.durationMs,
+    cpuMs: p.cpuMs,
+    peakRssKb: p.peakRssKb,
+    observedAt: new Date(p.endedAt).toISOString(),
+  };
+}
+
+/** The longest prefix of `text` of at most `maxBytes` UTF-8 bytes that does not split a character. */
+function cutUtf8(text: string, maxBytes: number): string {
+  let bytes = 0;
+  let end = 0;
+  for (const ch of text) {
+    const size = Buffer.byteLength(ch);
+    if (bytes + size > maxBytes) break;
+    bytes += size;
+    end += ch.length;
+  }
+  return text.slice(0, end);
 }
 
 export interface ExitStatus {
@@ -154,20 +223,6 @@ export function readPeakRssKb(pid: number): number | null {
   }
 }
 
-const INSTALL_TOOL = /(^|[^a-z0-9])(pip3?|npm|pnpm|yarn|apt|apt-get|conda|mamba|uv|poetry)\s/;
-const INSTALL_VERB = /\s(install|add)(\s|$)/;
-const TRAINING = /(^|[^a-z])(train|sft|grpo|ppo|dpo|finetun|fine[-_]tun)/;
-const EVALUATION = /(^|[^a-z])eval/;
-
-/** Classifies a command line by name heuristics (scripts and arguments, case-insensitive). */
-export function classifyArgv(argv: string[]): ProcessKind {
-  const line = argv.join(' ').toLowerCase();
-  if (INSTALL_TOOL.test(line) && INSTALL_VERB.test(line)) return 'install';
-  if (TRAINING.test(line)) return 'training';
-  if (EVALUATION.test(line)) return 'evaluation';
-  return 'other';
-}
-
 /** A process offered to a skip filter. */
 export interface SkipCandidate {
   pid: number;
@@ -195,7 +250,7 @@ export function sandboxWrapperFilter(rootPid: number, rootArgv: string[]): SkipF
 }
 
 /** The executable a process runs (not its self-chosen argv[0]); '' if unreadable. */
-function readExe(pid: number): string {
+export function readExe(pid: number): string {
   try {
     return readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, '');
   } catch {
@@ -373,12 +428,13 @@ export class ProcessMonitor {
     t.announced = true;
     t.skip = this.skip({ pid: t.pid, ppid: t.ppid, argv: t.argv });
     if (t.skip) return;
+    const executable = readExe(t.pid);
     this.opts.onStart?.({
       pid: t.pid,
       ppid: t.ppid,
       argv: t.argv,
       cwd: readCwd(t.pid),
-      kind: classifyArgv(t.argv),
+      ...(executable ? { executable } : {}),
       startedAt: t.startedAt,
     });
   }
@@ -396,6 +452,7 @@ export class ProcessMonitor {
       durationMs: Math.max(0, now - t.startedAt),
       cpuMs: t.cpuTicks * TICK_MS,
       peakRssKb: t.peakRssKb,
+      endedAt: now,
     });
   }
 }

@@ -1,8 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
-import type { ProcessExit, ProcessStart } from './process-monitor.js';
+import { readAllStats, readArgv, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
 import { sandboxCommand } from '../runs/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
@@ -11,13 +11,15 @@ import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
 interface Trace {
   starts: ProcessStart[];
   exits: ProcessExit[];
+  gaps: { reason: string; count?: number }[];
   tracer: string;
   exit: { exitCode?: number; signal?: string };
 }
 
-async function trace(file: string, args: string[], extra: Partial<LaunchOptions> = {}): Promise<Trace> {
+async function trace(file: string, args: string[], extra: Partial<LaunchOptions> = {}, whileRunning?: () => Promise<void>): Promise<Trace> {
   const starts: ProcessStart[] = [];
   const exits: ProcessExit[] = [];
+  const gaps: Trace['gaps'] = [];
   const handle = await launchAgent({
     file,
     args,
@@ -27,11 +29,12 @@ async function trace(file: string, args: string[], extra: Partial<LaunchOptions>
     graceMs: 500,
     onOutput: () => {},
     tracer: 'strace',
-    monitor: { onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) },
+    monitor: { onStart: (p) => starts.push(p), onExit: (p) => exits.push(p), onGap: (reason, count) => gaps.push({ reason, count }) },
     ...extra,
   });
+  await whileRunning?.();
   const { reason: _, ...exit } = await handle.exited;
-  return { starts, exits, tracer: handle.tracer, exit };
+  return { starts, exits, gaps, tracer: handle.tracer, exit };
 }
 
 const bash = (script: string, extra?: Partial<LaunchOptions>) => trace('bash', ['-c', script], extra);
@@ -51,13 +54,15 @@ describe('strace process tracer', () => {
     expect(t.tracer).toBe('strace');
     expect(t.exit).toEqual({ exitCode: 4 });
     const crashed = startWith(t, 'sh -c exit 3 train_sft')!;
-    expect(crashed.kind).toBe('training');
+    expect(crashed.executable).toMatch(/\/sh$/); // the file execve ran, found on PATH
     expect(exitOf(t, crashed)).toMatchObject({ exitCode: 3 });
     expect(exitOf(t, crashed)!.durationMs).toBeLessThan(10);
     const root = t.starts.find((s) => s.argv[1] === '-c' && s.argv[2]?.startsWith('sh -c'))!;
     expect(root).toMatchObject({ ppid: process.pid, cwd: tmpdir() });
     expect(crashed.ppid).toBe(root.pid);
     expect(exitOf(t, root)).toMatchObject({ exitCode: 4 });
+    expect(exitOf(t, crashed)!.endedAt).toBeGreaterThanOrEqual(crashed.startedAt);
+    expect(t.gaps).toEqual([]);
     // A fork that never exec'd (the subshell) is a process too, running its parent's argv.
     const subshell = t.starts.find((s) => s.pid !== root.pid && s.argv.join(' ') === root.argv.join(' '))!;
     expect(subshell.ppid).toBe(root.pid);
@@ -167,7 +172,7 @@ describe('strace process tracer', () => {
   it('records a descendant started with exec -a bwrap outside a sandbox', async () => {
     const t = await bash('(exec -a bwrap sleep 0.5); true');
     const disguised = startWith(t, 'bwrap 0.5')!;
-    expect(disguised).toMatchObject({ kind: 'other' });
+    expect(disguised.executable).toMatch(/\/sleep$/); // the name is a disguise, the file is not
     expect(exitOf(t, disguised)).toMatchObject({ exitCode: 0 });
     expectPaired(t);
   });
@@ -177,6 +182,98 @@ describe('strace process tracer', () => {
     expect(t.tracer).toBe('proc');
     expect(startWith(t, 'sleep 0.3')).toBeDefined();
     await expect(bash('true', { straceBinary: '/nonexistent/strace' })).rejects.toThrow(TracerUnavailableError);
+  });
+
+  it('records the file execve ran: resolved against the cwd when relative, the script for a #! script', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'a2rl-tracer-exe-'));
+    try {
+      mkdirSync(join(dir, 'code'));
+      writeFileSync(join(dir, 'code', 'train.sh'), '#!/bin/sh\nexit 0\n');
+      chmodSync(join(dir, 'code', 'train.sh'), 0o755);
+      const t = await bash('./code/train.sh; cd code && ./train.sh', { cwd: dir });
+      const scripts = t.starts.filter((s) => s.argv[0] === './code/train.sh' || s.argv[0] === './train.sh');
+      expect(scripts.map((s) => s.executable)).toEqual([join(dir, 'code', 'train.sh'), join(dir, 'code', 'train.sh')]);
+      // The cwd at the time of each exec (followed through chdir), even for programs gone in a few ms.
+      expect(scripts.map((s) => s.cwd)).toEqual([dir, join(dir, 'code')]);
+      expect(t.starts[0]).toMatchObject({ argv: [expect.stringMatching(/bash$/), '-c', './code/train.sh; cd code && ./train.sh'], cwd: dir });
+      expectPaired(t);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps the traced agent running at full speed while the harness main thread is blocked', async () => {
+    // Each exec line is long, so 300 of them overflow a pipe (64 KiB) many times over: a reader on
+    // the main thread would leave strace — and with it the agent — blocked until the loop is free.
+    const dir = mkdtempSync(join(tmpdir(), 'a2rl-tracer-block-'));
+    const go = join(dir, 'go');
+    const pad = 'x'.repeat(400);
+    let blocked = { from: 0, to: 0 };
+    try {
+      const script = `while [ ! -e ${go} ]; do sleep 0.01; done; for i in $(seq 300); do /bin/true ${pad}; done`;
+      const t = await trace('bash', ['-c', script], {}, async () => {
+        const from = Date.now();
+        writeFileSync(go, '');
+        while (Date.now() - from < 3000); // the harness event loop busy for 3 s (a watcher burst, ledger I/O)
+        blocked = { from, to: Date.now() };
+      });
+      const execs = t.starts.filter((s) => s.argv[0] === '/bin/true').map((s) => s.startedAt);
+      expect(execs).toHaveLength(300);
+      const first = Math.min(...execs);
+      const last = Math.max(...execs);
+      // strace's own timestamps: the whole burst ran inside the blocked window, far faster than it.
+      expect(first).toBeGreaterThanOrEqual(blocked.from);
+      expect(last).toBeLessThan(blocked.to);
+      expect(last - first).toBeLessThan((blocked.to - blocked.from) / 2);
+      expectPaired(t);
+      expect(t.gaps).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('with a tiny pending bound, pauses reading until facts are taken instead of dropping any', async () => {
+    // A bound of one byte: after every batch the worker stops reading until the (slow, async)
+    // callbacks of what it posted have settled.
+    const starts: ProcessStart[] = [];
+    const exits: ProcessExit[] = [];
+    const gaps: string[] = [];
+    const slowly = (list: unknown[]) => async (p: unknown) => {
+      await new Promise((r) => setTimeout(r, 1));
+      list.push(p);
+    };
+    const handle = await launchAgent({
+      file: 'bash',
+      args: ['-c', 'for i in $(seq 200); do /bin/true; done'],
+      cwd: tmpdir(),
+      env: process.env,
+      budgetMs: 20_000,
+      onOutput: () => {},
+      tracer: 'strace',
+      monitor: { maxPendingBytes: 1, onStart: slowly(starts), onExit: slowly(exits), onGap: (r) => gaps.push(r) },
+    });
+    await handle.exited;
+    await new Promise((r) => setTimeout(r, 20)); // the last callbacks' timers
+    expect(starts.filter((s) => s.argv[0] === '/bin/true')).toHaveLength(200);
+    expect(exits.map((e) => e.pid).sort()).toEqual(starts.map((s) => s.pid).sort());
+    expect(gaps).toEqual([]);
+  });
+
+  it('reports a gap when strace dies before the traced programs end, and ends them without status', async () => {
+    const marker = `${1 + Math.random()}`.slice(0, 10);
+    const t = await trace('bash', ['-c', `sleep ${marker}; true`], {}, async () => {
+      while (![...readAllStats().keys()].some((pid) => readArgv(pid)?.join(' ') === `sleep ${marker}`)) await new Promise((r) => setTimeout(r, 10));
+      for (const pid of readAllStats().keys()) {
+        const argv = readArgv(pid) ?? [];
+        if (argv[0] === 'strace' && argv.includes(`sleep ${marker}; true`)) process.kill(pid, 'SIGKILL');
+      }
+    });
+    const sleeper = startWith(t, `sleep ${marker}`)!;
+    expect(exitOf(t, sleeper)).toBeDefined();
+    expect(exitOf(t, sleeper)!.exitCode).toBeUndefined();
+    expect(exitOf(t, sleeper)!.signal).toBeUndefined();
+    expect(t.gaps).toEqual([expect.objectContaining({ reason: expect.stringMatching(/strace stopped before reporting how 2 program/), count: 2 })]);
+    expectPaired(t);
   });
 
   it('marks what strace truncated', () => {

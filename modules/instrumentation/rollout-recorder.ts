@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
+import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { Recorder } from '../runs/run-context.js';
 import type { EnvResetResult, EnvStepResult } from '../../tasks/task-pack.js';
+import { systemClock, type ObservationClock } from './observer.js';
 
 /** Finished episodes are recorded in batches of this many (and whatever is left at flush()). */
 export const ROLLOUT_BATCH_SIZE = 10;
@@ -36,11 +38,12 @@ interface Episode {
 export class RolloutRecorder {
   private readonly open = new Map<string, Episode>();
   private finished: Episode[] = [];
-  private writes: Promise<void> = Promise.resolve();
+  /** Batches are written one after another so their events keep the order the episodes ended in. */
+  private readonly writes = new PQueue({ concurrency: 1 });
 
   constructor(
     private readonly env: string,
-    private readonly sink: { record: Recorder; artifacts: ArtifactStore },
+    private readonly sink: { record: Recorder; artifacts: ArtifactStore; clock?: ObservationClock },
     private readonly batchSize = ROLLOUT_BATCH_SIZE,
   ) {}
 
@@ -71,17 +74,16 @@ export class RolloutRecorder {
     const batch = [...this.finished, ...this.open.values()];
     this.finished = [];
     this.open.clear();
-    return batch.length > 0 ? this.enqueue(batch) : this.writes;
+    return batch.length > 0 ? this.enqueue(batch) : this.writes.onIdle();
   }
 
-  // Batches are written one after another so their events keep the order the episodes ended in.
+  /** The batch was observed complete now; it is written after the batches before it. */
   private enqueue(batch: Episode[]): Promise<void> {
-    const write = this.writes.catch(() => undefined).then(() => this.write(batch));
-    this.writes = write;
-    return write;
+    const observedAt = (this.sink.clock ?? systemClock)().toISOString();
+    return this.writes.add(() => this.write(batch, observedAt));
   }
 
-  private async write(batch: Episode[]): Promise<void> {
+  private async write(batch: Episode[], observedAt: string): Promise<void> {
     const lines = batch.map((e) => {
       const ret = episodeReturn(e);
       return JSON.stringify({
@@ -105,6 +107,7 @@ export class RolloutRecorder {
       successRate: batch.filter(succeeded).length / batch.length,
       meanReturn: returns.reduce((a, b) => a + b, 0) / batch.length,
       trajectories: { sha256: stored.sha256, size: stored.size, key: stored.key },
+      observedAt,
     });
   }
 }

@@ -46,7 +46,7 @@ export interface Subscription extends AsyncIterable<RecordedEvent> {
 }
 
 export interface EventStore {
-  readonly backend: 'sqlite' | 'postgres' | 'kurrentdb';
+  readonly backend: 'sqlite' | 'postgres' | 'kurrentdb' | 'memory';
   append(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Promise<AppendResult>;
   /** A stream's events in revision order; an unknown stream yields nothing. */
   readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;

@@ -1,23 +1,13 @@
-import { Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
-import { openEventStore } from '../../infra/eventstore/open-event-store.js';
-import { A2RL_CONFIG } from '../../src/config/config.module.js';
-import type { A2rlConfig } from '../../src/config/config.js';
-import type { EventStore } from './event-store.port.js';
+import { Module } from '@nestjs/common';
 import { LedgerService } from './ledger.service.js';
-import { CLOCK, EVENT_STORE } from './tokens.js';
 
+/**
+ * The ledger: LedgerService over the EventStore port. The store itself (EVENT_STORE) and the
+ * clock (CLOCK) are provided globally by the app's composition root (src/composition.ts), which
+ * opens the adapter the settings name and closes it at shutdown.
+ */
 @Module({
-  providers: [
-    { provide: EVENT_STORE, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => openEventStore(config.ledgerUrl) },
-    { provide: CLOCK, useValue: () => new Date() },
-    LedgerService,
-  ],
-  exports: [EVENT_STORE, LedgerService],
+  providers: [LedgerService],
+  exports: [LedgerService],
 })
-export class LedgerModule implements OnApplicationShutdown {
-  constructor(@Inject(EVENT_STORE) private readonly store: EventStore) {}
-
-  async onApplicationShutdown(): Promise<void> {
-    await this.store.close();
-  }
-}
+export class LedgerModule {}

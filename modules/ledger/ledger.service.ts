@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { A2rlEvent, EventData, EventType } from './events/catalog.js';
 import { buildEvent } from './events/envelope.js';
+import { KeyedMutex } from './keyed-mutex.js';
 import { streamName } from './events/ids.js';
 import type { EventStore, RecordedEvent } from './event-store.port.js';
 import { CLOCK, type Clock, EVENT_STORE } from './tokens.js';
@@ -13,7 +14,7 @@ import { CLOCK, type Clock, EVENT_STORE } from './tokens.js';
 @Injectable()
 export class LedgerService {
   private readonly heads = new Map<string, number>();
-  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly runs = new KeyedMutex();
 
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
@@ -26,7 +27,7 @@ export class LedgerService {
 
   /** Validates and appends one event; resolves once the store has made it durable. */
   record<T extends EventType>(runId: string, type: T, data: EventData<T>): Promise<A2rlEvent> {
-    return this.serialised(runId, async () => {
+    return this.runs.run(runId, async () => {
       const [event] = await this.appendNext(runId, [[type, data]]);
       return event;
     });
@@ -34,7 +35,7 @@ export class LedgerService {
 
   /** Appends several events of one run atomically (all or none). */
   recordMany(runId: string, items: Array<[EventType, EventData<EventType>]>): Promise<A2rlEvent[]> {
-    return this.serialised(runId, () => this.appendNext(runId, items));
+    return this.runs.run(runId, () => this.appendNext(runId, items));
   }
 
   /** A run's events in seq order. */
@@ -68,15 +69,5 @@ export class LedgerService {
     }
     this.heads.set(runId, head + events.length);
     return events;
-  }
-
-  private serialised<R>(runId: string, work: () => Promise<R>): Promise<R> {
-    const previous = this.queues.get(runId) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(work);
-    this.queues.set(runId, next);
-    void next.finally(() => {
-      if (this.queues.get(runId) === next) this.queues.delete(runId);
-    }).catch(() => undefined);
-    return next;
   }
 }

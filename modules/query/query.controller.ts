@@ -1,8 +1,9 @@
 import { Controller, Get, NotFoundException, Param, Query, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiNotFoundResponse, ApiBadRequestResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
-import { renderReport, type ReportFormat } from '../../projections/report/render.js';
-import { filterRuns, resultsCsv, scoreboard, type ResultsRun } from '../../projections/scoreboard/scoreboard.js';
+import { filterRuns, scoreboard } from '../../projections/scoreboard/scoreboard.js';
+import { renderReport, type ReportFormat } from '../reports/render.js';
+import { resultsCsv, type ResultsRun } from '../reports/results-csv.js';
 import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery } from './query.dto.js';
 import { RunSource } from './run-source.js';
 

@@ -2,7 +2,7 @@ import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
-import { REPORT_FORMATS, type ReportFormat } from '../../projections/report/render.js';
+import { REPORT_FORMATS, type ReportFormat } from '../reports/render.js';
 
 // Query-string DTOs of the query API. The global ValidationPipe (whitelist, forbidNonWhitelisted,
 // transform) turns any unknown or invalid parameter into a 400 naming it.

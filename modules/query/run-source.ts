@@ -5,8 +5,8 @@ import { ARTIFACT_STORE } from '../artifacts/artifacts.module.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { ProjectionRunnerService } from '../readmodels/readmodels.module.js';
 import { artifactBlobReader, type BlobReader } from '../../projections/run-analysis/blob-reader.js';
-import type { ReportInput } from '../../projections/report/report-model.js';
-import type { ResultsRun } from '../../projections/scoreboard/scoreboard.js';
+import type { ReportInput } from '../reports/report-model.js';
+import type { ResultsRun } from '../reports/results-csv.js';
 import { TASKS } from '../../tasks/index.js';
 
 /**

@@ -29,7 +29,7 @@ function runEvents(runId: string, from: number, to: number, opts: { completeAt?:
     } else if (seq === 1) {
       out.push(buildEvent('AgentStarted', runId, seq, at(seq), { command: 'agent' }));
     } else {
-      out.push(buildEvent('FileChanged', runId, seq, at(seq), { path: `code/f${seq}.py`, op: 'create', linesAdded: seq, linesRemoved: 0 }));
+      out.push(buildEvent('FileChanged', runId, seq, at(seq), { path: `code/f${seq}.py`, op: 'create', observedAt: at(seq) }));
     }
   }
   return out;
@@ -91,7 +91,7 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     await append(store, runEvents('b', 0, 30, { completeAt: 29 }));
     await append(store, runEvents('a', 0, 5));
     // Run c has no RunScheduled and no lifecycle event: only file changes.
-    await append(store, Array.from({ length: 6 }, (_, seq) => buildEvent('FileChanged', 'c', seq, at(seq), { path: 'x', op: 'modify', linesAdded: 1, linesRemoved: 1 })));
+    await append(store, Array.from({ length: 6 }, (_, seq) => buildEvent('FileChanged', 'c', seq, at(seq), { path: 'x', op: 'modify', observedAt: at(seq) })));
     const runner = new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 7 });
 
     const progress: number[] = [];

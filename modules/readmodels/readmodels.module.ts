@@ -1,21 +1,19 @@
 import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import { openReadModels } from '../../infra/readmodels/data-source.js';
 import { PROJECTIONS } from '../../projections/index.js';
 import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';
-import { A2RL_CONFIG } from '../../src/config/config.module.js';
-import type { A2rlConfig } from '../../src/config/config.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { ARTIFACT_STORE, ArtifactsModule } from '../artifacts/artifacts.module.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { EVENT_STORE } from '../ledger/tokens.js';
 import { ProjectionRunner, type ProjectionProgress, type ProjectionStatus } from './projection-runner.js';
+import { READ_MODEL_STORES, READ_MODELS, type ReadModelStores } from './read-models.port.js';
 
-export const READ_MODELS = Symbol('READ_MODELS');
+export { READ_MODELS };
 
 /** Nest face of the ProjectionRunner: one-shot catch-up/rebuild for the CLI, live following for `serve`. */
 @Injectable()
@@ -82,7 +80,9 @@ export class ProjectionRunnerService implements OnApplicationShutdown {
 @Module({
   imports: [LedgerModule, ArtifactsModule],
   providers: [
-    { provide: READ_MODELS, inject: [A2RL_CONFIG], useFactory: (config: A2rlConfig) => openReadModels(config.readModelUrl) },
+    // Opened here through the port (READ_MODEL_STORES, from the composition root) and destroyed by
+    // ProjectionRunnerService, after live following has stopped.
+    { provide: READ_MODELS, inject: [READ_MODEL_STORES], useFactory: (stores: ReadModelStores) => stores.open() },
     ProjectionRunnerService,
   ],
   exports: [ProjectionRunnerService, READ_MODELS],

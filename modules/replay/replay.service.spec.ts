@@ -44,7 +44,7 @@ function ev<T extends EventType>(seq: number, type: T, data: EventData<T>, runId
 
 async function fileChanged(seq: number, p: string, op: 'create' | 'modify', content: string | Buffer, runId = RUN): Promise<A2rlEvent> {
   const b = await h.blob(content);
-  return ev(seq, 'FileChanged', { path: p, op, sha256: b.sha256, size: b.size, key: b.key, linesAdded: 1, linesRemoved: op === 'modify' ? 1 : 0 }, runId);
+  return ev(seq, 'FileChanged', { path: p, op, sha256: b.sha256, size: b.size, key: b.key, observedAt: at(seq) }, runId);
 }
 
 async function entry(p: string, content: string | Buffer) {
@@ -68,7 +68,7 @@ beforeAll(async () => {
     }),
     ev(5, 'SubmissionGraded', { submissionId: 'sub-1', score: 40, improvement: 30 }),
     await fileChanged(6, 'code/train.mjs', 'modify', TRAIN_2),
-    ev(7, 'FileChanged', { path: 'code/util.mjs', op: 'delete', linesAdded: 0, linesRemoved: 1 }),
+    ev(7, 'FileChanged', { path: 'code/util.mjs', op: 'delete', observedAt: at(7) }),
     // The same directory submitted again with fewer files: the archive saw only manifest.json there.
     ev(8, 'SubmissionReceived', { submissionId: 'sub-2', modelPath: 'output/ckpt', manifest: [await entry('manifest.json', CKPT_MANIFEST_2)] }),
     ev(9, 'SubmissionGraded', { submissionId: 'sub-2', score: 83.5, improvement: 73.5 }),
@@ -165,7 +165,7 @@ describe('ReplayService.materialize integrity', () => {
     const runId = `run-missing-${randomUUID()}`;
     await h.append([
       ev(0, 'RunScheduled', { task: 't', agent: 'a', baseModel: 'b', budgetSeconds: 1, seed: 0, mode: 'free' }, runId),
-      ev(1, 'FileChanged', { path: 'code/gone.txt', op: 'create', sha256: 'ab'.repeat(32), size: 3, linesAdded: 1, linesRemoved: 0 }, runId),
+      ev(1, 'FileChanged', { path: 'code/gone.txt', op: 'create', sha256: 'ab'.repeat(32), size: 3, observedAt: at(1) }, runId),
     ]);
     await expect(h.replay.materialize(runId, 1, outDir())).rejects.toThrow(new ReplayIntegrityError(
       `code/gone.txt (written at seq 1): blob ${'ab'.repeat(32)} is missing from the artifact store`,
@@ -212,7 +212,7 @@ describe('ReplayService.timeline', () => {
   it('lists every event in seq order with a one-line summary', async () => {
     const entries = await h.replay.timeline(RUN);
     expect(entries.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    expect(entries[6]).toEqual({ seq: 6, occurredAt: at(6), type: 'FileChanged', summary: 'modify code/train.mjs +1 −1' });
+    expect(entries[6]).toEqual({ seq: 6, occurredAt: at(6), type: 'FileChanged', summary: 'modify code/train.mjs (53 B, +1 B)' });
     expect(entries[9].summary).toBe('sub-2 score 83.5 (+73.5)');
     await expect(h.replay.timeline('no-such-run')).rejects.toThrow(UnknownRunError);
   });
@@ -244,8 +244,8 @@ describe('workspace-revision index on PostgreSQL', () => {
     const b = await p.blob(body);
     await p.append([
       buildEvent('RunScheduled', RUN, 0, at(0), { task: 't', agent: 'a', baseModel: 'b', budgetSeconds: 1, seed: 0, mode: 'free' }),
-      buildEvent('FileChanged', RUN, 1, at(1), { path: 'code/a.txt', op: 'create', sha256: b.sha256, size: b.size, linesAdded: 1, linesRemoved: 0 }),
-      buildEvent('FileChanged', RUN, 2, at(2), { path: 'code/a.txt', op: 'delete', linesAdded: 0, linesRemoved: 1 }),
+      buildEvent('FileChanged', RUN, 1, at(1), { path: 'code/a.txt', op: 'create', sha256: b.sha256, size: b.size, observedAt: at(1) }),
+      buildEvent('FileChanged', RUN, 2, at(2), { path: 'code/a.txt', op: 'delete', observedAt: at(2) }),
     ]);
     expect([...(await p.replay.state(RUN, 1)).files.values()]).toEqual([{ path: 'code/a.txt', sha256: b.sha256, size: 3, seq: 1 }]);
     expect((await p.replay.state(RUN, 2)).files.size).toBe(0);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { DataSource } from 'typeorm';
-import { diffFiles, MAX_DIFF_BYTES, type FileDiff } from '../../projections/report/line-diff.js';
+import { diffFiles, MAX_DIFF_BYTES, type FileDiff } from '../../projections/run-analysis/line-diff.js';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';

@@ -1,4 +1,5 @@
 import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
+import { programKind } from '../../projections/run-analysis/process-kind.js';
 
 /** One line of the step-through listing. */
 export interface TimelineEntry {
@@ -25,16 +26,32 @@ export function formatBytes(n: number): string {
 const score = (n: number) => String(Math.round(n * 100) / 100);
 const signed = (n: number) => `${n >= 0 ? '+' : '−'}${score(Math.abs(n))}`;
 
-type Summaries = { [T in EventType]: (data: Extract<A2rlEvent, { type: T }>['data'], ws: (text: string) => string) => string };
+type Summarize<D> = (data: D, ws: (text: string) => string, sizeBefore: (path: string) => number | undefined) => string;
+type Summaries = { [T in EventType]: Summarize<Extract<A2rlEvent, { type: T }>['data']> };
 
-/** One summary per event type (a missing type is a compile error). `ws` shortens workspace paths. */
+/**
+ * A file change as its size change. The listing reads no blobs (it is the ledger alone, one line per
+ * event), so line counts, which need both contents, are left to `--diff` and reports.
+ */
+function sizeChange(d: Extract<A2rlEvent, { type: 'FileChanged' }>['data'], before: number | undefined): string {
+  const delta = (n: number) => `${n < 0 ? '−' : '+'}${formatBytes(Math.abs(n))}`;
+  if (d.op === 'delete') return before === undefined ? '' : ` (${delta(-before)})`;
+  if (d.size === undefined) return '';
+  return before === undefined || d.op === 'create' ? ` (${formatBytes(d.size)})` : ` (${formatBytes(d.size)}, ${delta(d.size - before)})`;
+}
+
+/**
+ * One summary per event type (a missing type is a compile error). `ws` shortens workspace paths;
+ * `sizeBefore` is a workspace path's size before the event, when the ledger says.
+ */
 const SUMMARIES: Summaries = {
   RunScheduled: (d) => `${d.task} by ${d.agent}${d.driver ? ` (${d.driver})` : ''}, base ${d.baseModel}, budget ${d.budgetSeconds}s, seed ${d.seed}, mode ${d.mode}`,
   WorkspacePrepared: (d) => `sandbox ${d.sandbox}, ${d.dataManifest.length} files provided (${formatBytes(d.dataManifest.reduce((n, f) => n + f.size, 0))})`,
   BaselineEvaluated: (d) => `baseline ${score(d.score)}${d.cached ? ' (cached)' : ''}`,
   AgentStarted: (d, ws) => `${ws(d.command)}${d.pid === undefined ? '' : ` (pid ${d.pid})`}`,
-  FileChanged: (d) => `${d.op} ${d.path} +${d.linesAdded} −${d.linesRemoved}`,
-  ProcessStarted: (d, ws) => `pid ${d.pid} ${d.kind}: ${ws(d.argv.join(' '))}`,
+  FileChanged: (d, _ws, sizeBefore) => `${d.op} ${d.path}${sizeChange(d, sizeBefore(d.path))}`,
+  // The program's own kind (one event at a time; reports add the process tree's context).
+  ProcessStarted: (d, ws) => `pid ${d.pid} ${programKind(d)}: ${ws(d.argv.join(' '))}`,
   ProcessExited: (d) => {
     const how = d.exitCode !== undefined ? `exit ${d.exitCode}` : d.signal ? `signal ${d.signal}` : 'exited';
     return `pid ${d.pid} ${how} after ${(d.durationMs / 1000).toFixed(2)} s`;
@@ -52,6 +69,7 @@ const SUMMARIES: Summaries = {
   RunInterrupted: (d) => d.reason,
   RunResumed: (d) => d.note ?? '',
   TreeHeadSigned: (d) => `tree size ${d.treeSize}, root ${d.rootHash.slice(0, 16)}…, key ${d.keyId}`,
+  ObservationGap: (d) => `${d.observer} observation gap${d.count !== undefined ? ` (${d.count} lost)` : ''}: ${d.reason}`,
 };
 
 /**
@@ -61,11 +79,17 @@ const SUMMARIES: Summaries = {
 export function timelineOf(events: Iterable<A2rlEvent>): TimelineEntry[] {
   let workspace: string | null = null;
   const ws = (text: string) => (workspace ? text.split(`${workspace}/`).join('') : text);
+  const sizes = new Map<string, number>(); // workspace path → its size after the events so far
   const out: TimelineEntry[] = [];
   for (const event of events) {
     if (event.type === 'WorkspacePrepared') workspace = event.data.workspace.replace(/\/+$/, '');
-    const summarize = SUMMARIES[event.type] as (data: unknown, ws: (text: string) => string) => string;
-    out.push({ seq: event.seq, occurredAt: event.occurredAt, type: event.type, summary: clip(summarize(event.data, ws).replace(/\s+/g, ' ')) });
+    const summarize = SUMMARIES[event.type] as Summarize<unknown>;
+    out.push({ seq: event.seq, occurredAt: event.occurredAt, type: event.type, summary: clip(summarize(event.data, ws, (p) => sizes.get(p)).replace(/\s+/g, ' ')) });
+    if (event.type === 'WorkspacePrepared') for (const f of event.data.dataManifest) sizes.set(f.path, f.size);
+    if (event.type === 'FileChanged') {
+      if (event.data.op === 'delete' || event.data.size === undefined) sizes.delete(event.data.path);
+      else sizes.set(event.data.path, event.data.size);
+    }
   }
   return out;
 }

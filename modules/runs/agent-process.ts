@@ -3,14 +3,8 @@ import { once } from 'node:events';
 import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import {
-  ProcessMonitor,
-  readAllStats,
-  readProcStat,
-  type LiveProcess,
-  type ProcessMonitorOptions,
-} from '../instrumentation/process-monitor.js';
-import { StraceTracer, straceWorks, TracerUnavailableError, type TracerKind } from '../instrumentation/process-tracer.js';
+import { ProcessMonitor, readAllStats, readProcStat, type LiveProcess } from '../instrumentation/process-monitor.js';
+import { StraceTracer, straceWorks, TracerUnavailableError, type TraceCallbacks, type TracerKind } from '../instrumentation/process-tracer.js';
 
 export type ExitReason = 'completed' | 'timeout' | 'killed' | 'crashed';
 
@@ -35,8 +29,11 @@ export interface LaunchOptions {
    * kill leftovers after a harness crash (`killLeftoverProcessGroup`). Removed on a clean exit.
    */
   pidFile?: string;
-  /** Process events (ProcessStarted/ProcessExited), reported by whichever tracer is used. */
-  monitor?: Omit<ProcessMonitorOptions, 'rootPid'>;
+  /**
+   * Process facts (ProcessStarted/ProcessExited), reported by whichever tracer is used, and the gaps
+   * in them (strace only: the poller cannot know what it missed).
+   */
+  monitor?: TraceCallbacks;
   /**
    * Who reports process events: 'strace' (exact: every exec, exact exit statuses; see
    * process-tracer.ts), 'proc' (the /proc poller, which misses processes shorter than a poll) or
@@ -77,7 +74,8 @@ const TRACER_DRAIN_MS = 3000;
  */
 export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
   const graceMs = opts.graceMs ?? 5000;
-  const kind = chooseTracer(opts.tracer ?? 'auto', opts.straceBinary ?? 'strace');
+  const wanted = opts.tracer ?? 'auto';
+  let kind = chooseTracer(wanted, opts.straceBinary ?? 'strace');
   let command = { file: opts.file, args: opts.args };
   let tracer: StraceTracer | undefined;
   if (kind === 'strace') {
@@ -85,7 +83,15 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     const file = resolveExecutable(opts.file, opts.cwd, opts.env.PATH ?? '/usr/bin:/bin');
     if (!file) throw new AgentLaunchError(`cannot start agent "${opts.file}": not found or not executable`);
     tracer = new StraceTracer(opts.straceBinary ?? 'strace', opts.monitor);
-    command = tracer.wrap(file, opts.args);
+    try {
+      await tracer.ready;
+      command = tracer.wrap(file, opts.args);
+    } catch (err) {
+      await tracer.finish(0);
+      if (wanted === 'strace') throw err;
+      tracer = undefined;
+      kind = 'proc';
+    }
   }
   const child = spawn(command.file, command.args, {
     cwd: opts.cwd,
@@ -104,7 +110,8 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
   const startedAt = new Date();
   const pgid = pid; // detached: the child is a session and group leader
   // With strace, the poller only keeps the membership used for killing; the tracer reports.
-  const monitor = new ProcessMonitor(tracer ? { intervalMs: opts.monitor?.intervalMs, rootPid: pid } : { ...opts.monitor, rootPid: pid }).start();
+  const { intervalMs, onStart, onExit } = opts.monitor ?? {};
+  const monitor = new ProcessMonitor(tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, rootPid: pid }).start();
   const spare = (p: number) => tracer?.isTracer(p) ?? false;
   if (opts.pidFile) {
     try {

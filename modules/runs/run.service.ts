@@ -1,10 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { createReadStream, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import { Inject, Injectable } from '@nestjs/common';
-import { getTask } from '../../tasks/index.js';
-import { A2RL_CONFIG } from '../../src/config/config.module.js';
-import type { A2rlConfig } from '../../src/config/config.js';
+import type { TaskPack } from '../../tasks/task-pack.js';
 import { adHocAgent, agentsRoot, checkAgent, detectDriver, loadAgent, type AgentSpec } from '../agents/agent-registry.js';
 import { ARTIFACT_STORE } from '../artifacts/artifacts.module.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
@@ -12,18 +9,22 @@ import { TreeHeadSigner } from '../audit/tree-head-signer.js';
 import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../audit/tree-head.js';
 import { BaselineCache } from '../grading/baseline-cache.js';
 import { RunRegistry } from '../grading/run-registry.js';
-import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
+import { Instrumentation } from '../instrumentation/instrumentation.js';
+import { RunRecorder } from '../instrumentation/run-recorder.js';
+import type { EventData, EventType } from '../ledger/events/catalog.js';
 import type { RecordedEvent } from '../ledger/event-store.port.js';
 import { LedgerService } from '../ledger/ledger.service.js';
+import { CLOCK, type Clock } from '../ledger/tokens.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
-import { killLeftoverProcessGroup, launchAgent, type AgentHandle } from './agent-process.js';
-import { FileWatcher } from '../instrumentation/file-watcher.js';
+import { SETTINGS, type Settings } from '../settings/settings.port.js';
+import type { AgentExit, AgentHandle } from './agent-process.js';
 import { agentInstructions } from './instructions.js';
-import { OutputRecorder } from '../instrumentation/output-recorder.js';
-import type { Recorder, RunContext } from './run-context.js';
+import type { RunContext } from './run-context.js';
+import { AGENT_LAUNCHER, RUN_IDS, RUN_LOCKS, TASK_CATALOG, type AgentLauncher, type RunIds, type RunLock, type RunLocks, type TaskCatalog } from './run.ports.js';
+import { runGuard } from './run-lifecycle.js';
 import { detectSandbox, SANDBOX_AGENT_DIR, sandboxCommand, type SandboxKind } from './sandbox.js';
-import { epochSeconds, prepareWorkspace } from './workspace.js';
+import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
 
 export type RunMode = 'free' | 'sft-only' | 'rl-oriented';
 
@@ -71,31 +72,57 @@ export interface RunSummary {
   workspace: string;
 }
 
-/** Per-run lock file: which harness process owns an open run (for interrupted-run recovery). */
-interface RunLock {
+/** One run in progress: what its steps produce, and what its teardown has to undo. */
+interface RunSession {
   runId: string;
-  pid: number;
-  pidFile?: string;
+  task: TaskPack;
+  spec: AgentSpec;
+  driver: string | null;
+  request: RunRequest;
+  warn: (message: string) => void;
+  recorder: RunRecorder;
+  signer: TreeHeadSigner;
+  instrumentation: Instrumentation;
+  lock: RunLock;
+  tally: { submissions: Set<string>; best: number | null };
+  prepared?: PreparedWorkspace;
+  sandbox?: SandboxKind;
+  /** Model serving and environment servers for the baseline grading and the run's environment. */
+  evaluation?: ReturnType<typeof createEvaluationContext>;
+  /** The capability token of the run's grading API. */
+  token?: string;
+  baseline?: number;
+  registered?: boolean;
+  /** The agent launch was tried and failed: the agent's (crashed) exit, not a setup failure. */
+  launchFailed?: boolean;
+  agent?: AgentHandle;
+  exit?: AgentExit;
 }
 
 /**
- * Runs one benchmark run end to end and records everything it sees as events: schedule, prepare
- * the workspace, grade the baseline (cached), serve the grading API, launch the agent in the
- * sandbox with its budget, instrument files/processes/output, and close the run.
+ * Runs one benchmark run end to end as a short script of named steps — open the session (schedule),
+ * prepare the workspace, grade the baseline, start the observers, launch the agent, wait for its
+ * exit or the budget — and one teardown for every outcome (completed, budget, crash, operator
+ * interrupt, set-up failure): stop what was started, flush the observers, close and seal the run.
  */
 @Injectable()
 export class RunService {
+  /** Agents of the runs in progress, by run id (what an operator interrupt stops). */
+  private readonly agents = new Map<string, AgentHandle>();
+  private interrupted = false;
+
   constructor(
-    @Inject(A2RL_CONFIG) private readonly config: A2rlConfig,
+    @Inject(SETTINGS) private readonly settings: Settings,
     private readonly ledger: LedgerService,
     @Inject(ARTIFACT_STORE) private readonly artifacts: ArtifactStore,
     private readonly registry: RunRegistry,
     private readonly baselines: BaselineCache,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(RUN_IDS) private readonly ids: RunIds,
+    @Inject(RUN_LOCKS) private readonly locks: RunLocks,
+    @Inject(AGENT_LAUNCHER) private readonly launcher: AgentLauncher,
+    @Inject(TASK_CATALOG) private readonly tasks: TaskCatalog,
   ) {}
-
-  private get locksDir(): string {
-    return path.join(this.config.home, 'runs');
-  }
 
   /** Fails before anything is recorded when the task or agent is unknown or the agent cannot run here. */
   resolveAgent(request: Pick<RunRequest, 'agent' | 'agentCommand'>): AgentSpec {
@@ -110,10 +137,6 @@ export class RunService {
     return spec;
   }
 
-  /** Agents of the runs in progress, by run id (what an operator interrupt stops). */
-  private readonly agents = new Map<string, AgentHandle>();
-  private interrupted = false;
-
   /**
    * Operator interrupt (Ctrl-C): every running agent is stopped as at budget expiry (SIGTERM, grace,
    * SIGKILL; `AgentExited.reason` "killed") and its run then closes as usual: gradings in flight
@@ -126,57 +149,50 @@ export class RunService {
 
   async run(request: RunRequest): Promise<RunSummary> {
     if (this.interrupted) throw new Error('interrupted by the operator: no new run is started');
-    const task = getTask(request.task);
+    const session = this.openSession(request);
+    let failure: unknown;
+    try {
+      await this.schedule(session);
+      await this.prepareWorkspace(session);
+      await this.gradeBaseline(session);
+      await this.startObservers(session);
+      await this.launchAgent(session);
+      await this.waitForExitOrBudget(session);
+    } catch (err) {
+      failure = err;
+    }
+    await this.close(session, failure);
+    if (failure !== undefined) throw failure;
+    return this.summarize(session);
+  }
+
+  /** Resolves task, agent and driver (throws before anything is recorded) and sets up the recorder. */
+  private openSession(request: RunRequest): RunSession {
+    const task = this.tasks(request.task);
     const spec = this.resolveAgent(request);
     const driver = detectDriver(request.driver, spec) ?? null;
     const warn = request.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
-    const runId = newRunId(task.id);
+    const runId = this.ids.runId(task.id, this.clock());
     const signer = new TreeHeadSigner({ runId, key: this.signingKey(warn), append: (data) => this.ledger.record(runId, 'TreeHeadSigned', data) });
-
-    // Every event goes through here: background recorders (files, processes, output) are tracked so
-    // the run closes only after all of them are durable, and submissions update the summary.
-    const pending = new Set<Promise<unknown>>();
-    let recordError: unknown;
+    const recorder = new RunRecorder({ runId, ledger: this.ledger, append: (append) => signer.record(append), guard: runGuard() });
     const tally = { submissions: new Set<string>(), best: null as number | null };
-    let files: FileWatcher | undefined;
-    const track = <T>(p: Promise<T>): Promise<T> => {
-      pending.add(p);
-      void p.catch((err: unknown) => (recordError ??= err)).finally(() => pending.delete(p));
-      return p;
-    };
-    // Straight to the ledger, through the signer (which sees every stored event and signs tree
-    // heads between appends). The file watcher records this way.
-    const direct: Recorder = (type, data) =>
-      track(
-        signer.record(() => this.ledger.record(runId, type, data)).then((event: A2rlEvent) => {
-          if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') {
-            tally.submissions.add(event.data.submissionId);
-          }
-          if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
-          return event;
-        }),
-      );
-    // Everything else is recorded in call order. Before a submission, or the launch of a training or
-    // evaluation process, the watcher is flushed first, so the code as it stood then is in the
-    // ledger ahead of the event: "what code did this submission (or training run) come from" never
-    // depends on the watcher's coalescing window.
-    let order: Promise<unknown> = Promise.resolve();
-    const record: Recorder = (type, data) => {
-      const kind = (data as { kind?: string }).kind;
-      const settlesCode = type === 'SubmissionReceived' || (type === 'ProcessStarted' && (kind === 'training' || kind === 'evaluation'));
-      const p = order.then(async () => {
-        if (settlesCode && files) await files.flush();
-        return direct(type, data);
-      });
-      order = p.catch(() => undefined);
-      return track(p);
-    };
-    const settle = async () => {
-      while (pending.size) await Promise.allSettled([...pending]);
-      if (recordError) throw recordError;
-    };
+    recorder.onRecorded((event) => {
+      if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') tally.submissions.add(event.data.submissionId);
+      if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
+    });
+    const root = workspaceLayout(this.settings.workspacesDir, runId, task.baseModel).root;
+    const instrumentation = new Instrumentation({ root, recorder, artifacts: this.artifacts, clock: this.clock });
+    return { runId, task, spec, driver, request, warn, recorder, signer, instrumentation, lock: { runId, pid: process.pid }, tally };
+  }
 
-    await record('RunScheduled', {
+  /** Everything is recorded through the instrumentation's ordered lane. */
+  private record<T extends EventType>(s: RunSession, type: T, data: EventData<T>): Promise<unknown> {
+    return s.instrumentation.record(type, data);
+  }
+
+  private async schedule(s: RunSession): Promise<void> {
+    const { request, task, spec, driver } = s;
+    await this.record(s, 'RunScheduled', {
       task: task.id,
       agent: spec.id,
       ...(driver ? { driver } : {}),
@@ -185,179 +201,200 @@ export class RunService {
       seed: request.seed,
       mode: request.mode ?? 'free',
     });
-    const lock: RunLock = { runId, pid: process.pid };
-    this.writeLock(lock);
+    this.locks.write(s.lock);
+  }
 
-    // A failure before the agent starts (dataset missing, baseline grading or model server down,
-    // disk full) closes the run as interrupted — never the agent's fault — sealed and unlocked.
-    let launched = false;
-    let closed = false;
-    let registered = false;
+  private async prepareWorkspace(s: RunSession): Promise<void> {
+    const { request, task } = s;
+    const prepared = await prepareWorkspace({
+      workspacesRoot: this.settings.workspacesDir,
+      runId: s.runId,
+      task,
+      taskCacheDir: path.join(this.settings.home, 'tasks'),
+      datasetsDir: path.join(this.settings.home, 'datasets'),
+      instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment, mode: request.mode }),
+      budgetSeconds: request.budgetSeconds,
+    });
+    s.prepared = prepared;
+    s.sandbox = detectSandbox();
+    if (s.sandbox === 'none') {
+      s.warn('WARNING: bubblewrap (bwrap) is not available: the agent runs UNSANDBOXED with access to everything this user can read, including held-out data. Install the "bubblewrap" package.');
+    }
+    // Everything given to the agent is archived too (content-addressed, so once per task in
+    // practice): replay and audit bundles can then restore data/ and models/ exactly.
+    for (const file of prepared.dataManifest) {
+      await this.artifacts.put(createReadStream(path.join(prepared.layout.root, file.path)), { sha256: file.sha256, size: file.size });
+    }
+    const { mounts } = sandboxCommand({ kind: s.sandbox, workspace: prepared.layout, agentDir: agentsRoot(), command: ['true'], env: {} });
+    await this.record(s, 'WorkspacePrepared', { workspace: prepared.layout.root, sandbox: s.sandbox, mounts, dataManifest: prepared.dataManifest });
+  }
+
+  private async gradeBaseline(s: RunSession): Promise<void> {
+    const { task } = s;
+    const prepared = s.prepared!;
+    const evaluation = (s.evaluation = createEvaluationContext(loadServingConfig(), 'cpu'));
+    const baseline = await this.baselines.getOrGrade(
+      { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
+      async () => (await task.evaluate(prepared.layout.baseModelDir, prepared.privateDir, undefined, evaluation)).score,
+    );
+    s.baseline = baseline.score;
+    await this.record(s, 'BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
+  }
+
+  /** Serves the run's grading API and starts watching the workspace (its current tree is the baseline). */
+  private async startObservers(s: RunSession): Promise<void> {
+    const prepared = s.prepared!;
+    const token = (s.token = this.ids.token());
+    const ctx: RunContext = {
+      runId: s.runId,
+      task: s.task,
+      workspace: prepared.layout,
+      privateDir: prepared.privateDir,
+      token,
+      budgetSeconds: s.request.budgetSeconds,
+      record: s.instrumentation.record,
+      artifacts: this.artifacts,
+    };
+    s.registered = true;
+    this.registry.register(ctx, {
+      deadline: new Date(this.clock().getTime() + s.request.budgetSeconds * 1000),
+      baselineScore: s.baseline!,
+      envContext: s.evaluation,
+      onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds(this.clock()) }),
+    });
+    await s.instrumentation.start();
+    if (s.sandbox === 'none') s.lock.pidFile = this.locks.pidFile(s.runId);
+    this.locks.write(s.lock);
+  }
+
+  private async launchAgent(s: RunSession): Promise<void> {
+    const { spec, request, task, driver } = s;
+    const prepared = s.prepared!;
+    const { layout } = prepared;
+    const sandbox = s.sandbox!;
+    const token = s.token!;
+    const agentDir = spec.dir ? insideSandbox(sandbox, spec.dir) : '';
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+      TASK: task.id,
+      BASE_MODEL: task.baseModel,
+      WORKSPACE: layout.root,
+      MODEL_PATH: layout.baseModelDir,
+      DATA_PATH: layout.dataDir,
+      OUTPUT_DIR: layout.outputDir,
+      GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`,
+      A2RL_RUN_TOKEN: token,
+      A2RL_AGENT_DIR: agentDir,
+      ...(driver ? { LLM_MODEL: driver } : {}),
+      ...passThroughEnv(spec),
+    };
+    const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
+    const sandboxed = sandboxCommand({ kind: sandbox, workspace: layout, agentDir: agentsRoot(), command, env });
+    const output = s.instrumentation.output;
     try {
-      const prepared = await prepareWorkspace({
-        workspacesRoot: this.config.workspacesDir,
-        runId,
-        task,
-        taskCacheDir: path.join(this.config.home, 'tasks'),
-        datasetsDir: path.join(this.config.home, 'datasets'),
-        instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment, mode: request.mode }),
-        budgetSeconds: request.budgetSeconds,
+      s.agent = await this.launcher.launch({
+        file: sandboxed.file,
+        args: sandboxed.args,
+        cwd: layout.root,
+        env: sandbox === 'bwrap' ? {} : env,
+        budgetMs: request.budgetSeconds * 1000,
+        graceMs: request.graceMs,
+        onOutput: output.write,
+        pidFile: s.lock.pidFile,
+        monitor: s.instrumentation.processes,
       });
-      const { layout } = prepared;
-      const sandbox = detectSandbox();
-      if (sandbox === 'none') {
-        warn('WARNING: bubblewrap (bwrap) is not available: the agent runs UNSANDBOXED with access to everything this user can read, including held-out data. Install the "bubblewrap" package.');
-      }
-      const token = randomBytes(24).toString('base64url');
-      const inside = (hostPath: string) => (sandbox === 'bwrap' ? hostPath.replace(agentsRoot(), SANDBOX_AGENT_DIR) : hostPath);
-      const agentDir = spec.dir ? inside(spec.dir) : '';
-      const env: Record<string, string> = {
-        PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-        TASK: task.id,
-        BASE_MODEL: task.baseModel,
-        WORKSPACE: layout.root,
-        MODEL_PATH: layout.baseModelDir,
-        DATA_PATH: layout.dataDir,
-        OUTPUT_DIR: layout.outputDir,
-        GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`,
-        A2RL_RUN_TOKEN: token,
-        A2RL_AGENT_DIR: agentDir,
-        ...(driver ? { LLM_MODEL: driver } : {}),
-        ...passThroughEnv(spec),
-      };
-      const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
-      const sandboxed = sandboxCommand({ kind: sandbox, workspace: layout, agentDir: agentsRoot(), command, env });
-      // Everything given to the agent is archived too (content-addressed, so once per task in
-      // practice): replay and audit bundles can then restore data/ and models/ exactly.
-      for (const file of prepared.dataManifest) {
-        await this.artifacts.put(createReadStream(path.join(layout.root, file.path)), { sha256: file.sha256, size: file.size });
-      }
-      await record('WorkspacePrepared', { workspace: layout.root, sandbox, mounts: sandboxed.mounts, dataManifest: prepared.dataManifest });
-
-      // One context for the baseline grading and the run's training environment (serving variables were checked at start).
-      const evaluation = createEvaluationContext(loadServingConfig(), 'cpu');
-      const baseline = await this.baselines.getOrGrade(
-        { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
-        async () => (await task.evaluate(layout.baseModelDir, prepared.privateDir, undefined, evaluation)).score,
-      );
-      await record('BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
-
-      const ctx: RunContext = { runId, task, workspace: layout, privateDir: prepared.privateDir, token, budgetSeconds: request.budgetSeconds, record, artifacts: this.artifacts };
-      const budgetMs = request.budgetSeconds * 1000;
-      registered = true;
-      this.registry.register(ctx, {
-        deadline: new Date(Date.now() + budgetMs),
-        baselineScore: baseline.score,
-        envContext: evaluation,
-        onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds() }),
-      });
-      files = new FileWatcher({ root: layout.root, artifacts: this.artifacts, record: direct });
-      await files.start();
-      const output = new OutputRecorder({ artifacts: this.artifacts, record });
-      if (sandbox === 'none') lock.pidFile = path.join(this.locksDir, `${runId}.pgid`);
-      this.writeLock(lock);
-
-      let handle;
-      try {
-        handle = await launchAgent({
-          file: sandboxed.file,
-          args: sandboxed.args,
-          cwd: layout.root,
-          env: sandbox === 'bwrap' ? {} : env,
-          budgetMs,
-          graceMs: request.graceMs,
-          onOutput: output.write,
-          pidFile: lock.pidFile,
-          monitor: {
-            onStart: (p) => void record('ProcessStarted', { pid: p.pid, ppid: p.ppid, argv: p.argv.slice(0, 4096), cwd: p.cwd, kind: p.kind }),
-            onExit: (p) =>
-              void record('ProcessExited', {
-                pid: p.pid,
-                ...(p.exitCode !== undefined ? { exitCode: p.exitCode } : {}),
-                ...(p.signal !== undefined ? { signal: p.signal } : {}),
-                durationMs: p.durationMs,
-                cpuMs: p.cpuMs,
-                peakRssKb: p.peakRssKb,
-              }),
-          },
-        });
-      } catch (err) {
-        await files.stop().catch(() => undefined);
-        await this.registry.unregister(runId);
-        await record('AgentExited', { reason: 'crashed' });
-        await record('RunCompleted', { submissions: 0 });
-        await settle();
-        await signer.seal();
-        this.removeLock(runId);
-        closed = true;
-        throw err;
-      }
-      this.agents.set(runId, handle);
-      if (this.interrupted) void handle.kill('killed'); // the interrupt came while the run was being set up
-      const startedAt = handle.startedAt.getTime();
-      await prepared.runMeta.update({ start_time: epochSeconds(handle.startedAt), timeout_s: request.budgetSeconds });
-      await record('AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: handle.pid });
-      launched = true;
-
-      const progress = () =>
-        request.onProgress?.({
-          runId,
-          task: task.id,
-          elapsedS: (Date.now() - startedAt) / 1000,
-          remainingS: Math.max(0, (startedAt + budgetMs - Date.now()) / 1000),
-          submissions: tally.submissions.size,
-          best: tally.best,
-          baseline: baseline.score,
-        });
-      const ticker = setInterval(progress, 1000);
-      let exit;
-      try {
-        exit = await handle.exited;
-      } finally {
-        clearInterval(ticker);
-        this.agents.delete(runId);
-      }
-      await this.registry.unregister(runId); // waits for gradings in flight and flushes rollouts
-      await files.stop();
-      await output.stop();
-      await settle();
-      await record('AgentExited', {
-        ...(exit.exitCode !== undefined ? { exitCode: exit.exitCode } : {}),
-        ...(exit.signal !== undefined ? { signal: exit.signal } : {}),
-        reason: exit.reason,
-      });
-      await prepared.runMeta.update({ end_time: epochSeconds() });
-      await record('RunCompleted', { ...(tally.best !== null ? { best: tally.best } : {}), submissions: tally.submissions.size });
-      await settle();
-      await signer.seal(); // the final head covers the whole run
-      this.removeLock(runId);
-      progress();
-      return {
-        runId,
-        task: task.id,
-        agent: spec.id,
-        driver,
-        baseline: baseline.score,
-        best: tally.best,
-        improvement: tally.best === null ? null : round2(tally.best - baseline.score),
-        submissions: tally.submissions.size,
-        state: 'completed',
-        exitReason: exit.reason,
-        sandbox,
-        workspace: layout.root,
-      };
     } catch (err) {
-      if (!launched && !closed) {
-        await files?.stop().catch(() => undefined);
-        if (registered) await this.registry.unregister(runId).catch(() => undefined);
-        const message = err instanceof Error ? err.message : String(err);
-        await record('RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000) }).catch(() => undefined);
-        await settle().catch(() => undefined);
-        await signer.seal().catch(() => undefined);
-        this.removeLock(runId);
-      }
+      s.launchFailed = true;
       throw err;
     }
+    this.agents.set(s.runId, s.agent);
+    if (this.interrupted) void s.agent.kill('killed'); // the interrupt came while the run was being set up
+    await prepared.runMeta.update({ start_time: epochSeconds(s.agent.startedAt), timeout_s: request.budgetSeconds });
+    await this.record(s, 'AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: s.agent.pid });
+  }
+
+  /** The launcher enforces the budget on the whole tree; meanwhile the operator sees progress. */
+  private async waitForExitOrBudget(s: RunSession): Promise<void> {
+    const agent = s.agent!;
+    const ticker = setInterval(() => this.progress(s), 1000);
+    try {
+      s.exit = await agent.exited;
+    } finally {
+      clearInterval(ticker);
+      this.agents.delete(s.runId);
+    }
+  }
+
+  /**
+   * The one teardown: whatever step the run reached, stop what was started (agent, grading API and
+   * environments, observers), record how it ended, and seal. A run whose agent ran (or failed to
+   * launch) completes; a run that failed before that is interrupted — never the agent's fault.
+   */
+  private async close(s: RunSession, failure: unknown): Promise<void> {
+    let closeError: unknown;
+    const keep = (err: unknown) => void (closeError ??= err);
+    if (s.agent && !s.exit) {
+      s.exit = await s.agent.kill('killed').catch((): AgentExit => ({ reason: 'crashed' }));
+      this.agents.delete(s.runId);
+    }
+    if (s.registered) await this.registry.unregister(s.runId).catch(keep); // gradings in flight finish, rollouts flushed
+    await s.instrumentation.stop().catch(keep); // final file states, output, process facts
+    try {
+      if (s.exit) {
+        const { exitCode, signal, reason } = s.exit;
+        await this.record(s, 'AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason });
+        await s.prepared?.runMeta.update({ end_time: epochSeconds(this.clock()) }).catch(keep);
+        await this.record(s, 'RunCompleted', { ...(s.tally.best !== null ? { best: s.tally.best } : {}), submissions: s.tally.submissions.size });
+      } else if (s.launchFailed) {
+        await this.record(s, 'AgentExited', { reason: 'crashed' });
+        await this.record(s, 'RunCompleted', { submissions: 0 });
+      } else if (failure !== undefined) {
+        const message = failure instanceof Error ? failure.message : String(failure);
+        await this.record(s, 'RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000) });
+      }
+      await s.recorder.settle();
+      await s.signer.seal(); // the final head covers the whole run
+      this.locks.remove(s.runId);
+    } catch (err) {
+      // The ledger failed: the lock stays, so the next start records the run as interrupted.
+      if (failure === undefined) throw err;
+    }
+    if (closeError !== undefined && failure === undefined) throw closeError;
+    this.progress(s);
+  }
+
+  private progress(s: RunSession): void {
+    if (!s.agent || s.baseline === undefined) return;
+    const startedAt = s.agent.startedAt.getTime();
+    const budgetMs = s.request.budgetSeconds * 1000;
+    const now = this.clock().getTime();
+    s.request.onProgress?.({
+      runId: s.runId,
+      task: s.task.id,
+      elapsedS: (now - startedAt) / 1000,
+      remainingS: Math.max(0, (startedAt + budgetMs - now) / 1000),
+      submissions: s.tally.submissions.size,
+      best: s.tally.best,
+      baseline: s.baseline,
+    });
+  }
+
+  private summarize(s: RunSession): RunSummary {
+    const { best } = s.tally;
+    return {
+      runId: s.runId,
+      task: s.task.id,
+      agent: s.spec.id,
+      driver: s.driver,
+      baseline: s.baseline!,
+      best,
+      improvement: best === null ? null : round2(best - s.baseline!),
+      submissions: s.tally.submissions.size,
+      state: 'completed',
+      exitReason: s.exit?.reason ?? 'crashed',
+      sandbox: s.sandbox!,
+      workspace: s.prepared!.layout.root,
+    };
   }
 
   /**
@@ -365,21 +402,13 @@ export class RunService {
    * all in the ledger) and kill whatever of their agents survived. Returns the interrupted run ids.
    */
   async recoverInterruptedRuns(): Promise<string[]> {
-    let names: string[];
-    try {
-      names = readdirSync(this.locksDir).filter((n) => n.endsWith('.json'));
-    } catch {
-      return [];
-    }
     const interrupted: string[] = [];
-    for (const name of names.sort()) {
-      const file = path.join(this.locksDir, name);
-      const lock = JSON.parse(readFileSync(file, 'utf8')) as RunLock;
-      if (lock.pid === process.pid || processAlive(lock.pid)) continue;
-      if (lock.pidFile) await killLeftoverProcessGroup(lock.pidFile).catch(() => 0);
+    for (const lock of this.locks.list()) {
+      if (lock.pid === process.pid || this.launcher.alive(lock.pid)) continue;
+      if (lock.pidFile) await this.launcher.killLeftovers(lock.pidFile).catch(() => 0);
       await this.ledger.record(lock.runId, 'RunInterrupted', { reason: `the harness (pid ${lock.pid}) exited while the run was open` });
       await this.sealStored(lock.runId);
-      rmSync(file, { force: true });
+      this.locks.remove(lock.runId);
       interrupted.push(lock.runId);
     }
     return interrupted;
@@ -395,36 +424,17 @@ export class RunService {
 
   /** The ledger's signing key under A2RL_HOME, created (and announced) on first use. */
   private signingKey(warn: (message: string) => void = (m) => process.stderr.write(`${m}\n`)): SigningKey {
-    const existing = loadSigningKey(this.config.home);
+    const existing = loadSigningKey(this.settings.home);
     if (existing) return existing;
-    const created = initSigningKey(this.config.home);
-    warn(`created the ledger signing key ${created.keyId} in ${keysDir(this.config.home)} (a2rl keys show prints its public key)`);
+    const created = initSigningKey(this.settings.home);
+    warn(`created the ledger signing key ${created.keyId} in ${keysDir(this.settings.home)} (a2rl keys show prints its public key)`);
     return created;
   }
-
-  private writeLock(lock: RunLock): void {
-    mkdirSync(this.locksDir, { recursive: true });
-    writeFileSync(path.join(this.locksDir, `${lock.runId}.json`), JSON.stringify(lock));
-  }
-
-  private removeLock(runId: string): void {
-    rmSync(path.join(this.locksDir, `${runId}.json`), { force: true });
-  }
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** `<task>-<UTC yyyymmddHHMMSS>-<6 hex>`: sortable by start, unique, safe as a path and stream name. */
-function newRunId(taskId: string): string {
-  const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
-  return `${taskId}-${stamp}-${randomBytes(3).toString('hex')}`;
+/** The agent folder as the sandboxed agent sees it. */
+function insideSandbox(sandbox: SandboxKind, hostPath: string): string {
+  return sandbox === 'bwrap' ? hostPath.replace(agentsRoot(), SANDBOX_AGENT_DIR) : hostPath;
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;

@@ -2,12 +2,18 @@ import { Module } from '@nestjs/common';
 import { ArtifactsModule } from '../artifacts/artifacts.module.js';
 import { GradingModule } from '../grading/grading.module.js';
 import { LedgerModule } from '../ledger/ledger.module.js';
+import { processLauncher } from './agent-launcher.js';
+import { getTask } from '../../tasks/index.js';
+import { AGENT_LAUNCHER, randomRunIds, RUN_IDS, TASK_CATALOG } from './run.ports.js';
 import { RunService } from './run.service.js';
 
-/** Benchmark runs: workspace, sandbox, agent process, budget, instrumentation, orchestration. */
+/**
+ * Benchmark runs: workspace, sandbox, agent process, budget, orchestration. The lock files
+ * (RUN_LOCKS), the settings and the clock come from the composition root (src/).
+ */
 @Module({
   imports: [LedgerModule, ArtifactsModule, GradingModule],
-  providers: [RunService],
+  providers: [RunService, { provide: RUN_IDS, useValue: randomRunIds }, { provide: AGENT_LAUNCHER, useValue: processLauncher }, { provide: TASK_CATALOG, useValue: getTask }],
   exports: [RunService],
 })
 export class RunsModule {}

@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import PQueue from 'p-queue';
 import type { TaskPack } from '../../tasks/task-pack.js';
 import type { WorkspaceLayout } from './run-context.js';
 
@@ -255,7 +256,7 @@ export function epochSeconds(date: Date = new Date()): number {
  * so an agent reading it never sees a torn file; writes are serialised in call order.
  */
 export class RunMeta {
-  private writes: Promise<void> = Promise.resolve();
+  private readonly writes = new PQueue({ concurrency: 1 });
 
   private constructor(
     readonly file: string,
@@ -275,12 +276,11 @@ export class RunMeta {
   update(patch: Partial<RunMetaFields>): Promise<void> {
     this.fields = { ...this.fields, ...patch };
     const text = `${JSON.stringify(this.fields, null, 2)}\n`;
-    const write = this.writes.then(async () => {
+    // A failed write rejects its caller only; later ones still run.
+    return this.writes.add(async () => {
       const temp = `${this.file}.tmp`;
       await writeFile(temp, text);
       await rename(temp, this.file);
     });
-    this.writes = write.catch(() => {}); // one failed write must not block later ones
-    return write;
   }
 }

@@ -1,7 +1,7 @@
-import { ConfigError } from '../../src/config/config.js';
 import path from 'node:path';
-import { parseDuration } from '../../src/duration.js';
-import { packageRoot } from '../../src/package-root.js';
+import { parseDuration } from '../settings/duration.js';
+import { packageRoot } from '../settings/package-root.js';
+import { ConfigError } from '../settings/settings.port.js';
 import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
 
 /**

@@ -37,7 +37,10 @@ export interface SubmissionAnalysis {
   valid: boolean;
   isCopyOfBase: boolean;
   duplicateOf: string | null;
-  /** code/ files changed since the previous submission (or since start), by the FileChanged events in between. */
+  /**
+   * code/ files changed since the previous submission (or since start), by the FileChanged events in
+   * between; line counts from the one line diff (line-diff.ts) of each change's content before and after.
+   */
   codeChanges: { path: string; op: string; linesAdded: number; linesRemoved: number; sha256: string | null; previousSha256: string | null; seq: number }[];
   /** Processes started since the previous submission. */
   processes: { pid: number; argv: string[]; kind: string; startSeq: number; exitSeq: number | null; exitCode: number | null; signal: string | null; durationS: number | null }[];

@@ -25,6 +25,11 @@ class Fixture {
     return seq;
   }
 
+  /** The time the next event added `dt` seconds on will carry: the observers' observedAt in these fixtures. */
+  nextAt(dt = 1): string {
+    return new Date(Date.UTC(2026, 0, 1, 0, 0, 0) + (this.seconds + dt) * 1000).toISOString();
+  }
+
   blob(text: string): { sha256: string; size: number; key: string } {
     const sha256 = sha(text);
     this.blobs.set(sha256, Buffer.from(text));
@@ -46,21 +51,26 @@ class Fixture {
 
   code(path: string, text: string): number {
     const { sha256, size, key } = this.blob(text);
-    return this.add('FileChanged', { path: `code/${path}`, op: 'create', sha256, size, key, linesAdded: text.split('\n').length, linesRemoved: 0 });
+    return this.add('FileChanged', { path: `code/${path}`, op: 'create', sha256, size, key, observedAt: this.nextAt() });
   }
 
-  /** A training process over `code/<script>`; `during` runs between its start and its exit. */
+  /**
+   * A training process over `code/<script>` (started by `accelerate launch`, so it is training
+   * whatever the script is called); `during` runs between its start and its exit. `kind: 'other'`
+   * runs the script from a shell command string instead, which is not a training launch itself.
+   */
   train(script: string, opts: { out?: string; exitCode?: number; during?: () => void; kind?: 'training' | 'other' } = {}): number {
     const pid = this.pids++;
-    const argv = ['python', `${WS}/code/${script}`, ...(opts.out ? ['--out', `${WS}/${opts.out}`] : [])];
-    const start = this.add('ProcessStarted', { pid, ppid: 1, argv, cwd: WS, kind: opts.kind ?? 'training' });
+    const path = `${WS}/code/${script}`;
+    const argv = opts.kind === 'other' ? ['bash', '-c', `python ${path}`] : ['accelerate', 'launch', path, ...(opts.out ? ['--out', `${WS}/${opts.out}`] : [])];
+    const start = this.add('ProcessStarted', { pid, ppid: 1, argv, cwd: WS, observedAt: this.nextAt() });
     opts.during?.();
-    this.add('ProcessExited', { pid, exitCode: opts.exitCode ?? 0, durationMs: 2500 }, 3);
+    this.add('ProcessExited', { pid, exitCode: opts.exitCode ?? 0, durationMs: 2500, observedAt: this.nextAt(3) }, 3);
     return start;
   }
 
   rollouts(batches: number, successRate: number): void {
-    for (let i = 0; i < batches; i++) this.add('RolloutBatchRecorded', { env: 'household/v1', episodes: 10, steps: 50, successRate, meanReturn: successRate });
+    for (let i = 0; i < batches; i++) this.add('RolloutBatchRecorded', { env: 'household/v1', episodes: 10, steps: 50, successRate, meanReturn: successRate, observedAt: this.nextAt() });
   }
 
   /** A submission of `files` (relative path → content) at output/<name>, graded `score` or rejected. */
@@ -75,7 +85,7 @@ class Fixture {
   }
 
   stderr(text: string): number {
-    return this.add('AgentOutput', { stream: 'stderr', chunk: this.blob(text) });
+    return this.add('AgentOutput', { stream: 'stderr', chunk: this.blob(text), observedAt: this.nextAt() });
   }
 
   end(reason: 'completed' | 'timeout' | 'crashed' | 'killed' = 'completed', best?: number): this {
@@ -338,6 +348,35 @@ describe('copy detection by content hash', () => {
   });
 });
 
+describe('code changes: line counts from the one line diff (line-diff.ts) of the recorded contents', () => {
+  it('diffs each change\'s content before and after it; a side that cannot be read counts nothing', async () => {
+    const f = new Fixture().start();
+    const V1 = 'a\nb\nc\n';
+    const V2 = 'a\nB\nc\nd\n';
+    f.code('a.py', V1);
+    f.submit(20);
+    f.add('FileChanged', { path: 'code/a.py', op: 'modify', ...f.blob(V2), previousSha256: sha(V1), observedAt: f.nextAt() });
+    f.add('FileChanged', { path: 'code/a.py', op: 'delete', previousSha256: sha(V2), observedAt: f.nextAt() });
+    const lost = sha('never archived\n'); // recorded, but not in the artifact store
+    f.add('FileChanged', { path: 'code/lost.py', op: 'create', sha256: lost, size: 15, observedAt: f.nextAt() });
+    f.add('FileChanged', { path: 'code/lost.py', op: 'modify', ...f.blob('x\n'), previousSha256: lost, observedAt: f.nextAt() });
+    f.add('FileChanged', { path: 'code/big.py', op: 'create', ...f.blob('y\n'.repeat(200 * 1024)), observedAt: f.nextAt() });
+    f.submit(30);
+    const a = await f.end().analyze();
+    const counts = a.submissions.map((s) => s.codeChanges.map((c) => [c.path, c.op, c.linesAdded, c.linesRemoved]));
+    expect(counts).toEqual([
+      [['code/a.py', 'create', 3, 0]],
+      [
+        ['code/a.py', 'modify', 2, 1],
+        ['code/a.py', 'delete', 0, 4],
+        ['code/lost.py', 'create', 0, 0],
+        ['code/lost.py', 'modify', 0, 0],
+        ['code/big.py', 'create', 0, 0], // 400 KiB: over MAX_DIFF_BYTES, never read
+      ],
+    ]);
+  });
+});
+
 describe('process metrics', () => {
   it('no submissions: rates and times are null, counts are zero', async () => {
     const a = await new Fixture().start().end('timeout').analyze();
@@ -407,7 +446,7 @@ describe('process metrics', () => {
     f.submit(20);
     f.code('rl.mjs', REINFORCE);
     f.train('rl.mjs', { out: 'output/sub-2', during: () => f.rollouts(2, 0.5) });
-    f.add('FileChanged', { path: 'output/x.bin', op: 'create', linesAdded: 0, linesRemoved: 0 });
+    f.add('FileChanged', { path: 'output/x.bin', op: 'create', observedAt: f.nextAt() });
     f.submit(30);
     const a = await f.end().analyze();
     expect(a.metrics).toMatchObject({ training_launches: 2, total_training_time: 5, rollout_episodes: 20, code_revisions_between_submissions: [2, 1] });

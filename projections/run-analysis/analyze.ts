@@ -1,7 +1,9 @@
 import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.js';
-import { STATE_AFTER } from '../run-state.js';
+import { runStateAfter } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from './blob-reader.js';
+import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
+import { classifyProcesses, type RunProcessKinds } from './process-kind.js';
 import { declaredRoute, executedFamily, sortedUnique, type TextSource } from './routes.js';
 
 // The post-hoc analysis of one run: a pure function of its events and of blobs read by sha256.
@@ -74,6 +76,11 @@ class TextCache {
   private readonly texts = new Map<string, Promise<string | null>>();
   constructor(private readonly blobs: BlobReader) {}
 
+  /** The blob's bytes, not kept (line counts need each version once or twice; texts are asked for repeatedly). */
+  bytes(sha256: string): Promise<Buffer | null> {
+    return this.blobs.read(sha256);
+  }
+
   text(sha256: string): Promise<string | null> {
     let text = this.texts.get(sha256);
     if (!text) {
@@ -95,7 +102,12 @@ class RunFacts {
   readonly agentStarted: Ev<'AgentStarted'> | undefined;
   readonly agentExited: Ev<'AgentExited'> | undefined;
   readonly processes: ProcessRecord[];
+  /** Kinds of the processes (process-kind.ts): an interpretation of the facts, made here. */
+  readonly kinds: RunProcessKinds;
+  /** Every process running a training program (launches and what they started). */
   readonly training: ProcessRecord[];
+  /** Training launches: training processes no training process started. */
+  readonly launches: ProcessRecord[];
   readonly rollouts: Ev<'RolloutBatchRecorded'>[];
   readonly codeChanges: Ev<'FileChanged'>[];
   /** Submissions with an outcome, in submission order; `pending` have none yet. */
@@ -114,7 +126,9 @@ class RunFacts {
     this.agentExited = of(events, 'AgentExited').at(-1);
     this.t0 = (this.agentStarted ?? this.scheduled ?? events[0])?.occurredAt;
     this.processes = matchProcesses(events);
-    this.training = this.processes.filter((p) => p.start.data.kind === 'training');
+    this.kinds = classifyProcesses(events);
+    this.training = this.processes.filter((p) => this.kinds.kindOf(p.start.seq) === 'training');
+    this.launches = this.training.filter((p) => this.kinds.launches.has(p.start.seq));
     this.rollouts = of(events, 'RolloutBatchRecorded');
     this.codeChanges = of(events, 'FileChanged').filter((e) => e.data.path.startsWith('code/'));
     const all = collectSubmissions(events);
@@ -136,7 +150,7 @@ class RunFacts {
 
   state(): RunAnalysis['state'] {
     let state: RunAnalysis['state'] = null;
-    for (const e of this.events) state = STATE_AFTER[e.type] ?? state;
+    for (const e of this.events) state = runStateAfter(state, e);
     return state;
   }
 
@@ -154,6 +168,7 @@ class RunFacts {
 
   async submissionAnalyses(): Promise<SubmissionAnalysis[]> {
     const out: SubmissionAnalysis[] = [];
+    const lines = await this.lineCounts(this.done.at(-1)?.first.seq ?? -1);
     let previousSeq = -1;
     for (const [i, s] of this.done.entries()) {
       const seq = s.first.seq;
@@ -182,8 +197,7 @@ class RunFacts {
         codeChanges: this.codeChanges.filter(between).map((e) => ({
           path: e.data.path,
           op: e.data.op,
-          linesAdded: e.data.linesAdded,
-          linesRemoved: e.data.linesRemoved,
+          ...lines.get(e.seq)!,
           sha256: e.data.sha256 ?? null,
           previousSha256: e.data.previousSha256 ?? null,
           seq: e.seq,
@@ -191,7 +205,7 @@ class RunFacts {
         processes: this.processes.filter((p) => between(p.start)).map((p) => ({
           pid: p.start.data.pid,
           argv: p.start.data.argv,
-          kind: p.start.data.kind,
+          kind: this.kinds.kindOf(p.start.seq),
           startSeq: p.start.seq,
           exitSeq: p.exit?.seq ?? null,
           exitCode: p.exit?.data.exitCode ?? null,
@@ -224,7 +238,7 @@ class RunFacts {
     for (let i = 1; i < n; i++) if (scores[i] > scores[i - 1]) increases++;
     const budget = this.scheduled?.data.budgetSeconds;
     const used = this.agentStarted && this.agentExited ? this.secondsBetween(this.agentStarted, this.agentExited) : null;
-    const trainingExits = this.training.flatMap((p) => (p.exit ? [p.exit.data.durationMs] : []));
+    const trainingExits = this.launches.flatMap((p) => (p.exit ? [p.exit.data.durationMs] : []));
     const revisions: number[] = [];
     let previousSeq = -1;
     for (const s of subs) {
@@ -242,11 +256,35 @@ class RunFacts {
       copy_model_count: subs.filter((s) => s.isCopyOfBase).length,
       time_used_ratio: used !== null && budget ? round(Math.min(1, Math.max(0, used / budget)), 6) : null,
       last_submit_gap: n && this.agentExited ? this.secondsBetween(this.events.find((e) => e.seq === subs[n - 1].seq)!, this.agentExited) : null,
-      training_launches: this.training.length,
+      training_launches: this.launches.length,
       total_training_time: round(sum(trainingExits) / 1000, 3),
       rollout_episodes: sum(this.rollouts.map((r) => r.data.episodes)),
       code_revisions_between_submissions: revisions,
     };
+  }
+
+  /**
+   * Lines added and removed by each code change before `untilSeq`, by seq: the one line diff
+   * (line-diff.ts, as in reports) of the content before and after it, read by sha256. 0 and 0 when
+   * a side's content was not recorded or is not in the artifact store, and (as diffFiles counts)
+   * for binary content or a side over MAX_DIFF_BYTES, which is never read.
+   */
+  private async lineCounts(untilSeq: number): Promise<Map<number, { linesAdded: number; linesRemoved: number }>> {
+    const sizes = new Map<string, number>();
+    for (const f of this.workspace?.data.dataManifest ?? []) sizes.set(f.sha256, f.size);
+    for (const e of this.codeChanges) if (e.data.sha256 && e.data.size !== undefined) sizes.set(e.data.sha256, e.data.size);
+    /** A side's bytes; undefined when they cannot be diffed (not recorded, too large, not stored). */
+    const content = async (sha256: string | undefined): Promise<Buffer | undefined> =>
+      !sha256 || (sizes.get(sha256) ?? 0) > MAX_DIFF_BYTES ? undefined : ((await this.texts.bytes(sha256)) ?? undefined);
+    const counts = new Map<number, { linesAdded: number; linesRemoved: number }>();
+    for (const e of this.codeChanges) {
+      if (e.seq >= untilSeq) break;
+      const before = e.data.op === 'create' ? null : await content(e.data.previousSha256);
+      const after = e.data.op === 'delete' ? null : await content(e.data.sha256);
+      const d = before === undefined || after === undefined ? null : diffFiles(before, after);
+      counts.set(e.seq, { linesAdded: d?.linesAdded ?? 0, linesRemoved: d?.linesRemoved ?? 0 });
+    }
+    return counts;
   }
 
   // ---- routes ----

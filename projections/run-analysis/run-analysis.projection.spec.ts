@@ -9,6 +9,7 @@ import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import { dumpReadModel, InvalidProjectionError, ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
+import { analyzeRun } from './analyze.js';
 import type { BlobReader } from './blob-reader.js';
 import type { RunAnalysisRow } from './run-analysis.entity.js';
 import { runAnalysisProjection } from './run-analysis.projection.js';
@@ -25,9 +26,9 @@ function runEvents(runId: string, scores: number[]): A2rlEvent[] {
     ['WorkspacePrepared', { workspace: `/ws/${runId}`, sandbox: 'none', mounts: [], dataManifest: [] }],
     ['BaselineEvaluated', { score: 10, cached: false }],
     ['AgentStarted', { command: 'agent' }],
-    ['FileChanged', { path: 'code/train.py', op: 'create', sha256: sha(CODE), size: CODE.length, linesAdded: 1, linesRemoved: 0 }],
-    ['ProcessStarted', { pid: 7, ppid: 1, argv: ['python', `/ws/${runId}/code/train.py`], cwd: `/ws/${runId}`, kind: 'training' }],
-    ['ProcessExited', { pid: 7, exitCode: 0, durationMs: 1000 }],
+    ['FileChanged', { path: 'code/train.py', op: 'create', sha256: sha(CODE), size: CODE.length, observedAt: at(4) }],
+    ['ProcessStarted', { pid: 7, ppid: 1, argv: ['python', `/ws/${runId}/code/train.py`], cwd: `/ws/${runId}`, observedAt: at(5) }],
+    ['ProcessExited', { pid: 7, exitCode: 0, durationMs: 1000, observedAt: at(6) }],
   ];
   scores.forEach((score, i) => {
     data.push(['SubmissionReceived', { submissionId: `s${i}`, modelPath: `output/s${i}`, manifest: [{ path: 'w.json', sha256: sha(`${runId}${i}`), size: 1 }] }]);
@@ -102,7 +103,10 @@ describe('run-analysis projection through the ProjectionRunner', () => {
     const progress: number[] = [];
     expect(await runner.catchUp(undefined, (p) => progress.push(p.processed))).toEqual([{ name: 'run-analysis', processed: events.length }]);
     expect(progress).toEqual([events.length]);
-    expect(reads).toBe(1); // one analysis of run a (the code file is read once), not one per batch
+    let once = 0;
+    await analyzeRun(events, { read: (h) => ((once += 1), blobs.read(h)) });
+    expect(once).toBeGreaterThan(0);
+    expect(reads).toBe(once); // one analysis of run a, not one per batch
     expect(await runner.catchUp()).toEqual([{ name: 'run-analysis', processed: 0 }]);
   });
 

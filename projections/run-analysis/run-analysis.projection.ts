@@ -6,7 +6,9 @@ import { RunAnalysisRow } from './run-analysis.entity.js';
 /** The post-hoc analysis of every run (docs/analysis.md), recomputed from the run's stream. */
 export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   name: 'run-analysis',
-  version: 2, // 2: analysis carries the workspace path
+  // 2: analysis carries the workspace path. 3: code changes' line counts from the one line diff (line-diff.ts) over blobs, not from the events.
+  // 3 also: process kinds computed here from the facts (process-kind.ts), not read from ProcessStarted.
+  version: 3,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     const a = await analyzeRun(events, blobs);

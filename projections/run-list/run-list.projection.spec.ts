@@ -1,6 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
-import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
+import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
+import { streamName } from '../../modules/ledger/events/ids.js';
+import { foldRunLifecycle, runGuard } from '../../modules/runs/run-lifecycle.js';
 import type { RunListRow } from './run-list.entity.js';
 import { runListProjection } from './run-list.projection.js';
 
@@ -13,7 +16,7 @@ const scheduled = (seq = 0) =>
   });
 const started = (seq: number) => buildEvent('AgentStarted', RUN, seq, at(seq), { command: 'run.sh' });
 const fileChanged = (seq: number) =>
-  buildEvent('FileChanged', RUN, seq, at(seq), { path: 'code/train.py', op: 'create', linesAdded: 3, linesRemoved: 0 });
+  buildEvent('FileChanged', RUN, seq, at(seq), { path: 'code/train.py', op: 'create', observedAt: at(seq) });
 
 function fold(events: A2rlEvent[]): RunListRow | undefined {
   return events.reduce<RunListRow | undefined>((row, e) => runListProjection.evolve(row, e), undefined);
@@ -71,5 +74,49 @@ describe('run-list projection', () => {
     const copy = { ...before };
     runListProjection.evolve(before, started(1));
     expect(before).toEqual(copy);
+  });
+
+  it('shows the same state as the run-lifecycle evolve after every event of a recorded run', async () => {
+    // Recorded as the run recorder does (guarded, appended, read back decoded from the stored bytes).
+    const sha = 'b'.repeat(64);
+    const observedAt = at(3);
+    const facts: Array<[EventType, EventData<EventType>]> = [
+      ['RunScheduled', { task: 't', agent: 'reference', baseModel: 'm', budgetSeconds: 60, seed: 0, mode: 'free' }],
+      ['WorkspacePrepared', { workspace: '/w', sandbox: 'none', mounts: [], dataManifest: [] }],
+      ['BaselineEvaluated', { score: 10, cached: true }],
+      ['FileChanged', { path: 'code/train.py', op: 'create', sha256: sha, size: 1, observedAt }],
+      ['AgentStarted', { command: 'run.sh', pid: 7 }],
+      ['ProcessStarted', { pid: 8, ppid: 7, argv: ['python3', 'code/train.py'], cwd: '/w', observedAt }],
+      ['SubmissionReceived', { submissionId: 'sub-1', modelPath: 'output/ck', manifest: [] }],
+      ['ProcessExited', { pid: 8, exitCode: 0, durationMs: 3, observedAt }],
+      ['SubmissionReceived', { submissionId: 'sub-2', modelPath: 'output/ck2', manifest: [] }],
+      ['SubmissionGraded', { submissionId: 'sub-1', score: 40, improvement: 30 }],
+      ['AgentExited', { exitCode: 0, reason: 'completed' }],
+      ['SubmissionGraded', { submissionId: 'sub-2', score: 50, improvement: 40 }],
+      ['RunInterrupted', { reason: 'the harness exited while the run was open' }],
+      ['TreeHeadSigned', { treeSize: 13, rootHash: sha, signature: 's', keyId: 'k' }],
+      ['RunResumed', { note: 'resumed' }],
+      ['RunCompleted', { submissions: 2, best: 50 }],
+      ['TreeHeadSigned', { treeSize: 16, rootHash: sha, signature: 's', keyId: 'k' }],
+    ];
+    const guard = runGuard();
+    const store = new MemoryEventStore();
+    const built = facts.map(([type, data], seq) => {
+      guard(type, data);
+      return buildEvent(type, RUN, seq, at(seq), data);
+    });
+    await store.append(streamName(RUN), built.slice(0, 9), 'no_stream');
+    await store.append(streamName(RUN), built.slice(9), 8n);
+    const recorded: A2rlEvent[] = [];
+    for await (const r of store.readStream(streamName(RUN))) recorded.push(r.event);
+    expect(recorded).toHaveLength(facts.length);
+
+    const states = recorded.map((_, i) => fold(recorded.slice(0, i + 1))?.state);
+    expect(states).toEqual(recorded.map((_, i) => foldRunLifecycle(recorded.slice(0, i + 1)).status));
+    expect(states).toEqual([
+      'scheduled', 'running', 'running', 'running', 'running', 'running', 'running', 'running', 'running',
+      'running', 'running', 'running', 'interrupted', 'interrupted', 'running', 'completed', 'completed',
+    ]);
+    await store.close();
   });
 });

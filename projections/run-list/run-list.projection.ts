@@ -1,5 +1,5 @@
 import { defineProjection } from '../projection.js';
-import { STATE_AFTER } from '../run-state.js';
+import { runStateAfter } from '../run-state.js';
 import { RunListRow } from './run-list.entity.js';
 
 function emptyRow(runId: string): RunListRow {
@@ -28,7 +28,7 @@ export const runListProjection = defineProjection<RunListRow>({
     next.eventCount += 1;
     next.lastSeq = event.seq;
     next.lastEventAt = event.occurredAt;
-    next.state = STATE_AFTER[event.type] ?? next.state;
+    next.state = runStateAfter(next.state, event);
     if (event.type === 'RunScheduled') {
       next.task = event.data.task;
       next.agent = event.data.agent;

@@ -1,7 +1,8 @@
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
 
 /**
- * The scoreboard and the paper's `results.csv`, as pure functions of run analyses.
+ * The scoreboard, a pure fold of run analyses (the run-analysis projection's rows) into one row per
+ * task × agent × driver. Writing runs out as results.csv is modules/reports/results-csv.ts.
  *
  * Per run, the best-of-budget score is the best graded score; a run with no graded submission
  * keeps the base model, so its best-of-budget is its baseline (improvement 0). A run with neither
@@ -112,43 +113,4 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
     };
   });
   return rows.sort((p, q) => byText(key(p.task), key(q.task)) || byText(key(p.agent), key(q.agent)) || byText(key(p.driver), key(q.driver)));
-}
-
-/** Fixed number formatting for text outputs: at most 4 decimals, no exponent, no trailing zeros. */
-export function formatNumber(n: number | null): string {
-  if (n === null) return '';
-  const fixed = n.toFixed(4).replace(/\.?0+$/, '');
-  return fixed === '-0' ? '0' : fixed;
-}
-
-/** RFC 4180: quote a field containing a comma, quote, CR or LF; double inner quotes. */
-export function csvField(value: string): string {
-  return /[",\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value;
-}
-
-export const RESULTS_COLUMNS = [
-  'run_id', 'timestamp', 'task', 'agent', 'driver_model', 'base_model', 'baseline', 'best_score',
-  'improvement', 'submissions', 'duration_s', 'success', 'workspace',
-] as const;
-
-/** A run analysis plus its workspace path (from WorkspacePrepared; not part of RunAnalysis yet). */
-export type ResultsRun = RunAnalysis;
-
-/**
- * The paper's results.csv: one row per run ordered by timestamp (RunScheduled's occurredAt) then
- * run id; CRLF line ends per RFC 4180. best_score and improvement are empty when the run has no
- * graded submission; success is `true` exactly when the failure class is `success`.
- */
-export function resultsCsv(runs: readonly ResultsRun[]): string {
-  const sorted = [...runs].sort((p, q) => byText(key(p.scheduledAt), key(q.scheduledAt)) || byText(p.runId, q.runId));
-  const lines = [RESULTS_COLUMNS.join(',')];
-  for (const a of sorted) {
-    const cells = [
-      a.runId, a.scheduledAt ?? '', a.task ?? '', a.agent ?? '', a.driver ?? '', a.baseModel ?? '',
-      formatNumber(a.baseline), formatNumber(a.best), formatNumber(a.improvement), String(a.submissions.length),
-      formatNumber(a.durationS), String(a.failure.class === 'success'), a.workspace ?? '',
-    ];
-    lines.push(cells.map(csvField).join(','));
-  }
-  return `${lines.join('\r\n')}\r\n`;
 }

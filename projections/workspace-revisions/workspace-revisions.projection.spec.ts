@@ -8,7 +8,7 @@ const sha = (c: string) => c.repeat(64);
 
 describe('workspace-revisions projection', () => {
   it('keys file-changing events by run and seq and ignores the rest', () => {
-    const changed = buildEvent('FileChanged', RUN, 7, at(7), { path: 'code/a.py', op: 'create', sha256: sha('a'), size: 3, linesAdded: 1, linesRemoved: 0 });
+    const changed = buildEvent('FileChanged', RUN, 7, at(7), { path: 'code/a.py', op: 'create', sha256: sha('a'), size: 3, observedAt: at(7) });
     expect(projection.keyOf(changed)).toBe('r-1/7');
     expect(projection.keyOf(buildEvent('SubmissionGraded', RUN, 8, at(8), { submissionId: 'sub-1', score: 50, improvement: 1 }))).toBeNull();
     expect(projection.keyOf(buildEvent('AgentStarted', RUN, 2, at(2), { command: 'x' }))).toBeNull();
@@ -16,13 +16,13 @@ describe('workspace-revisions projection', () => {
 
   it('records a FileChanged as one revision with its content, and a delete without one', () => {
     const modify = buildEvent('FileChanged', RUN, 7, at(7), {
-      path: 'code/a.py', op: 'modify', sha256: sha('b'), size: 9, previousSha256: sha('a'), key: 'k', linesAdded: 1, linesRemoved: 1,
+      path: 'code/a.py', op: 'modify', sha256: sha('b'), size: 9, previousSha256: sha('a'), key: 'k', observedAt: at(7),
     });
     expect(projection.evolve(undefined, modify)).toEqual({
       id: 'r-1/7', runId: RUN, lastSeq: 7, occurredAt: at(7), eventType: 'FileChanged', replaces: null,
       revisions: `[{"op":"modify","path":"code/a.py","sha256":"${sha('b')}","size":9}]`,
     });
-    const del = buildEvent('FileChanged', RUN, 8, at(8), { path: 'code/a.py', op: 'delete', previousSha256: sha('b'), linesAdded: 0, linesRemoved: 1 });
+    const del = buildEvent('FileChanged', RUN, 8, at(8), { path: 'code/a.py', op: 'delete', previousSha256: sha('b'), observedAt: at(8) });
     expect(JSON.parse(projection.evolve(undefined, del).revisions)).toEqual([{ path: 'code/a.py', op: 'delete', sha256: null, size: null }]);
   });
 
@@ -51,7 +51,7 @@ describe('workspace-revisions projection', () => {
   });
 
   it('is deterministic: the same event gives the same row, whatever the previous row', () => {
-    const e = buildEvent('FileChanged', RUN, 3, at(3), { path: 'x', op: 'create', sha256: sha('f'), size: 1, linesAdded: 1, linesRemoved: 0 });
+    const e = buildEvent('FileChanged', RUN, 3, at(3), { path: 'x', op: 'create', sha256: sha('f'), size: 1, observedAt: at(3) });
     const first = projection.evolve(undefined, e);
     expect(projection.evolve(first, e)).toEqual(first);
   });

@@ -2,8 +2,9 @@ import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { RunSource } from '../../modules/query/run-source.js';
-import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../projections/report/render.js';
-import { filterRuns, formatNumber, resultsCsv, scoreboard } from '../../projections/scoreboard/scoreboard.js';
+import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../modules/reports/render.js';
+import { formatNumber, resultsCsv } from '../../modules/reports/results-csv.js';
+import { filterRuns, scoreboard } from '../../projections/scoreboard/scoreboard.js';
 import { table, withApp } from './cli-support.js';
 
 /** Commands over the post-hoc analysis: scoreboard, report. */

@@ -37,10 +37,10 @@ export function registerAuditCommands(program: Command): void {
     .option('--regrade', "also re-grade every archived checkpoint with the task's evaluator and compare the scores")
     .option('--json', 'print the result as one JSON object')
     .action(async (runId: string, opts: { regrade?: boolean; json?: boolean }) => {
-      const [{ RunVerifier }, { loadPublicKey }, { READ_MODELS }, { ARTIFACT_STORE }, { EVENT_STORE }, path] = await Promise.all([
+      const [{ RunVerifier }, { loadPublicKey }, { READ_MODELS, READ_MODEL_STORES }, { ARTIFACT_STORE }, { EVENT_STORE }, path] = await Promise.all([
         import('../../modules/audit/verify.service.js'),
         import('../../modules/audit/tree-head.js'),
-        import('../../modules/readmodels/readmodels.module.js'),
+        import('../../modules/readmodels/read-models.port.js'),
         import('../../modules/artifacts/artifacts.module.js'),
         import('../../modules/ledger/tokens.js'),
         import('node:path'),
@@ -51,10 +51,12 @@ export function registerAuditCommands(program: Command): void {
           store: app.get(EVENT_STORE),
           artifacts: app.get(ARTIFACT_STORE),
           readModels: app.get(READ_MODELS),
+          readModelStores: app.get(READ_MODEL_STORES),
           runs: app.get(RunSource),
           catchUp: () => app.get(ProjectionRunnerService).catchUp(),
           publicKeyPem: loadPublicKey(config.home)?.publicKeyPem ?? null,
           taskCacheDir: path.join(config.home, 'tasks'),
+          datasetsDir: path.join(config.home, 'datasets'),
         });
         let shown = '';
         let lastAt = 0;
@@ -104,7 +106,7 @@ export function registerAuditCommands(program: Command): void {
       const [{ ReplayService, parseReplayPoint }, format, { READ_MODELS }, { ARTIFACT_STORE }, { EVENT_STORE }] = await Promise.all([
         import('../../modules/replay/replay.service.js'),
         import('../../modules/replay/format.js'),
-        import('../../modules/readmodels/readmodels.module.js'),
+        import('../../modules/readmodels/read-models.port.js'),
         import('../../modules/artifacts/artifacts.module.js'),
         import('../../modules/ledger/tokens.js'),
       ]);
@@ -141,18 +143,17 @@ export function registerAuditCommands(program: Command): void {
     .requiredOption('-o, --output <bundle.tar.gz>', 'bundle file to write')
     .option('--with-checkpoints', "include the submitted checkpoints' files (left out by default; the manifest marks them omitted)")
     .action(async (runId: string, opts: { output: string; withCheckpoints?: boolean }) => {
-      const [{ exportBundle }, { loadPublicKey, keysDir }, { openEventStore }, { openArtifactStore }] = await Promise.all([
+      const [{ exportBundle }, { loadPublicKey, keysDir }, { openLedger, openArtifacts }] = await Promise.all([
         import('../../modules/audit/bundle/index.js'),
         import('../../modules/audit/tree-head.js'),
-        import('../../infra/eventstore/open-event-store.js'),
-        import('../../infra/artifacts/open-artifact-store.js'),
+        import('../composition.js'),
       ]);
       const config = loadConfig();
       const key = loadPublicKey(config.home);
       if (!key) throw new Error(`no signing key in ${keysDir(config.home)}: runs of this ledger were not signed, so there is nothing to verify a bundle against`);
-      const eventStore = await openEventStore(config.ledgerUrl);
+      const eventStore = await openLedger(config);
       try {
-        const artifacts = await openArtifactStore(config.artifactsUrl);
+        const artifacts = await openArtifacts(config);
         try {
           const taskLevel = (task: string) => TASKS.find((t) => t.id === task)?.level ?? null;
           const s = await exportBundle({ runId, eventStore, artifacts, publicKeyPem: key.publicKeyPem, withCheckpoints: opts.withCheckpoints, taskLevel }, opts.output);

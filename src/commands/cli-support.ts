@@ -4,7 +4,7 @@ import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { RunService, type RunProgress, type RunSummary } from '../../modules/runs/run.service.js';
 import { AppModule } from '../app.module.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
-import { formatSeconds } from '../duration.js';
+import { formatSeconds } from '../../modules/settings/duration.js';
 import { createHttpApp } from '../server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
 

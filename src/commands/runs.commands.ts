@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { checkAgent, listAgents } from '../../modules/agents/agent-registry.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { TASKS } from '../../tasks/index.js';
-import { formatSeconds, parseDuration } from '../duration.js';
+import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
 import { redact } from '../server.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
 

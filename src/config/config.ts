@@ -8,7 +8,8 @@ export { ConfigError };
 /** The checked configuration: the modules' Settings port. */
 export type A2rlConfig = Settings;
 
-const LEDGER_SCHEMES = ['sqlite:', 'postgres:', 'postgresql:', 'kurrentdb:', 'kurrentdb+discover:', 'esdb:', 'esdb+discover:'];
+// `memory:` is for tests and throwaway runs: the ledger lives only as long as the process.
+const LEDGER_SCHEMES = ['sqlite:', 'postgres:', 'postgresql:', 'kurrentdb:', 'kurrentdb+discover:', 'esdb:', 'esdb+discover:', 'memory:'];
 const ARTIFACT_SCHEMES = ['file:', 's3:'];
 const READMODEL_SCHEMES = ['sqlite:', 'postgres:', 'postgresql:'];
 

@@ -1,7 +1,7 @@
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OpenAiClient } from '../../modules/serving/openai-client.js';
-import { ConfigError } from '../../src/config/config.js';
+import { ConfigError } from '../../modules/settings/settings.port.js';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
 import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type OpenAiEndpoint, type TaskPack, type TaskPaths } from '../task-pack.js';

@@ -1,6 +1,5 @@
 import { cp, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { loadConfig } from '../../src/config/config.js';
 import { InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
 
 /** Directory name, inside a task's dataset dir, of the base checkpoint `a2rl data fetch` installs. */
@@ -11,9 +10,13 @@ export class DatasetMissingError extends Error {
   override readonly name = 'DatasetMissingError';
 }
 
-/** `paths.datasetDir` when the harness gives one, else `$A2RL_HOME/datasets/<taskId>`. */
+/**
+ * The task's fetched files, `paths.datasetDir`: the harness passes `<datasets dir>/<taskId>`
+ * (materializeTask's `datasetsDir`), so a pack never reads the configuration itself.
+ */
 export function datasetDirOf(taskId: string, paths: Pick<TaskPaths, 'datasetDir'>): string {
-  return paths.datasetDir ?? join(loadConfig().home, 'datasets', taskId);
+  if (!paths.datasetDir) throw new Error(`the ${taskId} task pack needs its dataset directory, and the harness gave none (materializeTask without datasetsDir)`);
+  return paths.datasetDir;
 }
 
 const fetchHint = (taskId: string) => `run \`a2rl data fetch ${taskId}\` (or \`a2rl data fetch ${taskId} --from <dir>\` on an air-gapped machine)`;

@@ -74,17 +74,17 @@ async function writeRun(events: SqliteEventStore, artifacts: FsArtifactStore, di
       const file = revision % FILES;
       await w.add('FileChanged', {
         path: `code/pkg${file % 25}/module${file}.py`, op: revision < FILES ? 'create' : 'modify', ...ref,
-        ...(revision >= FILES ? { previousSha256: revisions[revision - FILES].sha256 } : {}), linesAdded: 3, linesRemoved: revision < FILES ? 0 : 3,
+        ...(revision >= FILES ? { previousSha256: revisions[revision - FILES].sha256 } : {}), observedAt: '2026-01-01T00:00:00.000Z',
       });
       revision += 1;
     } else if (i % 4 === 0) {
-      await w.add('ProcessStarted', { pid: ++pid, ppid: 1, argv: ['python', `code/pkg${pid % 25}/module${pid % FILES}.py`], cwd: '/ws', kind: pid % 3 ? 'training' : 'evaluation' });
+      await w.add('ProcessStarted', { pid: ++pid, ppid: 1, argv: [...(pid % 3 ? ['accelerate', 'launch'] : ['lm_eval', '--include_path']), `code/pkg${pid % 25}/module${pid % FILES}.py`], cwd: '/ws', observedAt: '2026-01-01T00:00:00.000Z' });
     } else if (i % 4 === 1) {
-      await w.add('ProcessExited', { pid, exitCode: 0, durationMs: 1200 + (pid % 700), cpuMs: 900, peakRssKb: 120_000 });
+      await w.add('ProcessExited', { pid, exitCode: 0, durationMs: 1200 + (pid % 700), cpuMs: 900, peakRssKb: 120_000, observedAt: '2026-01-01T00:00:00.000Z' });
     } else if (i % 4 === 2) {
-      await w.add('AgentOutput', { stream: 'stdout', chunk: outputs[(i >> 2) % outputs.length] });
+      await w.add('AgentOutput', { stream: 'stdout', chunk: outputs[(i >> 2) % outputs.length], observedAt: '2026-01-01T00:00:00.000Z' });
     } else {
-      await w.add('RolloutBatchRecorded', { env: 'household', episodes: 8, steps: 160, successRate: (i % 100) / 100, meanReturn: (i % 37) / 10 });
+      await w.add('RolloutBatchRecorded', { env: 'household', episodes: 8, steps: 160, successRate: (i % 100) / 100, meanReturn: (i % 37) / 10, observedAt: '2026-01-01T00:00:00.000Z' });
     }
   }
   await w.add('AgentExited', { exitCode: 0, reason: 'completed' });

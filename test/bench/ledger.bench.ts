@@ -40,8 +40,7 @@ function harnessEvent(runId: string, seq: number): A2rlEvent {
     op: seq === 0 ? 'create' : 'modify',
     sha256: (seq % 16).toString(16).repeat(64),
     size: 1000 + seq,
-    linesAdded: seq % 13,
-    linesRemoved: seq % 5,
+    observedAt: new Date(T0 + seq * 1000).toISOString(),
   });
 }
 

@@ -84,7 +84,7 @@ export async function replayLatency(opts: ReplayLatencyOptions = {}): Promise<Re
       const ref = refs[i];
       events.push(buildEvent('FileChanged', RUN, seq, at(seq), {
         path: `code/pkg${file % 25}/module${file}.mjs`, op: revision === 0 ? 'create' : 'modify',
-        sha256: ref.sha256, size: ref.size, key: ref.key, linesAdded: 1, linesRemoved: revision === 0 ? 0 : 1,
+        sha256: ref.sha256, size: ref.size, key: ref.key, observedAt: at(seq).toISOString(),
       }));
     });
     for (let i = 0; i < events.length; i += APPEND_BATCH) await h.append(events.slice(i, i + APPEND_BATCH));

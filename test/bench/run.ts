@@ -1,8 +1,9 @@
 // `npm run bench -- <name>`: runs one benchmark; each prints its figures and ends with a JSON line.
 import { auditBench } from './audit.bench.js';
+import { instrumentationBench } from './instrumentation.bench.js';
 import { ledgerBench } from './ledger.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

@@ -77,7 +77,17 @@ async function within<T>(promise: Promise<T>, ms: number, onTimeout: () => T | n
 const ids = (events: RecordedEvent[]) => events.map((e) => `${e.event.runId}/${e.event.seq}`);
 const mine = (runIds: string[]) => (e: RecordedEvent) => runIds.includes(e.event.runId);
 
-export function eventStoreContract(name: string, setup: () => Promise<ContractHarness>): void {
+/** What a leg's storage can do beyond the port; every capability defaults to true. */
+export interface ContractCapabilities {
+  /**
+   * Another process can open the storage by `url` and its acknowledged appends outlive it (the
+   * SIGKILLed-writer test). False only for storage that lives inside this process (memory).
+   */
+  sharedAcrossProcesses?: boolean;
+}
+
+export function eventStoreContract(name: string, setup: () => Promise<ContractHarness>, capabilities: ContractCapabilities = {}): void {
+  const acrossProcesses = capabilities.sharedAcrossProcesses === false ? it.skip : it;
   describe(`EventStore contract: ${name}`, () => {
     let harness: ContractHarness;
     let store: EventStore;
@@ -230,7 +240,7 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       await expect(within<string>(drained, 3000, () => 'still open')).resolves.toBe('ended');
     });
 
-    it('keeps every acknowledged event, untorn, when the writer is SIGKILLed mid-append', async () => {
+    acrossProcesses('keeps every acknowledged event, untorn, when the writer is SIGKILLed mid-append', async () => {
       const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'append-child.ts'), harness.url], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -29,7 +29,7 @@ describe('a2rl CLI on the embedded default', () => {
     for (const runId of ['run-b', 'run-a']) {
       await ledger.record(runId, 'RunScheduled', { task: 'ref-arith', agent: 'reference', baseModel: 'tiny', budgetSeconds: 90, seed: 7, mode: 'free' });
       await ledger.record(runId, 'AgentStarted', { command: 'node agent.mjs' });
-      await ledger.record(runId, 'FileChanged', { path: 'code/train.mjs', op: 'create', sha256: 'a'.repeat(64), size: 10, linesAdded: 3, linesRemoved: 0 });
+      await ledger.record(runId, 'FileChanged', { path: 'code/train.mjs', op: 'create', sha256: 'a'.repeat(64), size: 10, observedAt: new Date(t).toISOString() });
     }
     await ledger.record('run-a', 'RunCompleted', { submissions: 0 });
     await store.close();

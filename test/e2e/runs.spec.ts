@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
 import type { RunSummary } from '../../modules/runs/run.service.js';
+import { programKind, type ProcessFacts } from '../../projections/run-analysis/process-kind.js';
 import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
 
 // Benchmark runs end to end through the built `a2rl` binary on the embedded default (SQLite ledger,
@@ -76,7 +77,7 @@ describe('a2rl demo: the reference agent on every reference task', () => {
       expect(evs.filter((e) => e.type !== 'TreeHeadSigned').at(-1)!.type).toBe('RunCompleted');
       const codeChanges = ofType(evs, 'FileChanged').filter((e) => String(e.data.path).startsWith('code/'));
       expect(codeChanges.length).toBeGreaterThanOrEqual(2); // written, then revised between submissions
-      expect(ofType(evs, 'ProcessStarted').some((e) => e.data.kind === 'training')).toBe(true);
+      expect(ofType(evs, 'ProcessStarted').some((e) => programKind(e.data as unknown as ProcessFacts) === 'training')).toBe(true);
       expect(ofType(evs, 'SubmissionGraded').length).toBe(r.submissions);
       expect(ofType(evs, 'WorkspacePrepared')[0].data.sandbox).toBe('bwrap');
       if (r.task === 'ref-household') expect(ofType(evs, 'RolloutBatchRecorded').length).toBeGreaterThan(0);

@@ -56,11 +56,11 @@ async function writeRun(file: string, signer: SigningKey, runId = RUN): Promise<
   });
   await w.add('BaselineEvaluated', { score: 10, cached: false });
   await w.add('AgentStarted', { command: 'bash start.sh' });
-  await w.add('FileChanged', { path: 'code/train.py', op: 'create', ...code1, linesAdded: 1, linesRemoved: 0 });
-  await w.add('ProcessStarted', { pid: 100, ppid: 1, argv: ['python', 'code/train.py'], cwd: '/tmp/ws', kind: 'training' });
-  await w.add('AgentOutput', { stream: 'stdout', chunk: out });
-  await w.add('ProcessExited', { pid: 100, exitCode: 0, durationMs: 1500 });
-  await w.add('FileChanged', { path: 'code/train.py', op: 'modify', ...code2, previousSha256: code1.sha256, linesAdded: 2, linesRemoved: 1 });
+  await w.add('FileChanged', { path: 'code/train.py', op: 'create', ...code1, observedAt: '2026-01-01T00:00:04.000Z' });
+  await w.add('ProcessStarted', { pid: 100, ppid: 1, argv: ['python', 'code/train.py'], cwd: '/tmp/ws', executable: '/usr/bin/python3', observedAt: '2026-01-01T00:00:05.000Z' });
+  await w.add('AgentOutput', { stream: 'stdout', chunk: out, observedAt: '2026-01-01T00:00:05.000Z' });
+  await w.add('ProcessExited', { pid: 100, exitCode: 0, durationMs: 1500, observedAt: '2026-01-01T00:00:06.500Z' });
+  await w.add('FileChanged', { path: 'code/train.py', op: 'modify', ...code2, previousSha256: code1.sha256, observedAt: '2026-01-01T00:00:08.000Z' });
   await w.add('SubmissionReceived', { submissionId: 's1', modelPath: 'output/ckpt1', manifest, checkpoint: manifestBlob });
   await w.add('SubmissionGraded', { submissionId: 's1', score: 40, improvement: 30 });
   await w.add('AgentExited', { exitCode: 0, reason: 'completed' });

@@ -1,7 +1,7 @@
-import type { A2rlEvent } from '../../ledger/events/catalog.js';
-import { renderReport, REPORT_FORMATS, type ReportFormat } from '../../../projections/report/render.js';
 import { analyzeRun } from '../../../projections/run-analysis/analyze.js';
 import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import type { A2rlEvent } from '../../ledger/events/catalog.js';
+import { renderReport, REPORT_FORMATS, type ReportFormat } from '../../reports/render.js';
 
 /**
  * The bundle's reports: analyzeRun + renderReport (both pure) over the bundle's own events and the

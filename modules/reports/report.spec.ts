@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
+import { analyzeRun } from '../../projections/run-analysis/analyze.js';
 import { renderReport, REPORT_FORMATS, seqRanges } from './render.js';
-import { memoryBlobs, sampleRun, TRAIN_V1 } from './testing/run-fixture.js';
+import { memoryBlobs, sampleRun, TRAIN_V1 } from '../../projections/run-analysis/testing/run-fixture.js';
 
 describe('renderReport', () => {
   it('renders the same bytes twice in every format (no clock, fixed number formatting)', async () => {
@@ -47,13 +48,22 @@ describe('renderReport', () => {
     expect((html.match(/<svg /g) ?? []).length).toBe(2);
   });
 
-  it('falls back to the events\' line counts when a blob is missing, and renders a run with no submissions', async () => {
+  it('falls back to the analysis\'s line counts when a blob is missing, and renders a run with no submissions', async () => {
     const run = sampleRun();
     const doc = JSON.parse(await renderReport({ ...run, blobs: memoryBlobs([TRAIN_V1]) }, 'json'));
     expect(doc.submissions[1].code.files[0]).toMatchObject({ linesAdded: 2, linesRemoved: 1, hunks: [] });
     expect(doc.submissions[1].code.files[0].note).toMatch(/not in the artifact store/);
     const empty = { ...run, analysis: { ...run.analysis, submissions: [], best: null, improvement: null } };
     expect(await renderReport(empty, 'md')).toContain('The agent made no submission.');
+  });
+
+  it('counts lines with the same diff as the analysis derived from the events and blobs', async () => {
+    const run = sampleRun();
+    const analysis = await analyzeRun(run.events, run.blobs);
+    const doc = JSON.parse(await renderReport({ ...run, analysis }, 'json'));
+    const counts = [[[4, 0]], [[2, 1]]]; // TRAIN_V1 created (4 lines), then lr edited and a print appended
+    expect(analysis.submissions.map((s) => s.codeChanges.map((c) => [c.linesAdded, c.linesRemoved]))).toEqual(counts);
+    expect(doc.submissions.map((s: { code: { files: { linesAdded: number; linesRemoved: number }[] } }) => s.code.files.map((f) => [f.linesAdded, f.linesRemoved]))).toEqual(counts);
   });
 
   it('collapses consecutive seqs into ranges', () => {

@@ -1,3 +1,5 @@
+/** Durations as the operator writes them (budgets, time-outs): pure helpers shared by the settings and the CLI. */
+
 /** Parses budgets like `90s`, `5m`, `12h`, `1h30m` or a plain number of seconds into seconds. */
 export function parseDuration(text: string): number {
   const trimmed = text.trim();

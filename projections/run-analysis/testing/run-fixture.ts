@@ -3,8 +3,8 @@
 import { createHash } from 'node:crypto';
 import type { A2rlEvent, EventData, EventType } from '../../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../../modules/ledger/events/envelope.js';
-import type { RunAnalysis } from '../../run-analysis/analysis.types.js';
-import type { BlobReader } from '../../run-analysis/blob-reader.js';
+import type { RunAnalysis } from '../analysis.types.js';
+import type { BlobReader } from '../blob-reader.js';
 
 export const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -80,15 +80,15 @@ export function sampleRun(runId = 'fx-run-1'): { analysis: RunAnalysis; events: 
     [0.1, 'WorkspacePrepared', { workspace: `/ws/${runId}`, sandbox: 'none', mounts: [], dataManifest: [] }],
     [0.5, 'BaselineEvaluated', { score: 10, cached: false }],
     [1, 'AgentStarted', { command: 'reference' }],
-    [2, 'FileChanged', { path: 'code/train.py', op: 'create', sha256: sha(TRAIN_V1), size: TRAIN_V1.length, linesAdded: 4, linesRemoved: 0 }],
-    [3, 'ProcessStarted', { pid: 100, ppid: 1, argv: ['python', 'code/train.py', '--sft'], cwd: `/ws/${runId}`, kind: 'training' }],
-    [7, 'ProcessExited', { pid: 100, exitCode: 0, durationMs: 4000 }],
+    [2, 'FileChanged', { path: 'code/train.py', op: 'create', sha256: sha(TRAIN_V1), size: TRAIN_V1.length, observedAt: t(2) }],
+    [3, 'ProcessStarted', { pid: 100, ppid: 1, argv: ['python', 'code/train.py', '--sft'], cwd: `/ws/${runId}`, observedAt: t(3) }],
+    [7, 'ProcessExited', { pid: 100, exitCode: 0, durationMs: 4000, observedAt: t(7) }],
     [8, 'SubmissionReceived', { submissionId: 'sub-1', modelPath: 'output/ck1', manifest: [], checkpoint: { sha256: CKPT[0], size: 10, key: `sha256/${CKPT[0].slice(0, 2)}/${CKPT[0]}` } }],
     [8.5, 'SubmissionGraded', { submissionId: 'sub-1', score: 40, improvement: 30 }],
-    [10, 'FileChanged', { path: 'code/train.py', op: 'modify', sha256: sha(TRAIN_V2), previousSha256: sha(TRAIN_V1), size: TRAIN_V2.length, linesAdded: 2, linesRemoved: 1 }],
-    [11, 'ProcessStarted', { pid: 101, ppid: 1, argv: ['python', 'code/train.py', '--grpo'], cwd: `/ws/${runId}`, kind: 'training' }],
-    [12, 'RolloutBatchRecorded', { env: 'fx/v1', episodes: 10, steps: 50, successRate: 0.5, meanReturn: 0.5 }],
-    [16, 'ProcessExited', { pid: 101, exitCode: 0, durationMs: 5000 }],
+    [10, 'FileChanged', { path: 'code/train.py', op: 'modify', sha256: sha(TRAIN_V2), previousSha256: sha(TRAIN_V1), size: TRAIN_V2.length, observedAt: t(10) }],
+    [11, 'ProcessStarted', { pid: 101, ppid: 1, argv: ['python', 'code/train.py', '--grpo'], cwd: `/ws/${runId}`, observedAt: t(11) }],
+    [12, 'RolloutBatchRecorded', { env: 'fx/v1', episodes: 10, steps: 50, successRate: 0.5, meanReturn: 0.5, observedAt: t(12) }],
+    [16, 'ProcessExited', { pid: 101, exitCode: 0, durationMs: 5000, observedAt: t(16) }],
     [17, 'SubmissionReceived', { submissionId: 'sub-2', modelPath: 'output/ck2', manifest: [], checkpoint: { sha256: CKPT[1], size: 10, key: `sha256/${CKPT[1].slice(0, 2)}/${CKPT[1]}` } }],
     [17.5, 'SubmissionGraded', { submissionId: 'sub-2', score: 55, improvement: 45 }],
     [20, 'AgentExited', { exitCode: 0, reason: 'completed' }],

@@ -1,7 +1,13 @@
-import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
-import type { Evidence, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../run-analysis/analysis.types.js';
-import type { BlobReader } from '../run-analysis/blob-reader.js';
-import { diffFiles, type Hunk } from './line-diff.js';
+import type { Evidence, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../../projections/run-analysis/analysis.types.js';
+import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
+import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
+
+// The run report's model: what a report says, before any format. It is assembled when a report is
+// asked for, from the run-analysis row (a projection), the run's events and blobs read by sha256, and
+// is as deterministic as they are. It is not a projection: nothing stores it, so it has no version to
+// rebuild; storing it per run would re-read every code blob on each new event of a live run.
 
 export interface ReportInput {
   analysis: RunAnalysis;
@@ -59,7 +65,7 @@ export interface SubmissionReport {
 }
 
 export interface TimelineItem {
-  lane: 'training' | 'evaluation' | 'install' | 'other' | 'files' | 'rollouts' | 'submissions';
+  lane: 'training' | 'evaluation' | 'install' | 'agent-tool' | 'other' | 'files' | 'rollouts' | 'submissions';
   startS: number;
   endS: number | null;
   label: string;
@@ -122,12 +128,17 @@ async function fileChanges(changes: SubmissionAnalysis['codeChanges'], blobs: Bl
     const op = from === null ? (to === null ? 'transient' : 'create') : to === null ? 'delete' : 'modify';
     const [before, after] = await Promise.all([from ? blobs.read(from) : null, to ? blobs.read(to) : null]);
     const missing = (from !== null && before === null) || (to !== null && after === null);
-    const summed = { linesAdded: list.reduce((n, c) => n + c.linesAdded, 0), linesRemoved: list.reduce((n, c) => n + c.linesRemoved, 0) };
+    // Without the content, the analysis's per-change counts (the same diff, computed when it was built) are all there is.
     const diff = missing
-      ? { ...summed, hunks: [], omittedHunks: 0, note: 'content not in the artifact store: counts from the events, diff not shown' }
+      ? {
+          linesAdded: list.reduce((n, c) => n + c.linesAdded, 0),
+          linesRemoved: list.reduce((n, c) => n + c.linesRemoved, 0),
+          hunks: [],
+          omittedHunks: 0,
+          note: 'content not in the artifact store: counts from the analysis, diff not shown',
+        }
       : diffFiles(before, after);
-    const counted = diff.note === null ? diff : { ...diff, ...summed };
-    files.push({ path, op, fromSha256: from, toSha256: to, ...counted, evidence: sortedUnique(list.map((c) => c.seq)) });
+    files.push({ path, op, fromSha256: from, toSha256: to, ...diff, evidence: sortedUnique(list.map((c) => c.seq)) });
   }
   return files;
 }
@@ -136,10 +147,11 @@ function timeline(input: ReportInput, at: (seq: number) => number): RunReport['t
   const items: TimelineItem[] = [];
   const open = new Map<number, TimelineItem>(); // pid → its running process bar
   const scoreOf = new Map(input.analysis.submissions.map((s) => [s.submissionId, s.score]));
+  const kinds = classifyProcesses(input.events);
   for (const e of input.events) {
     switch (e.type) {
       case 'ProcessStarted': {
-        const item: TimelineItem = { lane: e.data.kind, startS: at(e.seq), endS: null, label: e.data.argv.join(' '), seq: e.seq };
+        const item: TimelineItem = { lane: kinds.kindOf(e.seq), startS: at(e.seq), endS: null, label: e.data.argv.join(' '), seq: e.seq };
         open.set(e.data.pid, item);
         items.push(item);
         break;
@@ -191,9 +203,11 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
   const firstImproving = a.baseline === null ? undefined : subs.find((s) => s.status === 'graded' && s.score > a.baseline!);
   const best = subs.length ? subs.reduce((m, s) => (s.score > m.score ? s : m)) : undefined;
   const bounds = sortedUnique([...seqsOf('AgentStarted'), ...seqsOf('AgentExited'), ...seqsOf('RunCompleted')]);
-  const training = events.filter((e) => e.type === 'ProcessStarted' && e.data.kind === 'training');
-  const trainingPids = new Set(training.map((e) => (e.type === 'ProcessStarted' ? e.data.pid : -1)));
-  const trainingExits = events.filter((e) => e.type === 'ProcessExited' && trainingPids.has(e.data.pid)).map((e) => e.seq);
+  // Training launches as the analysis counts them (process-kind.ts), each with its own exit.
+  const launches = classifyProcesses(events).launches;
+  const training = events.filter((e) => e.type === 'ProcessStarted' && launches.has(e.seq));
+  const exitOf = (s: A2rlEvent) => events.find((e) => e.seq > s.seq && e.type === 'ProcessExited' && s.type === 'ProcessStarted' && e.data.pid === s.data.pid);
+  const trainingExits = training.flatMap((s) => exitOf(s)?.seq ?? []);
   return {
     valid_submission_rate: all,
     first_valid_idx: firstValid ? [firstValid.seq] : all,

@@ -2,7 +2,10 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The a2rl checkout (where package.json is), found from this file in src/ or in dist/src/. */
+/**
+ * The a2rl checkout (where package.json is), found from this file in modules/settings/ or in
+ * dist/modules/settings/: where the package's own files (agents, task backends) are.
+ */
 export function packageRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   while (!existsSync(path.join(dir, 'package.json')) || path.basename(dir) === 'dist') {

@@ -1,6 +1,6 @@
-import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
-import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import type { ProcessMetrics } from '../run-analysis/analysis.types.js';
+import type { ProcessMetrics } from '../../projections/run-analysis/analysis.types.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
+import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { escapeXml, scoreChart, timelineChart } from './charts.js';
 import { buildReport, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
 

@@ -89,6 +89,7 @@ const LANES: { lane: TimelineItem['lane']; color: string }[] = [
   { lane: 'training', color: '#e80' },
   { lane: 'evaluation', color: '#0aa' },
   { lane: 'install', color: '#999' },
+  { lane: 'agent-tool', color: '#c9b' },
   { lane: 'other', color: '#bbb' },
 ];
 

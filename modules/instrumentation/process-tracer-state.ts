@@ -1,0 +1,407 @@
+import { isAbsolute, resolve } from 'node:path';
+import {
+  readArgv,
+  readCwd,
+  readExe,
+  readPeakRssKb,
+  readProcStat,
+  sandboxWrapperFilter,
+  type ExitStatus,
+  type ProcessExit,
+  type ProcessStart,
+  type SkipFilter,
+} from './process-monitor.js';
+
+/**
+ * The strace state machine: strace's `-f -ttt` output lines in, ProcessStart/ProcessExit facts out.
+ * It runs in the tracer's worker thread (process-tracer-worker.ts) because the /proc reads it makes
+ * (cwd and exact argv at exec time, ppid fallback, CPU/RSS samples) are only right while the process
+ * still runs: they must not wait for a busy main thread. Rules:
+ * - A "program" is what a process runs between two execs. Each successful exec starts one; a failed
+ *   exec (e.g. the ENOENT attempts of a PATH lookup) starts nothing. If a process execs again, its
+ *   previous program ends WITHOUT exit code or signal, at the time of the new exec; the exit status
+ *   belongs to the program running when the process exits.
+ * - A process that forks without exec'ing (a subshell, a multiprocessing worker) is a program
+ *   running its parent's argv. Because fork is almost always followed by exec, it is announced only
+ *   if it exits, or is still running FORK_ANNOUNCE_MS after the fork, without having exec'd.
+ * - ppid comes from the parent's clone/fork line (exact). strace may print a child's exec before
+ *   its parent's clone result; the start is then held until that line arrives, or for at most
+ *   PARENT_WAIT_MS, after which /proc's ppid (or 0 when the process is gone) is used.
+ * - Threads (CLONE_THREAD) are not processes and are not reported.
+ * - `executable` is the path the successful execve ran (resolved against the process's cwd when
+ *   relative): for a script started through its #! line that is the script. /proc/<pid>/exe stands
+ *   in when the path is unknown (execveat on a descriptor, a path strace shortened).
+ * - cwd is followed from the trace (the root's launch directory, inherited on fork, changed by chdir),
+ *   so it is the directory at the time of the exec even when the line is read later; /proc's is
+ *   used where the trace loses track (fchdir, a relative chdir from an unknown directory).
+ *   CPU time and peak RSS are sampled from /proc every tick while the program runs, so a program
+ *   shorter than one tick may report 0.
+ * - Times (startedAt, endedAt, durationMs) are strace's microsecond timestamps.
+ */
+
+export interface TraceSink {
+  start(p: ProcessStart): void;
+  exit(p: ProcessExit): void;
+}
+
+const FORK_ANNOUNCE_MS = 500;
+const PARENT_WAIT_MS = 250;
+/** USER_HZ (see process-monitor.ts). */
+const TICK_MS = 10;
+
+interface Program {
+  pid: number;
+  ppid?: number;
+  argv: string[];
+  cwd: string;
+  executable?: string;
+  /** Epoch ms (fractional). */
+  startedAt: number;
+  startTicks?: number;
+  cpuTicks: number;
+  peakRssKb: number;
+  forkOnly: boolean;
+  announced: boolean;
+  skip: boolean;
+  /** Set when it ended before it could be announced. */
+  ended?: { at: number; status: ExitStatus };
+}
+
+export class StraceState {
+  private readonly programs = new Map<number, Program>();
+  /** Exec'd programs whose parent is not known yet (live or already ended). */
+  private readonly awaitingParent = new Map<number, Program>();
+  private readonly parentOf = new Map<number, number>();
+  /** Thread id -> its process (thread-group leader). */
+  private readonly threads = new Map<number, number>();
+  /** Exits of pids whose clone line has not arrived yet: threads, or forks that never exec'd. */
+  private readonly earlyExits = new Map<number, { at: number; status: ExitStatus }>();
+  private readonly unfinished = new Map<number, string>();
+  /** Working directory per process, as followed from the trace (inherited on fork, set by chdir). */
+  private readonly cwdOf = new Map<number, string>();
+  private skip: SkipFilter | undefined;
+  private finished = false;
+  /** Lines that should have been a fact but could not be read (a gap in the record). */
+  unparsable = 0;
+
+  /**
+   * `rootPid` is the launched command (its parent is the harness, `harnessPid`), started in
+   * `rootCwd`; its first exec decides what the sandbox wrapper is (sandboxWrapperFilter).
+   */
+  constructor(
+    private readonly sink: TraceSink,
+    private readonly rootPid: number,
+    rootCwd: string,
+    harnessPid: number,
+  ) {
+    this.parentOf.set(rootPid, harnessPid);
+    if (rootCwd) this.cwdOf.set(rootPid, rootCwd);
+  }
+
+  /** One line of strace's output (without the newline). */
+  line(line: string): void {
+    if (this.finished) return;
+    const m = /^(\d+)\s+(\d+\.\d+)\s+(.*)$/.exec(line);
+    if (!m) {
+      if (line.trim() !== '') this.unparsable++;
+      return;
+    }
+    const pid = Number(m[1]);
+    const at = Number(m[2]) * 1000;
+    let text = m[3];
+    if (text.endsWith(' <unfinished ...>')) {
+      this.unfinished.set(pid, text.slice(0, -' <unfinished ...>'.length));
+      return;
+    }
+    const resumed = /^<\.\.\. (\w+) resumed>(.*)$/.exec(text);
+    if (resumed) {
+      const head = this.unfinished.get(pid);
+      this.unfinished.delete(pid);
+      if (head === undefined) {
+        // A multithreaded process exec'd from a non-leader thread: the call was printed under the
+        // thread's id, the result under the leader's pid. The new argv and file are in /proc.
+        if (resumed[1].startsWith('execve') && /\)\s+= 0$/.test(resumed[2])) this.exec(pid, at, readArgv(pid) ?? [], readExe(pid) || undefined);
+        return;
+      }
+      text = head + resumed[2];
+    }
+    if (text.startsWith('+++ ')) return this.onExitLine(pid, at, text);
+    const call = /^(\w+)\(/.exec(text);
+    if (!call) return; // signal deliveries (--- SIG… ---) and anything else
+    if (call[1] === 'execve' || call[1] === 'execveat') {
+      const parsed = parseExecArgs(text, call[0].length);
+      if (!parsed) {
+        if (/\)\s+= 0$/.test(text)) this.unparsable++; // a successful exec we cannot read
+        return;
+      }
+      if (!/\)\s+= 0$/.test(parsed.tail)) return; // failed exec: no new program
+      const exact = parsed.truncated ? readArgv(pid) : null;
+      this.exec(pid, at, exact && exact.length > 0 ? exact : parsed.argv, execPath(text, call[1], call[0].length));
+    } else if (call[1] === 'chdir' || call[1] === 'fchdir') {
+      if (/\)\s+= 0$/.test(text)) this.chdir(pid, call[1] === 'chdir' ? parseCString(text, call[0].length) : null);
+    } else {
+      const ret = /\)\s+= (\d+)(?: \/\* (\d+) in strace's PID NS \*\/)?$/.exec(text);
+      if (ret) this.clone(pid, Number(ret[2] ?? ret[1]), /\bCLONE_THREAD\b/.test(text), at);
+    }
+  }
+
+  /** Samples CPU/RSS of running programs and settles what waited long enough (fork, parent). */
+  tick(now: number): void {
+    if (this.finished) return;
+    for (const p of this.programs.values()) {
+      this.sample(p);
+      if (p.forkOnly && !p.announced && now - p.startedAt >= FORK_ANNOUNCE_MS) this.announce(p);
+    }
+    for (const p of this.awaitingParent.values()) if (now - p.startedAt >= PARENT_WAIT_MS) this.resolveParent(p);
+  }
+
+  /**
+   * strace is gone (its output ended, or it was killed): settles every pending parent and ends the
+   * programs strace never saw exit, at `now`, without status. Returns how many ended that way.
+   */
+  finish(now: number): number {
+    if (this.finished) return 0;
+    for (const p of [...this.awaitingParent.values()]) this.resolveParent(p);
+    const unseen = [...this.programs.values()];
+    for (const p of unseen) this.end(p, now, {});
+    this.finished = true;
+    return unseen.filter((p) => !p.skip).length;
+  }
+
+  private onExitLine(pid: number, at: number, text: string): void {
+    const exited = /^\+\+\+ exited with (\d+) \+\+\+$/.exec(text);
+    const killed = /^\+\+\+ killed by (SIG\w+)/.exec(text);
+    if (!exited && !killed) return; // "superseded by execve": a thread that exec'd, not an exit
+    const status: ExitStatus = exited ? { exitCode: Number(exited[1]) } : { signal: killed![1] };
+    if (this.threads.delete(pid)) return;
+    this.unfinished.delete(pid);
+    const p = this.programs.get(pid);
+    if (p) this.end(p, at, status);
+    else this.earlyExits.set(pid, { at, status });
+  }
+
+  private exec(pid: number, at: number, argv: string[], path: string | undefined): void {
+    const previous = this.programs.get(pid);
+    // A fork followed by exec is one process running one program: the fork alone is not reported.
+    if (previous && (previous.announced || !previous.forkOnly)) this.end(previous, at, {});
+    // As followed from the trace: right at the time of the exec even if the process has moved on
+    // (or is gone) by the time this line is read; /proc only where the trace lost track.
+    const cwd = this.cwdOf.get(pid) ?? readCwd(pid);
+    const executable = path === undefined ? readExe(pid) || undefined : isAbsolute(path) || !cwd ? path : resolve(cwd, path);
+    const p: Program = { pid, ppid: this.parentOf.get(pid), argv, cwd, executable, startedAt: at, cpuTicks: 0, peakRssKb: 0, forkOnly: false, announced: false, skip: false };
+    // The root's first exec is the command the launcher ran: it decides what the wrapper is.
+    if (pid === this.rootPid && !this.skip) this.skip = sandboxWrapperFilter(pid, argv);
+    this.programs.set(pid, p);
+    this.sample(p);
+    if (p.ppid === undefined) this.awaitingParent.set(pid, p);
+    else this.announce(p);
+  }
+
+  private clone(parent: number, child: number, isThread: boolean, at: number): void {
+    if (isThread) {
+      if (!this.earlyExits.delete(child)) this.threads.set(child, this.threads.get(parent) ?? parent);
+      return;
+    }
+    // A fork from a secondary thread: the parent process is the thread's group leader.
+    parent = this.threads.get(parent) ?? parent;
+    this.parentOf.set(child, parent);
+    const inherited = this.cwdOf.get(parent);
+    // The child's own chdir may have been printed before its parent's clone line.
+    if (inherited !== undefined && !this.cwdOf.has(child)) this.cwdOf.set(child, inherited);
+    const waiting = this.awaitingParent.get(child);
+    if (waiting) {
+      // Its exec line came first.
+      waiting.ppid = parent;
+      this.awaitingParent.delete(child);
+      this.announce(waiting);
+      return;
+    }
+    if (this.programs.has(child)) return;
+    const from = this.programs.get(parent);
+    const p: Program = {
+      pid: child,
+      ppid: parent,
+      argv: from?.argv ?? readArgv(child) ?? [],
+      cwd: from?.cwd ?? '',
+      executable: from?.executable,
+      startedAt: at,
+      cpuTicks: 0,
+      peakRssKb: 0,
+      forkOnly: true,
+      announced: false,
+      skip: false,
+    };
+    this.programs.set(child, p);
+    const early = this.earlyExits.get(child);
+    if (early) {
+      this.earlyExits.delete(child);
+      this.end(p, early.at, early.status);
+    }
+  }
+
+  /** A successful chdir (to `path`, relative to the current directory) or fchdir (`path` null). */
+  private chdir(pid: number, path: { value: string; truncated: boolean } | null): void {
+    const proc = this.threads.get(pid) ?? pid; // threads share their process's cwd
+    const current = this.cwdOf.get(proc);
+    const next = path && !path.truncated && (isAbsolute(path.value) || current) ? resolve(current ?? '/', path.value) : readCwd(proc);
+    if (next) this.cwdOf.set(proc, next);
+    else this.cwdOf.delete(proc);
+  }
+
+  private announce(p: Program): void {
+    if (p.announced || p.ppid === undefined) return;
+    p.announced = true;
+    p.skip = !!this.skip?.({ pid: p.pid, ppid: p.ppid, argv: p.argv }); // decided once its parent is known
+    if (!p.skip) {
+      this.sink.start({
+        pid: p.pid,
+        ppid: p.ppid,
+        argv: p.argv,
+        cwd: p.cwd,
+        ...(p.executable ? { executable: p.executable } : {}),
+        startedAt: Math.round(p.startedAt),
+      });
+    }
+    if (p.ended) this.report(p, p.ended.at, p.ended.status);
+  }
+
+  /** The program running in `p.pid` ended at `at` (exited, or replaced by another exec). */
+  private end(p: Program, at: number, status: ExitStatus): void {
+    if (this.programs.get(p.pid) === p) {
+      this.programs.delete(p.pid);
+      this.sample(p);
+    }
+    if (status.exitCode !== undefined || status.signal !== undefined) {
+      this.parentOf.delete(p.pid);
+      this.cwdOf.delete(p.pid);
+    }
+    if (p.announced) return this.report(p, at, status);
+    p.ended = { at, status };
+    this.announce(p); // stays pending in awaitingParent when the parent is still unknown
+  }
+
+  private report(p: Program, at: number, status: ExitStatus): void {
+    if (p.skip) return;
+    this.sink.exit({
+      pid: p.pid,
+      ...status,
+      durationMs: Math.max(0, Math.round((at - p.startedAt) * 1000) / 1000),
+      cpuMs: p.cpuTicks * TICK_MS,
+      peakRssKb: p.peakRssKb,
+      endedAt: Math.round(at),
+    });
+  }
+
+  /** Gives up waiting for the clone line: /proc's view of the parent, 0 if the process is gone. */
+  private resolveParent(p: Program): void {
+    this.awaitingParent.delete(p.pid);
+    p.ppid = readProcStat(p.pid)?.ppid ?? 0;
+    this.announce(p);
+  }
+
+  private sample(p: Program): void {
+    const st = readProcStat(p.pid);
+    if (!st || st.state === 'Z') return;
+    p.startTicks ??= st.startTicks;
+    if (st.startTicks !== p.startTicks) return; // pid reused
+    p.cpuTicks = Math.max(p.cpuTicks, st.cpuTicks);
+    p.peakRssKb = Math.max(p.peakRssKb, readPeakRssKb(p.pid) ?? 0);
+  }
+}
+
+/**
+ * The file a successful execve/execveat line ran, as strace printed it; undefined when it is not a
+ * plain path (execveat relative to a descriptor, a path strace shortened).
+ */
+function execPath(text: string, call: string, from: number): string | undefined {
+  let i = from;
+  if (call === 'execveat') {
+    if (!text.startsWith('AT_FDCWD, ', i)) return undefined;
+    i += 'AT_FDCWD, '.length;
+  }
+  const s = parseCString(text, i);
+  return s && !s.truncated && s.value !== '' ? s.value : undefined;
+}
+
+interface ParsedExec {
+  argv: string[];
+  truncated: boolean;
+  /** The text after argv: the rest of the arguments and the result. */
+  tail: string;
+}
+
+/**
+ * Finds the argv array of an execve/execveat line (the first top-level `[...]` after the opening
+ * parenthesis at `from`) and decodes it. Strings strace shortened (-s) get a trailing "..." and a
+ * shortened array a final "..." element. Returns null if the line is not in the expected shape.
+ */
+export function parseExecArgs(text: string, from: number): ParsedExec | null {
+  let i = from;
+  while (i < text.length && text[i] !== '[') {
+    if (text[i] === '"') {
+      const s = parseCString(text, i);
+      if (!s) return null;
+      i = s.end;
+    } else i++;
+  }
+  if (text[i] !== '[') return null;
+  i++;
+  const argv: string[] = [];
+  let truncated = false;
+  for (;;) {
+    if (text.startsWith(', ', i)) i += 2;
+    if (text[i] === ']') break;
+    if (text.startsWith('...', i)) {
+      argv.push('...');
+      truncated = true;
+      i += 3;
+      continue;
+    }
+    const s = parseCString(text, i);
+    if (!s) return null;
+    argv.push(s.truncated ? `${s.value}...` : s.value);
+    truncated ||= s.truncated;
+    i = s.end;
+  }
+  return { argv, truncated, tail: text.slice(i + 1) };
+}
+
+/**
+ * Decodes the C-style string literal strace prints at `text[start] === '"'`: escapes \" \\ \n \t
+ * \r \v \f \a \b, octal \NNN and hex \xNN denote bytes, which are then read as UTF-8. A `...` right
+ * after the closing quote means strace truncated it.
+ */
+export function parseCString(text: string, start: number): { value: string; end: number; truncated: boolean } | null {
+  if (text[start] !== '"') return null;
+  const bytes: number[] = [];
+  let i = start + 1;
+  while (i < text.length && text[i] !== '"') {
+    const c = text[i];
+    if (c !== '\\') {
+      const code = text.codePointAt(i)!;
+      if (code < 0x80) bytes.push(code);
+      else bytes.push(...Buffer.from(String.fromCodePoint(code), 'utf8'));
+      i += code > 0xffff ? 2 : 1;
+      continue;
+    }
+    const e = text[i + 1];
+    i += 2;
+    const simple = SIMPLE_ESCAPES[e];
+    if (simple !== undefined) bytes.push(simple);
+    else if (e === 'x' && /^[0-9a-fA-F]/.test(text[i] ?? '')) {
+      const hex = /^[0-9a-fA-F]{1,2}/.exec(text.slice(i, i + 2))![0];
+      bytes.push(parseInt(hex, 16));
+      i += hex.length;
+    } else if (e >= '0' && e <= '7') {
+      const oct = /^[0-7]{1,3}/.exec(text.slice(i - 1, i + 2))![0];
+      bytes.push(parseInt(oct, 8) & 0xff);
+      i += oct.length - 1;
+    } else return null;
+  }
+  if (text[i] !== '"') return null;
+  i++;
+  const truncated = text.startsWith('...', i);
+  return { value: Buffer.from(bytes).toString('utf8'), end: truncated ? i + 3 : i, truncated };
+}
+
+const SIMPLE_ESCAPES: Record<string, number> = { '"': 0x22, '\\': 0x5c, "'": 0x27, n: 10, t: 9, r: 13, v: 11, f: 12, a: 7, b: 8 };

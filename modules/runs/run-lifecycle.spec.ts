@@ -1,0 +1,328 @@
+import { describe, expect, it } from '@jest/globals';
+import { EVENT_TYPES, type EventType } from '../ledger/events/catalog.js';
+import {
+  decide,
+  evolve,
+  foldRunLifecycle,
+  IllegalTransitionError,
+  initialRunState,
+  runGuard,
+  type RunCommand,
+  type RunLifecycleState,
+  type RunPhase,
+} from './run-lifecycle.js';
+
+const T = '2026-01-01T00:00:01.000Z';
+const SHA = 'a'.repeat(64);
+
+// One valid payload per event type: the decider judges types and submission ids, not payload details.
+const c = {
+  scheduled: (): RunCommand => ({ type: 'RunScheduled', data: { task: 't', agent: 'reference', baseModel: 'm', budgetSeconds: 60, seed: 0, mode: 'free' } }),
+  prepared: (): RunCommand => ({ type: 'WorkspacePrepared', data: { workspace: '/w', sandbox: 'none', mounts: [], dataManifest: [] } }),
+  baseline: (): RunCommand => ({ type: 'BaselineEvaluated', data: { score: 10, cached: false } }),
+  started: (): RunCommand => ({ type: 'AgentStarted', data: { command: 'run.sh', pid: 42 } }),
+  fileChanged: (): RunCommand => ({ type: 'FileChanged', data: { path: 'code/train.py', op: 'create', sha256: SHA, size: 3, observedAt: T } }),
+  processStarted: (): RunCommand => ({ type: 'ProcessStarted', data: { pid: 43, ppid: 42, argv: ['python3', 'code/train.py'], cwd: '/w', observedAt: T } }),
+  processExited: (): RunCommand => ({ type: 'ProcessExited', data: { pid: 43, exitCode: 0, durationMs: 5, observedAt: T } }),
+  output: (): RunCommand => ({ type: 'AgentOutput', data: { stream: 'stdout', chunk: { sha256: SHA, size: 1, key: `sha256/aa/${SHA}` }, observedAt: T } }),
+  rollouts: (): RunCommand => ({ type: 'RolloutBatchRecorded', data: { env: 'e', episodes: 1, steps: 2, successRate: 1, meanReturn: 1, observedAt: T } }),
+  gap: (): RunCommand => ({ type: 'ObservationGap', data: { observer: 'files', reason: 'buffer full', count: 3, observedAt: T } }),
+  received: (id: string): RunCommand => ({ type: 'SubmissionReceived', data: { submissionId: id, modelPath: 'output/ck', manifest: [] } }),
+  graded: (id: string): RunCommand => ({ type: 'SubmissionGraded', data: { submissionId: id, score: 40, improvement: 30 } }),
+  rejected: (id: string): RunCommand => ({ type: 'SubmissionRejected', data: { submissionId: id, reasonClass: 'invalid_path', message: 'no such dir' } }),
+  exited: (reason: 'completed' | 'crashed' = 'completed'): RunCommand => ({ type: 'AgentExited', data: { exitCode: 0, reason } }),
+  completed: (submissions = 0): RunCommand => ({ type: 'RunCompleted', data: { submissions } }),
+  interrupted: (): RunCommand => ({ type: 'RunInterrupted', data: { reason: 'the harness exited while the run was open' } }),
+  resumed: (): RunCommand => ({ type: 'RunResumed', data: {} }),
+  head: (): RunCommand => ({ type: 'TreeHeadSigned', data: { treeSize: 3, rootHash: SHA, signature: 'sig', keyId: 'k' } }),
+};
+
+const ANY: Record<EventType, () => RunCommand> = {
+  RunScheduled: c.scheduled,
+  WorkspacePrepared: c.prepared,
+  BaselineEvaluated: c.baseline,
+  AgentStarted: c.started,
+  FileChanged: c.fileChanged,
+  ProcessStarted: c.processStarted,
+  ProcessExited: c.processExited,
+  AgentOutput: c.output,
+  RolloutBatchRecorded: c.rollouts,
+  ObservationGap: c.gap,
+  SubmissionReceived: () => c.received('sub-9'),
+  SubmissionGraded: () => c.graded('sub-9'),
+  SubmissionRejected: () => c.rejected('sub-9'),
+  AgentExited: c.exited,
+  RunCompleted: c.completed,
+  RunInterrupted: c.interrupted,
+  RunResumed: c.resumed,
+  TreeHeadSigned: c.head,
+};
+const INSTRUMENTATION = ['FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap'] as const;
+
+/** Records `commands` the way the recorder does: decide (must accept), then evolve. */
+function given(...commands: RunCommand[]): RunLifecycleState {
+  return commands.reduce((state, command) => {
+    const events = decide(state, command);
+    expect(events).toEqual([command]);
+    return events.reduce(evolve, state);
+  }, initialRunState);
+}
+
+/** The refusal decide gives `command` after `history`; fails when it is accepted. */
+function refused(history: RunCommand[], command: RunCommand): IllegalTransitionError {
+  const state = given(...history);
+  let error: unknown;
+  try {
+    decide(state, command);
+  } catch (e) {
+    error = e;
+  }
+  expect(error).toBeInstanceOf(IllegalTransitionError);
+  return error as IllegalTransitionError;
+}
+
+const SCHEDULED = [c.scheduled()];
+const PREPARED = [...SCHEDULED, c.prepared()];
+const READY = [...PREPARED, c.baseline()];
+const RUNNING = [...READY, c.started()];
+const EXITED = [...RUNNING, c.exited()];
+const COMPLETED = [...EXITED, c.completed()];
+const INTERRUPTED = [...RUNNING, c.interrupted()];
+
+describe('run lifecycle: legal paths', () => {
+  it('accepts a full run: facts, a grading that finishes after the agent exited, the observers\' final flush, completion and the sealing head', () => {
+    const steps: Array<[RunCommand, RunPhase, string | null]> = [
+      [c.scheduled(), 'scheduled', 'scheduled'],
+      [c.prepared(), 'prepared', 'running'],
+      [c.baseline(), 'ready', 'running'],
+      [c.fileChanged(), 'ready', 'running'], // the watcher starts before the launch
+      [c.started(), 'agent-running', 'running'],
+      ...INSTRUMENTATION.map((t): [RunCommand, RunPhase, string] => [ANY[t](), 'agent-running', 'running']),
+      [c.received('sub-1'), 'agent-running', 'running'],
+      [c.graded('sub-1'), 'agent-running', 'running'],
+      [c.rejected('sub-2'), 'agent-running', 'running'], // refused outright (bad path): no SubmissionReceived
+      [c.received('sub-3'), 'agent-running', 'running'],
+      [c.head(), 'agent-running', 'running'],
+      [c.exited(), 'agent-exited', 'running'],
+      [c.graded('sub-3'), 'agent-exited', 'running'], // the grading in flight finishes
+      [c.fileChanged(), 'agent-exited', 'running'], // flushed after the exit
+      [c.completed(3), 'completed', 'completed'],
+      [c.head(), 'completed', 'completed'],
+    ];
+    let state = initialRunState;
+    for (const [command, phase, status] of steps) {
+      expect(decide(state, command)).toEqual([command]);
+      state = evolve(state, command);
+      expect([command.type, state.phase, state.status]).toEqual([command.type, phase, status]);
+    }
+    expect(state.pending.size).toBe(0);
+    expect([...state.resolved].sort()).toEqual(['sub-1', 'sub-2', 'sub-3']);
+  });
+
+  it('closes a run whose setup failed before the agent started as interrupted, then seals it', () => {
+    for (const setup of [SCHEDULED, PREPARED, READY]) {
+      const state = given(...setup, c.interrupted(), c.head());
+      expect(state).toMatchObject({ phase: 'interrupted', status: 'interrupted', agentStarted: false });
+    }
+  });
+
+  it('records a launch that failed as a crashed agent without AgentStarted, then completes', () => {
+    expect(given(...READY, c.exited('crashed'), c.completed(), c.head())).toMatchObject({ phase: 'completed', agentStarted: false });
+  });
+
+  it('recovers a run left open by a dead harness: RunInterrupted from any open phase, then the sealing head', () => {
+    for (const open of [RUNNING, [...RUNNING, c.received('sub-1')], EXITED]) {
+      const state = given(...open, c.fileChanged(), c.interrupted(), c.head());
+      expect(state).toMatchObject({ phase: 'interrupted', status: 'interrupted' });
+    }
+  });
+
+  it('resumes an interrupted run where it stood, so it can still close the usual way', () => {
+    const state = given(...RUNNING, c.received('sub-1'), c.interrupted(), c.head(), c.resumed());
+    expect(state).toMatchObject({ phase: 'agent-running', status: 'running', interruptedIn: null });
+    expect(given(...RUNNING, c.received('sub-1'), c.interrupted(), c.resumed(), c.graded('sub-1'), c.exited(), c.completed(1))).toMatchObject({ phase: 'completed' });
+  });
+});
+
+describe('run lifecycle: refused transitions', () => {
+  it.each(EVENT_TYPES.filter((t) => t !== 'RunScheduled'))('refuses %s before RunScheduled', (type) => {
+    const error = refused([], ANY[type]());
+    expect(error.message).toBe(`cannot record ${type} in run phase "unscheduled": RunScheduled must be the first event of a run`);
+  });
+
+  it('refuses a second RunScheduled', () => {
+    expect(refused(RUNNING, c.scheduled()).message).toMatch(/RunScheduled in run phase "agent-running": the run is already scheduled/);
+  });
+
+  it('refuses a second WorkspacePrepared', () => {
+    expect(refused(PREPARED, c.prepared()).message).toMatch(/WorkspacePrepared in run phase "prepared": the workspace is already prepared/);
+  });
+
+  it('refuses BaselineEvaluated before WorkspacePrepared', () => {
+    expect(refused(SCHEDULED, c.baseline()).message).toMatch(/BaselineEvaluated in run phase "scheduled": .*WorkspacePrepared first/);
+  });
+
+  it('refuses a second BaselineEvaluated', () => {
+    expect(refused(READY, c.baseline()).message).toMatch(/BaselineEvaluated in run phase "ready": the baseline is already evaluated/);
+  });
+
+  it('refuses AgentStarted before WorkspacePrepared', () => {
+    expect(refused(SCHEDULED, c.started()).message).toMatch(/AgentStarted in run phase "scheduled": the agent starts only after WorkspacePrepared and BaselineEvaluated/);
+  });
+
+  it('refuses AgentStarted before BaselineEvaluated', () => {
+    expect(refused(PREPARED, c.started()).message).toMatch(/AgentStarted in run phase "prepared": the agent starts only after BaselineEvaluated/);
+  });
+
+  it('refuses a second AgentStarted', () => {
+    expect(refused(RUNNING, c.started()).message).toMatch(/AgentStarted in run phase "agent-running": the agent has already started/);
+  });
+
+  it('refuses AgentStarted after the agent exited', () => {
+    expect(refused(EXITED, c.started()).message).toMatch(/AgentStarted in run phase "agent-exited": the agent has already started/);
+    expect(refused([...READY, c.exited('crashed')], c.started()).message).toMatch(/the agent has already exited \(its launch failed\)/);
+  });
+
+  it.each(INSTRUMENTATION)('refuses %s before the workspace is prepared', (type) => {
+    expect(refused(SCHEDULED, ANY[type]()).message).toMatch(new RegExp(`${type} in run phase "scheduled": instrumentation starts once the workspace is prepared`));
+  });
+
+  it.each(INSTRUMENTATION)('refuses %s after RunCompleted', (type) => {
+    expect(refused(COMPLETED, ANY[type]()).message).toMatch(new RegExp(`${type} in run phase "completed": the run is closed \\(RunCompleted was recorded\\); only TreeHeadSigned may follow`));
+  });
+
+  it.each(INSTRUMENTATION)('refuses %s after RunInterrupted', (type) => {
+    expect(refused(INTERRUPTED, ANY[type]()).message).toMatch(new RegExp(`${type} in run phase "interrupted": the run is closed \\(RunInterrupted was recorded\\)`));
+  });
+
+  it('refuses a submission before the baseline is evaluated (the grading API is not open)', () => {
+    expect(refused(PREPARED, c.received('sub-1')).message).toMatch(/SubmissionReceived in run phase "prepared": submissions open once the baseline is evaluated; sub-1 came before/);
+  });
+
+  it('refuses a new submission after AgentExited', () => {
+    expect(refused(EXITED, c.received('sub-1')).message).toMatch(/SubmissionReceived in run phase "agent-exited": the agent has exited: no new submission \(sub-1\) is accepted/);
+  });
+
+  it('refuses the outright rejection of a new submission after AgentExited', () => {
+    expect(refused(EXITED, c.rejected('sub-1')).message).toMatch(/SubmissionRejected in run phase "agent-exited": the agent has exited: no new submission \(sub-1\)/);
+  });
+
+  it.each([
+    ['SubmissionReceived', () => c.received('sub-2')],
+    ['SubmissionGraded', () => c.graded('sub-1')],
+    ['SubmissionRejected', () => c.rejected('sub-1')],
+  ])('refuses %s after RunCompleted', (type, command) => {
+    const history = [...RUNNING, c.received('sub-1'), c.graded('sub-1'), c.exited(), c.completed(1)];
+    expect(refused(history, command()).message).toMatch(new RegExp(`${type} in run phase "completed": the run is closed`));
+  });
+
+  it.each([
+    ['SubmissionReceived', () => c.received('sub-2')],
+    ['SubmissionGraded', () => c.graded('sub-1')],
+    ['SubmissionRejected', () => c.rejected('sub-1')],
+  ])('refuses %s after RunInterrupted, even for a grading that was in flight', (type, command) => {
+    expect(refused([...RUNNING, c.received('sub-1'), c.interrupted()], command()).message).toMatch(new RegExp(`${type} in run phase "interrupted": the run is closed`));
+  });
+
+  it('refuses grading a submission id that was never received', () => {
+    expect(refused([...RUNNING, c.received('sub-1')], c.graded('sub-7')).message).toMatch(/SubmissionGraded in run phase "agent-running": submission sub-7 was never received \(SubmissionReceived first\)/);
+  });
+
+  it('refuses a second grade for a submission', () => {
+    expect(refused([...RUNNING, c.received('sub-1'), c.graded('sub-1')], c.graded('sub-1')).message).toMatch(/submission sub-1 already has an outcome/);
+  });
+
+  it('refuses rejecting a submission that was already graded', () => {
+    expect(refused([...RUNNING, c.received('sub-1'), c.graded('sub-1')], c.rejected('sub-1')).message).toMatch(/SubmissionRejected .*submission sub-1 already has an outcome/);
+  });
+
+  it('refuses receiving a submission id twice', () => {
+    expect(refused([...RUNNING, c.received('sub-1')], c.received('sub-1')).message).toMatch(/submission id sub-1 was already used/);
+    expect(refused([...RUNNING, c.rejected('sub-2')], c.received('sub-2')).message).toMatch(/submission id sub-2 was already used/);
+  });
+
+  it('refuses a second AgentExited', () => {
+    expect(refused(EXITED, c.exited()).message).toMatch(/AgentExited in run phase "agent-exited": the agent has already exited/);
+  });
+
+  it('refuses AgentExited before any agent could be launched', () => {
+    expect(refused(PREPARED, c.exited('crashed')).message).toMatch(/AgentExited in run phase "prepared": no agent was launched yet \(a failure before the launch is RunInterrupted\)/);
+  });
+
+  it('refuses RunCompleted before AgentExited when the agent started', () => {
+    expect(refused(RUNNING, c.completed()).message).toMatch(/RunCompleted in run phase "agent-running": the agent is still running \(AgentExited first\)/);
+  });
+
+  it('refuses RunCompleted for a run whose agent never ran', () => {
+    expect(refused(READY, c.completed()).message).toMatch(/RunCompleted in run phase "ready": no agent ran to completion/);
+  });
+
+  it('refuses RunCompleted while gradings are in flight', () => {
+    const history = [...RUNNING, c.received('sub-1'), c.received('sub-2'), c.exited()];
+    expect(refused(history, c.completed(2)).message).toMatch(/RunCompleted in run phase "agent-exited": submission\(s\) sub-1, sub-2 are still being graded/);
+  });
+
+  it('refuses a second RunCompleted', () => {
+    expect(refused(COMPLETED, c.completed()).message).toMatch(/RunCompleted in run phase "completed": the run is closed \(RunCompleted was recorded\)/);
+  });
+
+  it('refuses RunInterrupted after RunCompleted', () => {
+    expect(refused(COMPLETED, c.interrupted()).message).toMatch(/RunInterrupted in run phase "completed": the run is closed/);
+  });
+
+  it('refuses a second RunInterrupted', () => {
+    expect(refused(INTERRUPTED, c.interrupted()).message).toMatch(/RunInterrupted in run phase "interrupted": the run is closed \(RunInterrupted was recorded\)/);
+  });
+
+  it.each(['WorkspacePrepared', 'BaselineEvaluated', 'AgentStarted', 'AgentExited'] as const)('refuses %s after the run is closed', (type) => {
+    expect(refused(COMPLETED, ANY[type]()).message).toMatch(/only TreeHeadSigned may follow/);
+    expect(refused(INTERRUPTED, ANY[type]()).message).toMatch(/only TreeHeadSigned may follow/);
+  });
+
+  it('refuses RunResumed on an open run', () => {
+    expect(refused(RUNNING, c.resumed()).message).toMatch(/RunResumed in run phase "agent-running": only an interrupted run can be resumed/);
+  });
+
+  it('refuses RunResumed on a completed run', () => {
+    expect(refused(COMPLETED, c.resumed()).message).toMatch(/RunResumed in run phase "completed": a completed run cannot be resumed/);
+  });
+
+  it('names the refused event and phase on the error for callers', () => {
+    const error = refused(RUNNING, c.started());
+    expect(error).toMatchObject({ name: 'IllegalTransitionError', phase: 'agent-running', eventType: 'AgentStarted', reason: expect.stringContaining('already started') });
+  });
+});
+
+describe('run lifecycle: evolve and the recorder guard', () => {
+  it('never throws while folding a ledger that broke the rules, and keeps the status of the last lifecycle event', () => {
+    const odd = [c.fileChanged(), c.started(), c.completed(), c.received('sub-1'), c.graded('sub-9'), c.scheduled()];
+    const state = foldRunLifecycle(odd);
+    expect(state.status).toBe('scheduled');
+    expect(state.phase).toBe('completed'); // a stray RunScheduled does not reopen a closed run
+  });
+
+  it('returns the same state object for events that change nothing, and never mutates its input', () => {
+    const running = given(...RUNNING);
+    expect(evolve(running, c.fileChanged())).toBe(running);
+    expect(evolve(running, c.head())).toBe(running);
+    const withSub = evolve(running, c.received('sub-1'));
+    expect(running.pending.size).toBe(0);
+    expect(withSub.pending.has('sub-1')).toBe(true);
+  });
+
+  it('guards queued events in order: the second of two AgentStarted queued back to back is refused, and leaves the state as it was', () => {
+    const guard = runGuard();
+    for (const command of READY) guard(command.type, command.data);
+    guard('AgentStarted', c.started().data);
+    const before = guard.state;
+    expect(() => guard('AgentStarted', c.started().data)).toThrow(IllegalTransitionError);
+    expect(guard.state).toBe(before);
+    expect(guard.state.phase).toBe('agent-running');
+  });
+
+  it('guards a run that already has events from the fold of those events', () => {
+    const guard = runGuard(foldRunLifecycle(INTERRUPTED));
+    expect(() => guard('FileChanged', c.fileChanged().data)).toThrow(/run phase "interrupted"/);
+    guard('TreeHeadSigned', c.head().data);
+  });
+});

@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto';
+import type { TaskPack } from '../../tasks/task-pack.js';
+import type { AgentHandle, LaunchOptions } from './agent-process.js';
+
+/** The task packs a run can name (the registry in tasks/, or a fake in tests). */
+export type TaskCatalog = (taskId: string) => TaskPack;
+
+/** Where new run ids and run tokens come from (random in production, fixed in tests). */
+export interface RunIds {
+  /** `<task>-<UTC yyyymmddHHMMSS>-<6 hex>`: sortable by start, unique, safe as a path and stream name. */
+  runId(taskId: string, now: Date): string;
+  /** A fresh capability token for a run's grading API. */
+  token(): string;
+}
+
+/** Which harness process owns an open run: what recovery after a harness crash reads. */
+export interface RunLock {
+  runId: string;
+  pid: number;
+  /** Unsandboxed runs: the file holding the agent's process group, for killing leftovers. */
+  pidFile?: string;
+}
+
+/** Lock files of open runs (one per run), kept outside every workspace. */
+export interface RunLocks {
+  write(lock: RunLock): void;
+  remove(runId: string): void;
+  /** Every lock left, in run id order. */
+  list(): RunLock[];
+  /** Where an unsandboxed run's process group file goes. */
+  pidFile(runId: string): string;
+}
+
+/** Starts the agent process tree (spawn behind a port, so the run service is testable without one). */
+export interface AgentLauncher {
+  launch(opts: LaunchOptions): Promise<AgentHandle>;
+  /** Kills what is left of a dead harness's unsandboxed agent (its process group file). */
+  killLeftovers(pidFile: string): Promise<unknown>;
+  /** Whether the process is alive (a lock's owner). */
+  alive(pid: number): boolean;
+}
+
+export const RUN_IDS = Symbol('RUN_IDS');
+export const RUN_LOCKS = Symbol('RUN_LOCKS');
+export const AGENT_LAUNCHER = Symbol('AGENT_LAUNCHER');
+export const TASK_CATALOG = Symbol('TASK_CATALOG');
+
+export const randomRunIds: RunIds = {
+  runId: (taskId, now) => `${taskId}-${now.toISOString().replace(/[-:T]/g, '').slice(0, 14)}-${randomBytes(3).toString('hex')}`,
+  token: () => randomBytes(24).toString('base64url'),
+};

@@ -1,0 +1,185 @@
+import { describe, expect, it, afterEach } from '@jest/globals';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { MemoryArtifactStore } from '../../infra/artifacts/memory-artifact-store.js';
+import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
+import { BaselineCache } from '../grading/baseline-cache.js';
+import { RunRegistry } from '../grading/run-registry.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
+import { LedgerService } from '../ledger/ledger.service.js';
+import type { Settings } from '../settings/settings.port.js';
+import type { AgentExit, AgentHandle, LaunchOptions } from './agent-process.js';
+import type { AgentLauncher, RunIds, RunLock, RunLocks } from './run.ports.js';
+import { RunService, type RunRequest } from './run.service.js';
+import { fakeTask } from './testing/fake-task.js';
+
+// The run service with every port in memory: no agent process, no disk ledger, no artifact
+// directory. The workspace is still a real directory (the file observer watches it).
+
+/** What the fake agent does once "launched": it may write files and report processes and output. */
+type Behaviour = (workspace: string, opts: LaunchOptions, agent: FakeAgent) => Promise<AgentExit | void>;
+
+class FakeAgent implements Partial<AgentHandle> {
+  readonly pid = 4242;
+  readonly startedAt = new Date();
+  readonly exited: Promise<AgentExit>;
+  private finish!: (exit: AgentExit) => void;
+  killedWith: string | undefined;
+
+  constructor() {
+    this.exited = new Promise((resolve) => (this.finish = resolve));
+  }
+
+  end(exit: AgentExit): void {
+    this.finish(exit);
+  }
+
+  kill = async (reason: 'killed' | 'timeout' = 'killed'): Promise<AgentExit> => {
+    this.killedWith = reason;
+    this.finish({ signal: 'SIGTERM', reason });
+    return this.exited;
+  };
+}
+
+function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?: () => Promise<never> } = {}) {
+  const home = mkdtempSync(path.join(tmpdir(), 'a2rl-runsvc-'));
+  dirs.push(home);
+  const settings: Settings = { home, ledgerUrl: 'memory://x', artifactsUrl: 'memory://x', readModelUrl: 'memory://x', workspacesDir: path.join(home, 'ws'), httpPort: 0, httpHost: '127.0.0.1' };
+  const store = new MemoryEventStore();
+  const ledger = new LedgerService(store, () => new Date());
+  const artifacts = new MemoryArtifactStore();
+  const locks = new Map<string, RunLock>();
+  const runLocks: RunLocks = {
+    write: (lock) => void locks.set(lock.runId, { ...lock }),
+    remove: (runId) => void locks.delete(runId),
+    list: () => [...locks.values()],
+    pidFile: (runId) => path.join(home, `${runId}.pgid`),
+  };
+  let n = 0;
+  const ids: RunIds = { runId: (task) => `${task}-run-${++n}`, token: () => 'a-token-long-enough-to-pass' };
+  const agents: FakeAgent[] = [];
+  const launcher: AgentLauncher = {
+    async launch(launch) {
+      if (opts.launchFails) throw new Error('spawn bwrap ENOENT');
+      const agent = new FakeAgent();
+      agents.push(agent);
+      void behaviour(launch.cwd, launch, agent).then((exit) => agent.end(exit ?? { exitCode: 0, reason: 'completed' }));
+      return agent as unknown as AgentHandle;
+    },
+    killLeftovers: async () => 0,
+    alive: (pid) => pid === process.pid,
+  };
+  const task = fakeTask();
+  if (opts.evaluate) task.evaluate = opts.evaluate;
+  const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task);
+  const request: RunRequest = { task: task.id, agentCommand: 'fake agent', budgetSeconds: 60, seed: 0, gradingBaseUrl: 'http://127.0.0.1:1', warn: () => {} };
+  const events = async (runId: string) => {
+    const out: A2rlEvent[] = [];
+    for await (const e of ledger.events(runId)) out.push(e);
+    return out;
+  };
+  return { service, request, events, locks, agents, store, ledger };
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+const types = (events: A2rlEvent[]) => events.map((e) => e.type).filter((t) => t !== 'TreeHeadSigned');
+
+describe('RunService (in-memory ports)', () => {
+  it('records a completed run in order: code written before a launch is in the ledger before that launch', async () => {
+    const h = harness(async (ws, launch) => {
+      await mkdir(path.join(ws, 'code'), { recursive: true });
+      await writeFile(path.join(ws, 'code', 'train.py'), 'print("train")\n');
+      launch.monitor!.onStart!({ pid: 7, ppid: 4242, argv: ['python3', 'code/train.py'], cwd: ws, executable: '/usr/bin/python3', startedAt: Date.now() } as never);
+      launch.onOutput('stdout', Buffer.from('step 1\n'));
+      launch.monitor!.onExit!({ pid: 7, exitCode: 0, durationMs: 5, cpuMs: 0, peakRssKb: 0, endedAt: Date.now() } as never);
+    });
+    const summary = await h.service.run(h.request);
+    expect(summary).toMatchObject({ state: 'completed', exitReason: 'completed', submissions: 0 });
+    const events = await h.events(summary.runId);
+    const list = types(events);
+    expect(list.slice(0, 4)).toEqual(['RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated', 'AgentStarted']);
+    expect(list.slice(-2)).toEqual(['AgentExited', 'RunCompleted']);
+    const file = events.findIndex((e) => e.type === 'FileChanged' && e.data.path === 'code/train.py');
+    const launch = events.findIndex((e) => e.type === 'ProcessStarted');
+    expect(file).toBeGreaterThan(0);
+    expect(launch).toBeGreaterThan(file);
+    expect(events.find((e) => e.type === 'AgentOutput')).toBeDefined();
+    expect(events.at(-1)!.type).toBe('TreeHeadSigned'); // sealed
+    expect(h.locks.size).toBe(0);
+  });
+
+  it('closes a run whose budget ran out like any other, with the reason the launcher gave', async () => {
+    const h = harness(async () => ({ signal: 'SIGKILL', reason: 'timeout' }));
+    const summary = await h.service.run(h.request);
+    const events = await h.events(summary.runId);
+    expect(events.find((e) => e.type === 'AgentExited')!.data).toEqual({ signal: 'SIGKILL', reason: 'timeout' });
+    expect(types(events).at(-1)).toBe('RunCompleted');
+  });
+
+  it('a set-up failure (the baseline cannot be graded) interrupts the run, never blames the agent, and seals it', async () => {
+    const h = harness(async () => undefined, { evaluate: () => Promise.reject(new Error('model server down')) });
+    await expect(h.service.run(h.request)).rejects.toThrow('model server down');
+    const runId = [...(await collectRunIds(h.store))][0];
+    const events = await h.events(runId);
+    expect(types(events)).toEqual(['RunScheduled', 'WorkspacePrepared', 'RunInterrupted']);
+    expect(events.find((e) => e.type === 'RunInterrupted')!.data).toEqual({ reason: 'setup failed before the agent started: model server down' });
+    expect(events.at(-1)!.type).toBe('TreeHeadSigned');
+    expect(h.locks.size).toBe(0);
+  });
+
+  it('an agent that cannot be launched crashed: AgentExited crashed, then RunCompleted with no submissions', async () => {
+    const h = harness(async () => undefined, { launchFails: true });
+    await expect(h.service.run(h.request)).rejects.toThrow('spawn bwrap ENOENT');
+    const runId = [...(await collectRunIds(h.store))][0];
+    const events = await h.events(runId);
+    expect(types(events).slice(-2)).toEqual(['AgentExited', 'RunCompleted']);
+    expect(events.find((e) => e.type === 'AgentExited')!.data).toEqual({ reason: 'crashed' });
+  });
+
+  it('an operator interrupt stops the agent and closes the run as usual', async () => {
+    const h = harness(async (_ws, _launch, agent) => {
+      await h.service.interruptAll();
+      return agent.exited;
+    });
+    const summary = await h.service.run(h.request);
+    expect(summary.exitReason).toBe('killed');
+    expect(h.agents[0].killedWith).toBe('killed');
+    await expect(h.service.run(h.request)).rejects.toThrow(/interrupted by the operator/);
+  });
+
+  it('instrumentation facts carry their observation time, not the append time', async () => {
+    const observed = Date.parse('2026-01-02T03:04:05.678Z');
+    const h = harness(async (ws, launch) => {
+      launch.monitor!.onStart!({ pid: 9, ppid: 4242, argv: ['true'], cwd: ws, startedAt: observed } as never);
+      launch.monitor!.onExit!({ pid: 9, exitCode: 0, durationMs: 1, cpuMs: 0, peakRssKb: 0, endedAt: observed + 1 } as never);
+    });
+    const summary = await h.service.run(h.request);
+    const events = await h.events(summary.runId);
+    const started = events.find((e) => e.type === 'ProcessStarted')!;
+    expect(started.data).toMatchObject({ observedAt: '2026-01-02T03:04:05.678Z' });
+    expect(started.occurredAt).not.toBe('2026-01-02T03:04:05.678Z');
+    expect(events.find((e) => e.type === 'ProcessExited')!.data).toMatchObject({ observedAt: '2026-01-02T03:04:05.679Z' });
+  });
+
+  it('recovery closes the runs of a dead harness: RunInterrupted, sealed, lock removed', async () => {
+    const h = harness(async () => undefined);
+    await h.ledger.record('fake-task-dead', 'RunScheduled', { task: 'fake-task', agent: 'x', baseModel: 'tiny-base', budgetSeconds: 60, seed: 0, mode: 'free' });
+    h.locks.set('fake-task-dead', { runId: 'fake-task-dead', pid: 999_999_999 });
+    expect(await h.service.recoverInterruptedRuns()).toEqual(['fake-task-dead']);
+    const events = await h.events('fake-task-dead');
+    expect(events.map((e) => e.type)).toEqual(['RunScheduled', 'RunInterrupted', 'TreeHeadSigned']);
+    expect(h.locks.size).toBe(0);
+  });
+});
+
+async function collectRunIds(store: MemoryEventStore): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for await (const recorded of store.readAll({})) ids.add(recorded.event.runId);
+  return ids;
+}
