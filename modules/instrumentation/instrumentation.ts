@@ -58,10 +58,14 @@ export class Instrumentation {
     return stored;
   };
 
-  /** Process tracer callbacks: facts in the order the tracer saw them. */
+  /**
+   * Process tracer callbacks: facts in the order the tracer saw them. The promises go back to the
+   * tracer, whose bounded buffer counts a fact as taken once it is durable (its back-pressure).
+   */
   readonly processes = {
-    onStart: (p: ProcessStart) => void this.record('ProcessStarted', processStartedFact(p)),
-    onExit: (p: ProcessExit) => void this.record('ProcessExited', processExitedFact(p)),
+    onStart: (p: ProcessStart) => this.record('ProcessStarted', processStartedFact(p)),
+    onExit: (p: ProcessExit) => this.record('ProcessExited', processExitedFact(p)),
+    onGap: (reason: string, count?: number) => this.onProcessGap(reason, count),
   };
 
   async start(): Promise<void> {

@@ -4,7 +4,6 @@
  * (everything seen so far is recorded) and stopped (the final state is recorded) when the run closes.
  */
 export interface Observer {
-  readonly name: 'files' | 'processes' | 'output' | 'rollouts';
   start(): Promise<void>;
   /** Records everything observed so far; resolves once it is durable. */
   flush(): Promise<void>;

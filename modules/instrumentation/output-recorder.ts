@@ -30,7 +30,6 @@ interface Pending {
  * sequence); concatenating a stream's chunks in event order gives its exact bytes.
  */
 export class OutputRecorder implements Observer {
-  readonly name = 'output' as const;
   private readonly maxChunkBytes: number;
   private readonly maxDelayMs: number;
   private readonly pending: Record<OutputStream, Pending> = { stdout: { parts: [], size: 0 }, stderr: { parts: [], size: 0 } };

@@ -214,7 +214,7 @@ describe('strace process tracer', () => {
       const t = await trace('bash', ['-c', script], {}, async () => {
         const from = Date.now();
         writeFileSync(go, '');
-        while (Date.now() - from < 3000); // the harness event loop busy for 3 s (a watcher burst, ledger I/O)
+        while (Date.now() - from < 4000); // the harness event loop busy for 4 s (a watcher burst, ledger I/O)
         blocked = { from, to: Date.now() };
       });
       const execs = t.starts.filter((s) => s.argv[0] === '/bin/true').map((s) => s.startedAt);
