@@ -65,20 +65,21 @@ describe('launchAgent', () => {
         onOutput: (stream, chunk) => out.push(`${stream}:${chunk.toString()}`),
       }),
     );
-    expect(await agent.exited).toEqual({ exitCode: 0, reason: 'completed' });
+    expect(await agent.exited).toMatchObject({ exitCode: 0, reason: 'completed' });
     expect(out).toEqual(expect.arrayContaining(['stdout:hello\n', 'stderr:oops\n']));
     expect(survivors(marker)).toEqual([]);
   });
 
   it('reports crashed for a non-zero exit and for a signal it did not send', async () => {
-    expect(await (await launchAgent(bash('exit 3'))).exited).toEqual({ exitCode: 3, reason: 'crashed' });
-    expect(await (await launchAgent(bash('kill -SEGV $$'))).exited).toEqual({ signal: 'SIGSEGV', reason: 'crashed' });
+    expect(await (await launchAgent(bash('exit 3'))).exited).toMatchObject({ exitCode: 3, reason: 'crashed' });
+    expect(await (await launchAgent(bash('kill -SEGV $$'))).exited).toMatchObject({ signal: 'SIGSEGV', reason: 'crashed' });
   });
 
   it('reports killed when kill() is called, SIGTERM being enough for a cooperative agent', async () => {
     const agent = await launchAgent(bash('sleep 30'));
     const exit = await agent.kill();
-    expect(exit).toEqual({ signal: 'SIGTERM', reason: 'killed' });
+    expect(exit).toMatchObject({ signal: 'SIGTERM', reason: 'killed' });
+    expect(exit.endedAt).toBeGreaterThanOrEqual(agent.startedAt.getTime());
     await expect(agent.exited).resolves.toEqual(exit);
   });
 

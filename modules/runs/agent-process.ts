@@ -12,6 +12,8 @@ export interface AgentExit {
   exitCode?: number;
   signal?: string;
   reason: ExitReason;
+  /** Epoch ms when the whole tree was seen gone (before output and trace draining). */
+  endedAt?: number;
 }
 
 export interface LaunchOptions {
@@ -151,13 +153,14 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     clearTimeout(budget);
     // Leftovers of an agent that exited by itself are swept too; after a kill this waits for it.
     await (termination ?? killTree(monitor, pgid, graceMs, spare));
+    const endedAt = Date.now();
     await withTimeout(outputClosed, OUTPUT_DRAIN_MS);
     await tracer?.finish(TRACER_DRAIN_MS);
     monitor.stop();
     if (opts.pidFile) await rm(opts.pidFile, { force: true });
     const status = code !== null ? { exitCode: code } : { signal: signal ?? undefined };
     const reason: ExitReason = stopReason ?? (code === 0 ? 'completed' : 'crashed');
-    return { ...status, reason };
+    return { ...status, reason, endedAt };
   })();
 
   return {

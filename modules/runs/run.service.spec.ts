@@ -120,7 +120,7 @@ describe('RunService (in-memory ports)', () => {
     const h = harness(async () => ({ signal: 'SIGKILL', reason: 'timeout' }));
     const summary = await h.service.run(h.request);
     const events = await h.events(summary.runId);
-    expect(events.find((e) => e.type === 'AgentExited')!.data).toEqual({ signal: 'SIGKILL', reason: 'timeout' });
+    expect(events.find((e) => e.type === 'AgentExited')!.data).toMatchObject({ signal: 'SIGKILL', reason: 'timeout' });
     expect(types(events).at(-1)).toBe('RunCompleted');
   });
 

@@ -341,8 +341,9 @@ export class RunService {
     await s.instrumentation.stop().catch(keep); // final file states, output, process facts
     try {
       if (s.exit) {
-        const { exitCode, signal, reason } = s.exit;
-        await this.record(s, 'AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason });
+        const { exitCode, signal, reason, endedAt } = s.exit;
+        const observedAt = new Date(endedAt ?? this.clock().getTime()).toISOString();
+        await this.record(s, 'AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason, observedAt });
         await s.prepared?.runMeta.update({ end_time: epochSeconds(this.clock()) }).catch(keep);
         await this.record(s, 'RunCompleted', { ...(s.tally.best !== null ? { best: s.tally.best } : {}), submissions: s.tally.submissions.size });
       } else if (s.launchFailed) {

@@ -308,6 +308,13 @@ export async function instrumentationBench(): Promise<void> {
     const agentExited = first('AgentExited');
     const overrunS = agentStarted && agentExited ? (eventTime(agentExited) - (eventTime(agentStarted) + budgetS * 1000)) / 1000 : null;
 
+    // How far the ledger ran behind the observers (append time minus observation time), and when the
+    // last fact about code/ was observed relative to the end of the agent's file burst.
+    const observed = events.filter((e) => typeof e.data.observedAt === 'string');
+    const lagS = observed.length ? Math.max(...observed.map((e) => Date.parse(e.occurredAt) - eventTime(e))) / 1000 : null;
+    const lastFileSeen = Math.max(...[...recorded.values()].map(eventTime));
+    const filesSettledS = recorded.size && on.phases.delete ? (lastFileSeen - on.phases.delete.end) / 1000 : null;
+
     // The harness's event loop while the agent was busy (its start to its last phase's end) and over its whole life.
     const busyFrom = Math.min(agentStarted ? eventTime(agentStarted) : Infinity, on.phases.create?.start ?? Infinity);
     const busyTo = on.phases.procs?.end ?? (agentExited ? eventTime(agentExited) : Date.now());
@@ -331,6 +338,7 @@ export async function instrumentationBench(): Promise<void> {
     console.log(`harness event loop: busy span p99 ${busyLoop.p99Ms.toFixed(1)} ms, max ${busyLoop.maxMs.toFixed(1)} ms; agent lifetime max ${lifeLoop.maxMs.toFixed(1)} ms (${busyLoop.samples} samples)`);
     console.log(`/health during the burst: p99 ${healthP99.toFixed(1)} ms, max ${Math.max(0, ...burstOn.map((s) => s.ms)).toFixed(1)} ms over ${burstOn.length} requests (${healthErrors} not 200); reference server, off: p99 ${percentile(burstOff.map((s) => s.ms), 99).toFixed(1)} ms over ${burstOff.length}`);
     console.log(`budget overrun: ${overrunS?.toFixed(2) ?? '-'} s (AgentExited vs AgentStarted + ${budgetS} s)`);
+    console.log(`ledger behind the observers by at most ${lagS?.toFixed(2) ?? '-'} s; last code/ change observed ${filesSettledS?.toFixed(2) ?? '-'} s after the burst ended`);
 
     const goal = (value: number | null, limit: number, exact = false) => ({ value, goal: exact ? `== ${limit}` : `<= ${limit}`, pass: value !== null && (exact ? value === limit : value <= limit) });
     const goals = {
@@ -366,6 +374,8 @@ export async function instrumentationBench(): Promise<void> {
         health_samples_burst: burstOn.length,
         health_p99_ms_off: round(percentile(burstOff.map((s) => s.ms), 99), 1),
         budget_overrun_s: overrunS === null ? null : round(overrunS),
+        ledger_lag_max_s: lagS === null ? null : round(lagS),
+        files_settled_s: filesSettledS === null ? null : round(filesSettledS),
         run_wall_s: round(runWallS, 1),
         goals,
         pass: Object.values(goals).every((g) => g.pass),

@@ -160,6 +160,8 @@ export class AgentExited {
   @IsOptional() @IsInt() exitCode?: number;
   @IsOptional() @IsString() signal?: string;
   @IsIn(['completed', 'timeout', 'killed', 'crashed']) reason!: 'completed' | 'timeout' | 'killed' | 'crashed';
+  /** When the launcher saw the agent's whole tree gone (absent in runs recorded before it was kept). */
+  @IsOptional() @Matches(ISO_UTC) observedAt?: string;
 }
 
 export class RunCompleted {
