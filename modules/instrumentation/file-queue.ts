@@ -199,7 +199,8 @@ export class PathQueue {
 
   /** Feeds p-queue no more than it can run, so that `pending` stays the one place where paths merge. */
   private pump(): void {
-    while (this.pending.size > 0 && this.queue.size + this.queue.pending < this.opts.concurrency) {
+    // Counted by our own in-flight set: p-queue still counts a task whose finally block is calling this.
+    while (this.pending.size > 0 && this.inflight.size < this.opts.concurrency) {
       const [path, item] = this.pending.entries().next().value as [string, Item];
       this.pending.delete(path);
       this.inflight.add(path);

@@ -34,7 +34,7 @@ export interface WatchWorkerData {
   maxBatch: number;
 }
 
-export type ToWatchWorker = { t: 'fence'; name: string } | { t: 'close' };
+export type ToWatchWorker = { t: 'fence'; name: string };
 
 export type FromWatchWorker =
   | { t: 'ready'; dirs: number }
@@ -81,12 +81,6 @@ class TreeWatcher {
       this.fences.delete(name);
       this.post({ t: 'fence', name, ok: false });
     }
-  }
-
-  close(): void {
-    this.send();
-    for (const { watcher } of this.watched.values()) watcher.close();
-    this.watched.clear();
   }
 
   private onEvent(dir: string, type: string, name: string | null): void {
@@ -212,12 +206,6 @@ function parentOf(path: string): string {
 if (parentPort) {
   const port = parentPort;
   const tree = new TreeWatcher(workerData as WatchWorkerData, (msg) => port.postMessage(msg));
-  port.on('message', (msg: ToWatchWorker) => {
-    if (msg.t === 'fence') tree.fence(msg.name);
-    else {
-      tree.close();
-      port.close();
-    }
-  });
+  port.on('message', (msg: ToWatchWorker) => tree.fence(msg.name));
   tree.start();
 }

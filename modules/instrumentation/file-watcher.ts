@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { constants, type Stats } from 'node:fs';
-import { open, opendir, readFile, realpath, unlink } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { opendir, readFile, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import PQueue from 'p-queue';
@@ -11,19 +11,7 @@ import { isHarnessFile } from '../runs/workspace.js';
 import { isMissing, linkFreeAncestors, lstatOrNull, openInWorkspace, type OpenFile, type Snapshot } from './file-access.js';
 import { KnownFiles, type Known } from './file-index.js';
 import { PathQueue, type Hint } from './file-queue.js';
-
-/** One native watcher event: an absolute path and what happened to it (after the watcher's own coalescing). */
-export interface WatchEvent {
-  path: string;
-  type: 'create' | 'update' | 'delete';
-}
-
-/** A recursive native watcher (`@parcel/watcher`'s subscribe by default; tests inject fakes). */
-export type Subscribe = (
-  dir: string,
-  onEvents: (err: Error | null, events: WatchEvent[]) => unknown,
-  opts: { ignore?: string[] },
-) => Promise<{ unsubscribe(): Promise<void> }>;
+import { workerWatchSource, type WatchSource } from './file-watch-source.js';
 
 export interface FileWatcherOptions {
   /** The workspace root. */
@@ -46,9 +34,10 @@ export interface FileWatcherOptions {
   fenceTimeoutMs?: number;
   /** A burst of at least this many notifications is followed by a verifying rescan (default: an eighth of the inotify queue). */
   verifyAfter?: number;
-  /** Period of the rescans while no native watcher works. */
+  /** Period of the rescans while notifications are incomplete (no watcher, or some directory could not be watched). */
   pollMs?: number;
-  subscribe?: Subscribe;
+  /** Where notifications come from (default: the per-directory inotify watcher in a worker thread; tests inject fakes). */
+  source?: WatchSource;
 }
 
 /** Agent checkpoints (archived at submission), read-only inputs and the harness's own files. */
@@ -63,37 +52,33 @@ const FENCE_PREFIX = '.a2rl-fence-';
 const BURST_QUIET_MS = 1000;
 /** A burst that goes on is verified at least this often. */
 const BURST_VERIFY_MS = 30_000;
-const GONE_LIMIT = 4096;
 
 /**
  * Records every create/modify/delete of a regular file under the workspace as `FileChanged`, with
  * the content in the artifact store, without ever holding the harness's event loop: an agent that
  * writes 100,000 files must not delay budget enforcement, the grading API or process tracing.
  *
- * Observation. A native recursive watcher (`@parcel/watcher`: inotify, read and coalesced on its
- * own threads, delivered in batches at most every 500 ms) says which paths changed; the paths go
- * to a bounded queue (file-queue.ts) worked off by a few concurrent tasks that open, hash (libuv
- * threadpool reads, 1 MiB per synchronous hash step) and store the file, then record the event.
- * Walks (baseline, rescans) are asynchronous directory streams, back-pressured by the queue. A
- * change is recorded only when the content hash differs from the last recorded one; `observedAt`
- * is when the content that was hashed was read, or when the absence was seen.
+ * Observation. A watcher thread (file-watch-worker.ts: one inotify watch per directory, a new
+ * directory watched before it is listed) posts batches of paths that may have changed; they go to
+ * a bounded queue (file-queue.ts) worked off by a few concurrent tasks that open, hash (threadpool
+ * reads, at most 1 MiB per synchronous hash step) and store the file, then record the event. Walks
+ * (baseline, rescans, new directories) are streamed directory reads, back-pressured by the queue.
+ * A change is recorded only when the content hash differs from the last recorded one; a path
+ * notified again within `minIntervalMs` of being archived waits until then (a log being appended is
+ * archived about once a second). `observedAt` is when the hashed content was read, or when the
+ * absence was seen.
  *
- * What inotify does not say, and how it is covered:
- * - files created in a new (or moved-in) directory before its watch was added: a directory event
- *   triggers a walk of that directory;
- * - subdirectories of a moved directory keep reporting under their old path: an event under a
- *   directory already seen gone makes the watcher resubscribe and rescan;
- * - queue overflow is dropped silently by @parcel/watcher 2.6 (its inotify backend ignores
- *   IN_Q_OVERFLOW): after every burst large enough to overflow it a verifying rescan runs, and
- *   changes it finds that were never notified are recorded and reported through `onGap`;
- * - watcher errors: resubscribe, or rescans every `pollMs` when no watcher works, + `onGap`.
- * Final states are never lost: `reconcile()` (before each submission, and in `stop()`) compares
- * the whole tree with the last recorded state.
+ * `flush()` is a fence: the watcher thread creates a file of its own in the workspace root and
+ * answers when inotify reports it. inotify is ordered, so every change made before the flush has
+ * then been posted; the flush resolves once those are processed and their records acknowledged.
  *
- * `flush()` is a fence: it creates a file of its own in the workspace root and waits until the
- * watcher reports it. inotify reports events in order, so every change made before the flush has
- * then been delivered; the flush resolves once those are processed and their records acknowledged.
- * A fence that never comes back (events dropped) falls back to a full rescan.
+ * Nothing is lost silently. inotify drops events when its queue overflows, and nothing reports it:
+ * after every burst that could have overflowed it a verifying rescan runs, and changes found that
+ * were never notified are recorded and reported through `onGap` (as are notifications dropped
+ * because more than `maxPending` paths were waiting, and a watcher that cannot watch everything:
+ * then every flush rescans, and so does a timer). A fence that does not come back falls back to a
+ * rescan. Final states are never lost: `reconcile()` (before each submission, and in `stop()`)
+ * compares the whole tree with the last recorded state.
  *
  * The watcher runs outside the sandbox, so it never reads through a symlink: walks do not follow
  * links, and a file is opened O_NOFOLLOW|O_NONBLOCK (no blocking FIFO), must be a regular file
@@ -111,22 +96,26 @@ export class FileWatcher {
   private readonly known = new KnownFiles();
   private readonly queue: PathQueue;
   private readonly outbox: Outbox;
-  private readonly subscribeImpl: Subscribe;
   private readonly fenceTimeoutMs: number;
   private readonly maxPending: number;
   private readonly pollMs: number;
   private verifyAfter: number;
 
-  private sub: { unsubscribe(): Promise<void> } | undefined;
+  private source: WatchSource | undefined;
+  /** Notifications are incomplete: flushes rescan, and so does a timer. */
+  private impaired = false;
   private started = false;
+  /** The baseline is taken: from now on what changes is recorded. */
+  private ready = false;
+  /** stop() has begun: no new timers or background rescans. */
+  private closing = false;
   private closed = false;
   private baseline = false;
   private failure: unknown;
   private stopping: Promise<void> | undefined;
 
-  /** Fence names handed out (never recorded), and the resolvers of those awaited. */
+  /** Fence file names handed out (never recorded). */
   private readonly fenceNames = new Set<string>();
-  private readonly fenceSeen = new Map<string, () => void>();
   private fenceRunning: Promise<boolean> | undefined;
   private fenceNext: Promise<boolean> | undefined;
 
@@ -136,11 +125,11 @@ export class FileWatcher {
   private notified: Set<string> | undefined;
   private unnotified: Set<string> | undefined;
 
-  /** Paths recently seen absent → the ticket current then; an event received later under one of them comes from a stale watch. */
-  private readonly gone = new Map<string, number>();
-  private resubscribing: Promise<void> | undefined;
   private dropped = 0;
-  private recovering = false;
+  /** Paths whose notification was dropped (reported as such, so a rescan finding them does not count them as missed again). */
+  private droppedPaths = new Set<string>();
+  /** A rescan for notifications known to be lost (dropped, or the watcher impaired): flushes wait for it. */
+  private recovery: Promise<void> | undefined;
   private burst = { count: 0, lastAt: 0, armedAt: 0 };
   /** Directory walks run two at a time (an agent creating 100k directories must not open 100k directory handles). */
   private readonly walks = new PQueue({ concurrency: 2 });
@@ -151,7 +140,6 @@ export class FileWatcher {
     this.root = resolve(opts.root);
     this.prefix = `${this.root}/`;
     this.skip = opts.skip ?? defaultSkip;
-    this.subscribeImpl = opts.subscribe ?? parcelSubscribe;
     this.fenceTimeoutMs = opts.fenceTimeoutMs ?? 2000;
     this.maxPending = opts.maxPending ?? 250_000;
     this.pollMs = opts.pollMs ?? 5000;
@@ -171,7 +159,13 @@ export class FileWatcher {
     this.started = true;
     this.realRoot = await realpath(this.root);
     if (!this.verifyAfter) this.verifyAfter = await defaultVerifyAfter();
-    await this.watch();
+    const source = this.opts.source ?? workerWatchSource({ root: this.realRoot, ignore: this.opts.skip ? [] : DEFAULT_IGNORE });
+    try {
+      await source.start({ paths: (paths) => this.onPaths(paths), impaired: (reason) => this.onImpaired(reason) });
+      this.source = source;
+    } catch (err) {
+      this.onImpaired(`no file watcher (${message(err)})`);
+    }
     this.baseline = true;
     try {
       await this.walk('', { force: false, notified: true }, this.queue.ticket());
@@ -179,6 +173,7 @@ export class FileWatcher {
     } finally {
       this.baseline = false;
     }
+    this.ready = true;
   }
 
   /**
@@ -187,7 +182,8 @@ export class FileWatcher {
    */
   async flush(): Promise<void> {
     if (!this.started || this.closed) return this.stopping;
-    if (!this.sub || !(await this.fence())) await this.rescan();
+    if (!(await this.fence())) await this.rescan();
+    await this.recovery;
     await this.queue.barrier();
     await this.outbox.drain();
   }
@@ -203,14 +199,14 @@ export class FileWatcher {
   /** Records the final state and stops watching; rejects with the first storage/recording error, if any. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      this.closing = true;
       if (this.started) {
         clearInterval(this.verifyTimer);
         clearInterval(this.pollTimer);
         await this.rescan();
         this.closed = true;
-        const sub = this.sub;
-        this.sub = undefined;
-        await sub?.unsubscribe().catch(() => {});
+        await this.source?.close().catch(() => {});
+        this.source = undefined;
         await this.queue.barrier();
         await this.outbox.drain();
         this.queue.close();
@@ -223,75 +219,56 @@ export class FileWatcher {
 
   // ── watching ────────────────────────────────────────────────────────────────────────────────
 
-  /** Subscribes the native watcher; without one, rescans every pollMs keep the record current. */
-  private async watch(): Promise<boolean> {
-    const ignore = this.opts.skip ? [] : DEFAULT_IGNORE;
-    try {
-      this.sub = await this.subscribeImpl(this.root, (err, events) => this.onEvents(err, events), { ignore });
-      clearInterval(this.pollTimer);
-      this.pollTimer = undefined;
-      return true;
-    } catch (err) {
-      this.sub = undefined;
-      if (!this.pollTimer) {
-        this.gap(`no native file watcher (${message(err)}): the workspace is rescanned every ${this.pollMs} ms`);
-        this.pollTimer = setInterval(() => void this.poll(), this.pollMs).unref();
-      }
-      return false;
-    }
-  }
-
-  private async poll(): Promise<void> {
-    if (this.closed) return;
-    if (await this.watch()) this.gap('the native file watcher works again');
-    await this.rescan().catch((err) => this.fail(err));
-  }
-
-  /** Runs on the JS thread for each batch: never throws (the native module would abort the process). */
-  private onEvents(err: Error | null, events: WatchEvent[]): void {
+  /** Runs on the JS thread for each batch from the watcher thread; never throws. */
+  private onPaths(paths: string[]): void {
     try {
       if (this.closed) return;
-      if (err) {
-        this.resubscribe(`the file watcher failed (${err.message})`, this.queue.ticket());
-        return;
-      }
-      this.noteBurst(events.length);
+      this.noteBurst(paths.length);
       const ticket = this.queue.ticket();
-      const fences: string[] = [];
-      for (const e of events) {
-        if (!e.path.startsWith(this.prefix)) continue; // the root itself
-        const path = e.path.slice(this.prefix.length);
-        if (this.fenceNames.has(path)) {
-          fences.push(path);
-          continue;
-        }
-        if (this.skip(path)) continue;
+      for (const path of paths) {
+        if (this.fenceNames.has(path) || this.skip(path)) continue;
         this.notified?.add(path);
-        if (!this.queue.offer(path, { force: true, notified: true }, ticket)) this.overflow();
+        if (!this.queue.offer(path, { force: true, notified: true }, ticket)) this.overflow(path);
       }
-      // After the whole batch is queued: everything reported before the fence is now pending.
-      for (const name of fences) this.fenceSeen.get(name)?.();
-    } catch (error) {
-      this.fail(error);
+    } catch (err) {
+      this.fail(err);
     }
   }
 
-  /** The pending set is full: notifications are dropped, a rescan after the queue drained records the final states. */
-  private overflow(): void {
-    this.dropped++;
-    if (this.recovering) return;
-    this.recovering = true;
-    const release = this.queue.hold();
-    void (async () => {
-      await this.queue.room();
-      const dropped = this.dropped;
-      this.dropped = 0;
-      this.recovering = false;
-      this.gap(`more than ${this.maxPending} changed paths were waiting: ${dropped} notifications dropped, a full rescan records the final states`, dropped);
+  /** From now on every flush rescans, and so does a timer; what was missed so far is found by a rescan now. */
+  private onImpaired(reason: string): void {
+    if (this.impaired || this.closing) return;
+    this.impaired = true;
+    this.gap(`${reason}: file changes are no longer all notified, the workspace is rescanned at every flush and every ${this.pollMs} ms`);
+    this.pollTimer = setInterval(() => void (this.closing || this.rescan()), this.pollMs).unref();
+    if (this.ready) this.recover(async () => {});
+  }
+
+  /** Runs `before`, then a rescan; flushes wait for both. (Not a queue unit: the rescan's own barrier would wait for it.) */
+  private recover(before: () => Promise<void>): void {
+    const previous = this.recovery;
+    const recovery: Promise<void> = (async () => {
+      await previous;
+      await before();
       await this.rescan();
     })()
       .catch((err) => this.fail(err))
-      .finally(release);
+      .finally(() => {
+        if (this.recovery === recovery) this.recovery = undefined;
+      });
+    this.recovery = recovery;
+  }
+
+  /** The pending set is full: notifications are dropped, a rescan after the queue drained records the final states. */
+  private overflow(path: string): void {
+    if (this.droppedPaths.size < this.maxPending) this.droppedPaths.add(path);
+    if (this.dropped++ > 0) return; // a recovery is already on its way
+    this.recover(async () => {
+      await this.queue.room();
+      const dropped = this.dropped;
+      this.dropped = 0;
+      this.gap(`more than ${this.maxPending} changed paths were waiting: ${dropped} notifications dropped, a full rescan records the final states`, dropped);
+    });
   }
 
   /** inotify drops events silently when its queue overflows: after a burst that could have overflowed it, verify by a rescan. */
@@ -300,7 +277,7 @@ export class FileWatcher {
     if (now - this.burst.lastAt > BURST_QUIET_MS) this.burst.count = 0;
     this.burst.lastAt = now;
     this.burst.count += count;
-    if (this.burst.count < this.verifyAfter || this.verifyTimer) return;
+    if (this.burst.count < this.verifyAfter || this.verifyTimer || this.closing) return;
     this.burst.armedAt = now;
     this.verifyTimer = setInterval(() => {
       const at = Date.now();
@@ -308,33 +285,14 @@ export class FileWatcher {
       clearInterval(this.verifyTimer);
       this.verifyTimer = undefined;
       this.burst.count = 0;
-      if (!this.closed) void this.rescan().catch((err) => this.fail(err));
+      if (!this.closing) void this.rescan();
     }, BURST_QUIET_MS / 4).unref();
   }
 
-  /** A fresh subscription (a new watch tree) followed by a rescan for what happened in between; barriers wait for it. */
-  private resubscribe(reason: string | undefined, ticket: number): void {
-    if (reason) this.gap(`${reason}: resubscribed, a full rescan records the final states`);
-    if (this.resubscribing) return;
-    const release = this.queue.hold(ticket);
-    this.resubscribing = (async () => {
-      const old = this.sub;
-      this.sub = undefined;
-      await old?.unsubscribe().catch(() => {});
-      this.gone.clear();
-      if (!this.closed) await this.watch();
-      await this.rescan();
-    })()
-      .catch((err) => this.fail(err))
-      .finally(() => {
-        this.resubscribing = undefined;
-        release();
-      });
-  }
-
   /**
-   * Resolves true once the watcher has reported a file created after this call, false when it did
-   * not within fenceTimeoutMs. Calls made while one fence is out share the next one.
+   * Resolves true once the watcher has reported a file created after this call (every earlier
+   * change is then queued), false when it cannot tell within fenceTimeoutMs. Calls made while one
+   * fence is out share the next one.
    */
   private fence(): Promise<boolean> {
     if (this.fenceNext) return this.fenceNext;
@@ -352,27 +310,16 @@ export class FileWatcher {
   }
 
   private async runFence(): Promise<boolean> {
-    if (!this.sub || this.closed) return false;
+    if (!this.source || this.impaired || this.closed) return false;
     const name = `${FENCE_PREFIX}${randomUUID()}`;
     this.fenceNames.add(name);
     if (this.fenceNames.size > 64) this.fenceNames.delete(this.fenceNames.values().next().value!);
     let timer: NodeJS.Timeout | undefined;
-    const seen = new Promise<boolean>((resolve) => {
-      this.fenceSeen.set(name, () => resolve(true));
-      timer = setTimeout(() => resolve(false), this.fenceTimeoutMs);
-    });
-    const path = join(this.root, name);
+    const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.fenceTimeoutMs)));
     try {
-      // Our own new file (O_EXCL: never an existing entry or link), in the root, which is always watched.
-      const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
-      await handle.close();
-      return await seen;
-    } catch {
-      return false; // e.g. no inode left: the caller rescans
+      return await Promise.race([this.source.fence(name), timeout]);
     } finally {
       clearTimeout(timer);
-      this.fenceSeen.delete(name);
-      await unlink(path).catch(() => {});
     }
   }
 
@@ -398,8 +345,10 @@ export class FileWatcher {
   }
 
   private async runRescan(): Promise<void> {
-    const watching = this.sub !== undefined;
+    const watching = this.source !== undefined && !this.impaired;
     const notified = (this.notified = new Set());
+    const droppedBefore = this.droppedPaths;
+    this.droppedPaths = new Set();
     const unnotified = (this.unnotified = new Set());
     try {
       if (watching) await this.fence(); // what was reported before the rescan is queued, hence "notified"
@@ -410,7 +359,8 @@ export class FileWatcher {
       this.notified = undefined;
       this.unnotified = undefined;
     }
-    const missed = [...unnotified].filter((path) => !notified.has(path)).length;
+    const reported = (path: string) => notified.has(path) || droppedBefore.has(path) || this.droppedPaths.has(path);
+    const missed = [...unnotified].filter((path) => !reported(path)).length;
     if (watching && missed > 0) {
       this.gap(`the file watcher missed ${missed} changes (inotify drops events when its queue overflows): recorded from a full rescan`, missed);
     }
@@ -476,18 +426,12 @@ export class FileWatcher {
     switch (opened.kind) {
       case 'unreadable':
         return;
-      case 'absent': {
-        const observedAt = new Date().toISOString();
-        if (hint.force && (await this.underGone(path, ticket))) this.resubscribe(undefined, ticket);
-        this.gone.delete(path);
-        this.gone.set(path, this.queue.ticket());
-        if (this.gone.size > GONE_LIMIT) this.gone.delete(this.gone.keys().next().value!);
-        await this.removeAll(path, observedAt, hint, ticket);
+      case 'absent':
+        await this.removeAll(path, new Date().toISOString(), hint, ticket);
         return;
-      }
       case 'dir': {
         if (this.known.has(path)) await this.remove(path, new Date().toISOString(), hint); // a file became a directory
-        // Files written before the watcher added a watch on this (new or moved-in) directory are only found by listing it.
+        // A new or moved-in directory: what was recorded under this name and is gone, and what it holds now.
         void this.walk(path, { force: false, notified: hint.notified }, ticket).catch((err) => this.fail(err));
         return;
       }
@@ -564,20 +508,6 @@ export class FileWatcher {
     await this.outbox.send('FileChanged', { path, op: 'delete', previousSha256: prev.sha256, observedAt });
   }
 
-  /**
-   * Whether an event for `path` comes from a stale watch: a subdirectory of a moved directory keeps
-   * reporting under its old path. That shows as an event, received after the old directory was
-   * seen gone, for a path under it while it is still gone.
-   */
-  private async underGone(path: string, ticket: number): Promise<boolean> {
-    for (let cut = path.lastIndexOf('/'); cut > 0; cut = path.lastIndexOf('/', cut - 1)) {
-      const ancestor = path.slice(0, cut);
-      const goneAt = this.gone.get(ancestor);
-      if (goneAt !== undefined && ticket > goneAt) return !(await lstatOrNull(join(this.root, ancestor)))?.isDirectory();
-    }
-    return false;
-  }
-
   private gap(reason: string, count?: number): void {
     try {
       const result = this.opts.onGap?.(reason, count);
@@ -650,12 +580,6 @@ async function defaultVerifyAfter(): Promise<number> {
   const queued = Number((await readFile('/proc/sys/fs/inotify/max_queued_events', 'utf8').catch(() => '16384')).trim());
   return Math.max(256, Math.floor((Number.isFinite(queued) ? queued : 16384) / 8));
 }
-
-/** Loaded on first use: a platform without the native module still runs, with rescans. */
-const parcelSubscribe: Subscribe = async (dir, onEvents, opts) => {
-  const { default: parcel } = await import('@parcel/watcher');
-  return parcel.subscribe(dir, onEvents, opts);
-};
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

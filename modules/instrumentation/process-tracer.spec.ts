@@ -33,7 +33,7 @@ async function trace(file: string, args: string[], extra: Partial<LaunchOptions>
     ...extra,
   });
   await whileRunning?.();
-  const { reason: _, ...exit } = await handle.exited;
+  const { reason: _, endedAt: _endedAt, ...exit } = await handle.exited;
   return { starts, exits, gaps, tracer: handle.tracer, exit };
 }
 

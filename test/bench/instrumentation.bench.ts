@@ -147,9 +147,14 @@ interface LoopWindow {
 /**
  * The harness's event-loop delay (perf_hooks.monitorEventLoopDelay), kept in WINDOW_MS windows so
  * the figures can be taken over the span the agent was busy, learned only afterwards from the
- * agent's own phase marks. Histograms cannot be merged, so a span's p99 is read from the windows'
- * cumulative distributions weighted by their sample counts (each window's step CDF lies at or below
- * the true one, so the p99 read is never lower than the exact one).
+ * agent's own phase marks. Histograms cannot be merged, so a span's distribution is rebuilt from the
+ * windows' percentile points, each bucket taken at its upper value (never lower than the truth).
+ *
+ * The monitor takes one sample per timer tick, so a stall of D ms is a single sample among hundreds
+ * of idle ones and a harness stalling for seconds at a time could still show a small p99. The p99
+ * is therefore corrected for that (HdrHistogram's expected-interval correction): a stall of D also
+ * counts the samples the monitor would have taken during it, D − 10, D − 20, … ms. The raw
+ * per-sample p99 is reported beside it.
  */
 class LoopDelayWindows {
   private readonly windows: LoopWindow[] = [];
@@ -184,14 +189,29 @@ class LoopDelayWindows {
     this.windows.push({ start, end: Date.now(), count: done.count, max: ms(done.max), percentiles: [...done.percentiles].map(([p, v]) => [p, ms(v)]) });
   }
 
-  span(from: number, to: number): { maxMs: number; p99Ms: number; samples: number } {
+  span(from: number, to: number): { maxMs: number; p99Ms: number; rawP99Ms: number; samples: number } {
     const inside = this.windows.filter((w) => w.end >= from && w.start <= to);
     const samples = inside.reduce((n, w) => n + w.count, 0);
-    if (!samples) return { maxMs: 0, p99Ms: 0, samples: 0 };
-    const below = (w: LoopWindow, v: number) => Math.max(0, ...w.percentiles.filter(([, value]) => value <= v).map(([p]) => p)) / 100;
-    const candidates = [...new Set(inside.flatMap((w) => w.percentiles.map(([, v]) => v)))].sort((a, b) => a - b);
-    const p99Ms = candidates.find((v) => inside.reduce((n, w) => n + w.count * below(w, v), 0) >= 0.99 * samples) ?? candidates.at(-1)!;
-    return { maxMs: Math.max(...inside.map((w) => w.max)), p99Ms, samples };
+    if (!samples) return { maxMs: 0, p99Ms: 0, rawP99Ms: 0, samples: 0 };
+    // (delay, how many samples) buckets: between two percentile points, at the upper one's value.
+    const raw: Array<[number, number]> = [];
+    for (const w of inside) {
+      let below = 0;
+      for (const [p, value] of w.percentiles) {
+        raw.push([value, ((p - below) / 100) * w.count]);
+        below = p;
+      }
+    }
+    const corrected = [...raw];
+    for (const [value, weight] of raw) for (let missed = value - RESOLUTION_MS; missed > 0; missed -= RESOLUTION_MS) corrected.push([missed, weight]);
+    const p99 = (buckets: Array<[number, number]>) => {
+      buckets.sort((a, b) => a[0] - b[0]);
+      const total = buckets.reduce((n, [, weight]) => n + weight, 0);
+      let seen = 0;
+      for (const [value, weight] of buckets) if ((seen += weight) >= 0.99 * total) return value;
+      return buckets.at(-1)![0];
+    };
+    return { maxMs: Math.max(...inside.map((w) => w.max)), p99Ms: p99(corrected), rawP99Ms: p99(raw), samples };
   }
 }
 
@@ -335,7 +355,10 @@ export async function instrumentationBench(): Promise<void> {
     console.log(`agent phases with instrumentation: ${PHASES.map((p) => `${p} ${phaseOn[p]?.toFixed(2) ?? 'not reached'} s (${slowdown[p] ?? '-'}×)`).join(', ')}; total ${onTotal?.toFixed(2) ?? '-'} s (${slowdown.total ?? '-'}×)`);
     console.log(`files: ${disk.size} in code/ at the end, ${recorded.size} paths recorded; missing ${missing}, wrong content ${wrong}, deleted but not recorded ${deletedNotRecorded}, content not archived ${blobsMissing}`);
     console.log(`processes: ${trueLaunched} /bin/true launched, ${trueRecorded} recorded (${started.length} ProcessStarted in all); ${gaps.length} ObservationGap events`);
-    console.log(`harness event loop: busy span p99 ${busyLoop.p99Ms.toFixed(1)} ms, max ${busyLoop.maxMs.toFixed(1)} ms; agent lifetime max ${lifeLoop.maxMs.toFixed(1)} ms (${busyLoop.samples} samples)`);
+    console.log(
+      `harness event loop while the agent was busy: p99 ${busyLoop.p99Ms.toFixed(1)} ms (corrected for stalls; ${busyLoop.rawP99Ms.toFixed(1)} ms per raw sample), ` +
+        `max ${busyLoop.maxMs.toFixed(1)} ms; max over the agent's life ${lifeLoop.maxMs.toFixed(1)} ms (${busyLoop.samples} samples)`,
+    );
     console.log(`/health during the burst: p99 ${healthP99.toFixed(1)} ms, max ${Math.max(0, ...burstOn.map((s) => s.ms)).toFixed(1)} ms over ${burstOn.length} requests (${healthErrors} not 200); reference server, off: p99 ${percentile(burstOff.map((s) => s.ms), 99).toFixed(1)} ms over ${burstOff.length}`);
     console.log(`budget overrun: ${overrunS?.toFixed(2) ?? '-'} s (AgentExited vs AgentStarted + ${budgetS} s)`);
     console.log(`ledger behind the observers by at most ${lagS?.toFixed(2) ?? '-'} s; last code/ change observed ${filesSettledS?.toFixed(2) ?? '-'} s after the burst ended`);
@@ -346,7 +369,8 @@ export async function instrumentationBench(): Promise<void> {
       processes_unrecorded: goal(trueLaunched === o.procs ? trueLaunched - trueRecorded : null, 0, true),
       agent_slowdown: goal(slowdown.total, 1.5),
       loop_delay_p99_ms: goal(round(busyLoop.p99Ms, 1), 100),
-      health_p99_ms: goal(burstOn.length && !healthErrors ? round(healthP99, 1) : null, 50),
+      // A request that failed (harness unreachable, or answering after its run closed) fails the goal too.
+      health_p99_ms: { ...goal(burstOn.length ? round(healthP99, 1) : null, 50), ...(healthErrors ? { pass: false, failed_requests: healthErrors } : {}) },
       budget_overrun_s: goal(overrunS === null ? null : round(overrunS), 2),
     };
     console.log(
@@ -368,10 +392,12 @@ export async function instrumentationBench(): Promise<void> {
         phase_s_off: phaseOff,
         slowdown,
         loop_delay_p99_ms: round(busyLoop.p99Ms, 1),
+        loop_delay_p99_raw_ms: round(busyLoop.rawP99Ms, 1),
         loop_delay_max_ms: round(lifeLoop.maxMs, 1),
         health_p99_ms_burst: round(healthP99, 1),
         health_max_ms_burst: round(Math.max(0, ...burstOn.map((s) => s.ms)), 1),
         health_samples_burst: burstOn.length,
+        health_failed_burst: healthErrors,
         health_p99_ms_off: round(percentile(burstOff.map((s) => s.ms), 99), 1),
         budget_overrun_s: overrunS === null ? null : round(overrunS),
         ledger_lag_max_s: lagS === null ? null : round(lagS),
