@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { close, constants, createReadStream, fstat, open, read, type ReadStream, type Stats } from 'node:fs';
-import { lstat, readlink } from 'node:fs/promises';
+import { readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -132,25 +132,6 @@ export class OpenFile {
   close(): void {
     if (this.streamed) this.streamed.destroy();
     else void closeAsync(this.fd).catch(() => {});
-  }
-}
-
-/** Whether every proper ancestor directory of `path` is a real directory (lstat: not a link). */
-export async function linkFreeAncestors(root: string, path: string): Promise<boolean> {
-  const parts = path.split('/');
-  for (let i = 1; i < parts.length; i++) {
-    const st = await lstatOrNull(join(root, ...parts.slice(0, i)));
-    if (!st?.isDirectory()) return false;
-  }
-  return true;
-}
-
-export async function lstatOrNull(path: string): Promise<Stats | null> {
-  try {
-    return await lstat(path);
-  } catch (err) {
-    if (isMissing(err)) return null;
-    throw err;
   }
 }
 

@@ -1,8 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startWorker } from './file-worker-thread.js';
 import type { FromWatchWorker, ToWatchWorker, WatchWorkerData } from './file-watch-worker.js';
 
 /** What a watch source tells the file watcher. */
@@ -49,7 +46,7 @@ export function workerWatchSource(opts: WorkerWatchOptions): WatchSource {
       const data: WatchWorkerData = { root: opts.root, ignore: opts.ignore, batchMs: opts.batchMs ?? 25, maxBatch: opts.maxBatch ?? 10_000 };
       return new Promise<void>((resolve, reject) => {
         let ready = false;
-        worker = startWorker(data);
+        worker = startWorker('file-watch-worker', data);
         worker.on('message', (msg: FromWatchWorker) => {
           if (msg.t === 'paths') h.paths(msg.paths);
           else if (msg.t === 'fence') {
@@ -82,27 +79,3 @@ export function workerWatchSource(opts: WorkerWatchOptions): WatchSource {
   };
 }
 
-/**
- * Starts the worker from wherever this module runs: the compiled .js next to it in dist/, or, when
- * running from the TypeScript sources (ts-jest, tsx), the .ts file loaded through tsx (a dev
- * dependency), since a worker thread does not inherit the test runner's transform. Same approach
- * as process-tracer.ts.
- */
-function startWorker(workerData: WatchWorkerData): Worker {
-  const fromSources = import.meta.url.endsWith('.ts');
-  const entry = new URL(`./file-watch-worker.${fromSources ? 'ts' : 'js'}`, import.meta.url);
-  if (!fromSources) return new Worker(entry, { workerData });
-  const boot = `const { tsImport } = await import(${JSON.stringify(tsxEsmApi())});\nawait tsImport(${JSON.stringify(entry.href)}, ${JSON.stringify(import.meta.url)});`;
-  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(boot)}`), { workerData });
-}
-
-/** File URL of tsx's ESM API (`tsx/esm/api`, import condition), read from its package exports. */
-function tsxEsmApi(): string {
-  const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
-  const exported = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports?: Record<string, unknown> }).exports?.['./esm/api'] as
-    | { import?: string | { default?: string } }
-    | undefined;
-  const target = typeof exported?.import === 'string' ? exported.import : exported?.import?.default;
-  if (!target) throw new Error('running from TypeScript sources needs tsx (a dev dependency) for the file watcher worker');
-  return pathToFileURL(join(dirname(manifest), target)).href;
-}

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { Stats } from 'node:fs';
 import { opendir, readFile, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
@@ -8,9 +7,11 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { FileChanged } from '../ledger/events/catalog.js';
 import type { Recorder } from '../runs/run-context.js';
 import { isHarnessFile } from '../runs/workspace.js';
-import { isMissing, linkFreeAncestors, lstatOrNull, openInWorkspace, type OpenFile, type Snapshot } from './file-access.js';
+import type { Readable } from 'node:stream';
+import { isMissing, openInWorkspace } from './file-access.js';
 import { KnownFiles, type Known } from './file-index.js';
 import { PathQueue, type Hint } from './file-queue.js';
+import { inProcessReader, startReader, type FileReader, type ListEntry } from './file-reader.js';
 import { workerWatchSource, type WatchSource } from './file-watch-source.js';
 
 export interface FileWatcherOptions {
@@ -22,8 +23,12 @@ export interface FileWatcherOptions {
   skip?: (path: string) => boolean;
   /** Called when some changes could not be observed as they happened (the final states are still recorded by a rescan). */
   onGap?: (reason: string, count?: number) => unknown;
-  /** Files opened, hashed and stored at once. */
+  /** Paths processed at once (their reads are batched to the reader thread). */
   concurrency?: number;
+  /** Artifact puts at once (FsArtifactStore fsyncs twice per new blob). */
+  putConcurrency?: number;
+  /** Read files in a worker thread (default); false: with the main thread's asynchronous fs API. */
+  readerThread?: boolean;
   /** A file notified again within this time of being archived waits until it has passed (a log is archived about once a second, not per write). */
   minIntervalMs?: number;
   /** Changed paths waiting to be processed beyond which notifications are dropped for a full rescan (and a gap is reported). */
@@ -47,6 +52,8 @@ export function defaultSkip(path: string): boolean {
 }
 
 const DEFAULT_IGNORE = ['output', 'data', 'models'];
+/** Files up to this size are read and hashed by the reader thread and stored from memory; larger ones here, streamed over 8 MiB. */
+const READ_LIMIT = 1024 * 1024;
 const FENCE_PREFIX = '.a2rl-fence-';
 /** No notification for this long ends a burst. */
 const BURST_QUIET_MS = 1000;
@@ -131,6 +138,8 @@ export class FileWatcher {
   /** A rescan for notifications known to be lost (dropped, or the watcher impaired): flushes wait for it. */
   private recovery: Promise<void> | undefined;
   private burst = { count: 0, lastAt: 0, armedAt: 0 };
+  private reader: FileReader | undefined;
+  private readonly puts: PQueue;
   /** Directory walks run two at a time (an agent creating 100k directories must not open 100k directory handles). */
   private readonly walks = new PQueue({ concurrency: 2 });
   private verifyTimer: NodeJS.Timeout | undefined;
@@ -144,9 +153,10 @@ export class FileWatcher {
     this.maxPending = opts.maxPending ?? 250_000;
     this.pollMs = opts.pollMs ?? 5000;
     this.verifyAfter = opts.verifyAfter ?? 0;
+    this.puts = new PQueue({ concurrency: opts.putConcurrency ?? 8 });
     this.outbox = new Outbox(opts.record, opts.maxUnacked ?? 2000, (err) => this.fail(err));
     this.queue = new PathQueue({
-      concurrency: opts.concurrency ?? 8,
+      concurrency: opts.concurrency ?? 64,
       maxPending: this.maxPending,
       minIntervalMs: opts.minIntervalMs ?? 1000,
       work: (path, hint, ticket) => this.process(path, hint, ticket),
@@ -159,6 +169,8 @@ export class FileWatcher {
     this.started = true;
     this.realRoot = await realpath(this.root);
     if (!this.verifyAfter) this.verifyAfter = await defaultVerifyAfter();
+    const readerData = { root: this.root, realRoot: this.realRoot, limit: READ_LIMIT };
+    this.reader = this.opts.readerThread === false ? inProcessReader(readerData) : await startReader(readerData);
     const source = this.opts.source ?? workerWatchSource({ root: this.realRoot, ignore: this.opts.skip ? [] : DEFAULT_IGNORE });
     try {
       await source.start({ paths: (paths) => this.onPaths(paths), impaired: (reason) => this.onImpaired(reason) });
@@ -210,6 +222,7 @@ export class FileWatcher {
         await this.queue.barrier();
         await this.outbox.drain();
         this.queue.close();
+        await this.reader?.close();
       }
       this.closed = true;
       if (this.failure !== undefined) throw this.failure;
@@ -373,43 +386,32 @@ export class FileWatcher {
   }
 
   /**
-   * Walks `dir` (not following links), queueing each file that is new or whose stat differs from
-   * the last recorded state, and each recorded file or directory no longer there as such. Entries
-   * are streamed (opendir), known files are lstat'ed in small parallel chunks, and queueing waits
-   * for room: a walk of 100k files yields to the event loop throughout.
+   * Walks `dir` (never through a link: see file-read-worker.ts), queueing each file that is new or
+   * whose stat differs from the last recorded state, and each recorded file or directory no longer
+   * there as such. Listings come from the reader thread; queueing waits for room and yields to the
+   * event loop regularly, so a walk of 100k files never holds it.
    */
   private async walkTree(dir: string, hint: Hint, ticket: number): Promise<void> {
-    if (dir !== '' && !(await linkFreeAncestors(this.root, dir))) return; // under a link: its process() handles it
     const stack = [dir];
     while (stack.length > 0) {
       const current = stack.pop()!;
       const at = (name: string) => (current === '' ? name : `${current}/${name}`);
-      const files = new Set<string>();
+      const files = new Map<string, ListEntry>();
       const dirs = new Set<string>();
-      try {
-        for await (const entry of await opendir(join(this.root, current), { bufferSize: 256 })) {
-          const path = at(entry.name);
-          if (this.fenceNames.has(path) || this.skip(path)) continue;
-          if (entry.isFile()) files.add(path);
-          else if (entry.isDirectory()) dirs.add(path);
-        }
-      } catch (err) {
-        // Gone (or made unreadable) since its parent was listed: what was recorded under it is checked one by one.
-        if (!isMissing(err) && (err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+      // null: gone, or under a link now; what was recorded under it is checked one by one below.
+      for (const entry of (await this.reader!.list(current)) ?? []) {
+        const path = at(entry.name);
+        if (this.fenceNames.has(path) || this.skip(path)) continue;
+        if (entry.dir) dirs.add(path);
+        else files.set(path, entry);
       }
       const candidates: string[] = [];
       const recorded = this.known.entries(current);
       for (const name of recorded.files) if (!files.has(at(name))) candidates.push(at(name)); // gone, or no longer a regular file
       for (const name of recorded.dirs) if (!dirs.has(at(name))) candidates.push(at(name)); // gone, or now a link or a file
-      const toStat: string[] = [];
-      for (const path of files) (this.known.has(path) ? toStat : candidates).push(path);
-      for (let i = 0; i < toStat.length; i += 64) {
-        const chunk = toStat.slice(i, i + 64);
-        const stats = await Promise.all(chunk.map((path) => lstatOrNull(join(this.root, path))));
-        chunk.forEach((path, j) => {
-          const known = this.known.get(path);
-          if (!known || !sameStat(known, stats[j])) candidates.push(path);
-        });
+      for (const [path, st] of files) {
+        const known = this.known.get(path);
+        if (!known || known.size !== st.size || known.mtimeMs !== st.mtimeMs || known.ino !== st.ino) candidates.push(path);
       }
       for (let i = 0; i < candidates.length; i++) {
         await this.queue.add(candidates[i], hint, ticket);
@@ -422,53 +424,77 @@ export class FileWatcher {
   // ── processing one path ─────────────────────────────────────────────────────────────────────
 
   private async process(path: string, hint: Hint, ticket: number): Promise<void> {
-    const opened = await openInWorkspace(this.root, this.realRoot, path);
-    switch (opened.kind) {
+    const prev = this.known.get(path);
+    const result = await this.reader!.read({ path, force: hint.force, known: prev });
+    switch (result.kind) {
+      case 'unchanged':
       case 'unreadable':
         return;
+      case 'error':
+        throw Object.assign(new Error(`reading ${path}: ${result.message}`), { code: result.code });
       case 'absent':
-        await this.removeAll(path, new Date().toISOString(), hint, ticket);
+        await this.removeAll(path, result.observedAt, hint, ticket);
         return;
-      case 'dir': {
-        if (this.known.has(path)) await this.remove(path, new Date().toISOString(), hint); // a file became a directory
+      case 'dir':
+        if (prev) await this.remove(path, new Date().toISOString(), hint); // a file became a directory
         // A new or moved-in directory: what was recorded under this name and is gone, and what it holds now.
         void this.walk(path, { force: false, notified: hint.notified }, ticket).catch((err) => this.fail(err));
         return;
-      }
+      case 'large':
+        return this.processLarge(path, hint, ticket);
       case 'file': {
-        try {
-          if (this.known.hasDir(path)) await this.removeAll(path, new Date().toISOString(), hint, ticket, false); // a directory became a file
-          await this.update(path, opened.file, hint, ticket);
-        } finally {
-          opened.file.close();
+        if (this.known.hasDir(path)) await this.removeAll(path, result.observedAt, hint, ticket, false); // a directory became a file
+        const known: Known = { sha256: result.sha256, size: result.size, mtimeMs: result.mtimeMs, ino: result.ino };
+        if (this.baseline || !result.body) {
+          this.known.set(path, known); // same content as recorded (or the baseline): nothing to record
+          return;
         }
+        const body = Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength);
+        const key = await this.store(body, known);
+        await this.recordChange(path, prev, known, key!, result.observedAt, hint);
       }
     }
   }
 
-  private async update(path: string, file: OpenFile, hint: Hint, ticket: number): Promise<void> {
-    const prev = this.known.get(path);
-    if (!hint.force && prev && sameStat(prev, file.st)) return;
-    const observedAt = new Date().toISOString();
-    const content = await file.snapshot();
-    // The stat was taken before reading: a write during the read shows as a stat change later.
-    const known: Known = { sha256: content.sha256, size: content.size, mtimeMs: file.st.mtimeMs, ino: file.st.ino };
-    if (this.baseline || prev?.sha256 === content.sha256) {
-      this.known.set(path, known);
+  /** A file over the reader's limit, read here with the same checks; over 8 MiB it is streamed, never held. */
+  private async processLarge(path: string, hint: Hint, ticket: number): Promise<void> {
+    const opened = await openInWorkspace(this.root, this.realRoot, path);
+    if (opened.kind !== 'file') {
+      // It changed kind since the reader looked: look again.
+      if (opened.kind !== 'unreadable') this.queue.offer(path, { force: true, notified: hint.notified }, ticket);
       return;
     }
-    const key = await this.store(file, content);
-    if (key === null) {
-      this.queue.offer(path, { force: true, notified: hint.notified }, ticket); // changed while being stored: read again
-      return;
+    const { file } = opened;
+    try {
+      const prev = this.known.get(path);
+      const observedAt = new Date().toISOString();
+      const content = await file.snapshot();
+      // The stat was taken before reading: a write during the read shows as a stat change later.
+      const known: Known = { sha256: content.sha256, size: content.size, mtimeMs: file.st.mtimeMs, ino: file.st.ino };
+      if (this.known.hasDir(path)) await this.removeAll(path, observedAt, hint, ticket, false);
+      if (this.baseline || prev?.sha256 === content.sha256) {
+        this.known.set(path, known);
+        return;
+      }
+      const key = await this.store(content.body ?? file.stream(), known);
+      if (key === null) {
+        this.queue.offer(path, { force: true, notified: hint.notified }, ticket); // changed while being stored: read again
+        return;
+      }
+      await this.recordChange(path, prev, known, key, observedAt, hint);
+    } finally {
+      file.close();
     }
+  }
+
+  private async recordChange(path: string, prev: Known | undefined, known: Known, key: string, observedAt: string, hint: Hint): Promise<void> {
     this.known.set(path, known);
     if (!hint.notified) this.unnotified?.add(path);
     const event: FileChanged = {
       path,
       op: prev ? 'modify' : 'create',
-      sha256: content.sha256,
-      size: content.size,
+      sha256: known.sha256,
+      size: known.size,
       ...(prev ? { previousSha256: prev.sha256 } : {}),
       key,
       observedAt,
@@ -476,10 +502,11 @@ export class FileWatcher {
     await this.outbox.send('FileChanged', event);
   }
 
-  /** Stores the content (large files streamed again from the same descriptor); null when it changed between hashing and storing. */
-  private async store(file: OpenFile, content: Snapshot): Promise<string | null> {
+  /** Stores the content, a few puts at a time; null when a streamed file changed between hashing and storing. */
+  private async store(body: Buffer | Readable, known: Known): Promise<string | null> {
     try {
-      return (await this.opts.artifacts.put(content.body ?? file.stream(), { sha256: content.sha256, size: content.size })).key;
+      const put = await this.puts.add(() => this.opts.artifacts.put(body, { sha256: known.sha256, size: known.size }));
+      return put!.key; // p-queue types a result as possibly void only for tasks with a timeout
     } catch (err) {
       // By name: adapters may raise it from another module instance.
       if ((err as Error)?.name === 'ArtifactIntegrityError' || isMissing(err)) return null;
@@ -569,10 +596,6 @@ class Outbox {
       this.head = 0;
     }
   }
-}
-
-function sameStat(known: Known, st: Stats | null): boolean {
-  return st !== null && st.isFile() && known.size === st.size && known.mtimeMs === st.mtimeMs && known.ino === st.ino;
 }
 
 /** An eighth of the kernel's inotify queue: a file written once makes at least two events, often more. */

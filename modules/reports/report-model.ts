@@ -3,6 +3,7 @@ import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
+import { eventTime } from '../ledger/events/event-time.js';
 
 // The run report's model: what a report says, before any format. It is assembled when a report is
 // asked for, from the run-analysis row (a projection), the run's events and blobs read by sha256, and
@@ -109,8 +110,8 @@ const ms = (s: number) => Math.round(s * 1000) / 1000;
 /** Seconds from AgentStarted (else RunScheduled, else the first event) to each event. */
 function clockOf(events: readonly A2rlEvent[]): (seq: number) => number {
   const origin = events.find((e) => e.type === 'AgentStarted') ?? events.find((e) => e.type === 'RunScheduled') ?? events[0];
-  const t0 = origin ? Date.parse(origin.occurredAt) : 0;
-  const bySeq = new Map(events.map((e) => [e.seq, Date.parse(e.occurredAt)]));
+  const t0 = origin ? Date.parse(eventTime(origin)) : 0;
+  const bySeq = new Map(events.map((e) => [e.seq, Date.parse(eventTime(e))]));
   return (seq) => ms(((bySeq.get(seq) ?? t0) - t0) / 1000);
 }
 

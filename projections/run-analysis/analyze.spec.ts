@@ -400,6 +400,17 @@ describe('process metrics', () => {
     expect(a.durationS).toBe(3);
   });
 
+  it('times come from when things were observed, not from when the ledger appended them', async () => {
+    const f = new Fixture().start(); // AgentStarted at t=3
+    // The ledger fell 100 s behind: the exit was appended at t=103 but seen at t=8.
+    const seenAt = f.nextAt(5);
+    f.add('AgentExited', { reason: 'timeout', signal: 'SIGTERM', observedAt: seenAt }, 100);
+    f.add('RunCompleted', { submissions: 0 });
+    const a = await f.analyze();
+    expect(a.durationS).toBe(5);
+    expect(a.metrics.time_used_ratio).toBe(0.05);
+  });
+
   it('ties for best: time_to_best is the first submission reaching the maximum', async () => {
     const f = new Fixture().start();
     f.submit(30);

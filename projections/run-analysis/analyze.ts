@@ -5,6 +5,7 @@ import type { BlobReader } from './blob-reader.js';
 import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
 import { classifyProcesses, type RunProcessKinds } from './process-kind.js';
 import { declaredRoute, executedFamily, sortedUnique, type TextSource } from './routes.js';
+import { eventTime } from '../../modules/ledger/events/event-time.js';
 
 // The post-hoc analysis of one run: a pure function of its events and of blobs read by sha256.
 // Every rule implemented here is written down in docs/analysis.md; keep the two in step.
@@ -124,7 +125,8 @@ class RunFacts {
     this.baseline = this.baselineEvent?.data.score ?? null;
     this.agentStarted = of(events, 'AgentStarted')[0];
     this.agentExited = of(events, 'AgentExited').at(-1);
-    this.t0 = (this.agentStarted ?? this.scheduled ?? events[0])?.occurredAt;
+    const origin = this.agentStarted ?? this.scheduled ?? events[0];
+    this.t0 = origin ? eventTime(origin) : undefined;
     this.processes = matchProcesses(events);
     this.kinds = classifyProcesses(events);
     this.training = this.processes.filter((p) => this.kinds.kindOf(p.start.seq) === 'training');
@@ -140,11 +142,12 @@ class RunFacts {
       : [];
   }
 
-  secondsBetween(from: { occurredAt: string }, to: { occurredAt: string }): number {
-    return round((millis(to.occurredAt) - millis(from.occurredAt)) / 1000, 3);
+  /** Seconds between two events' times (observation times for facts: see eventTime). */
+  secondsBetween(from: { occurredAt: string; data?: unknown }, to: { occurredAt: string; data?: unknown }): number {
+    return round((millis(eventTime(to)) - millis(eventTime(from))) / 1000, 3);
   }
 
-  atS(event: { occurredAt: string }): number {
+  atS(event: { occurredAt: string; data?: unknown }): number {
     return this.t0 === undefined ? 0 : this.secondsBetween({ occurredAt: this.t0 }, event);
   }
 

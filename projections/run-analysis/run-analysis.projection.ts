@@ -8,7 +8,8 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   name: 'run-analysis',
   // 2: analysis carries the workspace path. 3: code changes' line counts from the one line diff (line-diff.ts) over blobs, not from the events.
   // 3 also: process kinds computed here from the facts (process-kind.ts), not read from ProcessStarted.
-  version: 3,
+  // 4: times are observation times (eventTime: a fact's observedAt, else occurredAt).
+  version: 4,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     const a = await analyzeRun(events, blobs);
