@@ -43,25 +43,20 @@ export class KnownFiles {
     if (this.files.delete(path)) this.unlink(path);
   }
 
-  /** Names directly in `dir` that are known files, and those that are directories holding known files. */
-  entries(dir: string): { files: string[]; dirs: string[] } {
-    const files: string[] = [];
-    const dirs: string[] = [];
-    for (const name of this.dirs.get(dir) ?? []) {
-      const path = dir === '' ? name : `${dir}/${name}`;
-      if (this.files.has(path)) files.push(name);
-      if (this.dirs.has(path)) dirs.push(name);
-    }
-    return { files, dirs };
+  /** Names directly in `dir` of known files and of directories holding known files (a copy). */
+  names(dir: string): string[] {
+    return [...(this.dirs.get(dir) ?? [])];
   }
 
   /** Every known file strictly under the directory `dir`. */
   under(dir: string): string[] {
     const out: string[] = [];
     const visit = (d: string) => {
-      const { files, dirs } = this.entries(d);
-      for (const name of files) out.push(d === '' ? name : `${d}/${name}`);
-      for (const name of dirs) visit(d === '' ? name : `${d}/${name}`);
+      for (const name of this.dirs.get(d) ?? []) {
+        const path = d === '' ? name : `${d}/${name}`;
+        if (this.files.has(path)) out.push(path);
+        if (this.dirs.has(path)) visit(path);
+      }
     };
     if (this.dirs.has(dir)) visit(dir);
     return out;

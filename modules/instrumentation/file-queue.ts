@@ -48,6 +48,12 @@ interface Waiter {
 export class PathQueue {
   private readonly queue: PQueue;
   private readonly pending = new Map<string, Item>();
+  /**
+   * The pending paths in arrival order. Not the Map's own order: taking a Map's first entry after
+   * deleting the ones before it walks over their holes, quadratic over a burst of 100k paths.
+   */
+  private order: string[] = [];
+  private head = 0;
   private readonly inflight = new Set<string>();
   private readonly again = new Map<string, Item>();
   private readonly deferred = new Map<string, Item & { due: number }>();
@@ -171,6 +177,7 @@ export class PathQueue {
       return;
     }
     this.pending.set(path, item);
+    this.order.push(path);
     this.pump();
   }
 
@@ -187,6 +194,7 @@ export class PathQueue {
   private promotePath(path: string, item: Item): void {
     this.deferred.delete(path);
     this.pending.set(path, { hint: item.hint, tickets: item.tickets });
+    this.order.push(path);
     this.pump();
   }
 
@@ -201,8 +209,13 @@ export class PathQueue {
   private pump(): void {
     // Counted by our own in-flight set: p-queue still counts a task whose finally block is calling this.
     while (this.pending.size > 0 && this.inflight.size < this.opts.concurrency) {
-      const [path, item] = this.pending.entries().next().value as [string, Item];
+      const path = this.order[this.head++];
+      const item = this.pending.get(path)!; // a path is in `order` exactly while it is pending
       this.pending.delete(path);
+      if (this.head > 4096 && this.head * 2 > this.order.length) {
+        this.order = this.order.slice(this.head);
+        this.head = 0;
+      }
       this.inflight.add(path);
       void this.queue.add(() => this.run(path, item));
     }

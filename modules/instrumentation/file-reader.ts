@@ -16,7 +16,7 @@ export interface FileReader {
   close(): Promise<void>;
 }
 
-/** Requests made in the same turn of the event loop go to the thread as one message, up to this many. */
+/** Requests made within a millisecond go to the thread as one message, up to this many. */
 const BATCH = 64;
 
 /**
@@ -36,7 +36,7 @@ export async function startReader(data: ReaderData): Promise<FileReader> {
   } catch {
     return fallback;
   }
-  worker.unref();
+  worker.unref(); // kept alive only while it has requests to answer (see ThreadReader.busy)
   return new ThreadReader(worker, fallback);
 }
 
@@ -63,10 +63,12 @@ class ThreadReader implements FileReader {
     if (this.dead) return this.fallback.read(req);
     return new Promise((resolve) => {
       this.batch.push({ req, resolve });
+      this.busy();
       if (this.batch.length >= BATCH) this.send();
       else if (!this.scheduled) {
+        // Not setImmediate: tasks finish one by one, and a batch per turn would be a message per file.
         this.scheduled = true;
-        setImmediate(() => this.send());
+        setTimeout(() => this.send(), 1);
       }
     });
   }
@@ -76,6 +78,7 @@ class ThreadReader implements FileReader {
     return new Promise((resolve) => {
       const id = this.nextId++;
       this.lists.set(id, { dir, entries: [], resolve });
+      this.busy();
       this.worker.postMessage({ t: 'list', id, dir } satisfies ToReader);
     });
   }
@@ -101,6 +104,7 @@ class ThreadReader implements FileReader {
       const batch = this.reads.get(msg.id);
       this.reads.delete(msg.id);
       batch?.forEach((w, i) => w.resolve(msg.results[i]));
+      this.idle();
     } else if (msg.t === 'list') {
       const list = this.lists.get(msg.id);
       if (!list) return;
@@ -109,8 +113,18 @@ class ThreadReader implements FileReader {
       if (msg.done) {
         this.lists.delete(msg.id);
         list.resolve(msg.entries === null ? null : list.entries);
+        this.idle();
       }
     }
+  }
+
+  /** While an answer is awaited the thread keeps the process alive (a final rescan must not be cut short); idle, it does not. */
+  private busy(): void {
+    this.worker.ref();
+  }
+
+  private idle(): void {
+    if (this.reads.size === 0 && this.lists.size === 0 && this.batch.length === 0) this.worker.unref();
   }
 
   /** The thread is gone: what it had not answered is done in-process. */

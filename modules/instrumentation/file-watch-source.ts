@@ -15,9 +15,10 @@ export interface WatchSource {
   start(handlers: WatchHandlers): Promise<void>;
   /**
    * Creates the file `name` in the workspace root and resolves true once its creation was reported,
-   * every earlier change having been passed to `paths` before; false when it cannot tell.
+   * every earlier change having been passed to `paths` before; false when it cannot tell within
+   * `timeoutMs`.
    */
-  fence(name: string): Promise<boolean>;
+  fence(name: string, timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -35,6 +36,11 @@ export function workerWatchSource(opts: WorkerWatchOptions): WatchSource {
   let handlers: WatchHandlers | undefined;
   let closing = false;
   const fences = new Map<string, (ok: boolean) => void>();
+  const settle = (name: string, ok: boolean) => {
+    fences.get(name)?.(ok);
+    fences.delete(name);
+    if (fences.size === 0) worker?.unref();
+  };
   const lost = (reason: string) => {
     for (const resolve of fences.values()) resolve(false);
     fences.clear();
@@ -43,16 +49,13 @@ export function workerWatchSource(opts: WorkerWatchOptions): WatchSource {
   return {
     start(h) {
       handlers = h;
-      const data: WatchWorkerData = { root: opts.root, ignore: opts.ignore, batchMs: opts.batchMs ?? 25, maxBatch: opts.maxBatch ?? 10_000 };
+      const data: WatchWorkerData = { root: opts.root, ignore: opts.ignore, batchMs: opts.batchMs ?? 25, maxBatch: opts.maxBatch ?? 2000 };
       return new Promise<void>((resolve, reject) => {
         let ready = false;
         worker = startWorker('file-watch-worker', data);
         worker.on('message', (msg: FromWatchWorker) => {
           if (msg.t === 'paths') h.paths(msg.paths);
-          else if (msg.t === 'fence') {
-            fences.get(msg.name)?.(msg.ok);
-            fences.delete(msg.name);
-          } else if (msg.t === 'impaired') h.impaired(msg.reason);
+          else if (msg.t === 'fence') settle(msg.name, msg.ok); else if (msg.t === 'impaired') h.impaired(msg.reason);
           else {
             ready = true;
             worker!.unref(); // the agent keeps the harness alive, not its watcher
@@ -63,10 +66,16 @@ export function workerWatchSource(opts: WorkerWatchOptions): WatchSource {
         worker.on('exit', () => (ready ? lost("the file watcher's thread exited") : reject(new Error("the file watcher's thread exited before it was ready"))));
       });
     },
-    fence(name) {
+    fence(name, timeoutMs) {
       if (!worker || closing) return Promise.resolve(false);
       return new Promise<boolean>((resolve) => {
-        fences.set(name, resolve);
+        // Lost with dropped events, a fence would never be answered: give up on it, and let the thread be unref'd again.
+        const timer = setTimeout(() => settle(name, false), timeoutMs);
+        fences.set(name, (ok) => {
+          clearTimeout(timer);
+          resolve(ok);
+        });
+        worker!.ref(); // an awaited fence keeps the process alive
         worker!.postMessage({ t: 'fence', name } satisfies ToWatchWorker);
       });
     },

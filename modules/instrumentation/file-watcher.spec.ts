@@ -250,6 +250,41 @@ describe('FileWatcher', () => {
     expect(gaps.length).toBeGreaterThanOrEqual(1);
     expect(gaps[0].reason).toMatch(/more than 20 changed paths were waiting/);
     expect(gaps[0].count).toBeGreaterThan(0);
+    expect(gaps.filter((g) => /missed/.test(g.reason))).toEqual([]); // dropped notifications are not reported twice
+  });
+
+  it('ends a flush once what was written before it is recorded, while the agent keeps writing', async () => {
+    const w = await started();
+    let writing = true;
+    const log = join(ws, 'code', 'train.log');
+    const writer = (async () => {
+      for (let i = 0; writing; i++) {
+        writeFileSync(log, `step ${i}\n`, { flag: 'a' });
+        await sleep(2);
+      }
+    })();
+    await sleep(50);
+    writeFileSync(join(ws, 'code', 'train.py'), 'print(1)\n');
+    await w.flush();
+    expect(ops()).toContain('create code/train.py');
+    writing = false;
+    await writer;
+  });
+
+  it('records the same without the reader thread (in-process fallback)', async () => {
+    const w = await started({ readerThread: false });
+    const big = Buffer.alloc(2 * 1024 * 1024, 0x61);
+    writeFileSync(join(ws, 'code', 'a.py'), 'a\n');
+    writeFileSync(join(ws, 'code', 'big.bin'), big);
+    await w.flush();
+    writeFileSync(join(ws, 'code', 'a.py'), 'b\n');
+    unlinkSync(join(ws, 'code', 'big.bin'));
+    symlinkSync(home, join(ws, 'code', 'up'));
+    await w.flush();
+    await w.stop();
+    expect(ops().sort()).toEqual(['create code/a.py', 'create code/big.bin', 'delete code/big.bin', 'modify code/a.py']);
+    expect(events.find((e) => e.op === 'modify')).toMatchObject({ sha256: sha('b\n'), previousSha256: sha('a\n') });
+    expect(events.find((e) => e.path === 'code/big.bin')).toMatchObject({ sha256: sha(big), size: big.length });
   });
 
   describe('never reads through a symlink or outside the workspace', () => {
@@ -284,7 +319,7 @@ describe('FileWatcher', () => {
       const real = workerWatchSource({ root: realpathSync(ws), ignore: [] });
       const gated: WatchSource = {
         start: (h) => ((deliver = h), real.start({ paths: (p) => (open ? h.paths(p) : void held.push(...p)), impaired: h.impaired })),
-        fence: (name) => real.fence(name),
+        fence: (name, timeoutMs) => real.fence(name, timeoutMs),
         close: () => real.close(),
       };
       const w = await started({ source: gated });

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { opendir, readFile, realpath } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { readFile, realpath } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Readable } from 'node:stream';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { FileChanged } from '../ledger/events/catalog.js';
 import type { Recorder } from '../runs/run-context.js';
 import { isHarnessFile } from '../runs/workspace.js';
-import type { Readable } from 'node:stream';
 import { isMissing, openInWorkspace } from './file-access.js';
 import { KnownFiles, type Known } from './file-index.js';
 import { PathQueue, type Hint } from './file-queue.js';
@@ -57,6 +57,8 @@ const READ_LIMIT = 1024 * 1024;
 const FENCE_PREFIX = '.a2rl-fence-';
 /** No notification for this long ends a burst. */
 const BURST_QUIET_MS = 1000;
+/** Dropped paths remembered so that a rescan does not report them again as missed. */
+const DROPPED_MEMORY = 500_000;
 /** A burst that goes on is verified at least this often. */
 const BURST_VERIFY_MS = 30_000;
 
@@ -67,9 +69,11 @@ const BURST_VERIFY_MS = 30_000;
  *
  * Observation. A watcher thread (file-watch-worker.ts: one inotify watch per directory, a new
  * directory watched before it is listed) posts batches of paths that may have changed; they go to
- * a bounded queue (file-queue.ts) worked off by a few concurrent tasks that open, hash (threadpool
- * reads, at most 1 MiB per synchronous hash step) and store the file, then record the event. Walks
- * (baseline, rescans, new directories) are streamed directory reads, back-pressured by the queue.
+ * a bounded queue (file-queue.ts) whose tasks have a reader thread (file-read-worker.ts) open,
+ * check, read and hash the files in batches, store the content (a few puts at a time), then record
+ * the event. Files over 1 MiB are read here, at most 1 MiB per synchronous hash step. Walks
+ * (baseline, rescans, new directories) list directories through the reader thread and are
+ * back-pressured by the queue.
  * A change is recorded only when the content hash differs from the last recorded one; a path
  * notified again within `minIntervalMs` of being archived waits until then (a log being appended is
  * archived about once a second). `observedAt` is when the hashed content was read, or when the
@@ -87,8 +91,9 @@ const BURST_VERIFY_MS = 30_000;
  * rescan. Final states are never lost: `reconcile()` (before each submission, and in `stop()`)
  * compares the whole tree with the last recorded state.
  *
- * The watcher runs outside the sandbox, so it never reads through a symlink: walks do not follow
- * links, and a file is opened O_NOFOLLOW|O_NONBLOCK (no blocking FIFO), must be a regular file
+ * The watcher runs outside the sandbox, so it never reads through a symlink: directories are
+ * opened O_NOFOLLOW|O_DIRECTORY and listed through their descriptor, a file is opened
+ * O_NOFOLLOW|O_NONBLOCK (no blocking FIFO), must be a regular file
  * (fstat) and the kernel's path of the open descriptor must be exactly the workspace path asked
  * for (so no parent was a link either); hash and stored content come from that one descriptor.
  * Anything else is not part of the observed tree: a previously recorded file now reachable only
@@ -97,7 +102,6 @@ const BURST_VERIFY_MS = 30_000;
  */
 export class FileWatcher {
   private readonly root: string;
-  private readonly prefix: string;
   private realRoot = '';
   private readonly skip: (path: string) => boolean;
   private readonly known = new KnownFiles();
@@ -133,8 +137,10 @@ export class FileWatcher {
   private unnotified: Set<string> | undefined;
 
   private dropped = 0;
-  /** Paths whose notification was dropped (reported as such, so a rescan finding them does not count them as missed again). */
+  /** Paths whose notification was dropped (reported as such, so a rescan finding them does not count them as missed again)... */
   private droppedPaths = new Set<string>();
+  /** ...unless too many to remember: then the next rescan cannot tell missed from dropped and reports no count of its own. */
+  private droppedForgotten = false;
   /** A rescan for notifications known to be lost (dropped, or the watcher impaired): flushes wait for it. */
   private recovery: Promise<void> | undefined;
   private burst = { count: 0, lastAt: 0, armedAt: 0 };
@@ -147,7 +153,6 @@ export class FileWatcher {
 
   constructor(private readonly opts: FileWatcherOptions) {
     this.root = resolve(opts.root);
-    this.prefix = `${this.root}/`;
     this.skip = opts.skip ?? defaultSkip;
     this.fenceTimeoutMs = opts.fenceTimeoutMs ?? 2000;
     this.maxPending = opts.maxPending ?? 250_000;
@@ -274,7 +279,8 @@ export class FileWatcher {
 
   /** The pending set is full: notifications are dropped, a rescan after the queue drained records the final states. */
   private overflow(path: string): void {
-    if (this.droppedPaths.size < this.maxPending) this.droppedPaths.add(path);
+    if (this.droppedPaths.size < DROPPED_MEMORY) this.droppedPaths.add(path);
+    else this.droppedForgotten = true;
     if (this.dropped++ > 0) return; // a recovery is already on its way
     this.recover(async () => {
       await this.queue.room();
@@ -330,7 +336,7 @@ export class FileWatcher {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.fenceTimeoutMs)));
     try {
-      return await Promise.race([this.source.fence(name), timeout]);
+      return await Promise.race([this.source.fence(name, this.fenceTimeoutMs).catch(() => false), timeout]);
     } finally {
       clearTimeout(timer);
     }
@@ -362,6 +368,8 @@ export class FileWatcher {
     const notified = (this.notified = new Set());
     const droppedBefore = this.droppedPaths;
     this.droppedPaths = new Set();
+    let forgotten = this.droppedForgotten;
+    this.droppedForgotten = false;
     const unnotified = (this.unnotified = new Set());
     try {
       if (watching) await this.fence(); // what was reported before the rescan is queued, hence "notified"
@@ -372,9 +380,10 @@ export class FileWatcher {
       this.notified = undefined;
       this.unnotified = undefined;
     }
+    forgotten ||= this.droppedForgotten;
     const reported = (path: string) => notified.has(path) || droppedBefore.has(path) || this.droppedPaths.has(path);
     const missed = [...unnotified].filter((path) => !reported(path)).length;
-    if (watching && missed > 0) {
+    if (watching && missed > 0 && !forgotten) {
       this.gap(`the file watcher missed ${missed} changes (inotify drops events when its queue overflows): recorded from a full rescan`, missed);
     }
   }
@@ -393,6 +402,9 @@ export class FileWatcher {
    */
   private async walkTree(dir: string, hint: Hint, ticket: number): Promise<void> {
     const stack = [dir];
+    // A directory may hold 100k entries: every loop over them gives the event loop a turn now and then.
+    let steps = 0;
+    const turn = () => ++steps % 2048 === 0;
     while (stack.length > 0) {
       const current = stack.pop()!;
       const at = (name: string) => (current === '' ? name : `${current}/${name}`);
@@ -401,21 +413,27 @@ export class FileWatcher {
       // null: gone, or under a link now; what was recorded under it is checked one by one below.
       for (const entry of (await this.reader!.list(current)) ?? []) {
         const path = at(entry.name);
-        if (this.fenceNames.has(path) || this.skip(path)) continue;
-        if (entry.dir) dirs.add(path);
-        else files.set(path, entry);
+        if (!this.fenceNames.has(path) && !this.skip(path)) {
+          if (entry.dir) dirs.add(path);
+          else files.set(path, entry);
+        }
+        if (turn()) await yieldToLoop();
       }
       const candidates: string[] = [];
-      const recorded = this.known.entries(current);
-      for (const name of recorded.files) if (!files.has(at(name))) candidates.push(at(name)); // gone, or no longer a regular file
-      for (const name of recorded.dirs) if (!dirs.has(at(name))) candidates.push(at(name)); // gone, or now a link or a file
+      for (const name of this.known.names(current)) {
+        const path = at(name);
+        if (this.known.has(path) && !files.has(path)) candidates.push(path); // gone, or no longer a regular file
+        if (this.known.hasDir(path) && !dirs.has(path)) candidates.push(path); // gone, or now a link or a file
+        if (turn()) await yieldToLoop();
+      }
       for (const [path, st] of files) {
         const known = this.known.get(path);
         if (!known || known.size !== st.size || known.mtimeMs !== st.mtimeMs || known.ino !== st.ino) candidates.push(path);
+        if (turn()) await yieldToLoop();
       }
-      for (let i = 0; i < candidates.length; i++) {
-        await this.queue.add(candidates[i], hint, ticket);
-        if (i % 512 === 511) await yieldToLoop(); // awaiting a queue with room is only a microtask: let timers and I/O in
+      for (const path of candidates) {
+        await this.queue.add(path, hint, ticket);
+        if (turn()) await yieldToLoop(); // awaiting a queue with room is only a microtask
       }
       stack.push(...dirs);
     }
