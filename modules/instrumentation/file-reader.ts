@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { isMissing, openInWorkspace } from './file-access.js';
 import type { FromReader, ListEntry, ReadRequest, ReadResult, ReaderData, ToReader } from './file-read-worker.js';
-import { startWorker } from './file-worker-thread.js';
+import { startWorker } from './worker-thread.js';
 
 export type { ListEntry, ReadRequest, ReadResult } from './file-read-worker.js';
 

@@ -1,5 +1,5 @@
 import type { Worker } from 'node:worker_threads';
-import { startWorker } from './file-worker-thread.js';
+import { startWorker } from './worker-thread.js';
 import type { FromWatchWorker, ToWatchWorker, WatchWorkerData } from './file-watch-worker.js';
 
 /** What a watch source tells the file watcher. */

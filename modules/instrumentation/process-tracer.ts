@@ -1,12 +1,11 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { closeSync, constants as fsConstants, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { basename, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { readAllStats, readArgv, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { FromWorker, ToWorker, TracerWorkerData } from './process-tracer-worker.js';
+import { startWorker } from './worker-thread.js';
 
 export { parseCString, parseExecArgs } from './process-tracer-state.js';
 
@@ -115,7 +114,7 @@ export class StraceTracer {
       intervalMs: callbacks.intervalMs ?? 100,
       maxPendingBytes: callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES,
     };
-    this.worker = startWorker(data);
+    this.worker = startWorker('process-tracer-worker', data);
     let isReady = false;
     let ready!: () => void;
     let failed!: (err: Error) => void;
@@ -224,31 +223,6 @@ export class StraceTracer {
       // the worker is gone: finish() reports what that lost
     }
   }
-}
-
-/**
- * Starts the worker from wherever this module runs: the compiled .js next to it in dist/, or, when
- * running from the TypeScript sources (ts-jest, tsx), the .ts file loaded through tsx — a dev
- * dependency, since only development runs the sources — because a worker thread does not inherit
- * the test runner's transform.
- */
-function startWorker(workerData: TracerWorkerData): Worker {
-  const fromSources = import.meta.url.endsWith('.ts');
-  const entry = new URL(`./process-tracer-worker.${fromSources ? 'ts' : 'js'}`, import.meta.url);
-  if (!fromSources) return new Worker(entry, { workerData });
-  const boot = `const { tsImport } = await import(${JSON.stringify(tsxEsmApi())});\nawait tsImport(${JSON.stringify(entry.href)}, ${JSON.stringify(import.meta.url)});`;
-  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(boot)}`), { workerData });
-}
-
-/** File URL of tsx's ESM API (`tsx/esm/api`, import condition), read from its package exports. */
-function tsxEsmApi(): string {
-  const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
-  const exported = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports?: Record<string, unknown> }).exports?.['./esm/api'] as
-    | { import?: string | { default?: string } }
-    | undefined;
-  const target = typeof exported?.import === 'string' ? exported.import : exported?.import?.default;
-  if (!target) throw new TracerUnavailableError('running from TypeScript sources needs tsx (a dev dependency) for the tracer worker');
-  return pathToFileURL(join(dirname(manifest), target)).href;
 }
 
 /** Lets a reader blocked in open() of the FIFO return (then read EOF): opens and closes the write end. */

@@ -8,9 +8,9 @@ import { Worker } from 'node:worker_threads';
  * Starts one of this folder's worker modules (`name`, without extension) from wherever this module
  * runs: the compiled .js next to it in dist/, or, when running from the TypeScript sources
  * (ts-jest, tsx), the .ts file loaded through tsx (a dev dependency), since a worker thread does not
- * inherit the test runner's transform. Same approach as process-tracer.ts.
+ * inherit the test runner's transform. Used by the file observer's threads and the process tracer.
  */
-export function startWorker(name: 'file-watch-worker' | 'file-read-worker', workerData: unknown): Worker {
+export function startWorker(name: 'file-watch-worker' | 'file-read-worker' | 'process-tracer-worker', workerData: unknown): Worker {
   const fromSources = import.meta.url.endsWith('.ts');
   const entry = new URL(`./${name}.${fromSources ? 'ts' : 'js'}`, import.meta.url);
   if (!fromSources) return new Worker(entry, { workerData });
@@ -25,6 +25,6 @@ function tsxEsmApi(): string {
     | { import?: string | { default?: string } }
     | undefined;
   const target = typeof exported?.import === 'string' ? exported.import : exported?.import?.default;
-  if (!target) throw new Error('running from TypeScript sources needs tsx (a dev dependency) for the file watcher threads');
+  if (!target) throw new Error('running from TypeScript sources needs tsx (a dev dependency) for the instrumentation worker threads');
   return pathToFileURL(join(dirname(manifest), target)).href;
 }
