@@ -1,5 +1,4 @@
-import { open, closeSync, rmSync } from 'node:fs';
-import { Socket } from 'node:net';
+import { open, closeSync, createReadStream, rmSync, type ReadStream } from 'node:fs';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
@@ -46,7 +45,7 @@ let batchBytes = 0;
 let flushQueued = false;
 /** Bytes of facts posted and not yet acknowledged by the main thread. */
 let pending = 0;
-let input: Socket | undefined;
+let input: ReadStream | undefined;
 let paused = false;
 let rest: Buffer = Buffer.alloc(0);
 let done = false;
@@ -112,7 +111,10 @@ function complete(why: 'eof' | 'finish'): void {
     }
   }
   flush();
-  post({ t: 'done' });
+  // 'done' lets the main thread terminate this worker: only once the socket has closed its
+  // descriptor, or a close still pending at termination can hit a number the process reused.
+  if (input && !input.closed) input.once('close', () => post({ t: 'done' }));
+  else post({ t: 'done' });
 }
 
 port.on('message', (msg: ToWorker) => {
@@ -147,8 +149,11 @@ open(fifo, 'r', (err, fd) => {
   post({ t: 'opened' });
   // Both ends are open: the name is no longer needed, and without it nobody else can write in.
   rmSync(dirname(fifo), { recursive: true, force: true });
-  input = new Socket({ fd, readable: true, writable: false });
-  input.on('data', onData);
+  // An fs stream, not a net.Socket over the descriptor: a Socket's pipe handle in a worker thread
+  // could close the descriptor a second time when the worker was terminated (seen as EBADF on
+  // unrelated files of the harness). Reads wait on the threadpool; the stream closes the fd once.
+  input = createReadStream('', { fd, highWaterMark: 256 * 1024 });
+  input.on('data', (chunk) => onData(chunk as Buffer));
   input.on('error', (e) => post({ t: 'gap', reason: `reading strace's output failed: ${e.message}` }));
   input.on('close', () => complete('eof'));
 });
