@@ -50,7 +50,6 @@ describe('ProcessMonitor', () => {
     expect(trainerExit.peakRssKb).toBeGreaterThan(1000);
     expect(trainerExit.cpuMs).toBeGreaterThan(0);
     expect(trainerExit.endedAt).toBeGreaterThanOrEqual(trainer.startedAt + trainerExit.durationMs);
-    expect(Math.abs(trainer.startedAt - Date.now())).toBeLessThan(5000);
 
     const sleeper = starts.find((s) => s.argv.join(' ') === 'sleep 1.2')!;
     expect(sleeper.ppid).toBe(root.pid);

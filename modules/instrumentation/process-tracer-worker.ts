@@ -1,4 +1,4 @@
-import { open, closeSync, createReadStream, rmSync, type ReadStream } from 'node:fs';
+import { closeSync, constants, open, openSync, read, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
@@ -32,6 +32,8 @@ export type FromWorker =
 
 /** Facts per message: large enough to amortise postMessage, small enough to keep callbacks flowing. */
 const MAX_BATCH = 512;
+/** How soon an empty pipe is read again: short, so strace (which waits while the pipe is full) rarely waits. */
+const IDLE_POLL_MS = 2;
 
 const port = parentPort!;
 const { fifo, intervalMs, maxPendingBytes } = workerData as TracerWorkerData;
@@ -45,7 +47,10 @@ let batchBytes = 0;
 let flushQueued = false;
 /** Bytes of facts posted and not yet acknowledged by the main thread. */
 let pending = 0;
-let input: ReadStream | undefined;
+/** The FIFO's read end, non-blocking; closed once, by whoever finds it idle after `done`. */
+let input: number | undefined;
+let reading = false;
+const readBuffer = Buffer.allocUnsafe(256 * 1024);
 let paused = false;
 let rest: Buffer = Buffer.alloc(0);
 let done = false;
@@ -72,10 +77,7 @@ function flush(): void {
   pending += batchBytes;
   batch = [];
   batchBytes = 0;
-  if (!paused && pending > maxPendingBytes && input) {
-    paused = true;
-    input.pause();
-  }
+  if (!paused && pending > maxPendingBytes && input !== undefined) paused = true; // pump() stops reading
 }
 
 function onLine(line: string): void {
@@ -99,7 +101,6 @@ function complete(why: 'eof' | 'finish'): void {
   done = true;
   clearInterval(timer);
   if (rest.length) onLine(rest.toString('utf8'));
-  input?.destroy();
   if (!state) {
     if (early.length) post({ t: 'gap', reason: `${early.length} strace lines arrived for a launch that never started` });
   } else {
@@ -111,10 +112,9 @@ function complete(why: 'eof' | 'finish'): void {
     }
   }
   flush();
-  // 'done' lets the main thread terminate this worker: only once the socket has closed its
-  // descriptor, or a close still pending at termination can hit a number the process reused.
-  if (input && !input.closed) input.once('close', () => post({ t: 'done' }));
-  else post({ t: 'done' });
+  // 'done' lets the main thread terminate this worker: only once the descriptor is closed (a read
+  // still in flight closes it when it returns), so none is left behind.
+  if (!reading) closeInput();
 }
 
 port.on('message', (msg: ToWorker) => {
@@ -127,7 +127,7 @@ port.on('message', (msg: ToWorker) => {
     pending -= msg.bytes;
     if (paused && pending <= maxPendingBytes / 2) {
       paused = false;
-      input?.resume();
+      pump();
     }
   } else complete('finish');
 });
@@ -140,21 +140,54 @@ const timer = setInterval(() => {
 // Opening a FIFO for reading blocks until the writer (strace) opens it: done on the threadpool, so
 // the main thread's 'finish' (and its unblocking open of the write end) can still arrive. Once the
 // open is issued, strace may start: it will not wait for a reader that is still loading.
-open(fifo, 'r', (err, fd) => {
+open(fifo, 'r', (err, blocking) => {
   if (err) {
     post({ t: 'gap', reason: `cannot read strace's output: ${err.message}` });
     return complete('eof');
   }
-  if (done) return closeSync(fd);
+  // strace holds the write end now. Reads go through a second, non-blocking descriptor: a blocking
+  // read of an idle FIFO would hold a threadpool thread (the whole process's) until strace writes,
+  // and keep the harness from exiting while the agent lives. (A net.Socket over the descriptor
+  // avoided that, but closed it a second time in this thread: EBADF on the harness's own files.)
+  try {
+    input = done ? undefined : openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  } finally {
+    closeSync(blocking);
+  }
+  if (input === undefined) return;
   post({ t: 'opened' });
   // Both ends are open: the name is no longer needed, and without it nobody else can write in.
   rmSync(dirname(fifo), { recursive: true, force: true });
-  // An fs stream, not a net.Socket over the descriptor: a Socket's pipe handle in a worker thread
-  // could close the descriptor a second time when the worker was terminated (seen as EBADF on
-  // unrelated files of the harness). Reads wait on the threadpool; the stream closes the fd once.
-  input = createReadStream('', { fd, highWaterMark: 256 * 1024 });
-  input.on('data', (chunk) => onData(chunk as Buffer));
-  input.on('error', (e) => post({ t: 'gap', reason: `reading strace's output failed: ${e.message}` }));
-  input.on('close', () => complete('eof'));
+  pump();
 });
+
+/** Reads what strace wrote; an empty pipe is polled again shortly, end of file completes. */
+function pump(): void {
+  if (input === undefined || reading) return;
+  if (done) return closeInput();
+  if (paused) return; // resumed by an ack
+  reading = true;
+  read(input, readBuffer, 0, readBuffer.length, null, (err, n) => {
+    reading = false;
+    if (done) return closeInput();
+    if (err?.code === 'EAGAIN') return void setTimeout(pump, IDLE_POLL_MS);
+    if (err) {
+      post({ t: 'gap', reason: `reading strace's output failed: ${err.message}` });
+      return complete('eof');
+    }
+    if (n === 0) return complete('eof'); // strace closed its output: it has exited
+    onData(Buffer.from(readBuffer.subarray(0, n)));
+    setImmediate(pump);
+  });
+}
+
+let closed = false;
+function closeInput(): void {
+  if (closed) return;
+  closed = true;
+  if (input !== undefined) closeSync(input);
+  input = undefined;
+  post({ t: 'done' });
+}
+
 post({ t: 'ready' });

@@ -56,7 +56,6 @@ describe('strace process tracer', () => {
     const crashed = startWith(t, 'sh -c exit 3 train_sft')!;
     expect(crashed.executable).toMatch(/\/sh$/); // the file execve ran, found on PATH
     expect(exitOf(t, crashed)).toMatchObject({ exitCode: 3 });
-    expect(exitOf(t, crashed)!.durationMs).toBeLessThan(10);
     const root = t.starts.find((s) => s.argv[1] === '-c' && s.argv[2]?.startsWith('sh -c'))!;
     expect(root).toMatchObject({ ppid: process.pid, cwd: tmpdir() });
     expect(crashed.ppid).toBe(root.pid);
@@ -207,24 +206,29 @@ describe('strace process tracer', () => {
     // the main thread would leave strace — and with it the agent — blocked until the loop is free.
     const dir = mkdtempSync(join(tmpdir(), 'a2rl-tracer-block-'));
     const go = join(dir, 'go');
+    const finished = join(dir, 'finished');
     const pad = 'x'.repeat(400);
     let blocked = { from: 0, to: 0 };
+    let agentFinishedWhileBlocked = false;
     try {
-      const script = `while [ ! -e ${go} ]; do sleep 0.01; done; for i in $(seq 300); do /bin/true ${pad}; done`;
+      const script = `while [ ! -e ${go} ]; do sleep 0.01; done; for i in $(seq 300); do /bin/true ${pad}; done; : > ${finished}`;
       const t = await trace('bash', ['-c', script], {}, async () => {
         const from = Date.now();
         writeFileSync(go, '');
-        while (Date.now() - from < 4000); // the harness event loop busy for 4 s (a watcher burst, ledger I/O)
+        // The harness event loop stays busy (a watcher burst, ledger I/O) until the agent has run
+        // all 300 execs — which it can only do if nothing waits for this thread. The 120 s cap only
+        // keeps a broken tracer from hanging the test.
+        while (!(agentFinishedWhileBlocked = existsSync(finished)) && Date.now() - from < 120_000);
         blocked = { from, to: Date.now() };
       });
+      expect(agentFinishedWhileBlocked).toBe(true);
       const execs = t.starts.filter((s) => s.argv[0] === '/bin/true').map((s) => s.startedAt);
       expect(execs).toHaveLength(300);
       const first = Math.min(...execs);
       const last = Math.max(...execs);
-      // strace's own timestamps: the whole burst ran inside the blocked window, far faster than it.
+      // strace's own timestamps: the whole burst ran inside the blocked window.
       expect(first).toBeGreaterThanOrEqual(blocked.from);
-      expect(last).toBeLessThan(blocked.to);
-      expect(last - first).toBeLessThan((blocked.to - blocked.from) / 2);
+      expect(last).toBeLessThanOrEqual(blocked.to);
       expectPaired(t);
       expect(t.gaps).toEqual([]);
     } finally {

@@ -39,7 +39,6 @@ describe('launchAgent', () => {
     expect(exit.reason).toBe('timeout');
     expect(exit.signal).toBe('SIGKILL'); // it ignored SIGTERM
     expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(survivors(marker)).toEqual([]);
     const alive = new Set(readAllStats().keys());
     expect(seen.filter((pid) => alive.has(pid) && readAllStats().get(pid)?.state !== 'Z')).toEqual([]);

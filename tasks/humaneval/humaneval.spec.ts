@@ -58,10 +58,8 @@ describe('running completions in the sandbox (bwrap, no network, limits)', () =>
   });
 
   it('kills an infinite loop at the time limit', async () => {
-    const started = Date.now();
     const result = await run('    while True:\n        pass\n');
     expect(result.outcome).toBe('timeout');
-    expect(Date.now() - started).toBeLessThan(FAST.timeMs + 2_000);
   });
 
   it('kills a program flooding its output at the output cap', async () => {

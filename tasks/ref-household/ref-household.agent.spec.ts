@@ -121,10 +121,8 @@ describe('ref-household reference agent, end to end against a stub grading API',
   it('warms up with SFT, then improves with RL rolled out through /env, submitting better checkpoints', async () => {
     const workspace = join(root, 'ws-reference');
     await withServer(workspace, async (url, traffic) => {
-      const t0 = performance.now();
       const { code, log } = await runAgent('agent.mjs', workspace, paths, url);
       expect({ code, log: code === 0 ? '' : log }).toEqual({ code: 0, log: '' });
-      expect(performance.now() - t0).toBeLessThan(30_000);
 
       const scores = traffic.submissions.map((s) => s.score);
       expect(scores.length).toBeGreaterThanOrEqual(3);

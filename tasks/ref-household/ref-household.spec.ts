@@ -56,11 +56,9 @@ describe('ref-household task pack', () => {
   });
   afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-  it('materialises byte-identical files every time, in under a second', async () => {
+  it('materialises byte-identical files every time', async () => {
     const again = paths(join(root, 'b'));
-    const t0 = performance.now();
     await refHousehold.materialize(again);
-    expect(performance.now() - t0).toBeLessThan(1000);
     const tree = (t: TaskPaths) => ({ data: hashTree(t.dataDir), model: hashTree(t.modelDir), priv: hashTree(t.privateDir) });
     expect(tree(again)).toEqual(tree(p));
     expect(Object.keys(tree(p).data).sort()).toEqual(['/README.md', '/demos.jsonl']);
@@ -124,10 +122,8 @@ describe('ref-household task pack', () => {
     expect(rewards.slice(0, -1).every((r) => r === 0)).toBe(true);
   });
 
-  it('scores the weak base checkpoint low but above zero, deterministically and in under two seconds', async () => {
-    const t0 = performance.now();
+  it('scores the weak base checkpoint low but above zero, deterministically', async () => {
     const again = await refHousehold.evaluate(p.modelDir, p.privateDir);
-    expect(performance.now() - t0).toBeLessThan(2000);
     expect(again.score).toBe(baseline);
     expect(baseline).toBeGreaterThan(0);
     expect(baseline).toBeLessThan(25);

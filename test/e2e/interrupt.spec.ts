@@ -39,11 +39,9 @@ describe('interrupting a2rl run', () => {
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     await agentStarted(60_000);
-    const interruptedAt = Date.now();
     child.kill('SIGINT');
     const code = await exited;
     expect({ code, stderr }).toEqual({ code: 130, stderr: expect.stringContaining('a2rl: SIGINT: stopping the agent; its run is closed and sealed as usual') });
-    expect(Date.now() - interruptedAt).toBeLessThan(20_000);
 
     const summary = JSON.parse(stdout.trim().split('\n').pop()!) as { runId: string; state: string };
     expect(summary.state).toBe('completed');
