@@ -177,9 +177,10 @@ describe('budget, driver attribution and interrupted runs', () => {
       [['--task', 'nope', '--agent', 'reference'], 'unknown task "nope"'],
       [['--task', 'ref-arith', '--agent', 'nope'], 'unknown agent "nope"'],
       [['--task', 'ref-arith', '--agent', 'reference', '--budget', 'soon'], 'invalid duration "soon"'],
-      [['--task', 'ref-arith', '--agent', 'claude-code'], 'missing: command "claude" on PATH'],
+      // Refused whether or not the claude CLI is installed: without a credential it cannot run.
+      [['--task', 'ref-arith', '--agent', 'claude-code'], 'agent "claude-code" cannot run on this machine; missing:'],
     ] as const) {
-      const r = await a2rl(['run', ...args], { PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin` });
+      const r = await a2rl(['run', ...args], { PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin`, ANTHROPIC_API_KEY: '', CLAUDE_CODE_OAUTH_TOKEN: '' });
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(message);
     }
