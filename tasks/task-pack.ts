@@ -8,6 +8,8 @@
  * weights the pack's evaluator loads (for the reference packs, small JSON files). Agents write
  * checkpoints under `output/` and submit their path to the grading API.
  */
+import type { RunLimits } from '../modules/runs/sandbox/limits.js';
+
 export type TaskLevel = 1 | 2 | 3;
 
 export interface TaskPaths {
@@ -147,4 +149,6 @@ export interface TaskPack {
   readonly requirements?: readonly TaskRequirement[];
   /** Present for interactive (L3) tasks. */
   readonly environment?: InteractiveEnvironment;
+  /** Resource limits of its runs (default: REFERENCE_LIMITS for reference packs, PAPER_LIMITS otherwise). */
+  readonly limits?: Partial<RunLimits>;
 }

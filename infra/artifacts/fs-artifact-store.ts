@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { constants } from 'node:fs';
-import { access, mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { access, mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -12,6 +12,7 @@ import {
   type ArtifactStore,
   type PutResult,
 } from '../../modules/artifacts/artifact-store.port.js';
+import { SparseWriter } from '../../modules/artifacts/sparse-writer.js';
 import { assertDeclared, bodyStream, verifyBody, VerifyingStream, type Declared } from './content-verifier.js';
 
 const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
@@ -22,6 +23,8 @@ const FULL = new Set(['ENOSPC', 'EDQUOT']);
  * temp file in `<dir>/tmp/` (same filesystem, so the final rename is atomic). A blob becomes visible
  * only after its bytes matched the declaration and were fsynced; the directory entry is fsynced too,
  * so a put that returned survives a crash. Blobs are created read-only: they are never rewritten.
+ * Sparse content stays sparse: 64 KiB-aligned blocks of zeros are left as holes (see SparseWriter),
+ * so a 1 GiB file of zeros with a few kilobytes of data takes kilobytes here, and reads back whole.
  */
 export class FsArtifactStore implements ArtifactStore {
   readonly backend = 'fs' as const;
@@ -103,11 +106,16 @@ export class FsArtifactStore implements ArtifactStore {
 async function writeSynced(path: string, body: Readable | Buffer, declared: Declared): Promise<void> {
   const handle = await open(path, 'wx', 0o444);
   try {
+    // Holes stay holes: aligned blocks of zeros are skipped, and the size is set when the body ends.
+    const sparse = new SparseWriter(handle);
     // A Writable rather than an async-function destination: on Node 20 the latter turns a write error
     // such as ENOSPC into a bare AbortError.
     const file = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        writeFully(handle, chunk).then(() => done(), done);
+        sparse.write(chunk).then(() => done(), done);
+      },
+      final(done) {
+        sparse.end().then(() => done(), done);
       },
     });
     await pipeline(bodyStream(body), new VerifyingStream(declared), file);
@@ -115,10 +123,6 @@ async function writeSynced(path: string, body: Readable | Buffer, declared: Decl
   } finally {
     await handle.close();
   }
-}
-
-async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
-  for (let offset = 0; offset < chunk.length; ) offset += (await handle.write(chunk, offset)).bytesWritten;
 }
 
 async function fsyncDir(path: string): Promise<void> {

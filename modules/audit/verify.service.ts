@@ -26,6 +26,7 @@ import { materializeTask } from '../runs/workspace.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
 import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailure } from './verify-chain.js';
+import { integrityFailures } from './verify-integrity.js';
 
 /**
  * `a2rl verify <runId>`: re-checks a run against everything it claims.
@@ -43,6 +44,8 @@ import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailu
  *    from the rebuilt rows must equal those rendered from the live ones, byte for byte.
  * 4. With `regrade`: each graded submission's checkpoint is restored from the artifact store and
  *    graded again by the task's evaluator; the score must equal the recorded one exactly.
+ * 5. Integrity: no WorkspaceIntegrityChecked found data/ or models/ different from the manifest
+ *    (verify-integrity.ts); a run with no such check has nothing to contradict it.
  */
 export interface VerifyDeps {
   store: EventStore;
@@ -122,6 +125,8 @@ export class RunVerifier {
     const refs = artifactRefs(events);
     failures.push(...(await checkArtifacts(this.deps.artifacts, refs, (done) => progress({ stage: 'artifacts', done, total: refs.length }))));
     failures.push(...(await this.checkProjections(runId, read.recorded, events, progress)));
+    // Last: the record checks out, and now what it says about the read-only world is judged.
+    failures.push(...integrityFailures(events));
 
     let regraded: number | null = null;
     if (options.regrade) {

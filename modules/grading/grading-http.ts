@@ -1,4 +1,5 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import { bridgedRunPrefix } from './grading-sockets.js';
 import { GRADING_BODY_LIMIT_BYTES } from './grading.options.js';
 
 interface BodyParserError {
@@ -13,10 +14,12 @@ interface JsonResponse {
 
 /**
  * HTTP settings the grading API needs; call on the app before `init()`/`listen()`. Bodies are capped
- * at 64 KiB (these replace Nest's default parsers), and body-parser failures, which happen before
+ * at 64 KiB (these replace Nest's default parsers), requests from a run's socket are routed to that
+ * run only (grading-sockets.ts), and body-parser failures, which happen before
  * Nest's routing and filters, answer JSON 4xx instead of Express's HTML page.
  */
 export function configureGradingHttp(app: NestExpressApplication): void {
+  app.use(bridgedRunPrefix);
   app.useBodyParser('json', { limit: GRADING_BODY_LIMIT_BYTES });
   app.useBodyParser('urlencoded', { limit: GRADING_BODY_LIMIT_BYTES, extended: false });
   app.use(bodyParserErrors);

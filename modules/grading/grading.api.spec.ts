@@ -157,10 +157,31 @@ describe('POST /submit refuses paths the agent may not submit, and records each 
     {
       name: 'a symlink leading out of the workspace',
       status: 403,
-      error: /resolves \(following symlinks\) to .*outside the workspace/,
+      error: /"output\/sneaky" leads \(through a symlink\) outside the workspace$/,
       setup: async (r) => {
         await symlink(r.ctx.privateDir, path.join(r.ws.outputDir, 'sneaky'));
         return 'output/sneaky';
+      },
+    },
+    {
+      // Same answer whether the target exists or not: the grading API is no oracle for host paths.
+      name: 'a symlink to a host path that does not exist',
+      status: 403,
+      error: /"output\/probe\/x" leads \(through a symlink\) outside the workspace$/,
+      setup: async (r) => {
+        await symlink('/no/such/host/dir', path.join(r.ws.outputDir, 'probe'));
+        return 'output/probe/x';
+      },
+    },
+    {
+      name: 'a relative symlink climbing out through a linked directory',
+      status: 403,
+      error: /leads \(through a symlink\) outside the workspace$/,
+      setup: async (r) => {
+        await mkdir(path.join(r.ws.codeDir, 'deep'), { recursive: true });
+        await symlink('../code/deep', path.join(r.ws.outputDir, 'hop'));
+        await symlink('../../..', path.join(r.ws.codeDir, 'deep', 'up'));
+        return 'output/hop/up';
       },
     },
     {

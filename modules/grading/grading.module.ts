@@ -3,6 +3,7 @@ import { Module } from '@nestjs/common';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import { BaselineCache } from './baseline-cache.js';
 import { EnvService } from './env.service.js';
+import { GradingSockets } from './grading-sockets.js';
 import { GradingController } from './grading.controller.js';
 import { DEFAULT_GRADING_OPTIONS, GRADING_OPTIONS, type GradingOptions, loadOrCreateOperatorToken, OPERATOR_TOKEN } from './grading.options.js';
 import { OperatorGuard, RunTokenGuard } from './grading.guards.js';
@@ -20,6 +21,7 @@ import { SubmissionService } from './submission.service.js';
     RunRegistry,
     SubmissionService,
     EnvService,
+    GradingSockets,
     RunTokenGuard,
     OperatorGuard,
     {
@@ -30,6 +32,6 @@ import { SubmissionService } from './submission.service.js';
     { provide: OPERATOR_TOKEN, inject: [SETTINGS], useFactory: (config: Settings) => loadOrCreateOperatorToken(config.home) },
     { provide: BaselineCache, inject: [SETTINGS], useFactory: (config: Settings) => new BaselineCache(path.join(config.home, 'baselines.json')) },
   ],
-  exports: [RunRegistry, BaselineCache, OPERATOR_TOKEN],
+  exports: [RunRegistry, BaselineCache, OPERATOR_TOKEN, GradingSockets],
 })
 export class GradingModule {}

@@ -10,6 +10,8 @@ export interface RegisterOptions {
   deadline: Date;
   /** Called after every graded submission (the harness keeps run_meta.json's last_submit_time current). */
   onSubmitted?(): void;
+  /** Called once a submission is received, before it is graded (the harness checks data/ and models/). */
+  beforeGrading?(submissionId: string): Promise<void>;
   baselineScore: number;
   /** Starts environment servers for interactive tasks. */
   envContext?: EnvironmentContext;
@@ -57,6 +59,7 @@ export class ActiveRun {
     readonly onSubmitted: (() => void) | undefined,
     baselineScore: number,
     private readonly envContext?: EnvironmentContext,
+    readonly beforeGrading?: (submissionId: string) => Promise<void>,
   ) {
     this.baselineScore = baselineScore;
     const env = ctx.task.environment;
@@ -147,7 +150,7 @@ export class RunRegistry {
   register(ctx: RunContext, opts: RegisterOptions): ActiveRun {
     if (this.runs.has(ctx.runId)) throw new Error(`run ${ctx.runId} is already registered with the grading API`);
     if (ctx.token.length < 16) throw new Error(`run ${ctx.runId}: the run token is too short to be a credential`);
-    const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore, opts.envContext);
+    const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore, opts.envContext, opts.beforeGrading);
     this.runs.set(ctx.runId, { run, tokenDigest: digest(ctx.token) });
     return run;
   }

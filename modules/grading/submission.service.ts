@@ -54,6 +54,7 @@ export class SubmissionService {
         workspaceRoot: target.root,
         artifacts: run.ctx.artifacts,
         stagingRoot: this.options.stagingDir,
+        maxBytes: run.ctx.limits?.checkpointBytes,
       });
       await record(run, 'SubmissionReceived', {
         submissionId,
@@ -64,6 +65,7 @@ export class SubmissionService {
     } catch (err) {
       if (archived) await rm(archived.stagedDir, { recursive: true, force: true });
       if (err instanceof SubmissionRefusedError) {
+        if (err.limit) await record(run, 'LimitReached', { ...err.limit, scope: submissionId, action: 'refused the submission' });
         await reject(run, submissionId, err.reasonClass, err.message);
         throw new HttpException({ statusCode: err.status, error: err.message, reason: err.reasonClass, submission_id: submissionId }, err.status);
       }
@@ -75,6 +77,7 @@ export class SubmissionService {
     }
     const { stagedDir, manifestBlob } = archived;
     try {
+      await run.beforeGrading?.(submissionId);
       // The grade is recorded under the device lock too, so an identical submission waiting for
       // the lock finds it and the ledger shows the original graded before its duplicates.
       const outcome = await this.devices.run(device, async (): Promise<Outcome> => {

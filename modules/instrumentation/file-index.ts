@@ -1,5 +1,6 @@
 /** The last recorded (or baseline) state of a workspace file. */
 export interface Known {
+  /** '' when the content was never read: a path only counted (output/), or a file over the per-file limit. */
   sha256: string;
   size: number;
   mtimeMs: number;
@@ -11,14 +12,33 @@ export interface Known {
  * under this directory" costs the size of the answer, not of the whole tree: a removed or moved
  * directory must turn into deletes of the files it held, and an agent deleting 100k directories
  * must not cost 100k full scans.
+ *
+ * It also keeps the total logical size of the known files (st.size: a sparse file at its full size),
+ * each inode once: hard links to one file take its space once on disk, so they count once.
  */
 export class KnownFiles {
   private readonly files = new Map<string, Known>();
+  /** Inode → its last known size and how many known paths are links to it. */
+  private readonly inodes = new Map<number, { size: number; names: number }>();
+  private total = 0;
   /** Directory ('' for the root) → names of its known files and of its subdirectories holding known files. */
   private readonly dirs = new Map<string, Set<string>>();
 
   get size(): number {
     return this.files.size;
+  }
+
+  /** Logical bytes of the known files, each inode counted once. */
+  get bytes(): number {
+    return this.total;
+  }
+
+  /** What `bytes` would be after `set(path, { ino, size })`, without setting it (a size seen before the content is read). */
+  bytesWith(path: string, ino: number, size: number): number {
+    let total = this.total;
+    const old = this.files.get(path);
+    if (old && old.ino !== ino && this.inodes.get(old.ino)!.names === 1) total -= this.inodes.get(old.ino)!.size;
+    return total - (this.inodes.get(ino)?.size ?? 0) + size;
   }
 
   get(path: string): Known | undefined {
@@ -35,12 +55,19 @@ export class KnownFiles {
   }
 
   set(path: string, known: Known): void {
-    if (!this.files.has(path)) this.link(path);
+    const old = this.files.get(path);
+    if (old) this.release(old.ino);
+    else this.link(path);
     this.files.set(path, known);
+    this.hold(known.ino, known.size);
   }
 
   delete(path: string): void {
-    if (this.files.delete(path)) this.unlink(path);
+    const old = this.files.get(path);
+    if (!old) return;
+    this.files.delete(path);
+    this.release(old.ino);
+    this.unlink(path);
   }
 
   /** Names directly in `dir` of known files and of directories holding known files (a copy). */
@@ -60,6 +87,26 @@ export class KnownFiles {
     };
     if (this.dirs.has(dir)) visit(dir);
     return out;
+  }
+
+  /** One more known path links to `ino`, whose size is now `size`. */
+  private hold(ino: number, size: number): void {
+    const inode = this.inodes.get(ino);
+    if (!inode) {
+      this.inodes.set(ino, { size, names: 1 });
+      this.total += size;
+      return;
+    }
+    this.total += size - inode.size;
+    inode.size = size;
+    inode.names++;
+  }
+
+  private release(ino: number): void {
+    const inode = this.inodes.get(ino)!;
+    if (--inode.names > 0) return;
+    this.inodes.delete(ino);
+    this.total -= inode.size;
   }
 
   private link(path: string): void {

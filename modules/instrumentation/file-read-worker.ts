@@ -32,6 +32,8 @@ export interface ReadRequest {
   /** Read even when the stat equals the known one. */
   force: boolean;
   known?: Known;
+  /** Only the stat, never the content (a path whose size counts against the disk quota but is not archived). */
+  statOnly?: boolean;
 }
 
 export type ReadResult =
@@ -39,6 +41,8 @@ export type ReadResult =
   | { kind: 'file'; sha256: string; size: number; mtimeMs: number; ino: number; observedAt: string; body?: Uint8Array }
   /** Not forced and the stat equals the known one: not read. */
   | { kind: 'unchanged' }
+  /** `statOnly` asked: a regular file, not read. */
+  | { kind: 'stat'; size: number; mtimeMs: number; ino: number; observedAt: string }
   /** Larger than `limit`: for the main thread. */
   | { kind: 'large' }
   | { kind: 'dir' }
@@ -92,6 +96,7 @@ export class SyncReader {
       if (!st.isFile()) return { kind: 'absent', observedAt };
       const { known } = req;
       if (!req.force && known && known.size === st.size && known.mtimeMs === st.mtimeMs && known.ino === st.ino) return { kind: 'unchanged' };
+      if (req.statOnly) return { kind: 'stat', size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, observedAt };
       if (st.size > this.data.limit) return { kind: 'large' };
       let size = 0;
       for (;;) {

@@ -159,6 +159,7 @@ export function inProcessReader(data: ReaderData): FileReader {
         const { known } = req;
         const st = file.st;
         if (!req.force && known && known.size === st.size && known.mtimeMs === st.mtimeMs && known.ino === st.ino) return { kind: 'unchanged' };
+        if (req.statOnly) return { kind: 'stat', size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, observedAt };
         if (st.size > data.limit) return { kind: 'large' };
         const snap = await file.snapshot();
         if (!snap.body || snap.size > data.limit) return { kind: 'large' };

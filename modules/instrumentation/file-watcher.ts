@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { Stats } from 'node:fs';
 import { readFile, realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import type { FileChanged } from '../ledger/events/catalog.js';
+import type { EventData, FileChanged, LimitReached } from '../ledger/events/catalog.js';
 import type { Recorder } from '../runs/run-context.js';
 import { isHarnessFile } from '../runs/workspace.js';
 import { isMissing, openInWorkspace } from './file-access.js';
@@ -43,6 +44,23 @@ export interface FileWatcherOptions {
   pollMs?: number;
   /** Where notifications come from (default: the per-directory inotify watcher in a worker thread; tests inject fakes). */
   source?: WatchSource;
+  /**
+   * `RunLimits.diskBytes`: when the workspace's logical size (see `counted`) first exceeds it,
+   * LimitReached is recorded and `onLimit` called (the run stops the agent). Absent or null: unlimited.
+   */
+  diskBytes?: number | null;
+  /**
+   * `RunLimits.fileBytes`: a file whose logical size exceeds it is never read; its change is recorded
+   * without content (FileChanged with size, no sha256 or key) after a LimitReached for its path. Absent or null: unlimited.
+   */
+  fileBytes?: number | null;
+  /** Told of each LimitReached this observer records (`limit` is its name: only 'diskBytes' asks for the agent to be stopped). */
+  onLimit?: (limit: string, data: LimitReached) => unknown;
+  /**
+   * Paths that `skip` leaves out of the record whose size still counts against `diskBytes` (stat
+   * only, never read). Default: output/ (checkpoints, archived at submission) when `diskBytes` is set.
+   */
+  counted?: (path: string) => boolean;
 }
 
 /** Agent checkpoints (archived at submission), read-only inputs and the harness's own files. */
@@ -52,6 +70,11 @@ export function defaultSkip(path: string): boolean {
 }
 
 const DEFAULT_IGNORE = ['output', 'data', 'models'];
+
+/** Checkpoints are not recorded as file changes, but they take the workspace's disk. */
+function defaultCounted(path: string): boolean {
+  return path.split('/', 1)[0] === 'output';
+}
 /** Files up to this size are read and hashed by the reader thread and stored from memory; larger ones here, streamed over 8 MiB. */
 const READ_LIMIT = 1024 * 1024;
 const FENCE_PREFIX = '.a2rl-fence-';
@@ -99,11 +122,27 @@ const BURST_VERIFY_MS = 30_000;
  * Anything else is not part of the observed tree: a previously recorded file now reachable only
  * through a link is recorded as deleted. Files over 8 MiB are streamed (hashed, then streamed to
  * the store from the same descriptor); one that changed in between is processed again.
+ *
+ * Limits. The index keeps the workspace's logical size: st.size of every regular file it holds (a
+ * sparse file at its full size, a hard-linked inode once), that is every file the agent can write
+ * (code/, output/ via `counted`, anything else at the top) and not data/, models/ (read-only inputs
+ * of the task) or the harness's own files. A file's size counts as soon as it is stat'ed, before a
+ * byte of a large one is read. Past `diskBytes`, one LimitReached (action 'stopped the agent') and
+ * `onLimit`. A file over `fileBytes` is never read into the store: LimitReached (scope: its path,
+ * once while it stays over) and a FileChanged without content.
  */
 export class FileWatcher {
   private readonly root: string;
   private realRoot = '';
+  /** Not observed at all... */
   private readonly skip: (path: string) => boolean;
+  /** ...or observed for their size only (counted against diskBytes, never read or recorded). */
+  private readonly countOnly: (path: string) => boolean;
+  private readonly diskBytes: number;
+  private readonly fileBytes: number;
+  private diskReached = false;
+  /** Paths over fileBytes whose LimitReached is recorded (again only once they were under it in between). */
+  private readonly overLimit = new Set<string>();
   private readonly known = new KnownFiles();
   private readonly queue: PathQueue;
   private readonly outbox: Outbox;
@@ -153,7 +192,12 @@ export class FileWatcher {
 
   constructor(private readonly opts: FileWatcherOptions) {
     this.root = resolve(opts.root);
-    this.skip = opts.skip ?? defaultSkip;
+    this.diskBytes = opts.diskBytes ?? Infinity;
+    this.fileBytes = opts.fileBytes ?? Infinity;
+    const skip = opts.skip ?? defaultSkip;
+    const counted = opts.counted ?? (this.diskBytes < Infinity ? defaultCounted : () => false);
+    this.skip = (path) => skip(path) && !counted(path);
+    this.countOnly = (path) => skip(path) && counted(path);
     this.fenceTimeoutMs = opts.fenceTimeoutMs ?? 2000;
     this.maxPending = opts.maxPending ?? 250_000;
     this.pollMs = opts.pollMs ?? 5000;
@@ -174,9 +218,11 @@ export class FileWatcher {
     this.started = true;
     this.realRoot = await realpath(this.root);
     if (!this.verifyAfter) this.verifyAfter = await defaultVerifyAfter();
-    const readerData = { root: this.root, realRoot: this.realRoot, limit: READ_LIMIT };
+    // A file over fileBytes goes to processLarge, which checks its size before reading a byte.
+    const readerData = { root: this.root, realRoot: this.realRoot, limit: Math.min(READ_LIMIT, this.fileBytes) };
     this.reader = this.opts.readerThread === false ? inProcessReader(readerData) : await startReader(readerData);
-    const source = this.opts.source ?? workerWatchSource({ root: this.realRoot, ignore: this.opts.skip ? [] : DEFAULT_IGNORE });
+    const ignore = this.opts.skip ? [] : DEFAULT_IGNORE.filter((top) => this.skip(`${top}/`));
+    const source = this.opts.source ?? workerWatchSource({ root: this.realRoot, ignore });
     try {
       await source.start({ paths: (paths) => this.onPaths(paths), impaired: (reason) => this.onImpaired(reason) });
       this.source = source;
@@ -443,7 +489,8 @@ export class FileWatcher {
 
   private async process(path: string, hint: Hint, ticket: number): Promise<void> {
     const prev = this.known.get(path);
-    const result = await this.reader!.read({ path, force: hint.force, known: prev });
+    const countOnly = this.countOnly(path);
+    const result = await this.reader!.read({ path, force: hint.force, known: prev, ...(countOnly ? { statOnly: true } : {}) });
     switch (result.kind) {
       case 'unchanged':
       case 'unreadable':
@@ -460,11 +507,15 @@ export class FileWatcher {
         return;
       case 'large':
         return this.processLarge(path, hint, ticket);
+      case 'stat':
+        if (this.known.hasDir(path)) await this.removeAll(path, result.observedAt, hint, ticket, false);
+        this.index(path, { sha256: '', size: result.size, mtimeMs: result.mtimeMs, ino: result.ino });
+        return;
       case 'file': {
         if (this.known.hasDir(path)) await this.removeAll(path, result.observedAt, hint, ticket, false); // a directory became a file
         const known: Known = { sha256: result.sha256, size: result.size, mtimeMs: result.mtimeMs, ino: result.ino };
         if (this.baseline || !result.body) {
-          this.known.set(path, known); // same content as recorded (or the baseline): nothing to record
+          this.index(path, known); // same content as recorded (or the baseline): nothing to record
           return;
         }
         const body = Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength);
@@ -486,12 +537,15 @@ export class FileWatcher {
     try {
       const prev = this.known.get(path);
       const observedAt = new Date().toISOString();
+      // Its logical size counts before a byte is read (a sparse file of 1 TB reaches the quota here).
+      this.checkDisk(this.known.bytesWith(path, file.st.ino, file.st.size));
+      if (file.st.size > this.fileBytes) return await this.notArchived(path, prev, file.st, observedAt, hint, ticket);
       const content = await file.snapshot();
       // The stat was taken before reading: a write during the read shows as a stat change later.
       const known: Known = { sha256: content.sha256, size: content.size, mtimeMs: file.st.mtimeMs, ino: file.st.ino };
       if (this.known.hasDir(path)) await this.removeAll(path, observedAt, hint, ticket, false);
       if (this.baseline || prev?.sha256 === content.sha256) {
-        this.known.set(path, known);
+        this.index(path, known);
         return;
       }
       const key = await this.store(content.body ?? file.stream(), known);
@@ -505,19 +559,64 @@ export class FileWatcher {
     }
   }
 
-  private async recordChange(path: string, prev: Known | undefined, known: Known, key: string, observedAt: string, hint: Hint): Promise<void> {
-    this.known.set(path, known);
+  /**
+   * A file over fileBytes: never read. Its size is indexed (it counts against diskBytes) and, when
+   * its stat changed, recorded as a FileChanged without content, after a LimitReached for its path.
+   */
+  private async notArchived(path: string, prev: Known | undefined, st: Stats, observedAt: string, hint: Hint, ticket: number): Promise<void> {
+    if (this.known.hasDir(path)) await this.removeAll(path, observedAt, hint, ticket, false);
+    const known: Known = { sha256: '', size: st.size, mtimeMs: st.mtimeMs, ino: st.ino };
+    const same = prev !== undefined && prev.sha256 === '' && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino;
+    if (this.baseline || same) {
+      this.index(path, known);
+      return;
+    }
+    if (!this.overLimit.has(path)) {
+      this.overLimit.add(path);
+      await this.limitReached({ limit: 'fileBytes', value: st.size, max: this.fileBytes, scope: path, action: 'not archived', observedAt });
+    }
+    await this.recordChange(path, prev, known, undefined, observedAt, hint);
+  }
+
+  private async recordChange(path: string, prev: Known | undefined, known: Known, key: string | undefined, observedAt: string, hint: Hint): Promise<void> {
+    this.index(path, known, false);
+    if (known.sha256) this.overLimit.delete(path);
     if (!hint.notified) this.unnotified?.add(path);
     const event: FileChanged = {
       path,
       op: prev ? 'modify' : 'create',
-      sha256: known.sha256,
+      ...(known.sha256 ? { sha256: known.sha256 } : {}),
       size: known.size,
-      ...(prev ? { previousSha256: prev.sha256 } : {}),
-      key,
+      ...(prev?.sha256 ? { previousSha256: prev.sha256 } : {}),
+      ...(key !== undefined ? { key } : {}),
       observedAt,
     };
     await this.outbox.send('FileChanged', event);
+    this.checkDisk(this.known.bytes); // after the change that took the workspace over the quota
+  }
+
+  /** Indexes a file's state; its size counts against diskBytes (checked unless the caller records first). */
+  private index(path: string, known: Known, check = true): void {
+    this.known.set(path, known);
+    if (check) this.checkDisk(this.known.bytes);
+  }
+
+  /** The first time the workspace's logical size exceeds diskBytes: LimitReached, and the run is told to stop the agent. */
+  private checkDisk(total: number): void {
+    if (this.diskReached || total <= this.diskBytes) return;
+    this.diskReached = true;
+    const action = this.opts.onLimit ? 'stopped the agent' : 'recorded';
+    void this.limitReached({ limit: 'diskBytes', value: total, max: this.diskBytes, action, observedAt: new Date().toISOString() });
+  }
+
+  private async limitReached(data: LimitReached): Promise<void> {
+    try {
+      const told = this.opts.onLimit?.(data.limit, data);
+      if (told instanceof Promise) told.catch((err: unknown) => this.fail(err));
+    } catch (err) {
+      this.fail(err);
+    }
+    await this.outbox.send('LimitReached', data);
   }
 
   /** Stores the content, a few puts at a time; null when a streamed file changed between hashing and storing. */
@@ -548,9 +647,10 @@ export class FileWatcher {
     const prev = this.known.get(path);
     if (!prev) return;
     this.known.delete(path);
-    if (this.baseline) return;
+    this.overLimit.delete(path);
+    if (this.baseline || this.countOnly(path)) return;
     if (!hint.notified) this.unnotified?.add(path);
-    await this.outbox.send('FileChanged', { path, op: 'delete', previousSha256: prev.sha256, observedAt });
+    await this.outbox.send('FileChanged', { path, op: 'delete', ...(prev.sha256 ? { previousSha256: prev.sha256 } : {}), observedAt });
   }
 
   private gap(reason: string, count?: number): void {
@@ -582,7 +682,7 @@ class Outbox {
     private readonly onError: (err: unknown) => void,
   ) {}
 
-  async send(type: 'FileChanged', data: FileChanged): Promise<void> {
+  async send<T extends 'FileChanged' | 'LimitReached'>(type: T, data: EventData<T>): Promise<void> {
     let promise: Promise<unknown>;
     try {
       promise = Promise.resolve(this.record(type, data));

@@ -7,13 +7,31 @@ import type { ObservationClock, Observer } from './observer.js';
 import { OutputRecorder } from './output-recorder.js';
 import { processExitedFact, processStartedFact, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { RunRecorder } from './run-recorder.js';
+import type { LimitReached } from '../ledger/events/catalog.js';
+import type { LimitName, RunLimits } from '../runs/sandbox/limits.js';
+import { RedactingArtifactStore } from './redacting-artifact-store.js';
+import { RunRedaction } from './run-redaction.js';
+import type { KnownSecret } from './secret-redactor.js';
 
 export interface InstrumentationOptions {
   /** The workspace root the file observer watches. */
   root: string;
   recorder: RunRecorder;
+  /**
+   * Values to keep out of the ledger (run token, gateway token, credentials: `knownSecrets()`). Given
+   * (even empty), the recorder redacts them and key shapes from every event, and the file watcher and
+   * output recorder archive blobs redacted; more can be added later with `redaction.add`.
+   */
+  secrets?: KnownSecret[];
   artifacts: ArtifactStore;
   clock: ObservationClock;
+  /**
+   * The run's limits the observers enforce: diskBytes and fileBytes (file watcher),
+   * outputBytesPerStream (output recorder). A limit absent (or the whole object) is unlimited.
+   */
+  limits?: Partial<RunLimits>;
+  /** Called once when a limit asks for the agent to be stopped (diskBytes); every limit reached is a LimitReached fact either way. */
+  onLimit?: (limit: LimitName, data: LimitReached) => void;
 }
 
 /**
@@ -34,13 +52,22 @@ export class Instrumentation {
   private started = false;
 
   constructor(private readonly opts: InstrumentationOptions) {
+    this.redaction = this.redactionOf(opts);
+    // Checkpoints are archived by the grading API through the plain store: never redacted.
+    const observed = this.redaction ? new RedactingArtifactStore(opts.artifacts, this.redaction) : opts.artifacts;
     const gap = (observer: EventData<'ObservationGap'>['observer']) => (reason: string, count?: number) =>
       void this.record('ObservationGap', { observer, reason: reason.slice(0, 4000), ...(count !== undefined ? { count } : {}), observedAt: opts.clock().toISOString() });
-    this.files = new FileWatcher({ root: opts.root, artifacts: opts.artifacts, record: opts.recorder.record, onGap: gap('files') });
-    this.output = new OutputRecorder({ artifacts: opts.artifacts, record: this.record, clock: opts.clock });
+    const stop = opts.onLimit;
+    const onLimit = stop && ((limit: string, data: LimitReached) => void (limit === 'diskBytes' && stop(limit, data)));
+    const { diskBytes, fileBytes, outputBytesPerStream } = opts.limits ?? {};
+    this.files = new FileWatcher({ root: opts.root, artifacts: observed, record: opts.recorder.record, onGap: gap('files'), diskBytes, fileBytes, onLimit });
+    this.output = new OutputRecorder({ artifacts: observed, record: this.record, clock: opts.clock, maxBytesPerStream: outputBytesPerStream, onLimit });
     this.observers = [this.files, this.output];
     this.onProcessGap = gap('processes');
   }
+
+  /** What keeps the run's secrets out of its events and archived blobs (null: nothing is redacted). */
+  readonly redaction: RunRedaction | null;
 
   /** Where the process tracer reports gaps in what it could observe. */
   readonly onProcessGap: (reason: string, count?: number) => void;
@@ -83,6 +110,19 @@ export class Instrumentation {
     await this.lane.onIdle();
     await this.opts.recorder.settle().catch((err: unknown) => (failure ??= err));
     if (failure !== undefined) throw failure;
+  }
+
+  /** The recorder's redaction, extended with `secrets`; one is made (and given to the recorder) if it has none. */
+  private redactionOf(opts: InstrumentationOptions): RunRedaction | null {
+    const existing = opts.recorder.redaction;
+    if (!opts.secrets) return existing ?? null;
+    if (existing) {
+      existing.add(opts.secrets);
+      return existing;
+    }
+    const redaction = new RunRedaction({ secrets: opts.secrets, clock: opts.clock });
+    opts.recorder.redactWith(redaction);
+    return redaction;
   }
 
   private barrier(type: EventType): (() => Promise<void>) | null {

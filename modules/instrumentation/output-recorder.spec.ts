@@ -66,6 +66,52 @@ describe('OutputRecorder', () => {
     expect(() => rec.write('stdout', Buffer.from('late'))).toThrow(/after stop/);
   });
 
+  describe('maxBytesPerStream', () => {
+    it('archives exactly the first maxBytesPerStream bytes of a stream, then records LimitReached once and counts the rest', async () => {
+      const all: Array<{ type: string; data: any }> = [];
+      const limited: Recorder = async (type, data) => {
+        all.push({ type, data });
+        if (type === 'AgentOutput') events.push({ type, data } as Recorded);
+      };
+      const told: Array<[string, unknown]> = [];
+      const rec = new OutputRecorder({ artifacts, record: limited, maxBytesPerStream: 100_000, onLimit: (limit, data) => void told.push([limit, data]) });
+      const big = Buffer.alloc(200_000);
+      for (let i = 0; i < big.length; i++) big[i] = (i * 13) % 251;
+      for (let off = 0; off < big.length; off += 30_000) rec.write('stdout', big.subarray(off, off + 30_000));
+      rec.write('stderr', Buffer.from('still archived\n'));
+      for (let i = 0; i < 1000; i++) rec.write('stdout', Buffer.alloc(1000, 0x78)); // another megabyte, past the limit
+      await rec.stop();
+      expect((await content('stdout')).equals(big.subarray(0, 100_000))).toBe(true);
+      expect((await content('stderr')).toString()).toBe('still archived\n');
+      const limit = { limit: 'outputBytesPerStream', value: 120_000, max: 100_000, scope: 'stdout', action: 'stopped archiving stdout; later bytes are counted, not stored', observedAt: expect.any(String) };
+      expect(all.filter((e) => e.type === 'LimitReached').map((e) => e.data)).toEqual([limit]);
+      expect(told).toEqual([['outputBytesPerStream', limit]]);
+      // The limit is recorded after the stream's last archived chunk; the count of what was not archived at stop.
+      const stdout = all.filter((e) => e.data.stream === 'stdout' || e.data.scope === 'stdout' || e.type === 'ObservationGap');
+      expect(stdout.map((e) => e.type)).toEqual(['AgentOutput', 'AgentOutput', 'LimitReached', 'ObservationGap']);
+      expect(all.at(-1)!.data).toEqual({ observer: 'output', reason: expect.stringMatching(/^stdout: 1100000 of its 1200000 bytes .* outputBytesPerStream limit of 100000 bytes/), count: 1_100_000, observedAt: expect.any(String) });
+    });
+
+    it('stores nothing of a stream past the limit however much arrives (nothing is buffered while dropping)', async () => {
+      const rec = new OutputRecorder({ artifacts, record, maxBytesPerStream: 10 });
+      rec.write('stdout', Buffer.from('0123456789abc'));
+      const junk = Buffer.alloc(1024 * 1024, 0x41);
+      for (let i = 0; i < 200; i++) rec.write('stdout', junk); // 200 MB
+      expect((rec as unknown as { pending: { stdout: { parts: Buffer[] } } }).pending.stdout.parts).toEqual([]);
+      await rec.stop();
+      expect(events.filter((e) => e.type === 'AgentOutput').map((e) => e.data.chunk.size)).toEqual([10]);
+      expect(events.map((e) => e.type)).toEqual(['AgentOutput', 'LimitReached', 'ObservationGap']);
+      expect((await content('stdout')).toString()).toBe('0123456789');
+    });
+
+    it('is unlimited when absent', async () => {
+      const rec = new OutputRecorder({ artifacts, record });
+      rec.write('stdout', Buffer.alloc(300_000, 0x61));
+      await rec.stop();
+      expect((await content('stdout')).length).toBe(300_000);
+    });
+  });
+
   it('surfaces a recording failure from stop()', async () => {
     const rec = new OutputRecorder({ artifacts, record: async () => Promise.reject(new Error('ledger down')) });
     rec.write('stdout', Buffer.from('x'));

@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProcessMonitor, processExitedFact, processStartedFact, type ProcessExit, type ProcessStart } from './process-monitor.js';
-import { sandboxCommand } from '../runs/sandbox.js';
+import { writeExtraFds } from '../runs/agent-process.js';
+import { sandboxCommand } from '../runs/sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace } from '../runs/workspace.js';
 
@@ -84,8 +85,9 @@ describe('ProcessMonitor', () => {
   });
 
   /** Runs `file args` to its end under a 50 ms poller; returns what it reported. */
-  async function watch(file: string, args: string[], cwd = '/tmp') {
-    const root = spawn(file, args, { cwd, stdio: 'ignore', env: {} });
+  async function watch(file: string, args: string[], cwd = '/tmp', fds: Buffer[] = []) {
+    const root = spawn(file, args, { cwd, stdio: ['ignore', 'ignore', 'ignore', ...fds.map(() => 'pipe' as const)], env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
+    writeExtraFds(root.stdio, fds);
     const starts: ProcessStart[] = [];
     const exits: ProcessExit[] = [];
     const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) }).start();
@@ -102,7 +104,7 @@ describe('ProcessMonitor', () => {
     expect(t.exits.map((e) => e.pid)).toContain(disguised.pid);
   });
 
-  it('inside the real sandbox, skips only the wrapper (root bwrap and its init) and records a disguised bwrap', async () => {
+  it('inside the real sandbox, skips only the wrapper (prlimit, setpriv, bwrap and its init) and records a disguised bwrap', async () => {
     const home = mkdtempSync('/var/tmp/a2rl-monitor-ws-');
     try {
       const ws = await prepareWorkspace({ workspacesRoot: join(home, 'workspaces'), taskCacheDir: join(home, 'tasks'), task: fakeTask(), instructions: 'go', runId: 'run-1' });
@@ -110,7 +112,7 @@ describe('ProcessMonitor', () => {
       writeFileSync(join(home, 'agents', 'start.sh'), 'true\n');
       const script = '(exec -a bwrap sleep 0.5); true';
       const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
-      const t = await watch(cmd.file, cmd.args, ws.layout.root);
+      const t = await watch(cmd.file, cmd.args, ws.layout.root, cmd.fds);
       const agent = t.starts.find((s) => s.argv.join(' ') === `bash -c ${script}`)!;
       const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 0.5')!;
       expect(disguised.ppid).toBe(agent.pid);

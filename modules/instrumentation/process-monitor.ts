@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:os';
+import { SANDBOX_BRIDGE } from '../runs/sandbox/sandbox.js';
 import { basename } from 'node:path';
 import type { EventData } from '../ledger/events/catalog.js';
 
@@ -228,25 +229,47 @@ export interface SkipCandidate {
   pid: number;
   ppid: number;
   argv: string[];
+  /** The parent of the process's parent, where known. */
+  grandparent?: number;
 }
 
 /** Processes to track (for membership and killing) but not report. */
 export type SkipFilter = (p: SkipCandidate) => boolean;
 
 const isBwrapArgv = (argv: string[]): boolean => argv.length > 0 && basename(argv[0]) === 'bwrap';
+/** What the launcher may run before bwrap, on the same pid (sandbox.ts: kernel limits, the uid switch). */
+const PRELUDE = new Set(['prlimit', 'setpriv', 'bwrap']);
 
 /**
  * The default filter: only the harness's own sandbox wrapper, identified by position, never by name
  * alone (any program can be exec'd as "bwrap" with `exec -a`). `rootArgv` is the program the launcher
- * started as `rootPid`. When that is bwrap, the wrapper is the root itself and, when bwrap keeps a
- * namespace init (it unshares the pid namespace without --as-pid-1), the root's direct child while
- * it still runs bwrap. Everything else is reported, whatever its argv; the agent's command is the
- * init's child, never the root's.
+ * started as `rootPid`. When that is the sandbox's prelude (prlimit, setpriv, bwrap: sandbox.ts), the
+ * wrapper is every program the root runs; when bwrap keeps a namespace init (it unshares the pid
+ * namespace without --as-pid-1), also the root's direct child while it runs bwrap; and the first
+ * programs of the init's one child while they are the uid switch (setpriv) or the network bridge
+ * (node SANDBOX_BRIDGE), which exec or fork the agent's command. Parentage is the forker's, not a
+ * later reparenting, so no agent process can take one of these positions. Everything else is
+ * reported, whatever its argv; the agent's command is the bridge's or the init's child.
  */
 export function sandboxWrapperFilter(rootPid: number, rootArgv: string[]): SkipFilter {
-  if (!isBwrapArgv(rootArgv)) return () => false;
-  const hasInit = (rootArgv.includes('--unshare-pid') || rootArgv.includes('--unshare-all')) && !rootArgv.includes('--as-pid-1');
-  return (p) => isBwrapArgv(p.argv) && (p.pid === rootPid || (hasInit && p.ppid === rootPid));
+  if (rootArgv.length === 0 || !PRELUDE.has(basename(rootArgv[0]))) return () => false;
+  let launcher: number | undefined;
+  let launcherDone = false;
+  const isInit = (p: { ppid: number; argv: string[] }) => p.ppid === rootPid && isBwrapArgv(p.argv);
+  return (p) => {
+    if (p.pid === rootPid || isInit(p)) return true;
+    // The init's one child: it may be seen before the init itself (a fork that never execs).
+    if (!launcherDone && p.grandparent === rootPid && (launcher === undefined || launcher === p.pid)) {
+      launcher = p.pid;
+      if (isSandboxLauncher(p.argv)) return true;
+      launcherDone = true;
+    }
+    return false;
+  };
+}
+
+function isSandboxLauncher(argv: string[]): boolean {
+  return basename(argv[0] ?? '') === 'setpriv' || (basename(argv[0] ?? '') === 'node' && argv[1] === SANDBOX_BRIDGE);
 }
 
 /** The executable a process runs (not its self-chosen argv[0]); '' if unreadable. */
@@ -426,7 +449,7 @@ export class ProcessMonitor {
 
   private announce(t: Tracked): void {
     t.announced = true;
-    t.skip = this.skip({ pid: t.pid, ppid: t.ppid, argv: t.argv });
+    t.skip = this.skip({ pid: t.pid, ppid: t.ppid, argv: t.argv, grandparent: this.tracked.get(t.ppid)?.ppid });
     if (t.skip) return;
     const executable = readExe(t.pid);
     this.opts.onStart?.({

@@ -251,7 +251,7 @@ export class StraceState {
   private announce(p: Program): void {
     if (p.announced || p.ppid === undefined) return;
     p.announced = true;
-    p.skip = !!this.skip?.({ pid: p.pid, ppid: p.ppid, argv: p.argv }); // decided once its parent is known
+    p.skip = !!this.skip?.({ pid: p.pid, ppid: p.ppid, argv: p.argv, grandparent: this.parentOf.get(p.ppid) }); // decided once its parent is known
     if (!p.skip) {
       this.sink.start({
         pid: p.pid,

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
 import { readAllStats, readArgv, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
-import { sandboxCommand } from '../runs/sandbox.js';
+import { sandboxCommand } from '../runs/sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
 
@@ -130,7 +130,7 @@ describe('strace process tracer', () => {
     it('reports host pids, exact statuses and parentage, and not the bwrap wrapper', async () => {
       const script = 'sh -c "exit 3"; sleep 5 & sleep 0.2; kill -KILL $!; wait; exit 4';
       const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
-      const t = await trace(cmd.file, cmd.args, { cwd: ws.layout.root, env: {} });
+      const t = await trace(cmd.file, cmd.args, { cwd: ws.layout.root, env: {}, fds: cmd.fds });
       expect(t.exit).toEqual({ exitCode: 4 });
       expect(t.starts.map((s) => s.argv[0])).not.toContain('/usr/bin/bwrap');
       expect(t.starts.map((s) => s.argv[0])).not.toContain('bwrap');
@@ -150,7 +150,7 @@ describe('strace process tracer', () => {
     it('records a program disguised as bwrap, and still not the real wrapper (root bwrap and its init)', async () => {
       const script = '(exec -a bwrap sleep 0.5); exec -a bwrap sleep 0.1';
       const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
-      const t = await trace(cmd.file, cmd.args, { cwd: ws.layout.root, env: {} });
+      const t = await trace(cmd.file, cmd.args, { cwd: ws.layout.root, env: {}, fds: cmd.fds });
       expect(t.exit).toEqual({ exitCode: 0 });
       const root = startWith(t, `bash -c ${script}`)!;
       const disguised = startWith(t, 'bwrap 0.5')!;

@@ -1,5 +1,6 @@
 import PQueue from 'p-queue';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
+import type { RunRedaction } from './run-redaction.js';
 
 /** What the run recorder needs of the ledger: an atomic append of several events of one run. */
 export interface RunLedger {
@@ -21,7 +22,12 @@ export interface RunRecorderOptions {
   guard?: (type: EventType, data: EventData<EventType>) => void;
   /** Most events appended in one transaction (default 500). */
   maxBatch?: number;
+  /** Keeps the run's secrets out of every event recorded here (see `redactWith`). */
+  redaction?: RunRedaction;
 }
+
+/** The run's last events: nothing but tree heads may follow them, so their SecretRedacted facts go first. */
+const CLOSING = new Set<EventType>(['RunCompleted', 'RunInterrupted']);
 
 interface Pending {
   item: [EventType, EventData<EventType>];
@@ -45,9 +51,26 @@ export class RunRecorder {
   private readonly listeners: EventListener[] = [];
   private readonly maxBatch: number;
   private failure: unknown;
+  private redactionInUse: RunRedaction | undefined;
 
   constructor(private readonly opts: RunRecorderOptions) {
     this.maxBatch = opts.maxBatch ?? 500;
+    this.redactionInUse = opts.redaction;
+  }
+
+  /** What keeps secrets out of this run's events, if anything does. */
+  get redaction(): RunRedaction | undefined {
+    return this.redactionInUse;
+  }
+
+  /**
+   * Redacts every event recorded from now on (set before the first one): secrets and key shapes in
+   * the data are replaced, blob references follow blobs stored redacted, and each redaction is
+   * recorded as a SecretRedacted fact queued right after its event (before it for RunCompleted and
+   * RunInterrupted, which end the run).
+   */
+  redactWith(redaction: RunRedaction): void {
+    this.redactionInUse = redaction;
   }
 
   /** Called with every event once it is durable, in seq order. */
@@ -57,22 +80,41 @@ export class RunRecorder {
 
   /** Queues one event of the run; resolves with the stored event once it is durable. */
   readonly record = <T extends EventType>(type: T, data: EventData<T>): Promise<A2rlEvent> => {
+    let items: Array<[EventType, EventData<EventType>]>;
+    let main: number;
     try {
-      this.opts.guard?.(type, data as EventData<EventType>);
+      ({ items, main } = this.withFacts(type, data));
+      // The guard judges each event in the order it is stored.
+      for (const [t, d] of items) this.opts.guard?.(t, d);
     } catch (err) {
       // A refused event is a harness bug: the run must not close as if all were recorded.
       this.failure ??= err;
       return Promise.reject(err);
     }
-    const stored = new Promise<A2rlEvent>((resolve, reject) => this.queued.push({ item: [type, data as EventData<EventType>], resolve, reject }));
-    // Observers often record without waiting; a failure is still seen by settle(), so it must not
-    // also surface as an unhandled rejection.
-    stored.catch(() => undefined);
+    const stored = items.map((item) => {
+      const queued = new Promise<A2rlEvent>((resolve, reject) => this.queued.push({ item, resolve, reject }));
+      // Observers often record without waiting; a failure is still seen by settle(), so it must not
+      // also surface as an unhandled rejection.
+      queued.catch(() => undefined);
+      return queued;
+    });
     // One drain per call, but a drain that finds the queue empty does nothing: a burst collapses
     // into as few batches as the appends take turns.
     void this.writer.add(() => this.drain());
-    return stored;
+    return stored[main];
   };
+
+  /**
+   * The event as it may be stored, with its SecretRedacted facts (after it, or before a closing
+   * event); `main` is the event's index among them.
+   */
+  private withFacts<T extends EventType>(type: T, data: EventData<T>): { items: Array<[EventType, EventData<EventType>]>; main: number } {
+    if (!this.redactionInUse) return { items: [[type, data as EventData<EventType>]], main: 0 };
+    const redacted = this.redactionInUse.redactEvent(type, data);
+    const event: [EventType, EventData<EventType>] = [type, redacted.data as EventData<EventType>];
+    const facts = redacted.facts.map((f): [EventType, EventData<EventType>] => ['SecretRedacted', f]);
+    return CLOSING.has(type) ? { items: [...facts, event], main: facts.length } : { items: [event, ...facts], main: 0 };
+  }
 
   /** Events queued and not yet durable. */
   get backlog(): number {

@@ -48,6 +48,8 @@ const SUMMARIES: Summaries = {
   RunScheduled: (d) => `${d.task} by ${d.agent}${d.driver ? ` (${d.driver})` : ''}, base ${d.baseModel}, budget ${d.budgetSeconds}s, seed ${d.seed}, mode ${d.mode}`,
   WorkspacePrepared: (d) => `sandbox ${d.sandbox}, ${d.dataManifest.length} files provided (${formatBytes(d.dataManifest.reduce((n, f) => n + f.size, 0))})`,
   BaselineEvaluated: (d) => `baseline ${score(d.score)}${d.cached ? ' (cached)' : ''}`,
+  WorkspaceIntegrityChecked: (d) =>
+    `${d.phase === 'end' ? 'end of run' : `before grading${d.submissionId ? ` ${d.submissionId}` : ''}`} (${d.full ? 'hashed' : 'stat'}): ${d.checked} paths, ${d.ok ? 'data/ and models/ unchanged' : `${d.differences.length + (d.moreDifferences ?? 0)} differences`}`,
   AgentStarted: (d, ws) => `${ws(d.command)}${d.pid === undefined ? '' : ` (pid ${d.pid})`}`,
   FileChanged: (d, _ws, sizeBefore) => `${d.op} ${d.path}${sizeChange(d, sizeBefore(d.path))}`,
   // The program's own kind (one event at a time; reports add the process tree's context).
@@ -64,12 +66,16 @@ const SUMMARIES: Summaries = {
   },
   SubmissionRejected: (d) => `${d.submissionId} ${d.reasonClass}: ${d.message}`,
   AgentOutput: (d) => `${d.stream} ${formatBytes(d.chunk.size)}`,
+  SecretRedacted: (d) => `${d.count} × ${d.kind} redacted in ${d.where === 'blob' ? `${d.blob ?? 'other'} blob${d.path ? ` ${d.path}` : ''}` : 'event'}${d.eventType ? ` of ${d.eventType}` : ''}${d.field ? ` at ${d.field}` : ''}`,
   AgentExited: (d) => `${d.reason}${d.exitCode !== undefined ? `, exit ${d.exitCode}` : ''}${d.signal ? `, signal ${d.signal}` : ''}`,
   RunCompleted: (d) => `${d.submissions} submissions, best ${d.best === undefined ? '-' : score(d.best)}`,
   RunInterrupted: (d) => d.reason,
   RunResumed: (d) => d.note ?? '',
   TreeHeadSigned: (d) => `tree size ${d.treeSize}, root ${d.rootHash.slice(0, 16)}…, key ${d.keyId}`,
   ObservationGap: (d) => `${d.observer} observation gap${d.count !== undefined ? ` (${d.count} lost)` : ''}: ${d.reason}`,
+  EgressConnection: (d) =>
+    `${d.method} ${d.host}:${d.port} ${d.allowed ? `allowed, ${formatBytes(d.bytesOut)} out, ${formatBytes(d.bytesIn)} in` : 'refused'}${d.reason ? `: ${d.reason}` : ''}`,
+  LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${d.action}`,
 };
 
 /**

@@ -3,6 +3,7 @@ import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { escapeXml, scoreChart, timelineChart } from './charts.js';
 import { buildReport, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
+import { changePhrase, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 
 /**
  * Run reports in three formats from one structured report (report-model.ts). Markdown and HTML are
@@ -80,9 +81,44 @@ function header(r: RunReport): Block[] {
           { cite: run.evidence.lifecycle },
         ),
         row('Workspace', { code: run.workspace ?? 'unknown' }, ' ', { cite: run.evidence.workspace }),
+        ...(r.integrity ? [row('Integrity', ...integritySummary(r.integrity))] : []),
       ],
     },
   ];
+}
+
+const checkLabel = (c: WorkspaceIntegrity['checks'][number]) => (c.phase === 'end' ? 'end of run' : `before grading${c.submissionId ? ` ${c.submissionId}` : ''}`);
+
+function integritySummary(i: WorkspaceIntegrity): Inline[] {
+  const checks = plural(i.checks.length, 'check');
+  if (i.ok) return [`data/ and models/ unchanged (${checks}${i.endChecked ? '' : ', none at the end of the run'}) `, { cite: i.evidence }];
+  const paths = i.modified.length + i.unlisted;
+  return [{ strong: 'failed' }, ` — read-only data/models modified: ${plural(paths, 'path')} `, { cite: i.checks.filter((c) => !c.ok).map((c) => c.seq) }];
+}
+
+/** Present only for runs that recorded WorkspaceIntegrityChecked (older reports stay as they were). */
+function integrityBlocks(i: WorkspaceIntegrity): Block[] {
+  const blocks: Block[] = [{ kind: 'heading', level: 2, text: ['Integrity of data/ and models/'] }];
+  if (i.ok) blocks.push({ kind: 'para', text: [`Every check found data/ and models/ as WorkspacePrepared recorded them. `, { cite: i.evidence }] });
+  else {
+    const named: Inline[] = i.modified.flatMap((m, k) => [...(k ? [', '] : []), { code: m.path }]);
+    const more = i.unlisted ? [` and ${plural(i.unlisted, 'path')} counted but not listed`] : [];
+    blocks.push(
+      { kind: 'para', text: ['read-only data/models modified: ', ...named, ...more, ' ', { cite: i.checks.filter((c) => !c.ok).map((c) => c.seq) }] },
+      {
+        kind: 'table',
+        head: ['path', 'change', 'expected', 'found', 'events'],
+        rows: i.modified.map((m) => [[{ code: m.path }], [changePhrase(m)], [shortSha(m.expected)], [m.actual ? shortSha(m.actual) : (m.found ?? 'none')], [{ cite: m.evidence }]]),
+      },
+    );
+  }
+  if (!i.endChecked) blocks.push({ kind: 'para', text: ['No end-of-run check was recorded: only the checks before gradings, which re-hash only files whose stat changed since the last hash.'] });
+  blocks.push({
+    kind: 'table',
+    head: ['check', 'method', 'paths compared', 'result', 'events'],
+    rows: i.checks.map((c) => [[checkLabel(c)], [c.full ? 'every file hashed' : 'stat, changed files hashed'], [String(c.checked)], [c.ok ? 'unchanged' : plural(c.differences, 'difference')], [{ cite: [c.seq] }]]),
+  });
+  return blocks;
 }
 
 function fileBlocks(f: FileChangeReport): Block[] {
@@ -144,6 +180,7 @@ function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
   const cited = new Set<number>();
   const blocks: Block[] = [
     ...header(r),
+    ...(r.integrity ? integrityBlocks(r.integrity) : []),
     { kind: 'heading', level: 2, text: ['Score trajectory'] },
     { kind: 'svg', svg: scoreChart(r) },
     { kind: 'heading', level: 2, text: ['Timeline'] },

@@ -4,6 +4,7 @@ import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.j
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
 import { eventTime } from '../ledger/events/event-time.js';
+import { workspaceIntegrity, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 
 // The run report's model: what a report says, before any format. It is assembled when a report is
 // asked for, from the run-analysis row (a projection), the run's events and blobs read by sha256, and
@@ -102,6 +103,11 @@ export interface RunReport {
   metricsEvidence: Record<keyof ProcessMetrics, Evidence>;
   submissions: SubmissionReport[];
   timeline: { endS: number; items: TimelineItem[] };
+  /**
+   * The read-only world's checks (WorkspaceIntegrityChecked), folded. Absent, not null, when the run
+   * recorded none: reports of runs from before the checks stay byte-identical (bundles re-render them).
+   */
+  integrity?: WorkspaceIntegrity;
 }
 
 const sortedUnique = (seqs: number[]): Evidence => [...new Set(seqs)].sort((a, b) => a - b);
@@ -269,6 +275,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
     previous = s;
   }
 
+  const integrity = workspaceIntegrity(events);
   const bestSubmission = a.best === null ? undefined : a.submissions.find((s) => s.status === 'graded' && s.score === a.best);
   return {
     schema: 'a2rl.run-report/1',
@@ -308,5 +315,6 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
     metricsEvidence: metricsEvidence(a, events),
     submissions,
     timeline: timeline(input, at),
+    ...(integrity ? { integrity } : {}),
   };
 }

@@ -2,6 +2,21 @@ import { describe, expect, it } from '@jest/globals';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
 import { renderReport, REPORT_FORMATS, seqRanges } from './render.js';
 import { memoryBlobs, sampleRun, TRAIN_V1 } from '../../projections/run-analysis/testing/run-fixture.js';
+import type { EventData } from '../ledger/events/catalog.js';
+import { buildEvent } from '../ledger/events/envelope.js';
+
+/** The sample run with integrity checks appended (before sub-2's grading and at the end). */
+function checkedRun(end: Partial<EventData<'WorkspaceIntegrityChecked'>>) {
+  const run = sampleRun();
+  const next = run.events.length;
+  const t = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
+  const base = { ok: true, checked: 4, differences: [] };
+  run.events.push(
+    buildEvent('WorkspaceIntegrityChecked', run.analysis.runId, next, t(21), { ...base, phase: 'grading', submissionId: 'sub-2', full: false, observedAt: t(17.2) }),
+    buildEvent('WorkspaceIntegrityChecked', run.analysis.runId, next + 1, t(22), { ...base, phase: 'end', full: true, observedAt: t(21.5), ...end }),
+  );
+  return { run, seqs: [next, next + 1] };
+}
 
 describe('renderReport', () => {
   it('renders the same bytes twice in every format (no clock, fixed number formatting)', async () => {
@@ -64,6 +79,50 @@ describe('renderReport', () => {
     const counts = [[[4, 0]], [[2, 1]]]; // TRAIN_V1 created (4 lines), then lr edited and a print appended
     expect(analysis.submissions.map((s) => s.codeChanges.map((c) => [c.linesAdded, c.linesRemoved]))).toEqual(counts);
     expect(doc.submissions.map((s: { code: { files: { linesAdded: number; linesRemoved: number }[] } }) => s.code.files.map((f) => [f.linesAdded, f.linesRemoved]))).toEqual(counts);
+  });
+
+  it('adds no integrity section to a run without integrity checks (reports of older runs stay byte-identical)', async () => {
+    const run = sampleRun();
+    expect(JSON.parse(await renderReport(run, 'json'))).not.toHaveProperty('integrity');
+    for (const format of ['md', 'html'] as const) expect(await renderReport(run, format)).not.toMatch(/integrity|data\/models/i);
+  });
+
+  it('names the modified read-only paths in the header, an integrity section and the JSON form', async () => {
+    const sha = (c: string) => c.repeat(64);
+    const { run, seqs } = checkedRun({
+      ok: false,
+      differences: [
+        { path: 'data/train.jsonl', expected: sha('a'), actual: sha('b') },
+        { path: 'models/arith-base/weights.bin', expected: sha('c'), actual: null, found: 'symlink' },
+      ],
+      moreDifferences: 3,
+    });
+    const md = await renderReport(run, 'md');
+    expect(md).toContain(`| Integrity | **failed** — read-only data/models modified: 5 paths [seq ${seqs[1]}] |`);
+    expect(md).toContain(`## Integrity of data/ and models/\n\nread-only data/models modified: \`data/train.jsonl\`, \`models/arith-base/weights.bin\` and 3 paths counted but not listed [seq ${seqs[1]}]`);
+    expect(md).toContain(`| \`models/arith-base/weights.bin\` | symlink instead of a file | cccccccccccc | symlink | [seq ${seqs[1]}] |`);
+    expect(md).toContain(`| before grading sub-2 | stat, changed files hashed | 4 | unchanged | [seq ${seqs[0]}] |`);
+    expect(md).toContain(`| end of run | every file hashed | 4 | 5 differences | [seq ${seqs[1]}] |`);
+    expect(md).toMatch(new RegExp(`\\| ${seqs[1]} \\| [^|]+ \\| WorkspaceIntegrityChecked \\|`)); // cited
+    const doc = JSON.parse(await renderReport(run, 'json'));
+    expect(doc.integrity).toMatchObject({ ok: false, endChecked: true, unlisted: 3, evidence: seqs });
+    expect(doc.integrity.modified.map((m: { path: string; change: string }) => [m.path, m.change])).toEqual([
+      ['data/train.jsonl', 'changed'],
+      ['models/arith-base/weights.bin', 'replaced'],
+    ]);
+    const html = await renderReport(run, 'html');
+    expect(html).toContain('read-only data/models modified: <code>data/train.jsonl</code>');
+  });
+
+  it('says when data/ and models/ were found unchanged, and when no end-of-run check was recorded', async () => {
+    const { run, seqs } = checkedRun({});
+    const md = await renderReport(run, 'md');
+    expect(md).toContain(`| Integrity | data/ and models/ unchanged (2 checks) [seq ${seqs[0]}–${seqs[1]}] |`);
+    expect(md).not.toContain('modified');
+    run.events.pop();
+    const partial = await renderReport(run, 'md');
+    expect(partial).toContain('unchanged (1 check, none at the end of the run)');
+    expect(partial).toContain('No end-of-run check was recorded');
   });
 
   it('collapses consecutive seqs into ranges', () => {

@@ -45,6 +45,8 @@ export interface LaunchOptions {
   tracer?: 'strace' | 'proc' | 'auto';
   /** The strace executable (default `strace` on the harness's PATH). */
   straceBinary?: string;
+  /** What the command reads from file descriptors 3, 4… (the sandbox's options and filter: see sandbox.ts). */
+  fds?: Buffer[];
 }
 
 export interface AgentHandle {
@@ -99,8 +101,9 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     cwd: opts.cwd,
     env: opts.env,
     detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', ...(opts.fds ?? []).map(() => 'pipe' as const)],
   });
+  writeExtraFds(child.stdio, opts.fds);
   if (child.pid !== undefined) tracer?.start(child.pid, opts.cwd);
   try {
     await Promise.race([once(child, 'spawn'), once(child, 'error').then(([err]) => Promise.reject(err))]);
@@ -174,6 +177,15 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
       return exited;
     },
   };
+}
+
+/** Feeds fds 3, 4… of a spawned child; a command that never reads them fails on its own. */
+export function writeExtraFds(stdio: ReadonlyArray<unknown>, fds: Buffer[] | undefined): void {
+  fds?.forEach((bytes, i) => {
+    const pipe = stdio[3 + i] as NodeJS.WritableStream & { on(event: 'error', fn: () => void): unknown };
+    pipe.on('error', () => undefined);
+    pipe.end(bytes);
+  });
 }
 
 /** SIGTERM to the group and every tracked descendant, wait up to `graceMs`, then SIGKILL until none is left. */

@@ -1,6 +1,7 @@
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { EventData, EventType } from '../ledger/events/catalog.js';
 import type { TaskPack } from '../../tasks/task-pack.js';
+import type { RunLimits } from './sandbox/limits.js';
 
 /** Records one event of the current run (validated, numbered and made durable by the LedgerService). */
 export type Recorder = <T extends EventType>(type: T, data: EventData<T>) => Promise<unknown>;
@@ -31,4 +32,6 @@ export interface RunContext {
   budgetSeconds: number;
   record: Recorder;
   artifacts: ArtifactStore;
+  /** The run's limits (task pack defaults, overridden per run); absent: nothing is limited by the harness. */
+  limits?: RunLimits;
 }

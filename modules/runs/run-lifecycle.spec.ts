@@ -40,6 +40,7 @@ const c = {
 const ANY: Record<EventType, () => RunCommand> = {
   RunScheduled: c.scheduled,
   WorkspacePrepared: c.prepared,
+  WorkspaceIntegrityChecked: () => ({ type: 'WorkspaceIntegrityChecked', data: { phase: 'end', ok: true, full: true, checked: 2, differences: [], observedAt: T } }),
   BaselineEvaluated: c.baseline,
   AgentStarted: c.started,
   FileChanged: c.fileChanged,
@@ -52,10 +53,13 @@ const ANY: Record<EventType, () => RunCommand> = {
   SubmissionGraded: () => c.graded('sub-9'),
   SubmissionRejected: () => c.rejected('sub-9'),
   AgentExited: c.exited,
+  SecretRedacted: () => ({ type: 'SecretRedacted', data: { where: 'event', eventType: 'ProcessStarted', field: 'argv[2]', kind: 'run-token', count: 1, observedAt: T } }),
   RunCompleted: c.completed,
   RunInterrupted: c.interrupted,
   RunResumed: c.resumed,
   TreeHeadSigned: c.head,
+  EgressConnection: () => ({ type: 'EgressConnection', data: { host: 'pypi.org', port: 443, method: 'CONNECT', allowed: false, reason: 'not on the allowlist', bytesOut: 0, bytesIn: 0, observedAt: T } }),
+  LimitReached: () => ({ type: 'LimitReached', data: { limit: 'diskBytes', value: 5, max: 4, action: 'stopped the agent', observedAt: T } }),
 };
 const INSTRUMENTATION = ['FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap'] as const;
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TaskPack } from '../../tasks/task-pack.js';
 import type { AgentHandle, LaunchOptions } from './agent-process.js';
+import type { SandboxPlan } from './sandbox/capabilities.js';
 
 /** The task packs a run can name (the registry in tasks/, or a fake in tests). */
 export type TaskCatalog = (taskId: string) => TaskPack;
@@ -40,7 +41,11 @@ export interface AgentLauncher {
   alive(pid: number): boolean;
 }
 
+/** How this machine sandboxes agents (probed once: sandbox/capabilities.ts; fixed in tests). */
+export type SandboxPlanner = () => SandboxPlan;
+
 export const RUN_IDS = Symbol('RUN_IDS');
+export const SANDBOX_PLANNER = Symbol('SANDBOX_PLANNER');
 export const RUN_LOCKS = Symbol('RUN_LOCKS');
 export const AGENT_LAUNCHER = Symbol('AGENT_LAUNCHER');
 export const TASK_CATALOG = Symbol('TASK_CATALOG');

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { MemoryArtifactStore } from '../../infra/artifacts/memory-artifact-store.js';
 import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
 import { BaselineCache } from '../grading/baseline-cache.js';
+import type { GradingSockets } from '../grading/grading-sockets.js';
 import { RunRegistry } from '../grading/run-registry.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { LedgerService } from '../ledger/ledger.service.js';
@@ -13,6 +14,7 @@ import type { Settings } from '../settings/settings.port.js';
 import type { AgentExit, AgentHandle, LaunchOptions } from './agent-process.js';
 import type { AgentLauncher, RunIds, RunLock, RunLocks } from './run.ports.js';
 import { RunService, type RunRequest } from './run.service.js';
+import { planFrom } from './sandbox/capabilities.js';
 import { fakeTask } from './testing/fake-task.js';
 
 // The run service with every port in memory: no agent process, no disk ledger, no artifact
@@ -73,7 +75,10 @@ function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?:
   };
   const task = fakeTask();
   if (opts.evaluate) task.evaluate = opts.evaluate;
-  const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task);
+  // Unsandboxed: the sandbox itself is exercised by sandbox.spec.ts and the e2e suites.
+  const plan = planFrom({ bwrap: null, harnessUid: 0, setpriv: false, prlimit: false, unprivilegedUserns: false, rootNamespaces: false, networkNamespace: false, gpuDevices: [], notes: [] });
+  const sockets = { open: async () => { throw new Error('no socket when unsandboxed'); } } as unknown as GradingSockets;
+  const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task, () => plan, sockets, 'operator-token-0123456789');
   const request: RunRequest = { task: task.id, agentCommand: 'fake agent', budgetSeconds: 60, seed: 0, gradingBaseUrl: 'http://127.0.0.1:1', warn: () => {} };
   const events = async (runId: string) => {
     const out: A2rlEvent[] = [];

@@ -1,4 +1,5 @@
 import { createReadStream } from 'node:fs';
+import { chmod, chown } from 'node:fs/promises';
 import path from 'node:path';
 import { Inject, Injectable } from '@nestjs/common';
 import type { TaskPack } from '../../tasks/task-pack.js';
@@ -8,8 +9,11 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { TreeHeadSigner } from '../audit/tree-head-signer.js';
 import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../audit/tree-head.js';
 import { BaselineCache } from '../grading/baseline-cache.js';
+import { GradingSockets, type GradingSocket } from '../grading/grading-sockets.js';
+import { OPERATOR_TOKEN } from '../grading/grading.options.js';
 import { RunRegistry } from '../grading/run-registry.js';
 import { Instrumentation } from '../instrumentation/instrumentation.js';
+import { knownSecrets } from '../instrumentation/secret-redactor.js';
 import { RunRecorder } from '../instrumentation/run-recorder.js';
 import type { EventData, EventType } from '../ledger/events/catalog.js';
 import type { RecordedEvent } from '../ledger/event-store.port.js';
@@ -20,10 +24,14 @@ import { loadServingConfig } from '../serving/serving.config.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import type { AgentExit, AgentHandle } from './agent-process.js';
 import { agentInstructions } from './instructions.js';
+import { captureIntegrityBaseline, integrityAtEnd, integrityBeforeGrading, type IntegrityBaseline } from './workspace-integrity.js';
 import type { RunContext } from './run-context.js';
-import { AGENT_LAUNCHER, RUN_IDS, RUN_LOCKS, TASK_CATALOG, type AgentLauncher, type RunIds, type RunLock, type RunLocks, type TaskCatalog } from './run.ports.js';
+import { AGENT_LAUNCHER, RUN_IDS, RUN_LOCKS, SANDBOX_PLANNER, TASK_CATALOG, type AgentLauncher, type RunIds, type RunLock, type RunLocks, type SandboxPlanner, type TaskCatalog } from './run.ports.js';
 import { runGuard } from './run-lifecycle.js';
-import { detectSandbox, SANDBOX_AGENT_DIR, sandboxCommand, type SandboxKind } from './sandbox.js';
+import { startEgressProxy } from './sandbox/egress-proxy.js';
+import type { SandboxPlan } from './sandbox/capabilities.js';
+import { PAPER_LIMITS, REFERENCE_LIMITS, type RunLimits } from './sandbox/limits.js';
+import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
 import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
 
 export type RunMode = 'free' | 'sft-only' | 'rl-oriented';
@@ -43,6 +51,10 @@ export interface RunRequest {
   /** SIGTERM → SIGKILL grace at budget expiry. */
   graceMs?: number;
   onProgress?: (progress: RunProgress) => void;
+  /** Overrides of the task's resource limits (`a2rl run --limit name=value`). */
+  limits?: Partial<RunLimits>;
+  /** Hosts the agent may reach through the egress proxy (`--allow-net`); default none. */
+  allowNet?: string[];
   /** Where to say the run is unsandboxed; defaults to stderr. */
   warn?: (message: string) => void;
 }
@@ -87,6 +99,15 @@ interface RunSession {
   tally: { submissions: Set<string>; best: number | null };
   prepared?: PreparedWorkspace;
   sandbox?: SandboxKind;
+  plan?: SandboxPlan;
+  /** The agent's own uid and gid when the harness is root and sandboxes (one per run). */
+  agentUid?: number;
+  limits: RunLimits;
+  /** What the harness serves into the sandbox (grading socket, egress proxy), closed at teardown. */
+  endpoints: Array<{ close(): Promise<void> }>;
+  forwards: SandboxForward[];
+  /** data/ and models/ as last checked (stat baseline for the next check). */
+  integrity?: IntegrityBaseline;
   /** Model serving and environment servers for the baseline grading and the run's environment. */
   evaluation?: ReturnType<typeof createEvaluationContext>;
   /** The capability token of the run's grading API. */
@@ -122,6 +143,9 @@ export class RunService {
     @Inject(RUN_LOCKS) private readonly locks: RunLocks,
     @Inject(AGENT_LAUNCHER) private readonly launcher: AgentLauncher,
     @Inject(TASK_CATALOG) private readonly tasks: TaskCatalog,
+    @Inject(SANDBOX_PLANNER) private readonly sandboxes: SandboxPlanner,
+    private readonly gradingSockets: GradingSockets,
+    @Inject(OPERATOR_TOKEN) private readonly operatorToken: string,
   ) {}
 
   /** Fails before anything is recorded when the task or agent is unknown or the agent cannot run here. */
@@ -181,8 +205,12 @@ export class RunService {
       if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
     });
     const root = workspaceLayout(this.settings.workspacesDir, runId, task.baseModel).root;
-    const instrumentation = new Instrumentation({ root, recorder, artifacts: this.artifacts, clock: this.clock });
-    return { runId, task, spec, driver, request, warn, recorder, signer, instrumentation, lock: { runId, pid: process.pid }, tally };
+    const limits: RunLimits = { ...(task.reference ? REFERENCE_LIMITS : PAPER_LIMITS), ...task.limits, ...request.limits };
+    const session = { runId, task, spec, driver, request, warn, recorder, signer, lock: { runId, pid: process.pid }, tally, limits, endpoints: [], forwards: [] } as Omit<RunSession, 'instrumentation'>;
+    // Every credential the harness knows is redacted from events and archived files (the run token is added once drawn).
+    const secrets = [...knownSecrets({ env: process.env }), { kind: 'operator-token', value: this.operatorToken }];
+    const instrumentation = new Instrumentation({ root, recorder, artifacts: this.artifacts, clock: this.clock, limits, secrets, onLimit: () => this.stopForLimit(session as RunSession) });
+    return Object.assign(session, { instrumentation });
   }
 
   /** Everything is recorded through the instrumentation's ordered lane. */
@@ -206,6 +234,13 @@ export class RunService {
 
   private async prepareWorkspace(s: RunSession): Promise<void> {
     const { request, task } = s;
+    const plan = (s.plan = this.sandboxes());
+    s.sandbox = plan.mode === 'none' ? 'none' : 'bwrap';
+    if (s.sandbox === 'none') {
+      s.warn('WARNING: bubblewrap (bwrap) cannot sandbox the agent here: the agent runs UNSANDBOXED with access to everything this user can read, including held-out data. Install the "bubblewrap" package; `a2rl doctor` says what is missing.');
+    }
+    // A root harness gives each run's agent a uid of its own: its process limit and its signals reach no other run.
+    if (s.sandbox === 'bwrap' && plan.capabilities.harnessUid === 0) s.agentUid = agentUidFor(s.runId);
     const prepared = await prepareWorkspace({
       workspacesRoot: this.settings.workspacesDir,
       runId: s.runId,
@@ -214,19 +249,31 @@ export class RunService {
       datasetsDir: path.join(this.settings.home, 'datasets'),
       instructions: agentInstructions({ task: task.id, baseModel: task.baseModel, budgetSeconds: request.budgetSeconds, interactive: !!task.environment, mode: request.mode }),
       budgetSeconds: request.budgetSeconds,
+      runDir: path.join(this.settings.home, 'runs', s.runId),
+      runMetaLink: s.sandbox === 'bwrap' ? path.posix.join(SANDBOX_RUN_DIR, 'run_meta.json') : undefined,
+      agentOwner: s.agentUid === undefined ? undefined : { uid: s.agentUid, gid: s.agentUid },
     });
     s.prepared = prepared;
-    s.sandbox = detectSandbox();
-    if (s.sandbox === 'none') {
-      s.warn('WARNING: bubblewrap (bwrap) is not available: the agent runs UNSANDBOXED with access to everything this user can read, including held-out data. Install the "bubblewrap" package.');
-    }
+    s.integrity = await captureIntegrityBaseline(prepared.layout, prepared.dataManifest);
     // Everything given to the agent is archived too (content-addressed, so once per task in
     // practice): replay and audit bundles can then restore data/ and models/ exactly.
     for (const file of prepared.dataManifest) {
       await this.artifacts.put(createReadStream(path.join(prepared.layout.root, file.path)), { sha256: file.sha256, size: file.size });
     }
-    const { mounts } = sandboxCommand({ kind: s.sandbox, workspace: prepared.layout, agentDir: agentsRoot(), command: ['true'], env: {} });
-    await this.record(s, 'WorkspacePrepared', { workspace: prepared.layout.root, sandbox: s.sandbox, mounts, dataManifest: prepared.dataManifest });
+    const { mounts } = sandboxCommand({ kind: s.sandbox, plan, workspace: prepared.layout, agentDir: agentsRoot(), runDir: prepared.runDir, command: ['true'], env: {} });
+    await this.record(s, 'WorkspacePrepared', {
+      workspace: prepared.layout.root,
+      sandbox: s.sandbox,
+      mounts,
+      dataManifest: prepared.dataManifest,
+      isolation: {
+        mode: plan.mode,
+        ...(s.agentUid !== undefined ? { uid: s.agentUid } : {}),
+        network: s.sandbox === 'bwrap' ? 'bridged' : 'host',
+        allowNet: request.allowNet ?? [],
+        limits: { ...s.limits },
+      },
+    });
   }
 
   private async gradeBaseline(s: RunSession): Promise<void> {
@@ -241,10 +288,14 @@ export class RunService {
     await this.record(s, 'BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
   }
 
-  /** Serves the run's grading API and starts watching the workspace (its current tree is the baseline). */
+  /**
+   * Serves the run's grading API (and, with --allow-net, the egress proxy) to the sandbox and starts
+   * watching the workspace (its current tree is the baseline).
+   */
   private async startObservers(s: RunSession): Promise<void> {
     const prepared = s.prepared!;
     const token = (s.token = this.ids.token());
+    s.instrumentation.redaction?.add([{ kind: 'run-token', value: token }]);
     const ctx: RunContext = {
       runId: s.runId,
       task: s.task,
@@ -254,6 +305,7 @@ export class RunService {
       budgetSeconds: s.request.budgetSeconds,
       record: s.instrumentation.record,
       artifacts: this.artifacts,
+      limits: s.limits,
     };
     s.registered = true;
     this.registry.register(ctx, {
@@ -261,10 +313,50 @@ export class RunService {
       baselineScore: s.baseline!,
       envContext: s.evaluation,
       onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds(this.clock()) }),
+      beforeGrading: (submissionId) => this.checkIntegrity(s, submissionId),
     });
+    if (s.sandbox === 'bwrap') await this.openEndpoints(s);
     await s.instrumentation.start();
     if (s.sandbox === 'none') s.lock.pidFile = this.locks.pidFile(s.runId);
     this.locks.write(s.lock);
+  }
+
+  /** The sandbox's only ways out: the run's grading socket and, when hosts are allowed, the egress proxy. */
+  private async openEndpoints(s: RunSession): Promise<void> {
+    const { runDir } = s.prepared!;
+    const owner = s.agentUid === undefined ? undefined : { uid: s.agentUid, gid: s.agentUid };
+    s.endpoints.push(await this.gradingSockets.open(path.join(runDir, 'grading.sock'), s.token!, owner));
+    s.forwards.push({ port: SANDBOX_PORTS.grading, socket: 'grading.sock' });
+    const allow = s.request.allowNet ?? [];
+    if (allow.length > 0) {
+      const socket = path.join(runDir, 'egress.sock');
+      const proxy = await startEgressProxy({ listen: { path: socket }, allow, record: (data) => this.record(s, 'EgressConnection', data), clock: this.clock });
+      s.endpoints.push(proxy);
+      if (owner) await chown(socket, 0, owner.gid);
+      await chmod(socket, 0o660);
+      s.forwards.push({ port: SANDBOX_PORTS.egress, socket: 'egress.sock' });
+    }
+  }
+
+  /**
+   * data/ and models/ against WorkspacePrepared: before a grading a stat comparison (re-hashing what
+   * changed), at the end every file re-hashed. A check that cannot run is said, never fatal.
+   */
+  private async checkIntegrity(s: RunSession, submissionId?: string): Promise<void> {
+    const { layout, dataManifest } = s.prepared!;
+    try {
+      const checked = submissionId === undefined ? await integrityAtEnd(layout, dataManifest) : await integrityBeforeGrading(layout, dataManifest, s.integrity, submissionId);
+      s.integrity = checked.baseline;
+      await this.record(s, 'WorkspaceIntegrityChecked', checked.data);
+    } catch (err) {
+      s.warn(`[${s.runId}] could not check the integrity of data/ and models/: ${(err as Error).message}`);
+    }
+  }
+
+  /** Stops the agent when a limit the harness accounts (the disk quota) is exceeded; LimitReached says which. */
+  private stopForLimit(s: RunSession): void {
+    s.warn(`[${s.runId}] a resource limit was reached: stopping the agent (see LimitReached in a2rl events ${s.runId})`);
+    void s.agent?.kill('killed');
   }
 
   private async launchAgent(s: RunSession): Promise<void> {
@@ -274,6 +366,13 @@ export class RunService {
     const sandbox = s.sandbox!;
     const token = s.token!;
     const agentDir = spec.dir ? insideSandbox(sandbox, spec.dir) : '';
+    // Sandboxed, the grading API is the bridged loopback port and needs no credential: the agent holds no token.
+    const grading: Record<string, string> =
+      sandbox === 'bwrap'
+        ? { GRADING_SERVER_URL: `http://127.0.0.1:${SANDBOX_PORTS.grading}` }
+        : { GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`, A2RL_RUN_TOKEN: token };
+    const proxy = `http://127.0.0.1:${SANDBOX_PORTS.egress}`;
+    const egress: Record<string, string> = s.forwards.some((f) => f.port === SANDBOX_PORTS.egress) ? { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy } : {};
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
       TASK: task.id,
@@ -282,21 +381,26 @@ export class RunService {
       MODEL_PATH: layout.baseModelDir,
       DATA_PATH: layout.dataDir,
       OUTPUT_DIR: layout.outputDir,
-      GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`,
-      A2RL_RUN_TOKEN: token,
+      ...grading,
+      ...egress,
       A2RL_AGENT_DIR: agentDir,
       ...(driver ? { LLM_MODEL: driver } : {}),
       ...passThroughEnv(spec),
     };
     const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
-    const sandboxed = sandboxCommand({ kind: sandbox, workspace: layout, agentDir: agentsRoot(), command, env });
+    const sandboxed = sandboxCommand({
+      kind: sandbox, plan: s.plan, workspace: layout, agentDir: agentsRoot(), runDir: prepared.runDir,
+      agentUid: s.agentUid, command, env, forwards: s.forwards, limits: s.limits,
+    });
     const output = s.instrumentation.output;
     try {
       s.agent = await this.launcher.launch({
         file: sandboxed.file,
         args: sandboxed.args,
         cwd: layout.root,
-        env: sandbox === 'bwrap' ? {} : env,
+        // The sandbox's prelude gets no environment of the harness: the agent could read it from /proc.
+        env: sandbox === 'bwrap' ? { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } : env,
+        fds: sandboxed.fds,
         budgetMs: request.budgetSeconds * 1000,
         graceMs: request.graceMs,
         onOutput: output.write,
@@ -338,12 +442,14 @@ export class RunService {
       this.agents.delete(s.runId);
     }
     if (s.registered) await this.registry.unregister(s.runId).catch(keep); // gradings in flight finish, rollouts flushed
+    for (const endpoint of s.endpoints.splice(0)) await endpoint.close().catch(keep);
     await s.instrumentation.stop().catch(keep); // final file states, output, process facts
     try {
       if (s.exit) {
         const { exitCode, signal, reason, endedAt } = s.exit;
         const observedAt = new Date(endedAt ?? this.clock().getTime()).toISOString();
         await this.record(s, 'AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason, observedAt });
+        await this.checkIntegrity(s);
         await s.prepared?.runMeta.update({ end_time: epochSeconds(this.clock()) }).catch(keep);
         await this.record(s, 'RunCompleted', { ...(s.tally.best !== null ? { best: s.tally.best } : {}), submissions: s.tally.submissions.size });
       } else if (s.launchFailed) {

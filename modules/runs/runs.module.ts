@@ -4,7 +4,8 @@ import { GradingModule } from '../grading/grading.module.js';
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { processLauncher } from './agent-launcher.js';
 import { getTask } from '../../tasks/index.js';
-import { AGENT_LAUNCHER, randomRunIds, RUN_IDS, TASK_CATALOG } from './run.ports.js';
+import { AGENT_LAUNCHER, randomRunIds, RUN_IDS, SANDBOX_PLANNER, TASK_CATALOG } from './run.ports.js';
+import { sandboxPlan } from './sandbox/capabilities.js';
 import { RunService } from './run.service.js';
 
 /**
@@ -13,7 +14,7 @@ import { RunService } from './run.service.js';
  */
 @Module({
   imports: [LedgerModule, ArtifactsModule, GradingModule],
-  providers: [RunService, { provide: RUN_IDS, useValue: randomRunIds }, { provide: AGENT_LAUNCHER, useValue: processLauncher }, { provide: TASK_CATALOG, useValue: getTask }],
+  providers: [RunService, { provide: RUN_IDS, useValue: randomRunIds }, { provide: AGENT_LAUNCHER, useValue: processLauncher }, { provide: TASK_CATALOG, useValue: getTask }, { provide: SANDBOX_PLANNER, useValue: sandboxPlan }],
   exports: [RunService],
 })
 export class RunsModule {}

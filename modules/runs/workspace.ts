@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, cp, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import PQueue from 'p-queue';
@@ -26,6 +26,16 @@ export interface PrepareWorkspaceOptions {
   datasetsDir?: string;
   /** Written as `timeout_s` in run_meta.json. */
   budgetSeconds?: number;
+  /**
+   * The run's harness-owned directory, outside every workspace: run_meta.json is written there (never
+   * through a path in the workspace, which the agent controls) and the workspace's `run_meta.json` is a
+   * link to it (`runMetaLink`: its path as the agent sees it). Default: `<workspace>/../.<run>.run`.
+   */
+  runDir?: string;
+  /** Where the agent finds the run directory's run_meta.json (default: its host path). */
+  runMetaLink?: string;
+  /** The agent's unprivileged uid/gid (root harness): owns the workspace root, code/ and output/. */
+  agentOwner?: { uid: number; gid: number };
 }
 
 export interface PreparedWorkspace {
@@ -35,6 +45,8 @@ export interface PreparedWorkspace {
   /** Every file given to the agent (data and base model), sorted by path. */
   dataManifest: ManifestEntry[];
   runMeta: RunMeta;
+  /** The run's harness-owned directory (run_meta.json, the sandbox's sockets). */
+  runDir: string;
 }
 
 export interface MaterializedTask {
@@ -48,8 +60,8 @@ export class WorkspaceError extends Error {
   override readonly name = 'WorkspaceError';
 }
 
-/** Files the harness writes into the workspace itself (the file watcher ignores them). */
-const HARNESS_FILES = new Set(['description.md', 'instructions.md', 'run_meta.json', 'run_meta.json.tmp']);
+/** Files the harness puts into the workspace itself (the file watcher ignores them). */
+const HARNESS_FILES = new Set(['description.md', 'instructions.md', 'run_meta.json']);
 
 export function isHarnessFile(workspaceRelativePath: string): boolean {
   return HARNESS_FILES.has(workspaceRelativePath);
@@ -107,10 +119,16 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
     await mkdir(layout.outputDir);
     await writeFile(layout.descriptionFile, task.description);
     await writeFile(layout.instructionsFile, opts.instructions);
-    const runMeta = await RunMeta.create(layout.runMetaFile, { timeout_s: opts.budgetSeconds ?? null });
+    const runDir = opts.runDir ?? join(opts.workspacesRoot, `.${opts.runId}.run`);
+    await prepareRunDir(runDir, opts.agentOwner);
+    const runMeta = await RunMeta.create(join(runDir, 'run_meta.json'), { timeout_s: opts.budgetSeconds ?? null });
+    await symlink(opts.runMetaLink ?? runMeta.file, layout.runMetaFile);
     await makeReadOnly(layout.dataDir);
     await makeReadOnly(layout.modelsDir);
-    return { layout, privateDir: pack.privateDir, dataManifest: pack.manifest, runMeta };
+    if (opts.agentOwner) {
+      for (const dir of [layout.root, layout.codeDir, layout.outputDir]) await chown(dir, opts.agentOwner.uid, opts.agentOwner.gid);
+    }
+    return { layout, privateDir: pack.privateDir, dataManifest: pack.manifest, runMeta, runDir };
   } catch (err) {
     await rm(layout.root, { recursive: true, force: true });
     throw err;
@@ -211,6 +229,16 @@ async function listFiles(dir: string): Promise<string[]> {
   return files;
 }
 
+/**
+ * The run directory: only the harness writes it; the agent (its group) may read it, and only through
+ * the sandbox's read-only mount.
+ */
+async function prepareRunDir(dir: string, owner?: { uid: number; gid: number }): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o750 });
+  await chmod(dir, 0o750);
+  if (owner) await chown(dir, 0, owner.gid);
+}
+
 /** Files r--/r-x, directories r-x: nothing can be added, removed or rewritten without root. */
 async function makeReadOnly(path: string): Promise<void> {
   const st = await stat(path);
@@ -252,8 +280,9 @@ export function epochSeconds(date: Date = new Date()): number {
 }
 
 /**
- * Keeps run_meta.json current. Each update is written to a temp file and renamed over the old one,
- * so an agent reading it never sees a torn file; writes are serialised in call order.
+ * Keeps run_meta.json current, in the run directory (never in the workspace: the agent could plant a
+ * link at any path there). Each update is written to a temp file and renamed over the old one, so an
+ * agent reading it never sees a torn file; writes are serialised in call order.
  */
 export class RunMeta {
   private readonly writes = new PQueue({ concurrency: 1 });
@@ -279,7 +308,7 @@ export class RunMeta {
     // A failed write rejects its caller only; later ones still run.
     return this.writes.add(async () => {
       const temp = `${this.file}.tmp`;
-      await writeFile(temp, text);
+      await writeFile(temp, text, { mode: 0o644 });
       await rename(temp, this.file);
     });
   }

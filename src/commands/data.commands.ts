@@ -1,6 +1,7 @@
 import { CommanderError, type Command } from 'commander';
 import { datasetSpec } from '../../modules/datasets/dataset-registry.js';
 import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-dataset.js';
+import { describeSandbox, sandboxPlan } from '../../modules/runs/sandbox/capabilities.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
 import { TASKS } from '../../tasks/index.js';
 import { loadConfig } from '../config/config.js';
@@ -30,9 +31,18 @@ export function registerDataCommands(program: Command): void {
 
   program
     .command('doctor')
-    .description('what this machine lacks to run a task (GPU, vLLM, data, judge, search key, environment servers) and how to get it')
+    .description('how agents are sandboxed here, and what this machine lacks to run a task (GPU, vLLM, data, judge, search key, environment servers) and how to get it')
     .option('--task <id>', 'only this task (default: the six paper tasks and every registered pack)')
-    .action(async (opts: { task?: string }) => {
+    .option('--sandbox', 'only how agents are sandboxed here (exit 1 when they would run unsandboxed)')
+    .action(async (opts: { task?: string; sandbox?: boolean }) => {
+      const plan = sandboxPlan();
+      process.stdout.write(`sandbox: ${plan.mode}${plan.mode === 'none' ? ' (agents run UNSANDBOXED)' : ''}\n`);
+      for (const c of describeSandbox(plan)) process.stdout.write(`  ${c.status.padEnd(8)} ${c.name}: ${c.detail}\n`);
+      for (const note of plan.capabilities.notes) process.stdout.write(`           → ${note}\n`);
+      if (opts.sandbox) {
+        if (plan.mode === 'none') throw new CommanderError(1, 'a2rl.doctor.notReady', '');
+        return;
+      }
       const probe = machineProbe(loadConfig().home);
       const ids = opts.task ? [opts.task] : [...new Set([...PAPER_TASKS, ...TASKS.map((t) => t.id)])];
       const results: TaskDiagnosis[] = [];

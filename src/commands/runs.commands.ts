@@ -3,8 +3,12 @@ import { checkAgent, listAgents } from '../../modules/agents/agent-registry.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { TASKS } from '../../tasks/index.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
+import { parseAllowlist } from '../../modules/runs/sandbox/egress-proxy.js';
+import { parseLimitOverrides } from '../../modules/runs/sandbox/limits.js';
 import { redact } from '../server.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
+
+const collect = (value: string, previous: string[]) => [...previous, value];
 
 /** Commands that run the benchmark: run, demo, tasks, agents. */
 export function registerRunsCommands(program: Command): void {
@@ -19,18 +23,22 @@ export function registerRunsCommands(program: Command): void {
     .option('--seed <n>', 'seed recorded with the run and given to the agent', '0')
     .option('--mode <mode>', 'free | sft-only | rl-oriented', 'free')
     .option('--grace <duration>', 'time between SIGTERM and SIGKILL at budget expiry', '5s')
+    .option('--limit <name=value>', 'override a resource limit of the task, e.g. diskBytes=20G, maxProcesses=512, memoryBytes=none (repeatable)', collect, [])
+    .option('--allow-net <hosts>', 'hosts the agent may reach through the egress proxy, e.g. pypi.org,files.pythonhosted.org (default: none)')
     .option('--json', 'print a JSON summary as the last line')
-    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; json?: boolean }) => {
+    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; limit: string[]; allowNet?: string; json?: boolean }) => {
       if (!/^-?\d+$/.test(opts.seed)) throw new Error(`--seed must be an integer, got "${opts.seed}"`);
       if (!['free', 'sft-only', 'rl-oriented'].includes(opts.mode)) throw new Error(`--mode must be free, sft-only or rl-oriented, got "${opts.mode}"`);
       if (!opts.agent && opts.agentCommand === undefined) throw new Error('give --agent <id> or --agent-command \'<shell command>\'');
       const budgetSeconds = parseDuration(opts.budget);
       const graceMs = parseDuration(opts.grace) * 1000;
+      const limits = parseLimitOverrides(opts.limit);
+      const allowNet = opts.allowNet === undefined ? [] : parseAllowlist(opts.allowNet);
       await withRunApp(async (runs, gradingBaseUrl) => {
         runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
         const result = await runs.run({
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
-          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(),
+          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(), limits, allowNet,
         });
         if (process.stderr.isTTY) process.stderr.write('\n');
         process.stdout.write(

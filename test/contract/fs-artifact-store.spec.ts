@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, open, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -35,6 +35,15 @@ const mountTmpfs = ((): ((path: string, size: string) => void) | undefined => {
 // where the machine allows them and are reported as skipped elsewhere.
 const asRoot = process.getuid?.() === 0;
 
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+
+async function hashOf(stream: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of stream) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
 describe('FsArtifactStore', () => {
   let dir: string;
   let store: FsArtifactStore;
@@ -64,6 +73,31 @@ describe('FsArtifactStore', () => {
     expect(await readdir(join(dir, 'tmp'))).toEqual([]);
     expect(await readdir(join(dir, 'sha256'))).toEqual([]);
   });
+
+  it('keeps holes: a 1 GiB sparse file with 12 KB of data takes kilobytes in the store and reads back identical', async () => {
+    const source = join(dir, 'sparse.bin');
+    const handle = await open(source, 'wx');
+    const data = [0, 300 * 1024 * 1024, GiB - 4096].map((position) => ({ position, bytes: randomBytes(4096) }));
+    for (const { position, bytes } of data) await handle.write(bytes, 0, bytes.length, position);
+    await handle.truncate(GiB);
+    await handle.close();
+    const sha256 = await hashOf(createReadStream(source, { highWaterMark: MiB }));
+    const { key } = await store.put(createReadStream(source, { highWaterMark: MiB }), { sha256, size: GiB });
+    const st = await stat(join(dir, key));
+    expect(st.size).toBe(GiB);
+    expect(st.blocks * 512).toBeLessThan(1024 * 1024); // three 64 KiB blocks of data, not a gigabyte
+    expect(await hashOf(await store.get(sha256))).toBe(sha256);
+    const back = await open(join(dir, key), 'r');
+    try {
+      for (const { position, bytes } of data) {
+        const read = Buffer.alloc(bytes.length);
+        await back.read(read, 0, read.length, position);
+        expect(read.equals(bytes)).toBe(true);
+      }
+    } finally {
+      await back.close();
+    }
+  }, 120_000);
 
   it('writes blobs read-only under sha256/<2 hex>/<hex> and leaves tmp/ empty', async () => {
     const bytes = Buffer.from('on disk');

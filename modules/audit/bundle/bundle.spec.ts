@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { FsArtifactStore } from '../../../infra/artifacts/fs-artifact-store.js';
 import { SqliteEventStore } from '../../../infra/eventstore/sqlite-event-store.js';
+import type { EventData } from '../../ledger/events/catalog.js';
 import { buildEvent } from '../../ledger/events/envelope.js';
 import { streamName } from '../../ledger/events/ids.js';
 import { initSigningKey, type SigningKey } from '../tree-head.js';
@@ -35,8 +36,10 @@ async function blob(content: string): Promise<{ sha256: string; size: number; ke
   return { sha256, size: body.length, key: put.key };
 }
 
-/** A small completed run, signed by `signer` with a head every 4 events. */
-async function writeRun(file: string, signer: SigningKey, runId = RUN): Promise<SqliteEventStore> {
+type IntegrityCheck = EventData<'WorkspaceIntegrityChecked'>;
+
+/** A small completed run, signed by `signer` with a head every 4 events; `checks` adds integrity checks before the grading and at the end. */
+async function writeRun(file: string, signer: SigningKey, runId = RUN, checks: { grading?: IntegrityCheck; end?: IntegrityCheck } = {}): Promise<SqliteEventStore> {
   const store = await SqliteEventStore.open(file);
   const w = new SignedRunWriter(store, runId, signer, { headEvery: 4 });
   const data = await blob('question,answer\n1+1,2\n');
@@ -62,8 +65,10 @@ async function writeRun(file: string, signer: SigningKey, runId = RUN): Promise<
   await w.add('ProcessExited', { pid: 100, exitCode: 0, durationMs: 1500, observedAt: '2026-01-01T00:00:06.500Z' });
   await w.add('FileChanged', { path: 'code/train.py', op: 'modify', ...code2, previousSha256: code1.sha256, observedAt: '2026-01-01T00:00:08.000Z' });
   await w.add('SubmissionReceived', { submissionId: 's1', modelPath: 'output/ckpt1', manifest, checkpoint: manifestBlob });
+  if (checks.grading) await w.add('WorkspaceIntegrityChecked', checks.grading);
   await w.add('SubmissionGraded', { submissionId: 's1', score: 40, improvement: 30 });
   await w.add('AgentExited', { exitCode: 0, reason: 'completed' });
+  if (checks.end) await w.add('WorkspaceIntegrityChecked', checks.end);
   await w.add('RunCompleted', { best: 40, submissions: 1 });
   await w.seal();
   return store;
@@ -262,6 +267,42 @@ describe('the tamper matrix: verify-bundle fails and names what was touched', ()
     writeFileSync(damaged, bytes.subarray(0, Math.floor(bytes.length / 2)));
     const v = await verifyBundle(damaged);
     expect(first(v).check).toBe('bundle');
+  });
+});
+
+describe("the run's own integrity verdict", () => {
+  const check = (phase: 'grading' | 'end', differences: IntegrityCheck['differences'] = []): IntegrityCheck => ({
+    phase, ...(phase === 'grading' ? { submissionId: 's1' } : {}), ok: differences.length === 0, full: phase === 'end', checked: 2, differences, observedAt: '2026-01-01T00:00:09.000Z',
+  });
+
+  async function exported(name: string, checks: { grading?: IntegrityCheck; end?: IntegrityCheck }): Promise<string> {
+    const store = await writeRun(path.join(dir, `${name}.db`), key, name, checks);
+    const out = path.join(dir, `${name}.tar.gz`);
+    await exportBundle({ runId: name, eventStore: store, artifacts, publicKeyPem: key.publicKeyPem, taskLevel: () => 1 }, out);
+    await store.close();
+    return out;
+  }
+
+  it('a run whose checks found data/ and models/ unchanged verifies', async () => {
+    const v = await verifyBundle(await exported('intact-run', { grading: check('grading'), end: check('end') }), { publicKeyPem: key.publicKeyPem });
+    expect(v.failures.map(describeFailure)).toEqual([]);
+  });
+
+  it('a run whose read-only world was modified is exported, and fails verification in one line naming the paths', async () => {
+    const modified = check('end', [
+      { path: 'data/train.csv', expected: 'a'.repeat(64), actual: 'b'.repeat(64) },
+      { path: 'models/tiny-base/weights.json', expected: 'c'.repeat(64), actual: null, found: 'symlink' },
+    ]);
+    const file = await exported('tampered-run', { grading: check('grading'), end: modified });
+    const v = await verifyBundle(file, { publicKeyPem: key.publicKeyPem });
+    expect(v.ok).toBe(false);
+    expect(v.failures).toHaveLength(1); // the record itself is authentic
+    expect(v.failures[0]).toMatchObject({ check: 'integrity' });
+    expect(describeFailure(v.failures[0])).toMatch(
+      /^read-only data\/models modified: data\/train\.csv \(changed\), models\/tiny-base\/weights\.json \(symlink instead of a file\); found by the integrity check at seq \d+ \(end of run\)$/,
+    );
+    const md = (await readTarGz(file)).files.get('reports/report.md')!.toString();
+    expect(md).toContain('read-only data/models modified: `data/train.csv`, `models/tiny-base/weights.json`');
   });
 });
 

@@ -4,6 +4,7 @@ import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
 import { keyIdOf } from '../tree-head.js';
 import { sealFailures, verifyEventChain, type VerificationFailure } from '../verify-chain.js';
+import { integrityFailures } from '../verify-integrity.js';
 import { checkHeads } from './heads.js';
 import {
   blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
@@ -26,7 +27,7 @@ export interface BundleVerification {
   heads: number;
   blobs: number;
   omittedBlobs: number;
-  /** Every failure, most telling first: archive and key, event lines in line order, heads, blobs, reports. */
+  /** Every failure, most telling first: archive and key, event lines in line order, heads, blobs, reports, integrity. */
   failures: VerificationFailure[];
 }
 
@@ -43,7 +44,8 @@ export function describeFailure(f: VerificationFailure): string {
  * of events.ndjson is a valid canonical event of the run, seqs dense, every signed head's root and
  * signature check and the last head covers everything (verify-chain.ts); heads.json's leaves,
  * heads and proofs check against the key and the lines; the artifact manifest is the one the events
- * imply and every included blob has its sha256 and size; the reports re-render identically.
+ * imply and every included blob has its sha256 and size; the reports re-render identically; and no
+ * WorkspaceIntegrityChecked found the read-only data/ or models/ modified (the run's own verdict).
  */
 export async function verifyBundle(file: string, opts: VerifyBundleOptions = {}): Promise<BundleVerification> {
   const result: BundleVerification = { ok: false, runId: null, pinnedKey: opts.publicKeyPem !== undefined, events: 0, heads: 0, blobs: 0, omittedBlobs: 0, failures: [] };
@@ -106,7 +108,7 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
   } catch (err) {
     reports.push({ check: 'report', message: `the reports cannot be re-rendered from the bundle: ${(err as Error).message}` });
   }
-  return finish(numbered, unnumbered, heads.failures, blobs.failures, reports);
+  return finish(numbered, unnumbered, heads.failures, blobs.failures, reports, integrityFailures(events));
 }
 
 function readDescriptor(bytes: Buffer): BundleDescriptor | string {

@@ -15,6 +15,7 @@ import {
   MaxLength,
   Min,
   MinLength,
+  ValidateIf,
   ValidateNested,
 } from 'class-validator';
 
@@ -53,11 +54,26 @@ export class Mount {
   @IsIn(['rw', 'ro']) access!: 'rw' | 'ro';
 }
 
+/** How the agent is kept apart (see docs/security.md); absent in runs recorded before it was. */
+export class Isolation {
+  /** userns: unprivileged user namespace; setuid: root bwrap + setpriv; none: unsandboxed. */
+  @IsIn(['userns', 'setuid', 'none']) mode!: 'userns' | 'setuid' | 'none';
+  /** The agent's uid on the host (a root harness gives each run its own). */
+  @IsOptional() @IsInt() @Min(1) uid?: number;
+  /** bridged: own network namespace, loopback only, grading API (and proxy) bridged in; host: none of that. */
+  @IsIn(['bridged', 'host']) network!: 'bridged' | 'host';
+  /** Hosts the egress proxy allows (empty: no egress). */
+  @IsArray() @ArrayMaxSize(200) @IsString({ each: true }) @MaxLength(300, { each: true }) allowNet!: string[];
+  /** The run's resource limits (RunLimits; null = not limited). */
+  @IsObject() limits!: Record<string, number | null>;
+}
+
 export class WorkspacePrepared {
   @IsString() @MinLength(1) workspace!: string;
   @IsIn(['bwrap', 'none']) sandbox!: 'bwrap' | 'none';
   @IsArray() @ArrayMaxSize(64) @ValidateNested({ each: true }) @Type(() => Mount) mounts!: Mount[];
   @IsArray() @ArrayMaxSize(2000) @ValidateNested({ each: true }) @Type(() => ManifestEntry) dataManifest!: ManifestEntry[];
+  @IsOptional() @ValidateNested() @Type(() => Isolation) isolation?: Isolation;
 }
 
 export class BaselineEvaluated {
@@ -184,6 +200,87 @@ export class TreeHeadSigned {
   @IsString() @MinLength(1) keyId!: string;
 }
 
+/**
+ * One decision of the egress proxy (`a2rl run --allow-net`): a CONNECT tunnel or one plain-HTTP request
+ * the agent asked for. Refused ones are recorded when refused (bytes 0); allowed ones when closed, with
+ * the bytes each way (`bytesOut` agent → upstream, `bytesIn` upstream → agent; tunnel bytes for CONNECT,
+ * body bytes for HTTP). `address` is the IP the proxy connected to (or refused) after resolving `host`.
+ * `reason` says why it was refused, or why an allowed one failed (DNS, upstream, idle timeout).
+ */
+export class EgressConnection {
+  @IsString() @MinLength(1) @MaxLength(300) host!: string;
+  @IsInt() @Min(0) @Max(65535) port!: number;
+  @IsIn(['CONNECT', 'HTTP']) method!: 'CONNECT' | 'HTTP';
+  @IsBoolean() allowed!: boolean;
+  @IsOptional() @IsString() @MaxLength(1000) reason?: string;
+  @IsOptional() @IsString() @MaxLength(64) address?: string;
+  @IsInt() @Min(0) bytesOut!: number;
+  @IsInt() @Min(0) bytesIn!: number;
+  @Matches(ISO_UTC) observedAt!: string;
+  @IsOptional() @Matches(ISO_UTC) closedAt?: string;
+}
+
+/**
+ * A per-run limit (`RunLimits`, modules/runs/sandbox/limits.ts) was reached and the harness acted:
+ * `value` is what it observed against `max` (bytes for the size limits), `scope` what it applies to
+ * (a stream, a workspace path, a submission id), `action` what the harness did about it.
+ */
+export class LimitReached {
+  @IsString() @MinLength(1) @MaxLength(100) limit!: string;
+  @IsNumber() @Min(0) value!: number;
+  @IsNumber() @Min(0) max!: number;
+  @IsOptional() @IsString() @MaxLength(4096) scope?: string;
+  @IsString() @MinLength(1) @MaxLength(1000) action!: string;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
+/** What stands at a checked path instead of a readable regular file. */
+const FOUND_INSTEAD = ['symlink', 'directory', 'other', 'unreadable'] as const;
+
+/** One path of data/ or models/ that is not as WorkspacePrepared.dataManifest says. */
+export class IntegrityDifference {
+  @IsString() @MinLength(1) @MaxLength(4096) path!: string;
+  /** The manifest's sha256; null for a path the manifest does not list (added). */
+  @ValidateIf((d: IntegrityDifference) => d.expected !== null) @Matches(SHA256) expected!: string | null;
+  /** The content's sha256 now; null when no regular file could be read there (missing, or `found`). */
+  @ValidateIf((d: IntegrityDifference) => d.actual !== null) @Matches(SHA256) actual!: string | null;
+  @IsOptional() @IsIn(FOUND_INSTEAD) found?: (typeof FOUND_INSTEAD)[number];
+}
+
+/**
+ * The read-only world (data/ and models/) compared with WorkspacePrepared.dataManifest: before each
+ * grading (`full` false: files whose stat is unchanged since the last hash keep it) and at the end of
+ * the run (`full`: every file re-hashed). `ok` is false exactly when there is a difference.
+ */
+export class WorkspaceIntegrityChecked {
+  @IsIn(['grading', 'end']) phase!: 'grading' | 'end';
+  @IsOptional() @IsString() @MinLength(1) @MaxLength(200) submissionId?: string;
+  @IsBoolean() ok!: boolean;
+  @IsBoolean() full!: boolean;
+  @IsInt() @Min(0) checked!: number;
+  @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => IntegrityDifference) differences!: IntegrityDifference[];
+  @IsOptional() @IsInt() @Min(1) moreDifferences?: number;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
+/**
+ * A secret was kept out of the ledger: a value the harness knows (run token, gateway token, a
+ * credential of its environment) or a common key shape was replaced by `[REDACTED:<kind>]` in an
+ * event's data (`where: 'event'`, `field` its JSON path) or in a blob before it was archived
+ * (`where: 'blob'`; `blob` says which, `path` the workspace file). Never carries the value.
+ */
+export class SecretRedacted {
+  @IsIn(['event', 'blob']) where!: 'event' | 'blob';
+  /** The event the redaction was made in (for a blob: the event that refers to it). */
+  @IsOptional() @IsString() @MaxLength(100) eventType?: string;
+  @IsOptional() @IsString() @MaxLength(4096) field?: string;
+  @IsOptional() @IsIn(['file', 'output', 'other']) blob?: 'file' | 'output' | 'other';
+  @IsOptional() @IsString() @MaxLength(4096) path?: string;
+  @IsString() @MinLength(1) @MaxLength(200) kind!: string;
+  @IsInt() @Min(1) count!: number;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
 /** Every event type, its payload class and its current schema version. */
 export const EVENT_CATALOG = {
   RunScheduled: { payload: RunScheduled, version: 1 },
@@ -204,6 +301,10 @@ export const EVENT_CATALOG = {
   RunResumed: { payload: RunResumed, version: 1 },
   TreeHeadSigned: { payload: TreeHeadSigned, version: 1 },
   ObservationGap: { payload: ObservationGap, version: 1 },
+  EgressConnection: { payload: EgressConnection, version: 1 },
+  LimitReached: { payload: LimitReached, version: 1 },
+  WorkspaceIntegrityChecked: { payload: WorkspaceIntegrityChecked, version: 1 },
+  SecretRedacted: { payload: SecretRedacted, version: 1 },
 } as const;
 
 export type EventType = keyof typeof EVENT_CATALOG;

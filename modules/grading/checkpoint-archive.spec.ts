@@ -1,0 +1,181 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { link, mkdir, mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { REFERENCE_LIMITS } from '../runs/sandbox/limits.js';
+import { archiveCheckpoint } from './checkpoint-archive.js';
+import { SubmissionRefusedError } from './submission-refused.error.js';
+import { post, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+
+async function hashOf(stream: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of stream) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** A sparse file of `size` bytes with 4 KiB of random data at each of `at`; returns those pieces. */
+async function sparseFile(file: string, size: number, at: number[]): Promise<Array<{ position: number; bytes: Buffer }>> {
+  const handle = await open(file, 'wx');
+  const data = at.map((position) => ({ position, bytes: randomBytes(4096) }));
+  try {
+    for (const { position, bytes } of data) await handle.write(bytes, 0, bytes.length, position);
+    await handle.truncate(size);
+  } finally {
+    await handle.close();
+  }
+  return data;
+}
+
+/** Blobs in a filesystem artifact store (files under sha256/). */
+async function blobs(storeDir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const shard of await readdir(path.join(storeDir, 'sha256')).catch(() => [])) out.push(...(await readdir(path.join(storeDir, 'sha256', shard))));
+  return out;
+}
+
+describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
+  let home: string;
+  let ws: string;
+  let ckpt: string;
+  let storeDir: string;
+  let staging: string;
+  let artifacts: ArtifactStore;
+
+  beforeEach(async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'a2rl-ckpt-'));
+    ws = path.join(home, 'ws');
+    ckpt = path.join(ws, 'output', 'ck');
+    await mkdir(ckpt, { recursive: true });
+    storeDir = path.join(home, 'artifacts');
+    staging = path.join(home, 'staging');
+    artifacts = await FsArtifactStore.open(storeDir);
+  });
+  afterEach(async () => {
+    await rm(home, { recursive: true, force: true });
+  });
+
+  const archive = (maxBytes?: number) => archiveCheckpoint({ dir: ckpt, workspaceRoot: ws, artifacts, stagingRoot: staging, maxBytes });
+
+  it('refuses a sparse checkpoint by its logical size before copying a byte (413, naming the limit and the size)', async () => {
+    await writeFile(path.join(ckpt, 'manifest.json'), '{}');
+    await sparseFile(path.join(ckpt, 'weights.bin'), GiB, [0, 4096, 8192]); // 12 KB of data
+    const refused = await archive(64 * MiB).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(SubmissionRefusedError);
+    const err = refused as SubmissionRefusedError;
+    expect(err.status).toBe(413);
+    expect(err.reasonClass).toBe('invalid_checkpoint');
+    expect(err.message).toContain('checkpointBytes limit of 67108864 bytes');
+    expect(err.message).toContain(`logical size is ${GiB + 2} bytes`);
+    expect(err.limit).toEqual({ limit: 'checkpointBytes', value: GiB + 2, max: 64 * MiB, observedAt: expect.any(String) });
+    expect(await readdir(staging).catch(() => [])).toEqual([]); // nothing staged
+    expect(await blobs(storeDir)).toEqual([]); // nothing stored
+  });
+
+  it('archives a 1 GiB sparse file with 12 KB of data as kilobytes, in the staging copy and in the store, with the full content hash', async () => {
+    const source = path.join(ckpt, 'weights.bin');
+    const data = await sparseFile(source, GiB, [0, 512 * MiB, GiB - 4096]);
+    const sha256 = await hashOf(createReadStream(source, { highWaterMark: MiB }));
+    const archived = await archive(GiB);
+    try {
+      expect(archived.manifest).toEqual([{ path: 'weights.bin', sha256, size: GiB }]);
+      const staged = await stat(path.join(archived.stagedDir, 'weights.bin'));
+      const stored = await stat(path.join(storeDir, 'sha256', sha256.slice(0, 2), sha256));
+      for (const st of [staged, stored]) {
+        expect(st.size).toBe(GiB);
+        expect(st.blocks * 512).toBeLessThan(MiB); // three 64 KiB blocks, not a gigabyte
+      }
+      expect(await hashOf(await artifacts.get(sha256))).toBe(sha256);
+      expect(await hashOf(createReadStream(path.join(archived.stagedDir, 'weights.bin'), { highWaterMark: MiB }))).toBe(sha256);
+      const back = await open(path.join(archived.stagedDir, 'weights.bin'), 'r');
+      try {
+        for (const { position, bytes } of data) {
+          const read = Buffer.alloc(bytes.length);
+          await back.read(read, 0, read.length, position);
+          expect(read.equals(bytes)).toBe(true);
+        }
+      } finally {
+        await back.close();
+      }
+    } finally {
+      await rm(archived.stagedDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('counts a hard-linked file once against the limit, reads it once and stages the second name as a link', async () => {
+    const content = randomBytes(3 * MiB);
+    await writeFile(path.join(ckpt, 'a.bin'), content);
+    await mkdir(path.join(ckpt, 'sub'));
+    await link(path.join(ckpt, 'a.bin'), path.join(ckpt, 'sub', 'b.bin'));
+    let puts = 0;
+    const counting: ArtifactStore = Object.create(artifacts, {
+      put: { value: (...args: Parameters<ArtifactStore['put']>) => (puts++, artifacts.put(...args)) },
+    });
+    // 3 MiB of content under two names: within a 4 MiB limit only if counted once.
+    const archived = await archiveCheckpoint({ dir: ckpt, workspaceRoot: ws, artifacts: counting, stagingRoot: staging, maxBytes: 4 * MiB });
+    try {
+      const sha256 = createHash('sha256').update(content).digest('hex');
+      expect(archived.manifest).toEqual([
+        { path: 'a.bin', sha256, size: content.length },
+        { path: 'sub/b.bin', sha256, size: content.length },
+      ]);
+      expect(puts).toBe(2); // the content once, the manifest once
+      const [a, b] = await Promise.all([stat(path.join(archived.stagedDir, 'a.bin')), stat(path.join(archived.stagedDir, 'sub', 'b.bin'))]);
+      expect(b.ino).toBe(a.ino);
+    } finally {
+      await rm(archived.stagedDir, { recursive: true, force: true });
+    }
+  });
+
+  it('counts two distinct files of the same content twice (the limit is on the workspace bytes submitted)', async () => {
+    const content = randomBytes(3 * MiB);
+    await writeFile(path.join(ckpt, 'a.bin'), content);
+    await writeFile(path.join(ckpt, 'b.bin'), content);
+    await expect(archive(4 * MiB)).rejects.toMatchObject({ status: 413, limit: { value: 6 * MiB } });
+  });
+
+  it('limits nothing when no limit is given', async () => {
+    await writeFile(path.join(ckpt, 'weights.json'), '{"score": 1}');
+    const archived = await archive(undefined);
+    await rm(archived.stagedDir, { recursive: true, force: true });
+    expect(archived.manifest).toHaveLength(1);
+  });
+});
+
+describe('POST /submit over the run checkpointBytes limit', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startGradingServer();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('answers 413 with a message naming the limit, records LimitReached then SubmissionRejected, and grades nothing', async () => {
+    const r = await server.newRun();
+    r.ctx.limits = { ...REFERENCE_LIMITS, checkpointBytes: MiB };
+    await r.checkpoint('big', { score: 90 });
+    await sparseFile(path.join(r.ws.outputDir, 'big', 'padding.bin'), 8 * MiB, [0]);
+    const res = await post(`${r.url}/submit`, { model_path: 'output/big' });
+    expect(res.status).toBe(413);
+    expect(res.body).toMatchObject({ submission_id: 'sub-1', reason: 'invalid_checkpoint' });
+    expect(res.body.error).toMatch(/checkpointBytes limit of 1048576 bytes/);
+    expect(r.events.map((e) => e.type)).toEqual(['LimitReached', 'SubmissionRejected']);
+    expect(r.events[0].data).toEqual({
+      limit: 'checkpointBytes',
+      value: 8 * MiB + 12,
+      max: MiB,
+      scope: 'sub-1',
+      action: 'refused the submission',
+      observedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+    expect(r.task.calls).toBe(0);
+  });
+});

@@ -1,0 +1,217 @@
+import { createHash } from 'node:crypto';
+import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import path, { dirname } from 'node:path';
+import { packageRoot } from '../../settings/package-root.js';
+import type { WorkspaceLayout } from '../run-context.js';
+import { sandboxPlan, type IsolationMode, type SandboxPlan } from './capabilities.js';
+import { noNewUserNamespacesFilter } from './seccomp.js';
+import type { RunLimits } from './limits.js';
+
+export type SandboxKind = 'bwrap' | 'none';
+
+export interface SandboxMount {
+  /** Path as seen inside the sandbox. */
+  path: string;
+  access: 'rw' | 'ro';
+}
+
+/** A loopback port inside the sandbox bridged to a Unix socket of the harness in the run directory. */
+export interface SandboxForward {
+  port: number;
+  /** File name of the socket inside the run directory. */
+  socket: string;
+}
+
+export interface SandboxedCommand {
+  file: string;
+  args: string[];
+  /** Host directories made visible to the agent (empty when unsandboxed: everything is). */
+  mounts: SandboxMount[];
+  /**
+   * What the command reads from file descriptors 3, 4…: bwrap's own options, environment included
+   * (`--args 3`), so values such as credentials never appear in an argv other processes on the host
+   * can read; then the seccomp filter (`--seccomp 4`). The launcher writes each into a pipe.
+   */
+  fds?: Buffer[];
+}
+
+export interface SandboxRequest {
+  kind: SandboxKind;
+  workspace: WorkspaceLayout;
+  /** The agent's configuration and scripts; mounted read-only at `/agent`. */
+  agentDir: string;
+  command: string[];
+  env: Record<string, string>;
+  /** Default: what this machine allows (capabilities.ts). */
+  plan?: SandboxPlan;
+  /** The agent's uid and gid when the harness is root (default: DEFAULT_AGENT_UID). */
+  agentUid?: number;
+  /** The run's harness-owned directory (run_meta.json, sockets), read-only at `/run/a2rl` inside. */
+  runDir?: string;
+  /** Loopback ports bridged to sockets of `runDir`; without any, the agent has no network at all. */
+  forwards?: SandboxForward[];
+  /** The limits the kernel enforces per process: processes of the agent's uid, file size, CPU seconds. */
+  limits?: Pick<RunLimits, 'maxProcesses' | 'fileBytes' | 'cpuSeconds'>;
+}
+
+/** Where the agent dir appears inside the sandbox. */
+export const SANDBOX_AGENT_DIR = '/agent';
+/** Where the run directory (run_meta.json, the sockets) appears inside the sandbox. */
+export const SANDBOX_RUN_DIR = '/run/a2rl';
+/** The in-sandbox forwarder (loopback TCP → Unix socket), mounted read-only. */
+export const SANDBOX_BRIDGE = '/run/a2rl-bridge.mjs';
+/** uid/gid the agent runs as when the harness is root and no other id is given. */
+export const DEFAULT_AGENT_UID = 64_000;
+/** Agents' uids when the harness is root: one per run in [FIRST_AGENT_UID, FIRST_AGENT_UID + AGENT_UIDS). */
+const FIRST_AGENT_UID = 100_000;
+const AGENT_UIDS = 60_000;
+
+/** Loopback ports inside the sandbox: the grading API at the paper's port, the egress proxy at the usual proxy port. */
+export const SANDBOX_PORTS = { grading: 5000, egress: 3128 } as const;
+
+/**
+ * The uid of a run's agent (root harness): derived from the run id, so two runs in flight almost never
+ * share one (the process limit is per uid, and a uid can signal its own processes). Not a user of
+ * this machine: nothing on the host is owned by it except the run's workspace.
+ */
+export function agentUidFor(runId: string): number {
+  const digest = createHash('sha256').update(runId).digest();
+  return FIRST_AGENT_UID + (digest.readUInt32BE(0) % AGENT_UIDS);
+}
+
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/etc'];
+
+/** 'bwrap' when this machine can sandbox the agent (see capabilities.ts for how). */
+export function detectSandbox(): SandboxKind {
+  return sandboxPlan().mode === 'none' ? 'none' : 'bwrap';
+}
+
+/**
+ * The command that runs `command` as the agent. With bwrap, the agent's whole world is: system
+ * directories read-only, the node install read-only, the workspace read-write at its own path (so
+ * paths the agent reports, e.g. `model_path`, mean the same thing to the harness) with `data/` and
+ * `models/` re-bound read-only on top, the agent dir read-only at /agent and the run directory
+ * read-only at /run/a2rl. Everything else — A2RL_HOME, the task cache with held-out data, other
+ * workspaces, the repository — does not exist inside. Pid, IPC, UTS, cgroup and network namespaces
+ * are private: the network is loopback only, onto which the bridge forwards exactly `forwards`. The
+ * agent runs as an unprivileged uid with no capabilities and `no_new_privs` (see IsolationMode).
+ * The environment is exactly `env` plus defaults for PATH, HOME (the workspace) and LANG.
+ *
+ * With kind 'none' the command is returned as is; the caller must warn loudly.
+ */
+export function sandboxCommand(req: SandboxRequest): SandboxedCommand {
+  const [file, ...rest] = req.command;
+  if (!file) throw new TypeError('sandboxCommand: empty command');
+  const plan = req.plan ?? sandboxPlan();
+  if (req.kind === 'none' || plan.mode === 'none') return { file, args: rest, mounts: [] };
+
+  const uid = plan.mode === 'setuid' ? (req.agentUid ?? DEFAULT_AGENT_UID) : plan.capabilities.harnessUid;
+  const { options, mounts } = bwrapOptions(req, plan.mode, uid);
+  const fds = [nulSeparated(options)];
+  const filter = plan.mode === 'setuid' ? noNewUserNamespacesFilter() : null;
+  if (filter) fds.push(filter);
+  const bwrap = ['bwrap', '--args', '3', ...(filter ? ['--seccomp', '4'] : []), '--', ...agentCommand(req, plan.mode, uid)];
+  const outer = [...kernelLimits(req, plan), ...bwrap];
+  return { file: outer[0], args: outer.slice(1), mounts, fds };
+}
+
+/** Everything bwrap is told, environment first (so `--clearenv` cannot undo it). */
+function bwrapOptions(req: SandboxRequest, mode: IsolationMode, uid: number): { options: string[]; mounts: SandboxMount[] } {
+  const ws = req.workspace;
+  const node = nodePrefix();
+  const options = ['--clearenv'];
+  const env = { PATH: defaultPath(node), HOME: ws.root, LANG: 'C.UTF-8', ...req.env };
+  for (const [key, value] of Object.entries(env)) options.push('--setenv', key, value);
+  options.push('--die-with-parent', '--new-session', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
+  if (mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
+  options.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  const mounts: SandboxMount[] = [];
+  const ro = (host: string, inside = host) => {
+    options.push('--ro-bind', host, inside);
+    mounts.push({ path: inside, access: 'ro' });
+  };
+  for (const dir of SYSTEM_DIRS) {
+    if (!existsSync(dir)) continue;
+    // Merged-/usr systems have /bin -> usr/bin: recreate the link rather than bind a second copy.
+    if (lstatSync(dir).isSymbolicLink()) options.push('--symlink', readlinkSync(dir), dir);
+    else ro(dir);
+  }
+  if (!SYSTEM_DIRS.some((dir) => isWithin(node, dir))) ro(node);
+  options.push('--bind', ws.root, ws.root);
+  mounts.push({ path: ws.root, access: 'rw' });
+  ro(ws.dataDir);
+  ro(ws.modelsDir);
+  ro(req.agentDir, SANDBOX_AGENT_DIR);
+  if (req.runDir) ro(req.runDir, SANDBOX_RUN_DIR);
+  options.push('--ro-bind', bridgeScript(), SANDBOX_BRIDGE);
+  // GPUs: the device nodes only (their drivers' libraries are under /usr).
+  for (const dev of (req.plan ?? sandboxPlan()).capabilities.gpuDevices) options.push('--dev-bind', dev, dev);
+  options.push('--chdir', ws.root);
+  return { options: withTraversableParents(options), mounts };
+}
+
+/**
+ * bwrap creates the missing parents of a mount point with mode 0700, which the agent's uid could
+ * not cross: create them first, world-traversable (they are empty directories of the sandbox's own
+ * root, not the host's).
+ */
+function withTraversableParents(options: string[]): string[] {
+  const destinations: string[] = [];
+  for (let i = 0; i < options.length; i++) {
+    if (['--bind', '--ro-bind', '--dev-bind', '--symlink'].includes(options[i])) destinations.push(options[i + 2]);
+  }
+  const parents = new Set<string>();
+  for (const dest of destinations) {
+    for (let dir = path.posix.dirname(dest); dir !== '/' && !parents.has(dir); dir = path.posix.dirname(dir)) parents.add(dir);
+  }
+  const system = (dir: string) => SYSTEM_DIRS.some((sys) => isWithin(dir, sys)) || dir === '/tmp' || dir === '/proc' || dir === '/dev';
+  const dirs = [...parents].filter((dir) => !system(dir)).sort((a, b) => a.split('/').length - b.split('/').length || (a < b ? -1 : 1));
+  const first = options.findIndex((o) => o === '--bind' || o === '--ro-bind' || o === '--symlink');
+  return [...options.slice(0, first), ...dirs.flatMap((dir) => ['--perms', '0755', '--dir', dir]), ...options.slice(first)];
+}
+
+/** Inside the sandbox: the bridge (when something is forwarded), then the agent, as the agent's uid. */
+function agentCommand(req: SandboxRequest, mode: IsolationMode, uid: number): string[] {
+  const bridge = req.forwards?.length
+    ? ['node', SANDBOX_BRIDGE, ...req.forwards.flatMap((f) => ['--forward', `${f.port}=${path.posix.join(SANDBOX_RUN_DIR, f.socket)}`]), '--']
+    : [];
+  // setuid mode: bwrap ran as root, so the agent's uid is taken here, after every namespace exists.
+  const drop = mode === 'setuid' ? setprivTo(uid) : [];
+  return [...drop, ...bridge, ...req.command];
+}
+
+function setprivTo(uid: number): string[] {
+  return ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--inh-caps=-all', '--ambient-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
+}
+
+/** prlimit sets the per-process limits before anything of the agent runs; they are inherited. */
+function kernelLimits(req: SandboxRequest, plan: SandboxPlan): string[] {
+  const limits = req.limits;
+  if (!limits || !plan.capabilities.prlimit) return [];
+  const args = ['prlimit', `--nproc=${limits.maxProcesses}`, `--fsize=${limits.fileBytes}`];
+  if (limits.cpuSeconds !== null) args.push(`--cpu=${limits.cpuSeconds}`);
+  return [...args, '--'];
+}
+
+function nulSeparated(args: string[]): Buffer {
+  for (const arg of args) if (arg.includes('\0')) throw new TypeError(`sandbox argument contains a NUL byte: ${JSON.stringify(arg.slice(0, 40))}`);
+  return Buffer.from(args.map((a) => `${a}\0`).join(''));
+}
+
+/** The bridge script shipped with a2rl (plain JavaScript, no dependencies: it runs inside). */
+export function bridgeScript(): string {
+  return path.join(packageRoot(), 'modules', 'runs', 'sandbox', 'bridge.mjs');
+}
+
+/** The node installation running the harness (`<prefix>/bin/node`): agents are Node programs. */
+function nodePrefix(): string {
+  return dirname(dirname(realpathSync(process.execPath)));
+}
+
+function defaultPath(node: string): string {
+  return [...new Set([`${node}/bin`, '/usr/local/bin', '/usr/bin', '/bin'])].join(':');
+}
+
+function isWithin(p: string, dir: string): boolean {
+  return p === dir || p.startsWith(`${dir}/`);
+}

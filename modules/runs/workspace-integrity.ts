@@ -1,0 +1,389 @@
+import { constants, fstat, type BigIntStats } from 'node:fs';
+import { lstat, open, readdir, realpath } from 'node:fs/promises';
+import { relative, sep } from 'node:path';
+import type { EventData } from '../ledger/events/catalog.js';
+import { openInWorkspace } from '../instrumentation/file-access.js';
+import type { WorkspaceLayout } from './run-context.js';
+import type { ManifestEntry } from './workspace.js';
+
+/**
+ * Integrity of the read-only world: the files under `<workspace>/data` and `<workspace>/models`
+ * against the manifest recorded in WorkspacePrepared. The agent is an adversary that may have
+ * escaped the read-only binds, so nothing here follows a link: directories are opened with
+ * O_NOFOLLOW and read through their descriptor (/proc/self/fd/N), entries are lstat'ed inside the
+ * already-open directory, and files are hashed through openInWorkspace (no-follow, location proven).
+ *
+ * Two strengths. `full` re-hashes every file (tens of GB for paper tasks: the end-of-run check).
+ * Otherwise a file whose stat fingerprint (dev, inode, size, mtime, ctime, to the nanosecond) equals
+ * the baseline's keeps the baseline's hash: ctime cannot be set back from user space, so a rewrite,
+ * a chmod, a new link or a rename-over all show. That is the cheap check before each grading.
+ */
+
+/** At most this many differences are listed in one event; the rest are counted. */
+export const MAX_DIFFERENCES = 100;
+/** The listed differences stay under this many bytes of JSON, so the event fits the ledger's 256 KiB limit whatever the paths. */
+const DIFFERENCES_BYTES = 128 * 1024;
+/** Files hashed at once: enough to keep a fast disk busy, few enough for the threadpool's other users. */
+const HASH_CONCURRENCY = 4;
+const STAT_CONCURRENCY = 16;
+/** The directory itself, never a link to one, and no blocking open (FIFOs cannot be directories, but cheap to be sure). */
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/** What stands at a path instead of a readable regular file. */
+export type FoundInstead = 'symlink' | 'directory' | 'other' | 'unreadable';
+
+export interface IntegrityDifference {
+  /** Workspace-relative, posix separators (`data/...`, `models/...`). */
+  path: string;
+  /** The manifest's sha256; null for a path the manifest does not list (added). */
+  expected: string | null;
+  /** The content's sha256 now; null when no regular file could be read there (missing, or `found`). */
+  actual: string | null;
+  /** Set when something other than a readable regular file stands at the path. */
+  found?: FoundInstead;
+}
+
+/** A file's identity and change marks, as strings (bigint precision, JSON-serialisable). */
+export interface Fingerprint {
+  dev: string;
+  ino: string;
+  size: string;
+  mtimeNs: string;
+  ctimeNs: string;
+}
+
+/** Per path, the fingerprint a file had when it was hashed, and that hash. JSON-serialisable: it can be kept across a harness restart. */
+export interface IntegrityBaseline {
+  files: Record<string, Fingerprint & { sha256: string }>;
+}
+
+export interface IntegrityResult {
+  ok: boolean;
+  /** Paths compared: every manifest entry plus every file, link or special file found that the manifest does not list. */
+  checked: number;
+  /** Sorted by path, at most MAX_DIFFERENCES (fewer when the paths are very long). */
+  differences: IntegrityDifference[];
+  /** Differences found beyond those listed. */
+  moreDifferences?: number;
+  /** The baseline for the next cheap check. */
+  baseline: IntegrityBaseline;
+}
+
+export interface IntegrityOptions {
+  /** Re-hash every file (true), or only those whose fingerprint differs from `previous` (false). */
+  full: boolean;
+  /** Without it, a cheap check hashes everything. */
+  previous?: IntegrityBaseline;
+}
+
+type Found = { kind: 'file'; fingerprint: Fingerprint } | { kind: FoundInstead };
+type Hashed = { sha256: string; fingerprint: Fingerprint } | { sha256: null; found?: FoundInstead };
+
+/**
+ * Compares `data/` and `models/` of the workspace with the manifest. Fails closed: whatever cannot be
+ * listed, stat'ed or read is a difference. Throws only when the workspace root itself cannot be opened.
+ */
+export async function checkWorkspaceIntegrity(layout: WorkspaceLayout, manifest: readonly ManifestEntry[], opts: IntegrityOptions): Promise<IntegrityResult> {
+  const root = layout.root;
+  const realRoot = await realpath(root);
+  const tops = [layout.dataDir, layout.modelsDir].map((dir) => toPosix(relative(root, dir)));
+  assertManifest(manifest, tops);
+  const found = await walkTops(realRoot, tops);
+  const previous = opts.full ? {} : (opts.previous?.files ?? {});
+  const baseline: IntegrityBaseline = { files: {} };
+  const hash = async (path: string): Promise<Hashed> => {
+    const hashed = await hashFile(root, realRoot, path);
+    if (hashed.sha256 !== null) baseline.files[path] = { ...hashed.fingerprint, sha256: hashed.sha256 };
+    return hashed;
+  };
+
+  const differences: IntegrityDifference[] = [];
+  const toHash: ManifestEntry[] = [];
+  for (const entry of manifest) {
+    const at = found.get(entry.path);
+    if (!at) differences.push({ path: entry.path, expected: entry.sha256, actual: null });
+    else if (at.kind !== 'file') differences.push({ path: entry.path, expected: entry.sha256, actual: null, found: at.kind });
+    else {
+      const known = previous[entry.path];
+      if (known && sameFingerprint(known, at.fingerprint)) {
+        baseline.files[entry.path] = known;
+        if (known.sha256 !== entry.sha256) differences.push({ path: entry.path, expected: entry.sha256, actual: known.sha256 });
+      } else toHash.push(entry);
+    }
+  }
+  await forEachLimit(toHash, HASH_CONCURRENCY, async (entry) => {
+    const hashed = await hash(entry.path);
+    if (hashed.sha256 !== entry.sha256) differences.push({ path: entry.path, expected: entry.sha256, actual: hashed.sha256, ...foundOf(hashed) });
+  });
+
+  const listed = new Set(manifest.map((e) => e.path));
+  let extras = 0;
+  for (const [path, at] of found) {
+    if (listed.has(path) || at.kind === 'directory') continue; // directories are not compared, their files are
+    extras += 1;
+    differences.push(at.kind === 'file' ? { path, expected: null, actual: null } : { path, expected: null, actual: null, found: at.kind });
+  }
+
+  const shown = capDifferences(differences.sort(byPath));
+  // An added file is hashed only when it is listed: the count is all the rest needs.
+  const addedFiles = shown.filter((d) => d.expected === null && d.found === undefined);
+  await forEachLimit(addedFiles, HASH_CONCURRENCY, async (d) => {
+    const at = found.get(d.path) as Extract<Found, { kind: 'file' }>;
+    const known = previous[d.path];
+    if (known && sameFingerprint(known, at.fingerprint)) {
+      baseline.files[d.path] = known;
+      d.actual = known.sha256;
+    } else {
+      const hashed = await hash(d.path);
+      d.actual = hashed.sha256;
+      Object.assign(d, foundOf(hashed));
+    }
+  });
+
+  const more = differences.length - shown.length;
+  return {
+    ok: differences.length === 0,
+    checked: manifest.length + extras,
+    differences: shown,
+    ...(more > 0 ? { moreDifferences: more } : {}),
+    baseline,
+  };
+}
+
+/**
+ * The baseline right after preparation, before the agent starts: every manifest file's fingerprint
+ * with the manifest's hash. Nothing is hashed (the files were just copied from the hashed task
+ * cache); the end-of-run check re-hashes everything anyway. A path that is not a regular file is left
+ * out, so the next check hashes (and reports) it.
+ */
+export async function captureIntegrityBaseline(layout: WorkspaceLayout, manifest: readonly ManifestEntry[]): Promise<IntegrityBaseline> {
+  const realRoot = await realpath(layout.root);
+  const tops = [layout.dataDir, layout.modelsDir].map((dir) => toPosix(relative(layout.root, dir)));
+  assertManifest(manifest, tops);
+  const found = await walkTops(realRoot, tops);
+  const files: IntegrityBaseline['files'] = {};
+  for (const entry of manifest) {
+    const at = found.get(entry.path);
+    if (at?.kind === 'file' && at.fingerprint.size === String(entry.size)) files[entry.path] = { ...at.fingerprint, sha256: entry.sha256 };
+  }
+  return { files };
+}
+
+export type IntegrityEventData = EventData<'WorkspaceIntegrityChecked'>;
+
+export interface IntegrityEventContext {
+  phase: 'grading' | 'end';
+  /** The submission about to be graded (phase `grading`). */
+  submissionId?: string;
+  full: boolean;
+  /** When the check finished: the state it describes. */
+  observedAt: Date;
+}
+
+/** A check's result as the WorkspaceIntegrityChecked payload (the baseline stays with the harness). */
+export function integrityEventData(result: IntegrityResult, at: IntegrityEventContext): IntegrityEventData {
+  return {
+    phase: at.phase,
+    ...(at.submissionId !== undefined ? { submissionId: at.submissionId } : {}),
+    ok: result.ok,
+    full: at.full,
+    checked: result.checked,
+    differences: result.differences.map((d) => ({ ...d })),
+    ...(result.moreDifferences ? { moreDifferences: result.moreDifferences } : {}),
+    observedAt: at.observedAt.toISOString(),
+  };
+}
+
+/**
+ * The cheap check before a grading: stat-compared against `baseline` (from captureIntegrityBaseline or
+ * the previous check), re-hashing only what changed. Record `data`; keep `baseline` for the next one.
+ */
+export async function integrityBeforeGrading(
+  layout: WorkspaceLayout,
+  manifest: readonly ManifestEntry[],
+  baseline: IntegrityBaseline | undefined,
+  submissionId?: string,
+): Promise<{ data: IntegrityEventData; baseline: IntegrityBaseline }> {
+  const result = await checkWorkspaceIntegrity(layout, manifest, { full: false, previous: baseline });
+  return { data: integrityEventData(result, { phase: 'grading', submissionId, full: false, observedAt: new Date() }), baseline: result.baseline };
+}
+
+/** The full check at the end of the run: every file re-hashed. Record `data`. */
+export async function integrityAtEnd(layout: WorkspaceLayout, manifest: readonly ManifestEntry[]): Promise<{ data: IntegrityEventData; baseline: IntegrityBaseline }> {
+  const result = await checkWorkspaceIntegrity(layout, manifest, { full: true });
+  return { data: integrityEventData(result, { phase: 'end', full: true, observedAt: new Date() }), baseline: result.baseline };
+}
+
+// ---- walking without following links ----
+
+/** Everything under the top directories, by workspace-relative path (the tops themselves included when not directories). */
+async function walkTops(realRoot: string, tops: readonly string[]): Promise<Map<string, Found>> {
+  const found = new Map<string, Found>();
+  const rootDir = await open(realRoot, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    for (const top of tops) {
+      const name = Buffer.from(top);
+      const at = await lstatIn(rootDir.fd, name);
+      if (at === null) continue;
+      if (at === 'unreadable') {
+        found.set(top, { kind: at });
+        continue;
+      }
+      const kind = kindOf(at);
+      if (kind !== 'directory') found.set(top, kind === 'file' ? { kind, fingerprint: fingerprintOf(at) } : { kind });
+      else await walkDir(rootDir.fd, name, top, found);
+    }
+  } finally {
+    await rootDir.close();
+  }
+  return found;
+}
+
+/**
+ * Lists `name` (inside the open directory `parentFd`) and below; `path` is its workspace-relative
+ * path. Names are handled as bytes, so a name that is not UTF-8 is still found (its path, decoded
+ * lossily, then names no file to hash: it is reported without a hash, never skipped).
+ */
+async function walkDir(parentFd: number, name: Buffer, path: string, found: Map<string, Found>): Promise<void> {
+  let dir;
+  try {
+    // Through the parent's descriptor: no component is looked up by its name in the workspace again.
+    dir = await open(inDir(parentFd, name), DIR_FLAGS);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return; // removed since it was listed
+    // Swapped for a link or a file since it was listed.
+    if (code === 'ELOOP' || code === 'ENOTDIR') return void found.set(path, { kind: 'other' });
+    // Not readable (EACCES, or out of descriptors in an absurdly deep tree): its files cannot be vouched for.
+    return void found.set(path, { kind: 'unreadable' });
+  }
+  try {
+    let names: Buffer[];
+    try {
+      names = (await readdir(`/proc/self/fd/${dir.fd}`, { encoding: 'buffer' })).sort(Buffer.compare);
+    } catch {
+      return void found.set(path, { kind: 'unreadable' });
+    }
+    const stats = new Map<Buffer, BigIntStats | 'unreadable' | null>();
+    await forEachLimit(names, STAT_CONCURRENCY, async (child) => void stats.set(child, await lstatIn(dir.fd, child)));
+    for (const child of names) {
+      const st = stats.get(child);
+      if (!st) continue;
+      const childPath = `${path}/${child.toString('utf8')}`;
+      if (st === 'unreadable') {
+        found.set(childPath, { kind: st });
+        continue;
+      }
+      const kind = kindOf(st);
+      if (kind === 'directory') {
+        found.set(childPath, { kind });
+        await walkDir(dir.fd, child, childPath, found);
+      } else found.set(childPath, kind === 'file' ? { kind, fingerprint: fingerprintOf(st) } : { kind });
+    }
+  } finally {
+    await dir.close();
+  }
+}
+
+/** An entry of an open directory, resolved through the descriptor (bytes: names need not be UTF-8). */
+function inDir(dirFd: number, name: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`/proc/self/fd/${dirFd}/`), name]);
+}
+
+/** lstat of an entry of an open directory; null when it is gone, `unreadable` when it cannot be stat'ed. */
+async function lstatIn(dirFd: number, name: Buffer): Promise<BigIntStats | 'unreadable' | null> {
+  try {
+    return await lstat(inDir(dirFd, name), { bigint: true });
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
+  }
+}
+
+function kindOf(st: BigIntStats): Found['kind'] {
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'directory';
+  if (st.isSymbolicLink()) return 'symlink';
+  return 'other';
+}
+
+function fingerprintOf(st: BigIntStats): Fingerprint {
+  return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtimeNs: String(st.mtimeNs), ctimeNs: String(st.ctimeNs) };
+}
+
+function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+}
+
+// ---- hashing ----
+
+/**
+ * Hashes one workspace file from a no-follow descriptor whose location is proven, in 1 MiB steps
+ * through the threadpool. The fingerprint is taken from the descriptor before reading: if the file
+ * changes while it is read, the next cheap check sees a different stat and hashes it again.
+ */
+async function hashFile(root: string, realRoot: string, path: string): Promise<Hashed> {
+  let opened;
+  try {
+    opened = await openInWorkspace(root, realRoot, path);
+  } catch {
+    return { sha256: null, found: 'unreadable' }; // cannot be verified: a difference, never a pass
+  }
+  if (opened.kind === 'absent') return { sha256: null };
+  if (opened.kind === 'dir') return { sha256: null, found: 'directory' };
+  if (opened.kind === 'unreadable') return { sha256: null, found: 'unreadable' };
+  const { file } = opened;
+  try {
+    const fingerprint = fingerprintOf(await fstatBig(file.fd));
+    const { sha256 } = await file.snapshot();
+    return { sha256, fingerprint };
+  } catch {
+    return { sha256: null, found: 'unreadable' };
+  } finally {
+    file.close();
+  }
+}
+
+function fstatBig(fd: number): Promise<BigIntStats> {
+  return new Promise((resolve, reject) => fstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
+}
+
+// ---- helpers ----
+
+/** The first differences, at most MAX_DIFFERENCES and DIFFERENCES_BYTES of JSON. */
+function capDifferences(sorted: IntegrityDifference[]): IntegrityDifference[] {
+  const shown: IntegrityDifference[] = [];
+  let bytes = 0;
+  for (const d of sorted) {
+    // Sized as it will be recorded: a hash where `actual` may still be filled in.
+    bytes += Buffer.byteLength(JSON.stringify({ ...d, actual: 'f'.repeat(64) }));
+    if (shown.length === MAX_DIFFERENCES || bytes > DIFFERENCES_BYTES) break;
+    shown.push(d);
+  }
+  return shown;
+}
+
+function foundOf(hashed: Hashed): { found?: FoundInstead } {
+  return hashed.sha256 === null && hashed.found ? { found: hashed.found } : {};
+}
+
+/** Manifest paths are ours (materializeTask), but a path that could leave data/ or models/ is a bug worth stopping on. */
+function assertManifest(manifest: readonly ManifestEntry[], tops: readonly string[]): void {
+  for (const { path } of manifest) {
+    const parts = path.split('/');
+    if (!tops.includes(parts[0]) || parts.length < 2 || parts.some((p) => p === '' || p === '.' || p === '..')) {
+      throw new Error(`manifest path "${path}" is not a plain path under ${tops.join('/ or ')}/`);
+    }
+  }
+}
+
+const byPath = (a: IntegrityDifference, b: IntegrityDifference) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0);
+const toPosix = (p: string) => p.split(sep).join('/');
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
