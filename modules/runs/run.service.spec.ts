@@ -111,7 +111,7 @@ describe('RunService (in-memory ports)', () => {
     expect(list.slice(0, 3)).toEqual(['RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated']);
     // The agent acts as soon as it is spawned: its first facts may precede AgentStarted.
     expect(list.filter((t) => t === 'AgentStarted')).toHaveLength(1);
-    expect(list.slice(-2)).toEqual(['AgentExited', 'RunCompleted']);
+    expect(list.slice(-3)).toEqual(['AgentExited', 'WorkspaceIntegrityChecked', 'RunCompleted']);
     const file = events.findIndex((e) => e.type === 'FileChanged' && e.data.path === 'code/train.py');
     const launch = events.findIndex((e) => e.type === 'ProcessStarted');
     expect(file).toBeGreaterThan(0);

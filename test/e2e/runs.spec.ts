@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -84,8 +84,9 @@ describe('a2rl demo: the reference agent on every reference task', () => {
     }
   });
 
-  it('keeps run_meta.json current in the workspace', () => {
-    const meta = JSON.parse(readFileSync(path.join(home, 'workspaces', results[0].runId, 'run_meta.json'), 'utf8')) as Record<string, number | null>;
+  it('keeps run_meta.json current, outside the workspace, linked from it as the sandbox shows it', () => {
+    expect(readlinkSync(path.join(home, 'workspaces', results[0].runId, 'run_meta.json'))).toBe('/run/a2rl/run_meta.json');
+    const meta = JSON.parse(readFileSync(path.join(home, 'runs', results[0].runId, 'run_meta.json'), 'utf8')) as Record<string, number | null>;
     expect(meta.timeout_s).toBe(90);
     for (const field of ['start_time', 'last_submit_time', 'end_time']) expect(typeof meta[field]).toBe('number');
   });
@@ -144,7 +145,7 @@ describe('the sandbox and the grading API refuse what the agent may not do', () 
     const { summary, events: evs } = await run(['--task', 'ref-arith', '--agent-command', script, '--budget', '30s']);
     const out = output(evs);
     for (const refusal of ['REFUSED read private', 'REFUSED list task cache', 'REFUSED write data', 'REFUSED write models']) expect(out).toContain(refusal);
-    expect(out).toMatch(/Read-only file system/);
+    expect(out).toMatch(/Read-only file system|Permission denied/); // the agent is not root: file modes refuse first
     expect(out.match(/SUBMIT 4\d\d/g)?.length).toBe(4);
     const rejected = ofType(evs, 'SubmissionRejected');
     expect(rejected.map((e) => e.data.reasonClass)).toEqual(['invalid_path', 'invalid_path', 'invalid_path', 'invalid_path']);

@@ -1,0 +1,206 @@
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
+
+// A hostile ad-hoc agent against the built `a2rl` binary, with the harness as root (as in CI) and the
+// embedded default stores. Each attack class is its own test: the attack fails, and the ledger, the
+// signing key and the host are unchanged (`a2rl verify` still passes where the run is honest).
+
+interface Ev {
+  type: string;
+  seq: number;
+  data: Record<string, unknown>;
+}
+
+let home: string;
+
+const a2rl = (args: string[], env: Record<string, string> = {}) => runA2rl(args, { env: { ...process.env, A2RL_HOME: home, ...env } });
+
+/** One run of a shell-command agent; its events and what it printed. */
+async function attack(script: string, opts: { args?: string[]; env?: Record<string, string> } = {}) {
+  const r = await a2rl(['run', '--task', 'ref-arith', '--budget', '60s', '--json', ...(opts.args ?? []), '--agent-command', script], opts.env);
+  if (r.code !== 0) throw new Error(`a2rl run failed (${r.code}): ${r.stderr}`);
+  const runId = (JSON.parse(r.stdout.trim().split('\n').pop()!) as { runId: string }).runId;
+  const events = (await a2rl(['events', runId, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
+  const output = events
+    .filter((e) => e.type === 'AgentOutput')
+    .map((e) => readFileSync(path.join(home, 'artifacts', (e.data.chunk as { key: string }).key), 'utf8'))
+    .join('');
+  return { runId, events, output, stderr: r.stderr };
+}
+
+const ofType = (events: Ev[], type: string) => events.filter((e) => e.type === type);
+const runIdOf = (events: Ev[]) => (events[0] as Ev & { runId: string }).runId;
+const digest = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+/** What an attack must not change: the ledger's earlier runs and the signing key. */
+function hostState(): Record<string, string> {
+  const keys = path.join(home, 'keys');
+  const state: Record<string, string> = {};
+  for (const name of existsSync(keys) ? readdirSync(keys) : []) state[`keys/${name}`] = digest(path.join(keys, name));
+  return state;
+}
+
+const root = process.getuid?.() === 0;
+const describeRoot = root ? describe : describe.skip;
+
+describeRoot('a hostile agent, harness as root', () => {
+  let honest: string;
+  beforeAll(async () => {
+    home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-hostile-'));
+    // An honest run first: every attack below must leave it verifiable.
+    honest = (await attack('node /agent/lib/submit.mjs output/none; true')).runId;
+  }, 120_000);
+  afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+  const stillVerifies = async () => {
+    const r = await a2rl(['verify', honest]);
+    expect({ code: r.code, out: r.stdout + r.stderr }).toEqual({ code: 0, out: expect.not.stringMatching(/fail/i) });
+  };
+
+  it('has no privilege: no capability, no mount, no device node, no remount of data/', async () => {
+    const before = hostState();
+    const { output, events } = await attack(
+      [
+        'exec 2>/dev/null',
+        'grep -E "^(CapEff|CapBnd|NoNewPrivs):" /proc/self/status; id -u',
+        'mount -t tmpfs none code 2>/dev/null && echo MOUNTED',
+        'mknod code/sda b 8 0 2>/dev/null && echo MKNOD',
+        'mount -o remount,rw,bind data 2>/dev/null && echo REMOUNTED',
+        'unshare -rm true 2>/dev/null && echo USERNS',
+        'echo tampered > data/train.jsonl 2>/dev/null && echo WROTE-DATA',
+        `ls ${home} 2>/dev/null | grep -c ledger.db`,
+      ].join('; '),
+    );
+    expect(output).toMatch(/CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n/);
+    expect(Number(/\n(\d+)\n/.exec(output)?.[1])).toBeGreaterThanOrEqual(100_000); // a uid of its own
+    expect(output).not.toMatch(/MOUNTED|MKNOD|REMOUNTED|USERNS|WROTE-DATA/);
+    expect(output.trim().split('\n').at(-1)).toBe('0'); // A2RL_HOME's ledger does not exist inside
+    expect(ofType(events, 'WorkspaceIntegrityChecked').map((e) => e.data.ok)).toEqual([true]);
+    expect(hostState()).toEqual(before);
+    await stillVerifies();
+  }, 120_000);
+
+  it('cannot make the harness write through a link it planted in the workspace', async () => {
+    const before = hostState();
+    const ledger = path.join(home, 'ledger.db');
+    const ledgerBefore = statSync(ledger).size;
+    // The workspace is <home>/workspaces/<run>: the ledger and the key are two levels up.
+    await attack(
+      [
+        'rm -f run_meta.json; ln -s ../../ledger.db run_meta.json; ln -s ../../ledger.db run_meta.json.tmp',
+        'mkdir -p output/ck && cp models/*/* output/ck/',
+        'node /agent/lib/submit.mjs output/ck',
+      ].join('; '),
+    );
+    expect(statSync(ledger).size).toBeGreaterThanOrEqual(ledgerBefore);
+    expect((await a2rl(['runs'])).code).toBe(0); // the ledger is intact
+    expect(hostState()).toEqual(before);
+    await stillVerifies();
+  }, 120_000);
+
+  it('reaches no loopback service of the host and no other run, only its own grading API', async () => {
+    const service = net.createServer((s) => s.end('host secret\n'));
+    service.listen(0, '127.0.0.1');
+    await new Promise((resolve) => service.once('listening', resolve));
+    const port = (service.address() as net.AddressInfo).port;
+    try {
+      const probe = (p: number) => `node -e "require('net').connect(${p}, '127.0.0.1').on('connect', () => { console.log('REACHED ${p}'); process.exit() }).on('error', () => console.log('refused ${p}'))"`;
+      const { output, events } = await attack(
+        [
+          probe(port),
+          probe(5432), // PostgreSQL
+          probe(6379), // Redis
+          'echo url=$GRADING_SERVER_URL token=${A2RL_RUN_TOKEN:-none}',
+          'curl -s $GRADING_SERVER_URL/health; echo',
+          'curl -s -o /dev/null -w "other=%{http_code}\\n" $GRADING_SERVER_URL/g/not-my-run/time',
+        ].join('; '),
+      );
+      expect(output).not.toContain('REACHED');
+      expect(output).toContain(`refused ${port}`);
+      expect(output).toContain('url=http://127.0.0.1:5000 token=none');
+      const health = JSON.parse(output.split('\n').find((l) => l.startsWith('{'))!) as { run_id: string };
+      expect(health.run_id).toBe(ofType(events, 'RunScheduled').length ? runIdOf(events) : '');
+      expect(output).toMatch(/other=4\d\d/);
+    } finally {
+      service.close();
+    }
+  }, 120_000);
+
+  it('hits recorded limits: output, file size, checkpoint size (sparse), processes', async () => {
+    const { output, events } = await attack(
+      [
+        'head -c 5000000 /dev/zero | tr "\\0" x',
+        'truncate -s 2G code/big 2>/dev/null || echo EFBIG >&2',
+        'mkdir -p output/sparse && cp models/*/manifest.json output/sparse/ && truncate -s 1G output/sparse/weights.bin',
+        'node /agent/lib/submit.mjs output/sparse >&2',
+        `node -e "let ok = 0; for (let i = 0; i < 300; i++) require('child_process').spawn('sleep', ['3']).on('spawn', () => ok++).on('error', () => {}); setTimeout(() => console.error('spawned=' + ok), 1500)"`,
+      ].join('; '),
+      { args: ['--limit', 'outputBytesPerStream=1M', '--limit', 'fileBytes=1500M', '--limit', 'checkpointBytes=100M', '--limit', 'maxProcesses=64'] },
+    );
+    const limits = ofType(events, 'LimitReached').map((e) => e.data.limit);
+    expect(limits).toEqual(expect.arrayContaining(['outputBytesPerStream', 'checkpointBytes']));
+    expect(output.length).toBeLessThanOrEqual(1024 * 1024 + 4096); // stdout archived up to the limit (stderr is small)
+    expect(output).toContain('EFBIG');
+    expect(output).toMatch(/HTTP 413/);
+    expect(Number(/spawned=(\d+)/.exec(output)?.[1])).toBeLessThan(64);
+    const rejected = ofType(events, 'SubmissionRejected');
+    expect(rejected.map((e) => e.data.reasonClass)).toEqual(['invalid_checkpoint']);
+    // Nothing of a gigabyte reached the artifact store.
+    const du = (dir: string): number =>
+      readdirSync(dir, { withFileTypes: true }).reduce((n, d) => n + (d.isDirectory() ? du(path.join(dir, d.name)) : statSync(path.join(dir, d.name)).blocks * 512), 0);
+    expect(du(path.join(home, 'artifacts'))).toBeLessThan(200 * 1024 * 1024);
+  }, 180_000);
+
+  it('never lets a credential or the run token into the ledger or the artifact store', async () => {
+    const key = 'sk-proj-Zq8vN3kLm2Xc4Rt7Yw1Bp6Hd9Jf0Gs5Ua';
+    const { events, output } = await attack(
+      ['echo key=$LLM_API_KEY', 'echo "$LLM_API_KEY" > code/notes.txt', 'sh -c "true $LLM_API_KEY"', 'env > code/env.txt', 'sleep 1'].join('; '),
+      { env: { LLM_API_KEY: key } },
+    );
+    expect(output).toContain('key=[REDACTED:');
+    expect(JSON.stringify(events)).not.toContain(key);
+    const grep = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((d) => {
+        const p = path.join(dir, d.name);
+        return d.isDirectory() ? grep(p) : readFileSync(p).includes(key) ? [p] : [];
+      });
+    expect(grep(path.join(home, 'artifacts'))).toEqual([]);
+    expect(ofType(events, 'SecretRedacted').length).toBeGreaterThanOrEqual(3); // output, file, argv
+  }, 120_000);
+
+  it('records data/ changed behind the sandbox and fails a2rl verify', async () => {
+    // The agent cannot write data/ (above); a change from outside during the run stands for any way around it.
+    const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--budget', '60s', '--json', '--agent-command', 'sleep 3; node /agent/lib/submit.mjs output/none; sleep 1'], {
+      env: { ...process.env, A2RL_HOME: home },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    const workspaces = path.join(home, 'workspaces');
+    const known = new Set(readdirSync(workspaces));
+    let target: string | undefined;
+    for (let i = 0; i < 200 && !target; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      const fresh = readdirSync(workspaces).find((d) => !known.has(d) && existsSync(path.join(workspaces, d, 'data', 'train.jsonl')));
+      if (fresh) target = path.join(workspaces, fresh, 'data', 'train.jsonl');
+    }
+    expect(target).toBeDefined();
+    await new Promise((r) => setTimeout(r, 1000)); // prepared and baselined by now
+    chmodSync(target!, 0o644);
+    writeFileSync(target!, 'tampered\n');
+    await new Promise((resolve) => child.once('exit', resolve));
+    const runId = (JSON.parse(stdout.trim().split('\n').pop()!) as { runId: string }).runId;
+    const events = (await a2rl(['events', runId, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
+    const checks = ofType(events, 'WorkspaceIntegrityChecked');
+    expect(checks.at(-1)!.data).toMatchObject({ phase: 'end', ok: false, differences: [expect.objectContaining({ path: 'data/train.jsonl' })] });
+    const verify = await a2rl(['verify', runId]);
+    expect(verify.code).not.toBe(0);
+    expect(verify.stdout + verify.stderr).toMatch(/data\/train\.jsonl/);
+  }, 120_000);
+});
