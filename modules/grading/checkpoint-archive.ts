@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { constants, createReadStream, type Dirent, type Stats } from 'node:fs';
-import { link, lstat, mkdir, mkdtemp, open, opendir, readlink, realpath, rm, stat, type FileHandle } from 'node:fs/promises';
+import { link, lstat, mkdir, mkdtemp, open, opendir, readlink, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { BlobRef, ManifestEntry } from '../ledger/events/catalog.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
 import { SparseWriter } from '../artifacts/sparse-writer.js';
-import { invalidCheckpoint, invalidPath, overLimit, type SubmissionRefusedError } from './submission-refused.error.js';
-import { isWithin } from './workspace-path.js';
+import { invalidCheckpoint, invalidPath, overLimit, SubmissionRefusedError } from './submission-refused.error.js';
+import { isWithin, resolveInside } from './workspace-path.js';
 
 /** Checkpoints with more files are refused: their manifest would not fit in one SubmissionReceived. */
 export const MAX_CHECKPOINT_FILES = 2000;
@@ -139,14 +139,13 @@ async function walk(dir: string, workspaceRoot: string): Promise<{ files: FoundF
 /** The stat of a regular file, or of the regular file inside the workspace a symlink leads to; refuses anything else. */
 async function fileStat(entry: Dirent, abs: string, rel: string, workspaceRoot: string): Promise<Stats> {
   if (entry.isSymbolicLink()) {
+    // Resolved without looking outside the workspace: whether a host path exists is never told.
     let target: string;
     try {
-      target = await realpath(abs);
-    } catch {
+      target = await resolveInside(workspaceRoot, path.relative(workspaceRoot, abs), rel);
+    } catch (err) {
+      if (err instanceof SubmissionRefusedError && err.status === 403) throw invalidPath(403, `checkpoint file ${rel} is a symlink leading outside the workspace`);
       throw invalidPath(404, `checkpoint file ${rel} is a dangling symlink`);
-    }
-    if (!isWithin(workspaceRoot, target)) {
-      throw invalidPath(403, `checkpoint file ${rel} is a symlink leading outside the workspace`);
     }
     const st = await stat(target);
     if (!st.isFile()) throw invalidCheckpoint(`checkpoint entry ${rel} is a symlink to something other than a regular file`);

@@ -71,7 +71,7 @@ export class SubmissionService {
       }
       if (err instanceof ServiceUnavailableException) throw err;
       // Storage trouble while archiving: the harness's fault, never the agent's.
-      const message = `the checkpoint could not be archived: ${messageOf(err)}`;
+      const message = `the checkpoint could not be archived: ${hideHostPaths(messageOf(err), run)}`;
       await reject(run, submissionId, 'infra_error', message).catch(() => undefined);
       throw new ServiceUnavailableException({ statusCode: 503, error: message, reason: 'infra_error', submission_id: submissionId });
     }
@@ -127,9 +127,9 @@ export class SubmissionService {
       result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal, ctx), timeout]);
     } catch (err) {
       if (errorName(err) === 'InvalidCheckpointError') {
-        return { ok: false, reasonClass: 'invalid_checkpoint', message: `invalid checkpoint: ${messageOf(err)}` };
+        return { ok: false, reasonClass: 'invalid_checkpoint', message: `invalid checkpoint: ${hideHostPaths(messageOf(err), run, dir)}` };
       }
-      return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): ${messageOf(err)}` };
+      return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): ${hideHostPaths(messageOf(err), run, dir)}` };
     } finally {
       clearTimeout(timer);
     }
@@ -172,6 +172,22 @@ async function record<T extends EventType>(run: ActiveRun, type: T, data: EventD
 
 function reject(run: ActiveRun, submissionId: string, reasonClass: SubmissionRejected['reasonClass'], message: string): Promise<void> {
   return record(run, 'SubmissionRejected', { submissionId, reasonClass, message: message.slice(0, MAX_MESSAGE) });
+}
+
+/**
+ * Evaluator and storage errors go back to the agent: paths of the host in them (the staged copy, the
+ * held-out set, A2RL_HOME) would let it map the machine, so every absolute path outside its workspace
+ * is replaced by what it stands for.
+ */
+export function hideHostPaths(message: string, run: ActiveRun, stagedDir?: string): string {
+  const named: Array<[string, string]> = [
+    ...(stagedDir ? ([[stagedDir, '<submitted checkpoint>']] as Array<[string, string]>) : []),
+    [run.ctx.privateDir, '<held-out data>'],
+  ];
+  let text = message;
+  for (const [dir, name] of named) text = text.split(dir).join(name);
+  const workspace = run.ctx.workspace.root;
+  return text.replace(/(?<![\w.~:/>-])\/[^\s'"`:,;()<>[\]{}]+/g, (p) => (p === workspace || p.startsWith(`${workspace}/`) ? p : '<host path>'));
 }
 
 function errorName(err: unknown): string | undefined {

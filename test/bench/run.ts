@@ -2,9 +2,10 @@
 import { auditBench } from './audit.bench.js';
 import { instrumentationBench } from './instrumentation.bench.js';
 import { ledgerBench } from './ledger.bench.js';
+import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

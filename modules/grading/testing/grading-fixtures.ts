@@ -27,6 +27,7 @@ import type { RunContext, WorkspaceLayout } from '../../runs/run-context.js';
 import { configureGradingHttp } from '../grading-http.js';
 import { GradingModule } from '../grading.module.js';
 import { GRADING_OPTIONS, type GradingOptions, OPERATOR_TOKEN } from '../grading.options.js';
+import { GradingSockets } from '../grading-sockets.js';
 import { type ActiveRun, type RegisterOptions, RunRegistry } from '../run-registry.js';
 
 export const OPERATOR = `op-${'x'.repeat(40)}`;
@@ -116,6 +117,8 @@ export interface TestRun {
 export interface TestServer {
   base: string;
   registry: RunRegistry;
+  /** Per-run Unix sockets onto this server (what the sandbox bridges in). */
+  sockets: GradingSockets;
   artifacts: ArtifactStore;
   home: string;
   newRun(opts?: { task?: FakeTask; baselineScore?: number; deadline?: Date; budgetSeconds?: number; onSubmitted?(): void }): Promise<TestRun>;
@@ -145,6 +148,7 @@ export async function startGradingServer(options: Partial<GradingOptions> = {}):
   return {
     base,
     registry,
+    sockets: app.get(GradingSockets),
     artifacts,
     home,
     async newRun(opts = {}) {
