@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:os';
+import { CGROUP_ENTER } from '../runs/sandbox/cgroup.js';
 import { SANDBOX_BRIDGE } from '../runs/sandbox/sandbox.js';
 import { basename } from 'node:path';
 import type { EventData } from '../ledger/events/catalog.js';
@@ -243,8 +244,8 @@ const PRELUDE = new Set(['prlimit', 'setpriv', 'bwrap']);
 /**
  * The default filter: only the harness's own sandbox wrapper, identified by position, never by name
  * alone (any program can be exec'd as "bwrap" with `exec -a`). `rootArgv` is the program the launcher
- * started as `rootPid`. When that is the sandbox's prelude (prlimit, setpriv, bwrap: sandbox.ts), the
- * wrapper is every program the root runs; when bwrap keeps a namespace init (it unshares the pid
+ * started as `rootPid`. When that is the sandbox's prelude (entering the run's cgroup, prlimit,
+ * bwrap: sandbox.ts), the wrapper is every program the root runs; when bwrap keeps a namespace init (it unshares the pid
  * namespace without --as-pid-1), also the root's direct child while it runs bwrap; and the first
  * programs of the init's one child while they are the uid switch (setpriv) or the network bridge
  * (node SANDBOX_BRIDGE), which exec or fork the agent's command. Parentage is the forker's, not a
@@ -252,7 +253,8 @@ const PRELUDE = new Set(['prlimit', 'setpriv', 'bwrap']);
  * reported, whatever its argv; the agent's command is the bridge's or the init's child.
  */
 export function sandboxWrapperFilter(rootPid: number, rootArgv: string[]): SkipFilter {
-  if (rootArgv.length === 0 || !PRELUDE.has(basename(rootArgv[0]))) return () => false;
+  const entersCgroup = basename(rootArgv[0] ?? '') === 'sh' && rootArgv[2] === CGROUP_ENTER;
+  if (rootArgv.length === 0 || !(PRELUDE.has(basename(rootArgv[0])) || entersCgroup)) return () => false;
   let launcher: number | undefined;
   let launcherDone = false;
   const isInit = (p: { ppid: number; argv: string[] }) => p.ppid === rootPid && isBwrapArgv(p.argv);

@@ -30,6 +30,7 @@ import { AGENT_LAUNCHER, RUN_IDS, RUN_LOCKS, SANDBOX_PLANNER, TASK_CATALOG, type
 import { runGuard } from './run-lifecycle.js';
 import { startEgressProxy } from './sandbox/egress-proxy.js';
 import type { SandboxPlan } from './sandbox/capabilities.js';
+import { createRunCgroup, type RunCgroup } from './sandbox/cgroup.js';
 import { PAPER_LIMITS, REFERENCE_LIMITS, type RunLimits } from './sandbox/limits.js';
 import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
 import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
@@ -106,6 +107,8 @@ interface RunSession {
   /** What the harness serves into the sandbox (grading socket, egress proxy), closed at teardown. */
   endpoints: Array<{ close(): Promise<void> }>;
   forwards: SandboxForward[];
+  /** The cgroup enforcing the memory limit, where this machine allows one. */
+  cgroup?: RunCgroup;
   /** data/ and models/ as last checked (stat baseline for the next check). */
   integrity?: IntegrityBaseline;
   /** Model serving and environment servers for the baseline grading and the run's environment. */
@@ -261,6 +264,7 @@ export class RunService {
       await this.artifacts.put(createReadStream(path.join(prepared.layout.root, file.path)), { sha256: file.sha256, size: file.size });
     }
     const { mounts } = sandboxCommand({ kind: s.sandbox, plan, workspace: prepared.layout, agentDir: agentsRoot(), runDir: prepared.runDir, command: ['true'], env: {} });
+    if (s.sandbox === 'bwrap' && s.limits.memoryBytes !== null) s.cgroup = (await createRunCgroup(s.runId, s.limits.memoryBytes)) ?? undefined;
     await this.record(s, 'WorkspacePrepared', {
       workspace: prepared.layout.root,
       sandbox: s.sandbox,
@@ -272,6 +276,7 @@ export class RunService {
         network: s.sandbox === 'bwrap' ? 'bridged' : 'host',
         allowNet: request.allowNet ?? [],
         limits: { ...s.limits },
+        memoryEnforced: s.cgroup !== undefined,
       },
     });
   }
@@ -353,6 +358,21 @@ export class RunService {
     }
   }
 
+  /** The memory limit's outcome: processes the kernel killed for it are a LimitReached. */
+  private async closeCgroup(s: RunSession): Promise<void> {
+    const cgroup = s.cgroup;
+    s.cgroup = undefined;
+    const report = await cgroup?.close();
+    if (!report || report.oomKills === 0 || s.limits.memoryBytes === null) return;
+    await this.record(s, 'LimitReached', {
+      limit: 'memoryBytes',
+      value: report.peakBytes ?? s.limits.memoryBytes,
+      max: s.limits.memoryBytes,
+      action: `the kernel killed ${report.oomKills} process(es) of the agent for exceeding the memory limit`,
+      observedAt: this.clock().toISOString(),
+    });
+  }
+
   /** Stops the agent when a limit the harness accounts (the disk quota) is exceeded; LimitReached says which. */
   private stopForLimit(s: RunSession): void {
     s.warn(`[${s.runId}] a resource limit was reached: stopping the agent (see LimitReached in a2rl events ${s.runId})`);
@@ -390,7 +410,7 @@ export class RunService {
     const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
     const sandboxed = sandboxCommand({
       kind: sandbox, plan: s.plan, workspace: layout, agentDir: agentsRoot(), runDir: prepared.runDir,
-      agentUid: s.agentUid, command, env, forwards: s.forwards, limits: s.limits,
+      agentUid: s.agentUid, command, env, forwards: s.forwards, limits: s.limits, cgroupProcs: s.cgroup?.procs,
     });
     const output = s.instrumentation.output;
     try {
@@ -444,6 +464,7 @@ export class RunService {
     if (s.registered) await this.registry.unregister(s.runId).catch(keep); // gradings in flight finish, rollouts flushed
     for (const endpoint of s.endpoints.splice(0)) await endpoint.close().catch(keep);
     await s.instrumentation.stop().catch(keep); // final file states, output, process facts
+    await this.closeCgroup(s).catch(keep);
     try {
       if (s.exit) {
         const { exitCode, signal, reason, endedAt } = s.exit;

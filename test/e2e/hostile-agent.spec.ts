@@ -132,7 +132,7 @@ describeRoot('a hostile agent, harness as root', () => {
     }
   }, 120_000);
 
-  it('hits recorded limits: output, file size, checkpoint size (sparse), processes', async () => {
+  it('hits recorded limits: output, file size, checkpoint size (sparse), processes, memory', async () => {
     const { output, events } = await attack(
       [
         'head -c 5000000 /dev/zero | tr "\\0" x',
@@ -140,15 +140,22 @@ describeRoot('a hostile agent, harness as root', () => {
         'mkdir -p output/sparse && cp models/*/manifest.json output/sparse/ && truncate -s 1G output/sparse/weights.bin',
         'node /agent/lib/submit.mjs output/sparse >&2',
         `node -e "let ok = 0; for (let i = 0; i < 300; i++) require('child_process').spawn('sleep', ['3']).on('spawn', () => ok++).on('error', () => {}); setTimeout(() => console.error('spawned=' + ok), 1500)"`,
+        `node -e "const a = []; for (let i = 0; i < 60; i++) a.push(Buffer.alloc(10 * 1024 * 1024, 1)); console.error('ALLOCATED')"; echo memory-exit=$? >&2`,
       ].join('; '),
-      { args: ['--limit', 'outputBytesPerStream=1M', '--limit', 'fileBytes=1500M', '--limit', 'checkpointBytes=100M', '--limit', 'maxProcesses=64'] },
+      { args: ['--limit', 'outputBytesPerStream=1M', '--limit', 'fileBytes=1500M', '--limit', 'checkpointBytes=100M', '--limit', 'maxProcesses=64', '--limit', 'memoryBytes=256M'] },
     );
     const limits = ofType(events, 'LimitReached').map((e) => e.data.limit);
     expect(limits).toEqual(expect.arrayContaining(['outputBytesPerStream', 'checkpointBytes']));
     expect(output.length).toBeLessThanOrEqual(1024 * 1024 + 4096); // stdout archived up to the limit (stderr is small)
-    expect(output).toContain('EFBIG');
-    expect(output).toMatch(/HTTP 413/);
+    expect(output.includes('EFBIG') || output.includes('File size limit exceeded')).toBe(true);
+    expect(/HTTP 413/.test(output)).toBe(true);
     expect(Number(/spawned=(\d+)/.exec(output)?.[1])).toBeLessThan(64);
+    const prepared = ofType(events, 'WorkspacePrepared')[0].data.isolation as { memoryEnforced: boolean };
+    if (prepared.memoryEnforced) {
+      expect(/^ALLOCATED$/m.test(output)).toBe(false); // booleans: the output is megabytes long
+      expect(output.includes('memory-exit=137')).toBe(true);
+      expect(limits).toContain('memoryBytes');
+    }
     const rejected = ofType(events, 'SubmissionRejected');
     expect(rejected.map((e) => e.data.reasonClass)).toEqual(['invalid_checkpoint']);
     // Nothing of a gigabyte reached the artifact store.

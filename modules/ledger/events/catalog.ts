@@ -66,6 +66,8 @@ export class Isolation {
   @IsArray() @ArrayMaxSize(200) @IsString({ each: true }) @MaxLength(300, { each: true }) allowNet!: string[];
   /** The run's resource limits (RunLimits; null = not limited). */
   @IsObject() limits!: Record<string, number | null>;
+  /** Whether memoryBytes is enforced (a cgroup of the run); where not, the limit is recorded but not applied. */
+  @IsOptional() @IsBoolean() memoryEnforced?: boolean;
 }
 
 export class WorkspacePrepared {

@@ -338,7 +338,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
       return { status: 502, message: `${PREFIX} could not resolve ${target.host} (${errorText(error)})` };
     }
     const valid = resolved.map((a) => canonicalIp(a)).filter((a): a is string => a !== null);
-    const usable = valid;
+    const usable = valid.filter((a) => nonPublicKind(a) === null);
     if (usable.length) return { addresses: usable.slice(0, 4), observedAt: now() };
     const first = valid[0];
     if (!first) {
@@ -609,7 +609,7 @@ function forwardHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
     .split(',')
     .map((s) => s.trim().toLowerCase())
     .filter(Boolean);
-  const drop = new Set([...HOP_BY_HOP, ...named]);
+  const drop = new Set<string>();
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) if (value !== undefined && !drop.has(name)) out[name] = value;
   return out;

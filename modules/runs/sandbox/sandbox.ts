@@ -4,6 +4,7 @@ import path, { dirname } from 'node:path';
 import { packageRoot } from '../../settings/package-root.js';
 import type { WorkspaceLayout } from '../run-context.js';
 import { sandboxPlan, type IsolationMode, type SandboxPlan } from './capabilities.js';
+import { CGROUP_ENTER } from './cgroup.js';
 import { noNewUserNamespacesFilter } from './seccomp.js';
 import type { RunLimits } from './limits.js';
 
@@ -52,6 +53,8 @@ export interface SandboxRequest {
   forwards?: SandboxForward[];
   /** The limits the kernel enforces per process: processes of the agent's uid, file size, CPU seconds. */
   limits?: Pick<RunLimits, 'maxProcesses' | 'fileBytes' | 'cpuSeconds'>;
+  /** The run's cgroup (`cgroup.procs`): its memory limit covers the whole sandbox (cgroup.ts). */
+  cgroupProcs?: string;
 }
 
 /** Where the agent dir appears inside the sandbox. */
@@ -111,7 +114,8 @@ export function sandboxCommand(req: SandboxRequest): SandboxedCommand {
   const filter = plan.mode === 'setuid' ? noNewUserNamespacesFilter() : null;
   if (filter) fds.push(filter);
   const bwrap = ['bwrap', '--args', '3', ...(filter ? ['--seccomp', '4'] : []), '--', ...agentCommand(req, plan.mode, uid)];
-  const outer = [...kernelLimits(req, plan), ...bwrap];
+  const enter = req.cgroupProcs ? ['sh', '-c', CGROUP_ENTER, req.cgroupProcs] : [];
+  const outer = [...enter, ...kernelLimits(req, plan), ...bwrap];
   return { file: outer[0], args: outer.slice(1), mounts, fds };
 }
 
