@@ -39,9 +39,23 @@ describe('OutputRecorder', () => {
     for (let i = 0; i < big.length; i++) big[i] = (i * 7) % 251;
     for (let off = 0; off < big.length; off += 10_000) rec.write('stdout', big.subarray(off, off + 10_000));
     await rec.stop();
-    expect(events.map((e) => e.data.chunk.size)).toEqual([65536, 65536, 22528]);
+    const sizes = events.map((e) => e.data.chunk.size);
+    expect(sizes.slice(0, -1).every((n) => n <= 65536 && n > 65536 - 8192)).toBe(true);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(big.length);
     expect(events.every((e) => e.type === 'AgentOutput' && e.data.chunk.key === `sha256/${e.data.chunk.sha256.slice(0, 2)}/${e.data.chunk.sha256}`)).toBe(true);
     expect((await content('stdout')).equals(big)).toBe(true);
+  });
+
+  it('cuts a full chunk after its last line break, so a line near the cut (a printed key) is stored whole', async () => {
+    const rec = new OutputRecorder({ artifacts, record });
+    const line = `key=sk-ant-${'x'.repeat(40)}\n`;
+    const before = Buffer.alloc(65536 - 20, 0x61);
+    before[before.length - 1] = 0x0a;
+    rec.write('stdout', Buffer.concat([before, Buffer.from(line), Buffer.alloc(70_000, 0x62)]));
+    await rec.stop();
+    const chunks = await Promise.all(events.map(async (e) => buffer(await artifacts.get(e.data.chunk.sha256))));
+    expect(chunks.filter((c) => c.includes(line))).toHaveLength(1);
+    expect(chunks[0].length).toBe(before.length); // cut right after the line break before the key
   });
 
   it('records a quiet stream after the delay, keeping stdout and stderr apart', async () => {

@@ -90,8 +90,9 @@ export class OutputRecorder implements Observer {
     p.size += chunk.length;
     while (p.size >= this.maxChunkBytes) {
       const all = Buffer.concat(p.parts, p.size);
-      this.cut(stream, all.subarray(0, this.maxChunkBytes));
-      const rest = all.subarray(this.maxChunkBytes);
+      const end = lineEnd(all, this.maxChunkBytes);
+      this.cut(stream, all.subarray(0, end));
+      const rest = all.subarray(end);
       p.parts = rest.length > 0 ? [rest] : [];
       p.size = rest.length;
     }
@@ -178,4 +179,17 @@ export class OutputRecorder implements Observer {
       await this.opts.record('AgentOutput', { stream, chunk: { sha256, size: body.length, key: stored.key }, observedAt });
     });
   }
+}
+
+/** How far back from a full chunk's end a line break is looked for. */
+const LINE_SEARCH = 8 * 1024;
+
+/**
+ * Where to cut a full chunk: after its last line break when one is near the end, so that a line (a
+ * key the agent prints, say) is stored whole in one chunk and the redaction of stored blobs sees it
+ * whole; else at the size limit.
+ */
+function lineEnd(all: Buffer, max: number): number {
+  const newline = all.lastIndexOf(0x0a, max - 1);
+  return newline >= max - LINE_SEARCH ? newline + 1 : max;
 }
