@@ -43,6 +43,15 @@ describe('a2rl CLI on the embedded default', () => {
     expect(stdout).toMatch(/^\s+projections/m);
   });
 
+  it('says how agents are sandboxed here (doctor --sandbox), as root with bubblewrap', async () => {
+    const { code, stdout } = await a2rl(['doctor', '--sandbox']);
+    const root = process.getuid?.() === 0;
+    expect(code).toBe(0); // CI installs bubblewrap; a machine without it exits 1 with "UNSANDBOXED"
+    expect(stdout).toMatch(new RegExp(`^sandbox: ${root ? 'setuid' : 'userns'}$`, 'm'));
+    for (const check of ['bubblewrap', 'privilege', 'nested user namespaces', 'network', 'kernel limits', 'memory limit', 'GPUs']) expect(stdout).toMatch(new RegExp(`^  \\S+\\s+${check}: `, 'm'));
+    expect(stdout).toMatch(/^  ok\s+privilege: the agent runs as .*no capabilities, no_new_privs/m);
+  });
+
   it('prints a run as NDJSON in seq order, one canonical event per line', async () => {
     const { code, stdout } = await a2rl(['events', 'run-a', '--json']);
     expect(code).toBe(0);

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
+import { memoryCgroupSupport } from './cgroup.js';
 import { noNewUserNamespacesFilter } from './seccomp.js';
 
 /**
@@ -136,6 +137,12 @@ export function describeSandbox(plan: SandboxPlan): SandboxCheck[] {
     },
     { name: 'network', status: sandboxed ? 'ok' : 'missing', detail: sandboxed ? 'own network namespace (loopback only): the grading API and, with --allow-net, the egress proxy are bridged in' : 'the host network, loopback services included' },
     { name: 'kernel limits', status: c.prlimit ? 'ok' : 'missing', detail: c.prlimit ? 'prlimit: processes per agent uid, file size, CPU seconds' : 'prlimit missing: only the harness-accounted limits (disk, output, checkpoint) apply' },
+    (() => {
+      const cgroup = memoryCgroupSupport();
+      return cgroup
+        ? { name: 'memory limit', status: 'ok' as const, detail: `a cgroup v${cgroup.version} per run under ${cgroup.parent}` }
+        : { name: 'memory limit', status: 'optional' as const, detail: 'no writable cgroup memory controller: memoryBytes is recorded, not enforced' };
+    })(),
     { name: 'GPUs', status: c.gpuDevices.length ? 'ok' : 'optional', detail: c.gpuDevices.length ? `bound into the sandbox: ${c.gpuDevices.join(', ')}` : 'no NVIDIA device nodes on this machine' },
   ];
   return checks;
