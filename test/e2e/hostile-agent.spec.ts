@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -209,5 +209,44 @@ describeRoot('a hostile agent, harness as root', () => {
     const verify = await a2rl(['verify', runId]);
     expect(verify.code).not.toBe(0);
     expect(verify.stdout + verify.stderr).toMatch(/data\/train\.jsonl/);
+  }, 120_000);
+});
+
+describeRoot('a hostile agent, harness as an unprivileged service user', () => {
+  const user = 4242;
+  let uhome: string;
+  beforeAll(() => {
+    uhome = mkdtempSync(path.join(os.tmpdir(), 'a2rl-hostile-user-'));
+    chownSync(uhome, user, user);
+  });
+  afterAll(() => rmSync(uhome, { recursive: true, force: true }));
+
+  it('sandboxes the same way: no capability, no mount, no loopback service; the run records it', async () => {
+    const script = [
+      'exec 2>/dev/null',
+      'id -u; grep -E "^(CapEff|NoNewPrivs):" /proc/self/status',
+      'mount -t tmpfs none code && echo MOUNTED',
+      'unshare -rm true && echo USERNS',
+      `node -e "require('net').connect(5432, '127.0.0.1').on('connect', () => console.log('REACHED')).on('error', () => console.log('refused'))"`,
+      'curl -s $GRADING_SERVER_URL/health',
+    ].join('; ');
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: uhome, A2RL_HOME: uhome };
+    const setpriv = ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--clear-groups', '--', process.execPath, A2RL_BIN];
+    const run = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = spawn(setpriv[0], [...setpriv.slice(1), 'run', '--task', 'ref-arith', '--budget', '60s', '--json', '--agent-command', script], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+      let stdout = '';
+      child.stdout.on('data', (c) => (stdout += c));
+      child.on('close', (code) => resolve({ code, stdout }));
+    });
+    expect(run.code).toBe(0);
+    const runId = (JSON.parse(run.stdout.trim().split('\n').pop()!) as { runId: string }).runId;
+    const events = (await runA2rl(['events', runId, '--json'], { env })).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
+    expect(ofType(events, 'WorkspacePrepared')[0].data.isolation).toMatchObject({ mode: 'userns', network: 'bridged' });
+    const output = ofType(events, 'AgentOutput').map((e) => readFileSync(path.join(uhome, 'artifacts', (e.data.chunk as { key: string }).key), 'utf8')).join('');
+    const lines = output.trim().split('\n');
+    expect(lines.slice(0, 3)).toEqual([String(user), 'CapEff:\t0000000000000000', 'NoNewPrivs:\t1']);
+    expect(lines).toContain('refused');
+    expect(output).not.toMatch(/MOUNTED|USERNS|REACHED/);
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ run_id: runId });
   }, 120_000);
 });
