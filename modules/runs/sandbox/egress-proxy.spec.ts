@@ -1,4 +1,4 @@
-import { describe, expect, it, jest } from '@jest/globals';
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -14,10 +14,22 @@ const T0 = new Date('2026-01-01T00:00:00.000Z');
 
 // --- helpers -----------------------------------------------------------------------------------
 
+// Everything a test opens is closed after it, passed or failed, so a failure cannot hang the run.
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 /** A proxy on a Unix socket (as the harness runs it) or a TCP port, with its events collected. */
 async function proxyWith(allow: string[], extra: Partial<EgressProxyOptions> = {}, tcp = false) {
   const events: EgressRecord[] = [];
-  const dir = mkdtempSync(join(tmpdir(), 'a2rl-egress-'));
+  const dir = tempDir('a2rl-egress-');
   const proxy = await startEgressProxy({
     listen: tcp ? { port: 0 } : { path: join(dir, 'egress.sock') },
     allow,
@@ -25,11 +37,15 @@ async function proxyWith(allow: string[], extra: Partial<EgressProxyOptions> = {
     clock: () => T0,
     ...extra,
   });
-  const dial = (): Socket => (typeof proxy.address === 'number' ? connect(proxy.address, '127.0.0.1') : connect(proxy.address));
+  cleanups.push(() => proxy.close());
+  const dial = (): Socket => {
+    const socket = typeof proxy.address === 'number' ? connect(proxy.address, '127.0.0.1') : connect(proxy.address);
+    cleanups.push(() => socket.destroy());
+    return socket;
+  };
   /** Closes the proxy (which waits for every event) and checks each event against the catalog. */
   const finish = async (): Promise<EgressRecord[]> => {
     await proxy.close();
-    rmSync(dir, { recursive: true, force: true });
     for (const e of events) validatePayload('EgressConnection', e);
     return events;
   };
@@ -61,14 +77,20 @@ async function echoServer(): Promise<{ server: NetServer; port: number }> {
     s.on('error', () => undefined);
     s.pipe(s);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  await listening(server);
   return { server, port: (server.address() as AddressInfo).port };
 }
 
 async function closed(server: NetServer | HttpServer): Promise<void> {
   (server as HttpServer).closeAllConnections?.();
   await new Promise<void>((r) => server.close(() => r()));
+}
+
+/** Listens on a free loopback port; the server is closed after the test. */
+async function listening(server: NetServer | HttpServer): Promise<void> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  cleanups.push(() => closed(server));
 }
 
 function statusLine(response: string): string {
@@ -186,7 +208,6 @@ describe('egress proxy', () => {
         closedAt: T0.toISOString(),
       },
     ]);
-    await closed(echo.server);
   });
 
   it('refuses a host that is not allowlisted with 403, a one-line reason, and an allowed:false event', async () => {
@@ -200,7 +221,7 @@ describe('egress proxy', () => {
     expect(body(answer)).toBe('a2rl egress proxy: evil.com:443 is not allowed (allowed: pypi.org, files.pythonhosted.org)\n');
 
     const port = await exchange(dial(), 'CONNECT pypi.org:22 HTTP/1.1\r\n\r\n');
-    expect(body(port)).toBe('a2rl egress proxy: pypi.org is allowed on port 80, 443 only, not 22 (allowed: pypi.org, files.pythonhosted.org)\n');
+    expect(body(port)).toBe('a2rl egress proxy: pypi.org is allowed on ports 80, 443 only, not 22 (allowed: pypi.org, files.pythonhosted.org)\n');
 
     const events = await finish();
     expect(events).toEqual([
@@ -243,7 +264,6 @@ describe('egress proxy', () => {
       ['rebind.example.org', false, 'resolves only to non-public addresses (link-local (cloud metadata))', '169.254.169.254'],
       ['localhost', false, 'resolves only to non-public addresses (loopback)', '::1'],
     ]);
-    await closed(echo.server);
   });
 
   it('connects to the public address it checked, skipping the private ones in a mixed answer, without resolving again', async () => {
@@ -262,7 +282,6 @@ describe('egress proxy', () => {
     expect(lookup).toHaveBeenCalledTimes(1);
     expect(connectSeam.mock.calls).toEqual([['151.101.0.223', 443]]);
     expect(events).toMatchObject([{ host: 'pypi.org', port: 443, method: 'CONNECT', allowed: true, address: '151.101.0.223', bytesOut: 4, bytesIn: 4 }]);
-    await closed(echo.server);
   });
 
   it('matches *.domain on subdomains only, and literal IPs only when the allowlist names that IP', async () => {
@@ -303,8 +322,7 @@ describe('egress proxy', () => {
         res.end(seen.body);
       });
     });
-    upstream.listen(0, '127.0.0.1');
-    await once(upstream, 'listening');
+    await listening(upstream);
     const port = (upstream.address() as AddressInfo).port;
     const { dial, finish } = await proxyWith([`127.0.0.1:${port}`], {}, true);
 
@@ -336,7 +354,6 @@ describe('egress proxy', () => {
         closedAt: T0.toISOString(),
       },
     ]);
-    await closed(upstream);
   });
 
   it('answers 502 with a reason when an allowed upstream is unreachable, and records it', async () => {
@@ -378,12 +395,38 @@ describe('egress proxy', () => {
     expect(statusLine(await readUntil(client, '\r\n\r\n'))).toBe('HTTP/1.1 200 Connection established');
     client.destroy();
     const events = await finish();
-    expect(events.map((e) => [e.allowed, e.reason ?? null])).toEqual([
+    expect(events.map((e) => [e.allowed, e.allowed ? 'tunnel' : e.reason])).toEqual([
       [false, 'invalid host name'],
       [false, 'invalid host name'],
-      [true, null],
+      [true, 'tunnel'],
     ]);
-    await closed(echo.server);
+  });
+
+  it('resolves names with the system resolver by default: localhost is loopback, refused', async () => {
+    const { dial, finish } = await proxyWith(['localhost:8080']);
+    const answer = await exchange(dial(), 'GET http://localhost:8080/ HTTP/1.1\r\n\r\n');
+    expect(statusLine(answer)).toBe('HTTP/1.1 403 Forbidden');
+    expect(await finish()).toMatchObject([{ host: 'localhost', port: 8080, method: 'HTTP', allowed: false, reason: expect.stringMatching(/non-public addresses \(loopback\)/) }]);
+  });
+
+  it('closes a tunnel idle for idleTimeoutMs, and records why', async () => {
+    const echo = await echoServer();
+    const { dial, finish } = await proxyWith([`127.0.0.1:${echo.port}`], { idleTimeoutMs: 200 });
+    const idle = dial();
+    idle.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\n`);
+    await readUntil(idle, '\r\n\r\n');
+    await once(idle, 'close'); // the proxy closes it: nothing moved for 200 ms
+    expect(await finish()).toEqual([expect.objectContaining({ allowed: true, reason: 'idle for 200 ms', bytesOut: 0, bytesIn: 0, closedAt: T0.toISOString() })]);
+  });
+
+  it('close() ends open tunnels and records them before it resolves', async () => {
+    const echo = await echoServer();
+    const { dial, finish } = await proxyWith([`127.0.0.1:${echo.port}`]);
+    const open = dial();
+    open.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\nx`);
+    await readUntil(open, 'x');
+    const events = await finish(); // while the agent's side is still open
+    expect(events).toEqual([expect.objectContaining({ allowed: true, reason: 'closed by the harness (the proxy stopped)', bytesOut: 1, bytesIn: 1, closedAt: T0.toISOString() })]);
   });
 
   it('answers 503 beyond the connection limit', async () => {
@@ -397,24 +440,23 @@ describe('egress proxy', () => {
     expect(body(answer)).toBe('a2rl egress proxy: too many connections (at most 1 at once)\n');
     first.destroy();
     expect(await finish()).toHaveLength(1);
-    await closed(echo.server);
   });
 
   it('keeps serving when recording fails, and reports the failure', async () => {
     const errors: unknown[] = [];
-    const dir = mkdtempSync(join(tmpdir(), 'a2rl-egress-'));
+    const dir = tempDir('a2rl-egress-');
     const proxy: EgressProxy = await startEgressProxy({
       listen: { path: join(dir, 'p.sock') },
       allow: [],
       record: () => Promise.reject(new Error('ledger is down')),
       onError: (e) => errors.push(e),
     });
+    cleanups.push(() => proxy.close());
     for (let i = 0; i < 2; i++) {
       const answer = await exchange(connect(proxy.address as string), 'CONNECT evil.com:443 HTTP/1.1\r\n\r\n');
       expect(statusLine(answer)).toBe('HTTP/1.1 403 Forbidden');
     }
     await proxy.close();
-    rmSync(dir, { recursive: true, force: true });
     expect(errors.map((e) => (e as Error).message)).toEqual(['ledger is down', 'ledger is down']);
   });
 });
@@ -471,8 +513,7 @@ async function fakeIndex(wheel: Buffer): Promise<{ server: HttpServer; port: num
     }
     res.writeHead(404).end();
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  await listening(server);
   return { server, port: (server.address() as AddressInfo).port, hits };
 }
 
@@ -492,7 +533,7 @@ describe('pip install through the egress proxy', () => {
   pipIt(
     'installs a package from an allowlisted local index, every request recorded as allowed',
     async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'a2rl-pip-'));
+      const dir = tempDir('a2rl-pip-');
       const index = await fakeIndex(buildWheel(dir));
       const { proxy, finish } = await proxyWith([`127.0.0.1:${index.port}`], {}, true);
 
@@ -506,8 +547,6 @@ describe('pip install through the egress proxy', () => {
       expect(events.length).toBe(index.hits.length); // every request the index saw came through the proxy
       for (const e of events) expect(e).toMatchObject({ host: '127.0.0.1', port: index.port, method: 'HTTP', allowed: true, address: '127.0.0.1' });
       expect(events.some((e) => e.bytesIn === readFileSync(join(dir, WHEEL)).length)).toBe(true);
-      await closed(index.server);
-      rmSync(dir, { recursive: true, force: true });
     },
     180_000,
   );
@@ -515,7 +554,7 @@ describe('pip install through the egress proxy', () => {
   pipIt(
     'cannot install when the index is not allowlisted, and the refusal is recorded',
     async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'a2rl-pip-'));
+      const dir = tempDir('a2rl-pip-');
       const index = await fakeIndex(buildWheel(dir));
       const { proxy, finish } = await proxyWith(['pypi.org'], {}, true);
 
@@ -526,8 +565,6 @@ describe('pip install through the egress proxy', () => {
       const events = await finish();
       expect(events.length).toBeGreaterThan(0);
       for (const e of events) expect(e).toMatchObject({ host: '127.0.0.1', port: index.port, allowed: false, reason: 'not on the allowlist' });
-      await closed(index.server);
-      rmSync(dir, { recursive: true, force: true });
     },
     180_000,
   );

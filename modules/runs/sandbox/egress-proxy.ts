@@ -219,8 +219,9 @@ function judgeName(rules: Rule[], target: Target): Verdict {
   if (!byName.length) return refuse('not on the allowlist', `${shown} is not allowed (${allowedList(rules)})`);
   const rule = byName.find((r) => r.ports.includes(target.port));
   if (!rule) {
-    const ports = [...new Set(byName.flatMap((r) => r.ports))].join(', ');
-    return refuse('port not allowed', `${target.host} is allowed on port ${ports} only, not ${target.port} (${allowedList(rules)})`);
+    const ports = [...new Set(byName.flatMap((r) => r.ports))];
+    const on = `${ports.length > 1 ? 'ports' : 'port'} ${ports.join(', ')}`;
+    return refuse('port not allowed', `${target.host} is allowed on ${on} only, not ${target.port} (${allowedList(rules)})`);
   }
   return { ok: true, rule };
 }
@@ -261,6 +262,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
   const onError = opts.onError ?? (() => undefined);
 
   const sockets = new Set<Duplex>(); // client connections and upstream sockets, destroyed on close()
+  const clients = new Set<Socket>(); // the agent's connections, counted against maxConnections
   const overLimit = new WeakSet<Duplex>(); // connections answered 503: whatever they send is ignored
   const inflight = new Set<Promise<void>>(); // handlers still deciding or connecting
   const openExchanges = new Set<Exchange>(); // allowed exchanges whose event is not emitted yet
@@ -306,6 +308,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     if (x.done) return;
     x.done = true;
     openExchanges.delete(x);
+    if (closing && !x.failure) x.failure = 'closed by the harness (the proxy stopped)';
     emit({
       ...base(x.method, x.target),
       allowed: true,
@@ -546,12 +549,16 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
   server.on('connection', (socket: Socket) => {
     socket.on('error', () => socket.destroy());
     if (closing) return void socket.destroy();
-    if (sockets.size >= maxConnections) {
+    if (clients.size >= maxConnections) {
       overLimit.add(socket);
       return answerRaw(socket, 503, `${PREFIX} too many connections (at most ${maxConnections} at once)`);
     }
+    clients.add(socket);
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    socket.on('close', () => {
+      clients.delete(socket);
+      sockets.delete(socket);
+    });
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
@@ -566,6 +573,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
       closing = true;
       stopWaiting(new Error('the proxy is closing'));
       const stopped = new Promise<void>((done) => server.close(() => done()));
+      server.closeAllConnections(); // keep-alive and half-closed ones too (tunnels are in `sockets`)
       for (const socket of sockets) socket.destroy();
       await stopped;
       // Destroyed sockets close on a later tick; their events are emitted from their close handlers.
@@ -609,7 +617,7 @@ function forwardHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
     .split(',')
     .map((s) => s.trim().toLowerCase())
     .filter(Boolean);
-  const drop = new Set<string>();
+  const drop = new Set([...HOP_BY_HOP, ...named]);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) if (value !== undefined && !drop.has(name)) out[name] = value;
   return out;
