@@ -61,7 +61,10 @@ export class IllegalTransitionError extends Error {
   }
 }
 
-const INSTRUMENTATION = new Set<EventType>(['FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap']);
+const INSTRUMENTATION = new Set<EventType>([
+  'FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap',
+  'EgressConnection', 'LimitReached', 'WorkspaceIntegrityChecked',
+]);
 
 /** The status (RunState) a lifecycle event sets; other events keep it. */
 const STATUS_AFTER: Partial<Record<EventType, RunState>> = {

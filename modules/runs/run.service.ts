@@ -335,7 +335,13 @@ export class RunService {
     const allow = s.request.allowNet ?? [];
     if (allow.length > 0) {
       const socket = path.join(runDir, 'egress.sock');
-      const proxy = await startEgressProxy({ listen: { path: socket }, allow, record: (data) => this.record(s, 'EgressConnection', data), clock: this.clock });
+      const proxy = await startEgressProxy({
+        listen: { path: socket },
+        allow,
+        record: (data) => this.record(s, 'EgressConnection', data),
+        clock: this.clock,
+        onError: (err) => s.warn(`[${s.runId}] egress proxy: ${err instanceof Error ? err.message : String(err)}`),
+      });
       s.endpoints.push(proxy);
       if (owner) await chown(socket, 0, owner.gid);
       await chmod(socket, 0o660);

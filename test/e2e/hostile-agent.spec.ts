@@ -5,6 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { buildWheel, fakeIndex, PKG, WHEEL } from '../../modules/runs/sandbox/testing/fake-index.js';
 import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
 
 // A hostile ad-hoc agent against the built `a2rl` binary, with the harness as root (as in CI) and the
@@ -180,6 +181,34 @@ describeRoot('a hostile agent, harness as root', () => {
     expect(grep(path.join(home, 'artifacts'))).toEqual([]);
     expect(ofType(events, 'SecretRedacted').length).toBeGreaterThanOrEqual(3); // output, file, argv
   }, 120_000);
+
+  it('reaches an allowlisted package index through the recording egress proxy, and nothing else', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-wheel-'));
+    const index = await fakeIndex(buildWheel(dir));
+    try {
+      const { output, events } = await attack(
+        [
+          'exec 2>&1',
+          `python3 -m pip install --quiet --no-cache-dir --disable-pip-version-check --target code/pkgs --index-url http://127.0.0.1:${index.port}/simple ${PKG.replace(/_/g, '-')}`,
+          `python3 -c "import sys; sys.path.insert(0, 'code/pkgs'); import ${PKG} as m; print(m.VALUE)"`,
+          'curl -s -o /dev/null -w "elsewhere=%{http_code}\\n" http://example.com/',
+          `node -e "require('net').connect(${index.port}, '127.0.0.1').on('connect', () => console.log('DIRECT')).on('error', () => console.log('no direct route'))"`,
+        ].join('; '),
+        { args: ['--allow-net', `127.0.0.1:${index.port}`] },
+      );
+      expect(output).toContain('installed through the a2rl egress proxy');
+      expect(output).toContain('elsewhere=403');
+      expect(output).toContain('no direct route');
+      const egress = ofType(events, 'EgressConnection').map((e) => e.data);
+      expect(egress.filter((e) => e.allowed && e.host === '127.0.0.1' && e.port === index.port).length).toBeGreaterThanOrEqual(2);
+      expect(egress).toContainEqual(expect.objectContaining({ host: 'example.com', allowed: false }));
+      expect(index.hits).toEqual(expect.arrayContaining([`/simple/${PKG.replace(/_/g, '-')}/`, `/files/${WHEEL}`]));
+      expect(ofType(events, 'WorkspacePrepared')[0].data.isolation).toMatchObject({ allowNet: [`127.0.0.1:${index.port}`] });
+    } finally {
+      index.server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
 
   it('records data/ changed behind the sandbox and fails a2rl verify', async () => {
     // The agent cannot write data/ (above); a change from outside during the run stands for any way around it.

@@ -8,6 +8,7 @@ import { connect, createServer as createNetServer, type AddressInfo, type Server
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validatePayload } from '../../ledger/events/envelope.js';
+import { buildWheel, fakeIndex, PKG, WHEEL } from './testing/fake-index.js';
 import { nonPublicKind, parseAllowlist, startEgressProxy, type EgressProxy, type EgressProxyOptions, type EgressRecord } from './egress-proxy.js';
 
 const T0 = new Date('2026-01-01T00:00:00.000Z');
@@ -468,55 +469,6 @@ const PIP_AVAILABLE = PYTHON.status === 0;
 const pipIt = PIP_AVAILABLE ? it : it.skip;
 if (!PIP_AVAILABLE) console.warn('egress-proxy.spec: skipping the pip install tests: `python3 -m pip` is unavailable here');
 
-const PKG = 'a2rl_egress_probe';
-const WHEEL = `${PKG}-0.1-py3-none-any.whl`;
-
-/** Builds a one-module pure-Python wheel (a zip with the package, METADATA, WHEEL and RECORD). */
-function buildWheel(dir: string): Buffer {
-  const script = `
-import base64, hashlib, sys, zipfile
-pkg, dist = ${JSON.stringify(PKG)}, ${JSON.stringify(`${PKG}-0.1.dist-info`)}
-files = {
-    f"{pkg}/__init__.py": b"VALUE = 'installed through the a2rl egress proxy'\\n",
-    f"{dist}/METADATA": b"Metadata-Version: 2.1\\nName: a2rl-egress-probe\\nVersion: 0.1\\n",
-    f"{dist}/WHEEL": b"Wheel-Version: 1.0\\nGenerator: a2rl-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-}
-def digest(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-record = "".join(f"{name},{digest(data)},{len(data)}\\n" for name, data in files.items()) + f"{dist}/RECORD,,\\n"
-files[f"{dist}/RECORD"] = record.encode()
-with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
-    for name, data in files.items():
-        z.writestr(name, data)
-`;
-  const out = join(dir, WHEEL);
-  const built = spawnSync(PYTHON.stdout.trim(), ['-c', script, out], { encoding: 'utf8' });
-  if (built.status !== 0) throw new Error(`building the test wheel failed: ${built.stderr}`);
-  return readFileSync(out);
-}
-
-/** A PEP 503 simple index serving one project with one wheel; `hits` lists the paths asked for. */
-async function fakeIndex(wheel: Buffer): Promise<{ server: HttpServer; port: number; hits: string[] }> {
-  const sha = createHash('sha256').update(wheel).digest('hex');
-  const hits: string[] = [];
-  const server = createHttpServer((req, res) => {
-    hits.push(req.url ?? '');
-    const html = (links: string) => {
-      res.writeHead(200, { 'content-type': 'text/html' });
-      res.end(`<!DOCTYPE html><html><body>${links}</body></html>`);
-    };
-    if (req.url === '/simple/') return html('<a href="/simple/a2rl-egress-probe/">a2rl-egress-probe</a>');
-    if (req.url === '/simple/a2rl-egress-probe/') return html(`<a href="/files/${WHEEL}#sha256=${sha}">${WHEEL}</a>`);
-    if (req.url === `/files/${WHEEL}`) {
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': wheel.length });
-      return res.end(wheel);
-    }
-    res.writeHead(404).end();
-  });
-  await listening(server);
-  return { server, port: (server.address() as AddressInfo).port, hits };
-}
-
 /** `pip install` with a clean environment (no no_proxy, no user pip config, nothing cached). */
 function pipInstall(indexPort: number, proxyPort: number, target: string, home: string): Promise<{ code: number; output: string }> {
   const args = ['-m', 'pip', 'install', '--no-cache-dir', '--disable-pip-version-check', '--no-input', '--retries', '0', '--timeout', '30'];
@@ -534,7 +486,7 @@ describe('pip install through the egress proxy', () => {
     'installs a package from an allowlisted local index, every request recorded as allowed',
     async () => {
       const dir = tempDir('a2rl-pip-');
-      const index = await fakeIndex(buildWheel(dir));
+      const index = await fakeIndex(buildWheel(dir, PYTHON.stdout.trim()));
       const { proxy, finish } = await proxyWith([`127.0.0.1:${index.port}`], {}, true);
 
       const result = await pipInstall(index.port, proxy.address as number, join(dir, 'site'), dir);
@@ -555,7 +507,7 @@ describe('pip install through the egress proxy', () => {
     'cannot install when the index is not allowlisted, and the refusal is recorded',
     async () => {
       const dir = tempDir('a2rl-pip-');
-      const index = await fakeIndex(buildWheel(dir));
+      const index = await fakeIndex(buildWheel(dir, PYTHON.stdout.trim()));
       const { proxy, finish } = await proxyWith(['pypi.org'], {}, true);
 
       const result = await pipInstall(index.port, proxy.address as number, join(dir, 'site'), dir);
