@@ -205,6 +205,7 @@ describeRoot('a hostile agent, harness as root', () => {
       expect(index.hits).toEqual(expect.arrayContaining([`/simple/${PKG.replace(/_/g, '-')}/`, `/files/${WHEEL}`]));
       expect(ofType(events, 'WorkspacePrepared')[0].data.isolation).toMatchObject({ allowNet: [`127.0.0.1:${index.port}`] });
     } finally {
+      index.server.closeAllConnections();
       index.server.close();
       rmSync(dir, { recursive: true, force: true });
     }

@@ -487,6 +487,7 @@ describe('pip install through the egress proxy', () => {
     async () => {
       const dir = tempDir('a2rl-pip-');
       const index = await fakeIndex(buildWheel(dir, PYTHON.stdout.trim()));
+      cleanups.push(() => closed(index.server));
       const { proxy, finish } = await proxyWith([`127.0.0.1:${index.port}`], {}, true);
 
       const result = await pipInstall(index.port, proxy.address as number, join(dir, 'site'), dir);
@@ -508,6 +509,7 @@ describe('pip install through the egress proxy', () => {
     async () => {
       const dir = tempDir('a2rl-pip-');
       const index = await fakeIndex(buildWheel(dir, PYTHON.stdout.trim()));
+      cleanups.push(() => closed(index.server));
       const { proxy, finish } = await proxyWith(['pypi.org'], {}, true);
 
       const result = await pipInstall(index.port, proxy.address as number, join(dir, 'site'), dir);

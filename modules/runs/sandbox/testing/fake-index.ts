@@ -35,7 +35,7 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
   return readFileSync(out);
 }
 
-/** A PEP 503 simple index serving one project with one wheel; `hits` lists the paths asked for. */
+/** A PEP 503 simple index serving one project with one wheel; `hits` lists the paths asked for. The caller closes `server`. */
 export async function fakeIndex(wheel: Buffer): Promise<{ server: HttpServer; port: number; hits: string[] }> {
   const sha = createHash('sha256').update(wheel).digest('hex');
   const hits: string[] = [];
