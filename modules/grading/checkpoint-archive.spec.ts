@@ -11,6 +11,7 @@ import { REFERENCE_LIMITS } from '../runs/sandbox/limits.js';
 import { archiveCheckpoint } from './checkpoint-archive.js';
 import { SubmissionRefusedError } from './submission-refused.error.js';
 import { post, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
+import { expectBlocks, sparseFile } from '../artifacts/testing/sparse-file.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -22,18 +23,6 @@ async function hashOf(stream: Readable): Promise<string> {
 }
 
 /** A sparse file of `size` bytes with 4 KiB of random data at each of `at`; returns those pieces. */
-async function sparseFile(file: string, size: number, at: number[]): Promise<Array<{ position: number; bytes: Buffer }>> {
-  const handle = await open(file, 'wx');
-  const data = at.map((position) => ({ position, bytes: randomBytes(4096) }));
-  try {
-    for (const { position, bytes } of data) await handle.write(bytes, 0, bytes.length, position);
-    await handle.truncate(size);
-  } finally {
-    await handle.close();
-  }
-  return data;
-}
-
 /** Blobs in a filesystem artifact store (files under sha256/). */
 async function blobs(storeDir: string): Promise<string[]> {
   const out: string[] = [];
@@ -94,16 +83,7 @@ describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
       }
       expect(await hashOf(await artifacts.get(sha256))).toBe(sha256);
       expect(await hashOf(createReadStream(path.join(archived.stagedDir, 'weights.bin'), { highWaterMark: MiB }))).toBe(sha256);
-      const back = await open(path.join(archived.stagedDir, 'weights.bin'), 'r');
-      try {
-        for (const { position, bytes } of data) {
-          const read = Buffer.alloc(bytes.length);
-          await back.read(read, 0, read.length, position);
-          expect(read.equals(bytes)).toBe(true);
-        }
-      } finally {
-        await back.close();
-      }
+      await expectBlocks(path.join(archived.stagedDir, 'weights.bin'), data);
     } finally {
       await rm(archived.stagedDir, { recursive: true, force: true });
     }

@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ArtifactIntegrityError, ArtifactStoreUnavailableError } from '../../modules/artifacts/artifact-store.port.js';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import { artifactStoreContract, chunked, declare, sha256Hex } from './artifact-store.contract.js';
+import { expectBlocks, sparseFile } from '../../modules/artifacts/testing/sparse-file.js';
 
 artifactStoreContract('fs', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'a2rl-fs-artifacts-'));
@@ -76,27 +77,14 @@ describe('FsArtifactStore', () => {
 
   it('keeps holes: a 1 GiB sparse file with 12 KB of data takes kilobytes in the store and reads back identical', async () => {
     const source = join(dir, 'sparse.bin');
-    const handle = await open(source, 'wx');
-    const data = [0, 300 * 1024 * 1024, GiB - 4096].map((position) => ({ position, bytes: randomBytes(4096) }));
-    for (const { position, bytes } of data) await handle.write(bytes, 0, bytes.length, position);
-    await handle.truncate(GiB);
-    await handle.close();
+    const data = await sparseFile(source, GiB, [0, 300 * 1024 * 1024, GiB - 4096]);
     const sha256 = await hashOf(createReadStream(source, { highWaterMark: MiB }));
     const { key } = await store.put(createReadStream(source, { highWaterMark: MiB }), { sha256, size: GiB });
     const st = await stat(join(dir, key));
     expect(st.size).toBe(GiB);
     expect(st.blocks * 512).toBeLessThan(1024 * 1024); // three 64 KiB blocks of data, not a gigabyte
     expect(await hashOf(await store.get(sha256))).toBe(sha256);
-    const back = await open(join(dir, key), 'r');
-    try {
-      for (const { position, bytes } of data) {
-        const read = Buffer.alloc(bytes.length);
-        await back.read(read, 0, read.length, position);
-        expect(read.equals(bytes)).toBe(true);
-      }
-    } finally {
-      await back.close();
-    }
+    await expectBlocks(join(dir, key), data);
   }, 120_000);
 
   it('writes blobs read-only under sha256/<2 hex>/<hex> and leaves tmp/ empty', async () => {

@@ -83,6 +83,10 @@ describeRoot('a hostile agent, harness as root', () => {
     expect(output).not.toMatch(/MOUNTED|MKNOD|REMOUNTED|USERNS|WROTE-DATA/);
     expect(output.trim().split('\n').at(-1)).toBe('0'); // A2RL_HOME's ledger does not exist inside
     expect(ofType(events, 'WorkspaceIntegrityChecked').map((e) => e.data.ok)).toEqual([true]);
+    // The sandbox's own machinery (cgroup entry, prlimit, bwrap, setpriv, the bridge) is not the agent's work.
+    const argvs = ofType(events, 'ProcessStarted').map((e) => (e.data.argv as string[]).join(' '));
+    expect(argvs[0]).toMatch(/^bash -c exec 2>\/dev\/null/);
+    expect(argvs.filter((a) => /^(sh -c echo|prlimit|setpriv|bwrap)\b|a2rl-bridge/.test(a))).toEqual([]);
     expect(hostState()).toEqual(before);
     await stillVerifies();
   }, 120_000);
