@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -186,7 +186,9 @@ describeRoot('a hostile agent, harness as root', () => {
     expect(ofType(events, 'SecretRedacted').length).toBeGreaterThanOrEqual(3); // output, file, argv
   }, 120_000);
 
-  it('reaches an allowlisted package index through the recording egress proxy, and nothing else', async () => {
+  // The sandbox sees the system's python (/usr), whose pip .ci/run installs when missing.
+  const systemPip = spawnSync('/usr/bin/python3', ['-m', 'pip', '--version'], { stdio: 'ignore' }).status === 0;
+  (systemPip ? it : it.skip)('reaches an allowlisted package index through the recording egress proxy, and nothing else', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-wheel-'));
     const index = await fakeIndex(buildWheel(dir));
     try {
