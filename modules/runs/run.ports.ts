@@ -18,7 +18,7 @@ export interface RunIds {
 export interface RunLock {
   runId: string;
   pid: number;
-  /** Unsandboxed runs: the file holding the agent's process group, for killing leftovers. */
+  /** The file holding the agent's process group, for killing leftovers after a harness crash. */
   pidFile?: string;
 }
 

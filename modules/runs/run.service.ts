@@ -31,6 +31,7 @@ import { runGuard } from './run-lifecycle.js';
 import { startEgressProxy } from './sandbox/egress-proxy.js';
 import type { SandboxPlan } from './sandbox/capabilities.js';
 import { createRunCgroup, type RunCgroup } from './sandbox/cgroup.js';
+import { openLifeline } from './sandbox/lifeline.js';
 import { PAPER_LIMITS, REFERENCE_LIMITS, type RunLimits } from './sandbox/limits.js';
 import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
 import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
@@ -322,7 +323,8 @@ export class RunService {
     });
     if (s.sandbox === 'bwrap') await this.openEndpoints(s);
     await s.instrumentation.start();
-    if (s.sandbox === 'none') s.lock.pidFile = this.locks.pidFile(s.runId);
+    // After a harness crash the next start kills what is left of this agent (the sandbox's own defences first).
+    s.lock.pidFile = this.locks.pidFile(s.runId);
     this.locks.write(s.lock);
   }
 
@@ -330,6 +332,7 @@ export class RunService {
   private async openEndpoints(s: RunSession): Promise<void> {
     const { runDir } = s.prepared!;
     const owner = s.agentUid === undefined ? undefined : { uid: s.agentUid, gid: s.agentUid };
+    s.endpoints.push(await openLifeline(path.join(runDir, 'lifeline.sock'), owner));
     s.endpoints.push(await this.gradingSockets.open(path.join(runDir, 'grading.sock'), s.token!, owner));
     s.forwards.push({ port: SANDBOX_PORTS.grading, socket: 'grading.sock' });
     const allow = s.request.allowNet ?? [];
@@ -417,6 +420,7 @@ export class RunService {
     const sandboxed = sandboxCommand({
       kind: sandbox, plan: s.plan, workspace: layout, agentDir: agentsRoot(), runDir: prepared.runDir,
       agentUid: s.agentUid, command, env, forwards: s.forwards, limits: s.limits, cgroupProcs: s.cgroup?.procs,
+      lifeline: s.sandbox === 'bwrap' ? 'lifeline.sock' : undefined,
     });
     const output = s.instrumentation.output;
     try {

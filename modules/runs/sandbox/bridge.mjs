@@ -4,7 +4,11 @@
 // as it does. Plain JavaScript with no dependencies: it is started by the node binary the sandbox
 // sees, before anything of the agent.
 //
-//   node bridge.mjs --forward 5000=/run/a2rl/grading.sock [--forward …] -- <command> [args…]
+//   node bridge.mjs [--lifeline /run/a2rl/lifeline.sock] --forward 5000=/run/a2rl/grading.sock … -- <command> [args…]
+//
+// The lifeline is a connection to the harness held open for the whole run: when the harness dies,
+// the kernel closes it and the bridge kills every process of the agent (bwrap's --die-with-parent
+// is the first line of defence; this one does not depend on the parent-death signal surviving).
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 
@@ -12,7 +16,12 @@ const argv = process.argv.slice(2);
 const split = argv.indexOf('--');
 if (split < 0 || split === argv.length - 1) fail('usage: bridge.mjs --forward <port>=<socket> … -- <command> [args…]');
 const forwards = [];
+let lifeline;
 for (let i = 0; i < split; i += 2) {
+  if (argv[i] === '--lifeline' && argv[i + 1]?.startsWith('/')) {
+    lifeline = argv[i + 1];
+    continue;
+  }
   const match = argv[i] === '--forward' ? /^(\d{1,5})=(\/.+)$/.exec(argv[i + 1] ?? '') : null;
   if (!match) fail(`bad bridge option: ${argv[i]} ${argv[i + 1] ?? ''}`);
   forwards.push({ port: Number(match[1]), socket: match[2] });
@@ -43,6 +52,24 @@ try {
   for (const server of servers) server.unref(); // the agent's exit ends the bridge
 } catch (err) {
   fail(`cannot listen inside the sandbox: ${err.message}`);
+}
+
+if (lifeline) {
+  const line = net.connect(lifeline);
+  await new Promise((resolve) => {
+    line.once('connect', resolve);
+    line.once('error', (err) => fail(`cannot reach the harness: ${err.message}`));
+  });
+  line.on('error', () => undefined);
+  // The harness is gone: nothing of the run may outlive it (kill(-1) spares this process and init).
+  line.on('close', () => {
+    try {
+      process.kill(-1, 'SIGKILL');
+    } finally {
+      process.exit(137);
+    }
+  });
+  line.unref();
 }
 
 const child = spawn(command, args, { stdio: 'inherit' });

@@ -9,6 +9,7 @@ import { writeExtraFds } from '../agent-process.js';
 import { fakeTask } from '../testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../workspace.js';
 import { planFrom, probeSandbox, type SandboxPlan } from './capabilities.js';
+import { openLifeline } from './lifeline.js';
 import { DEFAULT_AGENT_UID, detectSandbox, sandboxCommand, type SandboxedCommand, type SandboxRequest } from './sandbox.js';
 
 // The sandbox against a hostile agent, with the harness as root (as in CI). Each attack class is its
@@ -205,6 +206,21 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     expect(r.stdout.trim()).toBe(secret);
     expect(seen.some((c) => c.includes('--args'))).toBe(true); // the sandbox was running
     expect(seen.filter((c) => c.includes(secret))).toEqual([]);
+  });
+
+  itRoot('kills the agent through the lifeline when the harness end of it closes (a harness that died)', async () => {
+    const lifeline = await openLifeline(join(runDir, 'lifeline.sock'), { gid: AGENT.gid });
+    let started = false;
+    const exited = exec(sandboxCommand(request('trap "" TERM; sleep 1000 & sleep 1000', { lifeline: 'lifeline.sock' })), {
+      cwd: ws.layout.root,
+      whileRunning: () => {
+        started = true;
+        void lifeline.close();
+      },
+    });
+    const r = await exited; // without the lifeline this waits for the sleeps (and the test times out)
+    expect(started).toBe(true);
+    expect(r.code).not.toBe(0);
   });
 
   itRoot('gives a run the read-only run directory, not a path of the workspace, for run_meta.json', async () => {

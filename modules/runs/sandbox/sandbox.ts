@@ -51,6 +51,8 @@ export interface SandboxRequest {
   runDir?: string;
   /** Loopback ports bridged to sockets of `runDir`; without any, the agent has no network at all. */
   forwards?: SandboxForward[];
+  /** A socket of `runDir` the bridge holds open: if the harness dies, the bridge kills the agent (lifeline.ts). */
+  lifeline?: string;
   /** The limits the kernel enforces per process: processes of the agent's uid, file size, CPU seconds. */
   limits?: Pick<RunLimits, 'maxProcesses' | 'fileBytes' | 'cpuSeconds'>;
   /** The run's cgroup (`cgroup.procs`): its memory limit covers the whole sandbox (cgroup.ts). */
@@ -176,9 +178,9 @@ function withTraversableParents(options: string[]): string[] {
 
 /** Inside the sandbox: the bridge (when something is forwarded), then the agent, as the agent's uid. */
 function agentCommand(req: SandboxRequest, mode: IsolationMode, uid: number): string[] {
-  const bridge = req.forwards?.length
-    ? ['node', SANDBOX_BRIDGE, ...req.forwards.flatMap((f) => ['--forward', `${f.port}=${path.posix.join(SANDBOX_RUN_DIR, f.socket)}`]), '--']
-    : [];
+  const lifeline = req.lifeline ? ['--lifeline', path.posix.join(SANDBOX_RUN_DIR, req.lifeline)] : [];
+  const forwards = (req.forwards ?? []).flatMap((f) => ['--forward', `${f.port}=${path.posix.join(SANDBOX_RUN_DIR, f.socket)}`]);
+  const bridge = lifeline.length || forwards.length ? ['node', SANDBOX_BRIDGE, ...lifeline, ...forwards, '--'] : [];
   // setuid mode: bwrap ran as root, so the agent's uid is taken here, after every namespace exists.
   const drop = mode === 'setuid' ? setprivTo(uid) : [];
   return [...drop, ...bridge, ...req.command];
