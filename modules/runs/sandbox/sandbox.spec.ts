@@ -230,6 +230,18 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     expect(readFileSync(join(runDir, 'run_meta.json'), 'utf8')).toBe('{"start_time": 1}\n');
   });
 
+  itRoot('binds the GPU device nodes the machine has, and /sys read-only for the drivers to enumerate them', async () => {
+    // No GPU here: a stand-in "device" shows the binding (the real one is /dev/nvidia*, see capabilities.ts).
+    const device = join(home, 'nvidia0');
+    writeFileSync(device, 'gpu\n');
+    chmodSync(device, 0o666);
+    const withGpu = planFrom({ ...plan, gpuDevices: [device] });
+    const r = await run(`cat ${device}; ls /sys/class >/dev/null && echo sys; touch /sys/x 2>/dev/null || echo sys-ro`, { plan: withGpu });
+    expect(r.stdout.trim().split('\n')).toEqual(['gpu', 'sys', 'sys-ro']);
+    const without = await run(`cat ${device} 2>/dev/null || echo no-device; ls /sys 2>/dev/null | wc -l`);
+    expect(without.stdout.trim().split('\n')).toEqual(['no-device', '0']);
+  });
+
   it('lists what it exposes and returns the command unchanged without a sandbox', () => {
     const cmd = sandboxCommand({ ...request('true'), command: ['bash', 'start.sh'] });
     expect(cmd.args.slice(-2)).toEqual(['bash', 'start.sh']);

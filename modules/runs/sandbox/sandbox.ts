@@ -150,8 +150,11 @@ function bwrapOptions(req: SandboxRequest, mode: IsolationMode, uid: number): { 
   ro(req.agentDir, SANDBOX_AGENT_DIR);
   if (req.runDir) ro(req.runDir, SANDBOX_RUN_DIR);
   options.push('--ro-bind', bridgeScript(), SANDBOX_BRIDGE);
-  // GPUs: the device nodes only (their drivers' libraries are under /usr).
-  for (const dev of (req.plan ?? sandboxPlan()).capabilities.gpuDevices) options.push('--dev-bind', dev, dev);
+  // GPUs: the device nodes (their drivers' libraries are under /usr) and, read-only, the sysfs the CUDA
+  // and NVML libraries enumerate devices through.
+  const gpus = (req.plan ?? sandboxPlan()).capabilities.gpuDevices;
+  for (const dev of gpus) options.push('--dev-bind', dev, dev);
+  if (gpus.length > 0 && existsSync('/sys')) ro('/sys');
   options.push('--chdir', ws.root);
   return { options: withTraversableParents(options), mounts };
 }
