@@ -121,7 +121,7 @@ export function sandboxCommand(req: SandboxRequest): SandboxedCommand {
   return { file: outer[0], args: outer.slice(1), mounts, fds };
 }
 
-/** Everything bwrap is told, environment first (so `--clearenv` cannot undo it). */
+/** Everything bwrap is told: `--clearenv` first, then the environment (bwrap applies its options in order), then the namespaces and mounts. */
 function bwrapOptions(req: SandboxRequest, mode: IsolationMode, uid: number): { options: string[]; mounts: SandboxMount[] } {
   const ws = req.workspace;
   const node = nodePrefix();
