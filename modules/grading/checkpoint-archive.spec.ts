@@ -3,7 +3,6 @@ import { createReadStream } from 'node:fs';
 import { link, mkdir, mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
@@ -11,16 +10,10 @@ import { REFERENCE_LIMITS } from '../runs/sandbox/limits.js';
 import { archiveCheckpoint } from './checkpoint-archive.js';
 import { SubmissionRefusedError } from './submission-refused.error.js';
 import { post, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
-import { expectBlocks, sparseFile } from '../artifacts/testing/sparse-file.js';
+import { expectBlocks, hashOf, sparseFile } from '../artifacts/testing/sparse-file.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
-
-async function hashOf(stream: Readable): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of stream) hash.update(chunk as Buffer);
-  return hash.digest('hex');
-}
 
 /** A sparse file of `size` bytes with 4 KiB of random data at each of `at`; returns those pieces. */
 /** Blobs in a filesystem artifact store (files under sha256/). */

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ArtifactIntegrityError, ArtifactStoreUnavailableError } from '../../modules/artifacts/artifact-store.port.js';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import { artifactStoreContract, chunked, declare, sha256Hex } from './artifact-store.contract.js';
-import { expectBlocks, sparseFile } from '../../modules/artifacts/testing/sparse-file.js';
+import { expectBlocks, hashOf, sparseFile } from '../../modules/artifacts/testing/sparse-file.js';
 
 artifactStoreContract('fs', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'a2rl-fs-artifacts-'));
@@ -38,12 +38,6 @@ const asRoot = process.getuid?.() === 0;
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
-
-async function hashOf(stream: Readable): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of stream) hash.update(chunk as Buffer);
-  return hash.digest('hex');
-}
 
 describe('FsArtifactStore', () => {
   let dir: string;

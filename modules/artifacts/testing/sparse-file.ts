@@ -1,6 +1,7 @@
 import { expect } from '@jest/globals';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { open } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 
 /** A block of random data written at `position` of a sparse test file. */
 export interface SparseBlock {
@@ -33,4 +34,11 @@ export async function expectBlocks(file: string, data: SparseBlock[]): Promise<v
   } finally {
     await back.close();
   }
+}
+
+/** The sha256 of everything a stream yields. */
+export async function hashOf(stream: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of stream) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }
