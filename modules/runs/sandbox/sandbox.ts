@@ -128,7 +128,7 @@ function bwrapOptions(req: SandboxRequest, mode: IsolationMode, uid: number): { 
   const options = ['--clearenv'];
   const env = { PATH: defaultPath(node), HOME: ws.root, LANG: 'C.UTF-8', ...req.env };
   for (const [key, value] of Object.entries(env)) options.push('--setenv', key, value);
-  options.push('--die-with-parent', '--new-session', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
+  options.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
   if (mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
   options.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
   const mounts: SandboxMount[] = [];
