@@ -1,8 +1,8 @@
-import { chmod, chown, rm } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
 import net from 'node:net';
 import { Injectable, Optional } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { listenUnix, type SocketOwner } from '../runs/sandbox/unix-socket.js';
 
 /** Marks a connection that arrived on a run's socket: every request on it acts for that run. */
 const BRIDGED_TOKEN = Symbol('a2rl.bridgedRunToken');
@@ -26,7 +26,7 @@ export interface GradingSocket {
 export class GradingSockets {
   constructor(@Optional() private readonly adapterHost?: HttpAdapterHost) {}
 
-  async open(path: string, token: string, owner?: { uid: number; gid: number }): Promise<GradingSocket> {
+  async open(path: string, token: string, owner?: SocketOwner): Promise<GradingSocket> {
     const http = this.adapterHost?.httpAdapter?.getHttpServer() as HttpServer | undefined;
     if (!http) throw new Error('the grading API is not served by this process: no socket can be opened for the sandbox');
     const live = new Set<net.Socket>();
@@ -36,21 +36,12 @@ export class GradingSockets {
       socket.once('close', () => live.delete(socket));
       http.emit('connection', socket);
     });
-    await rm(path, { force: true });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(path, () => resolve());
-    });
-    server.on('error', () => undefined); // after listening: nothing the agent does can crash the harness
-    // Only the run's agent (its group) may connect; the run directory around it is not world-readable either.
-    if (owner) await chown(path, 0, owner.gid);
-    await chmod(path, 0o660);
+    const stop = await listenUnix(server, path, owner);
     return {
       path,
       close: async () => {
         for (const socket of live) socket.destroy();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-        await rm(path, { force: true });
+        await stop();
       },
     };
   }

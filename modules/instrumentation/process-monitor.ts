@@ -238,17 +238,17 @@ export interface SkipCandidate {
 export type SkipFilter = (p: SkipCandidate) => boolean;
 
 const isBwrapArgv = (argv: string[]): boolean => argv.length > 0 && basename(argv[0]) === 'bwrap';
-/** What the launcher may run before bwrap, on the same pid (sandbox.ts: kernel limits, the uid switch). */
-const PRELUDE = new Set(['prlimit', 'setpriv', 'bwrap']);
+/** What the launcher may run up to bwrap, on the same pid (sandbox.ts: the kernel limits, bwrap itself). */
+const PRELUDE = new Set(['prlimit', 'bwrap']);
 
 /**
  * The default filter: only the harness's own sandbox wrapper, identified by position, never by name
  * alone (any program can be exec'd as "bwrap" with `exec -a`). `rootArgv` is the program the launcher
  * started as `rootPid`. When that is the sandbox's prelude (entering the run's cgroup, prlimit,
- * bwrap: sandbox.ts), the wrapper is every program the root runs; when bwrap keeps a namespace init (it unshares the pid
- * namespace without --as-pid-1), also the root's direct child while it runs bwrap; and the first
- * programs of the init's one child while they are the uid switch (setpriv) or the network bridge
- * (node SANDBOX_BRIDGE), which exec or fork the agent's command. Parentage is the forker's, not a
+ * bwrap: sandbox.ts), the wrapper is every program the root runs; when bwrap keeps a namespace init
+ * (it unshares the pid namespace without --as-pid-1), also the root's direct child while it runs
+ * bwrap; and the first programs of the init's one child while they are the uid switch (setpriv)
+ * or the network bridge (node SANDBOX_BRIDGE), which exec or fork the agent's command. Parentage is the forker's, not a
  * later reparenting, so no agent process can take one of these positions. Everything else is
  * reported, whatever its argv; the agent's command is the bridge's or the init's child.
  */

@@ -76,7 +76,7 @@ function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?:
   const task = fakeTask();
   if (opts.evaluate) task.evaluate = opts.evaluate;
   // Unsandboxed: the sandbox itself is exercised by sandbox.spec.ts and the e2e suites.
-  const plan = planFrom({ bwrap: null, harnessUid: 0, setpriv: false, prlimit: false, unprivilegedUserns: false, rootNamespaces: false, networkNamespace: false, gpuDevices: [], notes: [] });
+  const plan = planFrom({ bwrap: null, harnessUid: 0, setpriv: false, prlimit: false, unprivilegedUserns: false, rootNamespaces: false, gpuDevices: [], notes: [] });
   const sockets = { open: async () => { throw new Error('no socket when unsandboxed'); } } as unknown as GradingSockets;
   const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task, () => plan, sockets, 'operator-token-0123456789');
   const request: RunRequest = { task: task.id, agentCommand: 'fake agent', budgetSeconds: 60, seed: 0, gradingBaseUrl: 'http://127.0.0.1:1', warn: () => {} };

@@ -1,5 +1,4 @@
 import { createReadStream } from 'node:fs';
-import { chmod, chown } from 'node:fs/promises';
 import path from 'node:path';
 import { Inject, Injectable } from '@nestjs/common';
 import type { TaskPack } from '../../tasks/task-pack.js';
@@ -9,7 +8,7 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { TreeHeadSigner } from '../audit/tree-head-signer.js';
 import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../audit/tree-head.js';
 import { BaselineCache } from '../grading/baseline-cache.js';
-import { GradingSockets, type GradingSocket } from '../grading/grading-sockets.js';
+import { GradingSockets } from '../grading/grading-sockets.js';
 import { OPERATOR_TOKEN } from '../grading/grading.options.js';
 import { RunRegistry } from '../grading/run-registry.js';
 import { Instrumentation } from '../instrumentation/instrumentation.js';
@@ -32,6 +31,7 @@ import { startEgressProxy } from './sandbox/egress-proxy.js';
 import type { SandboxPlan } from './sandbox/capabilities.js';
 import { createRunCgroup, type RunCgroup } from './sandbox/cgroup.js';
 import { openLifeline } from './sandbox/lifeline.js';
+import { restrictSocket } from './sandbox/unix-socket.js';
 import { PAPER_LIMITS, REFERENCE_LIMITS, type RunLimits } from './sandbox/limits.js';
 import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
 import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
@@ -346,8 +346,7 @@ export class RunService {
         onError: (err) => s.warn(`[${s.runId}] egress proxy: ${err instanceof Error ? err.message : String(err)}`),
       });
       s.endpoints.push(proxy);
-      if (owner) await chown(socket, 0, owner.gid);
-      await chmod(socket, 0o660);
+      await restrictSocket(socket, owner);
       s.forwards.push({ port: SANDBOX_PORTS.egress, socket: 'egress.sock' });
     }
   }

@@ -68,7 +68,7 @@ export async function sandboxBench(): Promise<void> {
     mkdirSync(runDir, { mode: 0o750 });
     const owner = plan.mode === 'setuid' ? DEFAULT_AGENT_UID : undefined;
     if (owner !== undefined) chownSync(runDir, 0, owner);
-    const socket = await server.sockets.open(path.join(runDir, 'grading.sock'), run.ctx.token, owner === undefined ? undefined : { uid: owner, gid: owner });
+    const socket = await server.sockets.open(path.join(runDir, 'grading.sock'), run.ctx.token, owner === undefined ? undefined : { gid: owner });
     writeFileSync(path.join(ws.root, 'client.js'), CLIENT);
     const agentDir = path.join(server.home, 'agents');
     mkdirSync(agentDir);

@@ -28,8 +28,6 @@ export interface SandboxCapabilities {
   unprivilegedUserns: boolean;
   /** bwrap can run as root with its own mount, pid and network namespaces. */
   rootNamespaces: boolean;
-  /** bwrap can give the agent a network namespace of its own (loopback only). */
-  networkNamespace: boolean;
   /** NVIDIA device nodes that a sandbox binds in. */
   gpuDevices: string[];
   /** Why a mode is not available, one line each. */
@@ -80,14 +78,12 @@ export function probeSandbox(): SandboxCapabilities {
     harnessUid === 0 ? setpriv && runs('setpriv', [`--reuid=${PROBE_UID}`, `--regid=${PROBE_UID}`, '--clear-groups', '--', 'bwrap', ...args]) : runs('bwrap', args);
   let unprivilegedUserns = false;
   let rootNamespaces = false;
-  let networkNamespace = false;
   if (bwrap) {
     unprivilegedUserns = asUser(['--unshare-user', '--disable-userns', ...trial, 'true']);
     if (!unprivilegedUserns && harnessUid !== 0) notes.push('unprivileged user namespaces are refused by this kernel (sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces or an AppArmor userns restriction): run the harness as root, or allow them');
     rootNamespaces = harnessUid === 0 && runs('bwrap', [...trial, 'true']);
-    networkNamespace = harnessUid === 0 ? rootNamespaces : unprivilegedUserns;
   }
-  return { bwrap, harnessUid, setpriv, prlimit, unprivilegedUserns, rootNamespaces, networkNamespace, gpuDevices: gpuDevices(), notes };
+  return { bwrap, harnessUid, setpriv, prlimit, unprivilegedUserns, rootNamespaces, gpuDevices: gpuDevices(), notes };
 }
 
 function runs(file: string, args: string[]): boolean {

@@ -1,5 +1,5 @@
-import { chmod, chown, rm } from 'node:fs/promises';
 import net from 'node:net';
+import { listenUnix, type SocketOwner } from './unix-socket.js';
 
 export interface Lifeline {
   close(): Promise<void>;
@@ -11,7 +11,7 @@ export interface Lifeline {
  * kernel closes them and the bridge kills what is left of the agent. Closed by the harness only once
  * the agent has exited.
  */
-export async function openLifeline(path: string, owner?: { gid: number }): Promise<Lifeline> {
+export async function openLifeline(path: string, owner?: SocketOwner): Promise<Lifeline> {
   const held = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     held.add(socket);
@@ -19,19 +19,11 @@ export async function openLifeline(path: string, owner?: { gid: number }): Promi
     socket.on('close', () => held.delete(socket));
     socket.on('data', () => undefined); // nothing is expected; whatever comes is dropped
   });
-  await rm(path, { force: true });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(path, () => resolve());
-  });
-  server.on('error', () => undefined);
-  if (owner) await chown(path, 0, owner.gid);
-  await chmod(path, 0o660);
+  const stop = await listenUnix(server, path, owner);
   return {
     close: async () => {
       for (const socket of held) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await rm(path, { force: true });
+      await stop();
     },
   };
 }

@@ -111,7 +111,7 @@ export function sandboxCommand(req: SandboxRequest): SandboxedCommand {
   if (req.kind === 'none' || plan.mode === 'none') return { file, args: rest, mounts: [] };
 
   const uid = plan.mode === 'setuid' ? (req.agentUid ?? DEFAULT_AGENT_UID) : plan.capabilities.harnessUid;
-  const { options, mounts } = bwrapOptions(req, plan.mode, uid);
+  const { options, mounts } = bwrapOptions(req, plan, uid);
   const fds = [nulSeparated(options)];
   const filter = plan.mode === 'setuid' ? noNewUserNamespacesFilter() : null;
   if (filter) fds.push(filter);
@@ -122,14 +122,14 @@ export function sandboxCommand(req: SandboxRequest): SandboxedCommand {
 }
 
 /** Everything bwrap is told: `--clearenv` first, then the environment (bwrap applies its options in order), then the namespaces and mounts. */
-function bwrapOptions(req: SandboxRequest, mode: IsolationMode, uid: number): { options: string[]; mounts: SandboxMount[] } {
+function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number): { options: string[]; mounts: SandboxMount[] } {
   const ws = req.workspace;
   const node = nodePrefix();
   const options = ['--clearenv'];
   const env = { PATH: defaultPath(node), HOME: ws.root, LANG: 'C.UTF-8', ...req.env };
   for (const [key, value] of Object.entries(env)) options.push('--setenv', key, value);
   options.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
-  if (mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
+  if (plan.mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
   options.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
   const mounts: SandboxMount[] = [];
   const ro = (host: string, inside = host) => {
@@ -152,7 +152,7 @@ function bwrapOptions(req: SandboxRequest, mode: IsolationMode, uid: number): { 
   options.push('--ro-bind', bridgeScript(), SANDBOX_BRIDGE);
   // GPUs: the device nodes (their drivers' libraries are under /usr) and, read-only, the sysfs the CUDA
   // and NVML libraries enumerate devices through.
-  const gpus = (req.plan ?? sandboxPlan()).capabilities.gpuDevices;
+  const gpus = plan.capabilities.gpuDevices;
   for (const dev of gpus) options.push('--dev-bind', dev, dev);
   if (gpus.length > 0 && existsSync('/sys')) ro('/sys');
   options.push('--chdir', ws.root);
