@@ -107,5 +107,5 @@ describe('a2rl CLI on the embedded default', () => {
       expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 2, stderr: expect.stringContaining(`configuration error: ${variable}:`) });
     }
     expect(await runCount()).toBe(runsBefore);
-  });
+  }, 180_000); // eight CLI starts in a row: a deadline for a busy machine, not a speed goal
 });
