@@ -75,6 +75,9 @@ const SUMMARIES: Summaries = {
   ObservationGap: (d) => `${d.observer} observation gap${d.count !== undefined ? ` (${d.count} lost)` : ''}: ${d.reason}`,
   EgressConnection: (d) =>
     `${d.method} ${d.host}:${d.port} ${d.allowed ? `allowed, ${formatBytes(d.bytesOut)} out, ${formatBytes(d.bytesIn)} in` : 'refused'}${d.reason ? `: ${d.reason}` : ''}`,
+  LlmCallRecorded: (d) =>
+    `${d.callId} ${d.provider} ${d.api} ${d.modelAnswered ?? d.modelRequested ?? '?'} → ${d.status} ${d.outcome}, ${d.usage.inputTokens ?? '?'} in / ${d.usage.outputTokens ?? '?'} out${d.toolCalls.length ? `, tools ${d.toolCalls.map((t) => t.name).join(', ')}` : ''}`,
+  AgentHomeArchived: (d) => `${d.files.length} files of the agent's home archived${d.skipped ? `, ${d.skipped} skipped` : ''}`,
   LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${d.action}`,
 };
 

@@ -60,6 +60,15 @@ const ANY: Record<EventType, () => RunCommand> = {
   TreeHeadSigned: c.head,
   EgressConnection: () => ({ type: 'EgressConnection', data: { host: 'pypi.org', port: 443, method: 'CONNECT', allowed: false, reason: 'not on the allowlist', bytesOut: 0, bytesIn: 0, observedAt: T } }),
   LimitReached: () => ({ type: 'LimitReached', data: { limit: 'diskBytes', value: 5, max: 4, action: 'stopped the agent', observedAt: T } }),
+  LlmCallRecorded: () => ({
+    type: 'LlmCallRecorded',
+    data: {
+      callId: 'llm-1', provider: 'anthropic', api: 'messages', modelRequested: 'claude-x', modelAnswered: 'claude-x', stream: true, status: 200, outcome: 'ok',
+      stopReason: 'end_turn', usage: { inputTokens: 10, outputTokens: 2, cacheReadTokens: null, cacheWriteTokens: null }, costUsd: null, priceTable: 'test',
+      latencyMs: 5, ttftMs: 1, messages: 1, toolResults: [], outputText: 'hi', toolCalls: [], request: { sha256: 'a'.repeat(64), size: 1, key: `sha256/aa/${'a'.repeat(64)}` }, startedAt: T, observedAt: T,
+    },
+  }),
+  AgentHomeArchived: () => ({ type: 'AgentHomeArchived', data: { files: [], skipped: 0, observedAt: T } }),
 };
 const INSTRUMENTATION = ['FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap'] as const;
 

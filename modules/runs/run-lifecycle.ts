@@ -63,7 +63,7 @@ export class IllegalTransitionError extends Error {
 
 const INSTRUMENTATION = new Set<EventType>([
   'FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap',
-  'EgressConnection', 'LimitReached', 'WorkspaceIntegrityChecked',
+  'EgressConnection', 'LimitReached', 'WorkspaceIntegrityChecked', 'LlmCallRecorded', 'AgentHomeArchived',
 ]);
 
 /** The status (RunState) a lifecycle event sets; other events keep it. */

@@ -84,9 +84,18 @@ export class BaselineEvaluated {
   @IsOptional() @IsString() evaluatorVersion?: string;
 }
 
+/** How the agent reaches its model: the run's LLM gateway, for the providers its adapter declares. */
+export class AgentGateway {
+  @IsArray() @ArrayMaxSize(3) @IsIn(['anthropic', 'openai', 'gemini'], { each: true }) providers!: Array<'anthropic' | 'openai' | 'gemini'>;
+  /** The gateway's base URL as the agent sees it (loopback inside the sandbox). */
+  @IsString() @MinLength(1) @MaxLength(300) url!: string;
+}
+
 export class AgentStarted {
   @IsString() @MinLength(1) @MaxLength(8192) command!: string;
   @IsOptional() @IsInt() pid?: number;
+  /** Present when the agent is LLM-driven: its model calls go through the run's gateway (LlmCallRecorded). */
+  @IsOptional() @ValidateNested() @Type(() => AgentGateway) gateway?: AgentGateway;
 }
 
 // Instrumentation events (FileChanged, ProcessStarted, ProcessExited, AgentOutput,
@@ -283,6 +292,76 @@ export class SecretRedacted {
   @Matches(ISO_UTC) observedAt!: string;
 }
 
+export class LlmUsage {
+  @ValidateIf((u: LlmUsage) => u.inputTokens !== null) @IsInt() @Min(0) inputTokens!: number | null;
+  @ValidateIf((u: LlmUsage) => u.outputTokens !== null) @IsInt() @Min(0) outputTokens!: number | null;
+  @ValidateIf((u: LlmUsage) => u.cacheReadTokens !== null) @IsInt() @Min(0) cacheReadTokens!: number | null;
+  @ValidateIf((u: LlmUsage) => u.cacheWriteTokens !== null) @IsInt() @Min(0) cacheWriteTokens!: number | null;
+}
+
+/** A tool call the model asked for (`input`: its arguments as JSON text, cut at 2000 characters). */
+export class LlmToolCall {
+  @IsOptional() @IsString() @MaxLength(300) id?: string;
+  @IsString() @MinLength(1) @MaxLength(300) name!: string;
+  @IsString() @MaxLength(2100) input!: string;
+}
+
+/** A tool result the agent sent back to the model in this request (`output` cut at 2000 characters). */
+export class LlmToolResult {
+  @IsOptional() @IsString() @MaxLength(300) id?: string;
+  @IsOptional() @IsString() @MaxLength(300) name?: string;
+  @IsString() @MaxLength(2100) output!: string;
+  @IsOptional() @IsBoolean() isError?: boolean;
+}
+
+export const LLM_CALL_OUTCOMES = ['ok', 'upstream_error', 'upstream_unreachable', 'upstream_timeout', 'limit_exceeded', 'refused', 'client_aborted', 'gateway_closed'] as const;
+
+/**
+ * One call of the agent to its model through the run's LLM gateway (modules/llm-gateway/): what was
+ * asked (provider, API, model, the new tool results and user text of the request), what came back
+ * (model answered, usage, stop reason, text and tool calls), how long (latency, time to first byte
+ * of the body), what it cost (price table version; null for an unknown model) and the whole request
+ * and response as redacted blobs. `status` is what the agent got; `outcome` says why.
+ */
+export class LlmCallRecorded {
+  @IsString() @MinLength(1) @MaxLength(100) callId!: string;
+  @IsIn(['anthropic', 'openai', 'gemini']) provider!: 'anthropic' | 'openai' | 'gemini';
+  /** The provider's API: messages, count_tokens, chat.completions, responses, generateContent, streamGenerateContent, countTokens. */
+  @IsString() @MinLength(1) @MaxLength(100) api!: string;
+  @ValidateIf((d: LlmCallRecorded) => d.modelRequested !== null) @IsString() @MaxLength(300) modelRequested!: string | null;
+  @ValidateIf((d: LlmCallRecorded) => d.modelAnswered !== null) @IsString() @MaxLength(300) modelAnswered!: string | null;
+  @IsBoolean() stream!: boolean;
+  @IsInt() @Min(100) @Max(599) status!: number;
+  @IsIn(LLM_CALL_OUTCOMES) outcome!: (typeof LLM_CALL_OUTCOMES)[number];
+  @IsOptional() @IsString() @MaxLength(1000) error?: string;
+  @ValidateIf((d: LlmCallRecorded) => d.stopReason !== null) @IsString() @MaxLength(100) stopReason!: string | null;
+  @ValidateNested() @Type(() => LlmUsage) usage!: LlmUsage;
+  @ValidateIf((d: LlmCallRecorded) => d.costUsd !== null) @IsNumber() @Min(0) costUsd!: number | null;
+  @IsString() @MinLength(1) @MaxLength(100) priceTable!: string;
+  @IsNumber() @Min(0) latencyMs!: number;
+  @ValidateIf((d: LlmCallRecorded) => d.ttftMs !== null) @IsNumber() @Min(0) ttftMs!: number | null;
+  @IsInt() @Min(0) messages!: number;
+  @IsOptional() @IsString() @MaxLength(2100) userText?: string;
+  @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => LlmToolResult) toolResults!: LlmToolResult[];
+  @ValidateIf((d: LlmCallRecorded) => d.outputText !== null) @IsString() @MaxLength(4100) outputText!: string | null;
+  @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => LlmToolCall) toolCalls!: LlmToolCall[];
+  @ValidateNested() @Type(() => BlobRef) request!: BlobRef;
+  @IsOptional() @ValidateNested() @Type(() => BlobRef) response?: BlobRef;
+  @Matches(ISO_UTC) startedAt!: string;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
+/**
+ * The agent's home (`HOME`: the CLI's own state, config, caches, outside the workspace's code tree)
+ * as archived once at the end of the run, redacted: one blob per file, at most `maxFiles` files.
+ */
+export class AgentHomeArchived {
+  @IsArray() @ArrayMaxSize(2000) @ValidateNested({ each: true }) @Type(() => ManifestEntry) files!: ManifestEntry[];
+  @IsInt() @Min(0) skipped!: number;
+  @IsOptional() @IsString() @MaxLength(1000) skippedReason?: string;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
 /** Every event type, its payload class and its current schema version. */
 export const EVENT_CATALOG = {
   RunScheduled: { payload: RunScheduled, version: 1 },
@@ -307,6 +386,8 @@ export const EVENT_CATALOG = {
   LimitReached: { payload: LimitReached, version: 1 },
   WorkspaceIntegrityChecked: { payload: WorkspaceIntegrityChecked, version: 1 },
   SecretRedacted: { payload: SecretRedacted, version: 1 },
+  LlmCallRecorded: { payload: LlmCallRecorded, version: 1 },
+  AgentHomeArchived: { payload: AgentHomeArchived, version: 1 },
 } as const;
 
 export type EventType = keyof typeof EVENT_CATALOG;

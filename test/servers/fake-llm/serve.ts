@@ -1,0 +1,60 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
+
+/** What a provider's fake does with one parsed request; it pushes its FakeLlmCall itself. */
+export type FakeHandler = (req: IncomingMessage, body: unknown, res: ServerResponse, calls: FakeLlmCall[]) => void | Promise<void>;
+
+/**
+ * The HTTP side every fake shares: reads the JSON body, answers nothing in `hang` mode (close() ends
+ * such connections), and closes cleanly so a test's server never outlives it.
+ */
+export async function serveFake(options: FakeLlmOptions, handle: FakeHandler): Promise<FakeLlmServer> {
+  const calls: FakeLlmCall[] = [];
+  const sockets = new Set<Socket>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let body: unknown;
+      try {
+        body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
+      } catch {
+        res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"body is not JSON"}}');
+        return;
+      }
+      Promise.resolve(handle(req, body, res, calls)).catch((err: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: String(err) } }));
+      });
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The usage of the n-th answer (FakeLlmOptions.usage, or the documented default). */
+export function usageOf(options: FakeLlmOptions, n: number): { input: number; output: number } {
+  return options.usage ? options.usage(n) : { input: 1000 + 100 * n, output: 50 + n };
+}
+
+/** Writes one server-sent event (`event:` line only when named). */
+export function sse(res: ServerResponse, data: unknown, event?: string): void {
+  res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+}

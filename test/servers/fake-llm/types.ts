@@ -1,0 +1,47 @@
+/**
+ * Scripted fake upstreams of the three model providers (fake-anthropic.ts, fake-openai.ts,
+ * fake-gemini.ts), shared shape. A fake drives a real agent CLI through a fixed session: while the
+ * request offers tools, the n-th step of `script` (n = the number of tool results the request
+ * carries) is answered with one call of the CLI's shell tool running that command; once the script
+ * is done, with `finalText` and the end of the turn. Requests without tools (titles, summaries,
+ * classifiers a CLI makes on the side) get a short text answer. Every answer reports the token
+ * usage it was given, so a test can compare what the ledger recorded with what the fake sent.
+ */
+export interface FakeLlmOptions {
+  /** Shell commands, one per turn, run through the CLI's own shell tool. */
+  script: string[];
+  finalText?: string;
+  /** normal: follow the script; hang: accept every request and never answer; error: answer 500 in the provider's error shape. */
+  mode?: 'normal' | 'hang' | 'error';
+  /** Usage reported for the n-th answer (0-based over all answers). Default: input 1000 + 100·n, output 50 + n. */
+  usage?: (n: number) => { input: number; output: number };
+  /** The model the answers name. Default: the model requested. */
+  model?: string;
+  /** The API key the fake requires (the harness's upstream key); other keys get 401. Default: any. */
+  expectKey?: string;
+  port?: number;
+}
+
+export interface FakeLlmCall {
+  /** Request path, query string excluded. */
+  path: string;
+  model: string | null;
+  stream: boolean;
+  status: number;
+  /** The key the request carried was `expectKey` (always true without one). */
+  authOk: boolean;
+  /** Names of the tools the request offered. */
+  tools: string[];
+  /** The tool the answer called, and the command it was given. */
+  toolCall?: { name: string; command: string };
+  /** Usage the answer reported; absent for errors, hangs and non-model endpoints. */
+  usage?: { input: number; output: number };
+}
+
+export interface FakeLlmServer {
+  /** http://127.0.0.1:<port> — the provider's base URL as its SDKs take it (OpenAI: add `/v1`). */
+  url: string;
+  /** Every request, in arrival order. */
+  calls: FakeLlmCall[];
+  close(): Promise<void>;
+}
