@@ -5,6 +5,9 @@ export default {
   testEnvironment: 'node',
   roots: ['<rootDir>/src', '<rootDir>/modules', '<rootDir>/projections', '<rootDir>/tasks', '<rootDir>/infra', '<rootDir>/test'],
   testMatch: ['**/*.spec.ts'],
+  // The agent CLIs' own packages (1 GB of node_modules) are not the project's code.
+  modulePathIgnorePatterns: ['<rootDir>/infra/agent-clis/node_modules/'],
+  testPathIgnorePatterns: ['/node_modules/'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {

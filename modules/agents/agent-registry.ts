@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
 
@@ -15,8 +15,32 @@ export interface AgentSpec {
   /** Driver LLM the agent uses when none is given or detected ('none' for rule-based agents). */
   driver?: string;
   requires: { commands?: string[]; env?: string[]; anyEnv?: string[] };
+  /** How an LLM-driven agent reaches its model through the run's gateway (absent: no model). */
+  llm?: AgentLlm;
   /** Folder holding start.sh (absent for ad-hoc commands). */
   dir?: string;
+}
+
+/**
+ * What an agent CLI needs to use the run's LLM gateway, declared in its agent.json and written by the
+ * harness: environment variables and files of its home (paths relative to HOME). Values may use
+ * `{gateway}` (the gateway's base URL as the agent sees it), `{token}` (the run's gateway token, the
+ * only credential the agent holds), `{model}` (the driver), `{home}` and `{workspace}`.
+ */
+export interface AgentLlm {
+  providers: Array<'anthropic' | 'openai' | 'gemini'>;
+  /** The model `{model}` stands for when the operator gives no --driver. */
+  defaultModel: string;
+  env?: Record<string, string>;
+  files?: Record<string, string>;
+}
+
+export interface AgentLlmValues {
+  gateway: string;
+  token: string;
+  model: string;
+  home: string;
+  workspace: string;
 }
 
 export interface AgentAvailability {
@@ -43,7 +67,24 @@ export function loadAgent(id: string, root = agentsRoot()): AgentSpec {
   }
   const spec = JSON.parse(readFileSync(file, 'utf8')) as AgentSpec;
   if (spec.id !== id) throw new Error(`${file}: id "${spec.id}" does not match its folder "${id}"`);
+  if (spec.llm) checkLlmSection(file, spec.llm);
   return { ...spec, requires: spec.requires ?? {}, dir: path.join(root, id) };
+}
+
+const PROVIDER_NAMES = ['anthropic', 'openai', 'gemini'];
+
+/** An adapter's `llm` section is configuration the harness writes into the sandbox: refuse anything odd. */
+function checkLlmSection(file: string, llm: AgentLlm): void {
+  const bad = (what: string) => new Error(`${file}: llm.${what}`);
+  if (!Array.isArray(llm.providers) || llm.providers.length === 0 || llm.providers.some((p) => !PROVIDER_NAMES.includes(p))) throw bad(`providers must list some of ${PROVIDER_NAMES.join(', ')}`);
+  if (typeof llm.defaultModel !== 'string' || !llm.defaultModel) throw bad('defaultModel must be a model name');
+  for (const [name, value] of Object.entries(llm.env ?? {})) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || typeof value !== 'string') throw bad(`env: "${name}" must be a variable name with a string value`);
+  }
+  for (const [rel, content] of Object.entries(llm.files ?? {})) {
+    const normal = path.posix.normalize(rel);
+    if (path.posix.isAbsolute(rel) || normal.startsWith('..') || normal !== rel || typeof content !== 'string') throw bad(`files: "${rel}" must be a relative path inside the home with a string content`);
+  }
 }
 
 /** An agent given as a shell command (`--agent-command`), run with `bash -c` in the workspace. */
@@ -51,23 +92,86 @@ export function adHocAgent(command: string): AgentSpec {
   return { id: 'ad-hoc', title: command, kind: 'ad-hoc', requires: {} };
 }
 
-function onPath(command: string, env: NodeJS.ProcessEnv): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v "$0" >/dev/null`, command], { env, stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
+/** Where `npm test` and `a2rl agents install` put the agent CLIs at the versions a2rl is tested with. */
+export function projectCliBin(): string {
+  return path.join(packageRoot(), 'infra', 'agent-clis', 'node_modules', '.bin');
 }
 
-/** What is missing on this machine to run the agent: commands not on PATH, unset API keys. */
+/** A command of the agent as found on this machine, and what the sandbox must bind for it to run there. */
+export interface ResolvedCommand {
+  name: string;
+  /** The file found (a link, for npm installs). */
+  file: string;
+  /** The directory to put on the agent's PATH. */
+  binDir: string;
+  /** Host directories the command needs, bound read-only at the same path (the sandbox skips ones it already shows). */
+  binds: string[];
+}
+
+/**
+ * Finds a command in the project's pinned CLIs first, then on `env.PATH`. An npm-installed CLI needs its
+ * whole `node_modules` (platform packages, dependencies) and is bound as such; anything else needs the
+ * directories of the file found and of its real target.
+ */
+export function resolveCommand(name: string, env: NodeJS.ProcessEnv = process.env): ResolvedCommand | null {
+  if (!/^[A-Za-z0-9._+-]+$/.test(name)) return null;
+  const dirs = [projectCliBin(), ...(env.PATH ?? '').split(':').filter((d) => path.isAbsolute(d))];
+  for (const dir of dirs) {
+    const file = path.join(dir, name);
+    let real: string;
+    try {
+      real = realpathSync(file);
+      execFileSync('test', ['-x', real], { stdio: 'ignore' });
+    } catch {
+      continue;
+    }
+    const modules = outermostNodeModules(real);
+    const binds = modules ? [modules] : [...new Set([realpathSync(dir), path.dirname(real)])];
+    if (modules && !isWithin(realpathSync(dir), modules)) binds.push(realpathSync(dir));
+    return { name, file, binDir: realpathSync(dir), binds };
+  }
+  return null;
+}
+
+function outermostNodeModules(file: string): string | null {
+  const at = file.indexOf(`${path.sep}node_modules${path.sep}`);
+  return at < 0 ? null : file.slice(0, at + '/node_modules'.length);
+}
+
+function isWithin(p: string, dir: string): boolean {
+  return p === dir || p.startsWith(`${dir}/`);
+}
+
+/** The upstream of each provider the agent needs: `A2RL_LLM_<PROVIDER>_KEY` must be set. */
+export function upstreamKeyVariable(provider: AgentLlm['providers'][number]): string {
+  return `A2RL_LLM_${provider.toUpperCase()}_KEY`;
+}
+
+/** What is missing on this machine to run the agent: commands, unset variables, the model upstream's key. */
 export function checkAgent(spec: AgentSpec, env: NodeJS.ProcessEnv = process.env): AgentAvailability {
   const missing: string[] = [];
-  for (const command of spec.requires.commands ?? []) if (!onPath(command, env)) missing.push(`command "${command}" on PATH`);
+  for (const command of spec.requires.commands ?? []) {
+    if (!resolveCommand(command, env)) missing.push(`command "${command}" (on PATH or in infra/agent-clis: a2rl agents install)`);
+  }
   for (const name of spec.requires.env ?? []) if (!env[name]) missing.push(`environment variable ${name}`);
   const any = spec.requires.anyEnv ?? [];
   if (any.length && !any.some((name) => env[name])) missing.push(`one of ${any.join(', ')}`);
+  for (const provider of spec.llm?.providers ?? []) {
+    const key = upstreamKeyVariable(provider);
+    if (!env[key]) missing.push(`${key} (the ${provider} key the LLM gateway calls with; A2RL_LLM_${provider.toUpperCase()}_URL for another endpoint)`);
+  }
   return { spec, missing };
+}
+
+/** An agent.json `llm` value with its placeholders filled in. */
+export function fillLlmTemplate(template: string, values: AgentLlmValues): string {
+  return template.replace(/\{(gateway|token|model|home|workspace)\}/g, (_, name: keyof AgentLlmValues) => values[name]);
+}
+
+/** The environment and home files an LLM agent's CLI gets, its placeholders filled in. */
+export function agentLlmSetup(llm: AgentLlm, values: AgentLlmValues): { env: Record<string, string>; files: Record<string, string> } {
+  const fill = (entries: Record<string, string> = {}) => Object.fromEntries(Object.entries(entries).map(([k, v]) => [k, fillLlmTemplate(v, values)]));
+  return { env: fill(llm.env), files: fill(llm.files) };
 }
 
 /** Driver attribution as in the paper: explicit flag, else the agent's environment, else the agent's own. */

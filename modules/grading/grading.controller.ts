@@ -1,10 +1,37 @@
-import { Body, Controller, Get, HttpCode, NotFoundException, Param, Post, ServiceUnavailableException, UnauthorizedException, UseFilters, UseGuards, UsePipes } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, ServiceUnavailableException, UnauthorizedException, UseFilters, UseGuards, UsePipes } from '@nestjs/common';
+import type { RunMetaFields } from '../runs/workspace.js';
 import { EnvResetDto, EnvStepDto, GradingBodyPipe, SetBaselineDto, SubmitDto } from './grading.dto.js';
 import { GradingExceptionFilter } from './grading-exception.filter.js';
+import { GRADING_OPTIONS, type GradingOptions } from './grading.options.js';
 import { CurrentRun, OperatorGuard, RunTokenGuard } from './grading.guards.js';
 import { EnvService, type EnvResetResponse, type EnvStepResponse } from './env.service.js';
 import { type ActiveRun, RunRegistry } from './run-registry.js';
 import { SubmissionService, type SubmitResponse } from './submission.service.js';
+
+interface ServerHealth {
+  status: 'ok';
+  service: 'a2rl-grading';
+  /** GPU ids `gpu` may name (the paper's field). */
+  available_gpus: string[];
+}
+
+/** The paper's health answer (task, workspace, available_gpus) plus a2rl's service and run_id. */
+interface RunHealth extends ServerHealth {
+  run_id: string;
+  task: string;
+  workspace: string;
+}
+
+/** run_meta.json's fields (epoch seconds) with the paper's `now`/`remaining` and a2rl's own. */
+interface TimeResponse extends RunMetaFields {
+  now: number;
+  /** Whole seconds, max(timeout_s − (now − start_time), 0). */
+  remaining: number;
+  elapsed_s: number;
+  remaining_s: number;
+  timeout_s: number;
+  deadline: string;
+}
 
 /** Each route is served plainly (bearer token) and under the capability prefix `/g/<token>`. */
 const both = (route: string) => [route, `g/:token/${route}`];
@@ -18,19 +45,20 @@ export class GradingController {
     private readonly registry: RunRegistry,
     private readonly submissions: SubmissionService,
     private readonly env: EnvService,
+    @Inject(GRADING_OPTIONS) private readonly options: GradingOptions,
   ) {}
 
   @Get('health')
-  health(): { status: 'ok'; service: 'a2rl-grading' } {
-    return { status: 'ok', service: 'a2rl-grading' };
+  health(): ServerHealth {
+    return { status: 'ok', service: 'a2rl-grading', available_gpus: this.options.availableGpus };
   }
 
   /** Needs no credential beyond the URL itself; tells the agent which run the URL belongs to. */
   @Get('g/:token/health')
-  runHealth(@Param('token') token: string): { status: 'ok'; service: 'a2rl-grading'; run_id: string; task: string } {
+  runHealth(@Param('token') token: string): RunHealth {
     const run = this.registry.byToken(token);
     if (!run) throw new UnauthorizedException('the token in this URL names no active run (the run may have ended)');
-    return { status: 'ok', service: 'a2rl-grading', run_id: run.ctx.runId, task: run.ctx.task.id };
+    return { ...this.health(), run_id: run.ctx.runId, task: run.ctx.task.id, workspace: run.ctx.workspace.root };
   }
 
   @Post(both('submit'))
@@ -40,14 +68,22 @@ export class GradingController {
     return this.submissions.submit(run, body.model_path, body.gpu);
   }
 
+  /** The paper's run_meta.json plus `now` and `remaining`, and a2rl's elapsed/remaining from the submission deadline. */
   @Get(both('time'))
   @UseGuards(RunTokenGuard)
-  time(@CurrentRun() run: ActiveRun): { elapsed_s: number; remaining_s: number; timeout_s: number; deadline: string } {
-    const now = Date.now();
+  time(@CurrentRun() run: ActiveRun): TimeResponse {
+    const nowMs = Date.now();
+    const meta = run.runMeta();
+    const now = nowMs / 1000;
+    const start = meta.start_time ?? run.startedAt.getTime() / 1000;
+    const timeout = meta.timeout_s ?? run.ctx.budgetSeconds;
     return {
-      elapsed_s: Math.max(0, Math.round((now - run.startedAt.getTime()) / 1000)),
-      remaining_s: Math.max(0, Math.round((run.deadline.getTime() - now) / 1000)),
-      timeout_s: run.ctx.budgetSeconds,
+      ...meta,
+      now,
+      remaining: Math.max(0, Math.floor(timeout - (now - start))),
+      elapsed_s: Math.max(0, Math.round((nowMs - run.startedAt.getTime()) / 1000)),
+      remaining_s: Math.max(0, Math.round((run.deadline.getTime() - nowMs) / 1000)),
+      timeout_s: timeout,
       deadline: run.deadline.toISOString(),
     };
   }
@@ -55,7 +91,7 @@ export class GradingController {
   @Post(both('set_baseline'))
   @HttpCode(200)
   @UseGuards(OperatorGuard)
-  async setBaseline(@Body() body: SetBaselineDto): Promise<{ run_id: string; baseline_score: number }> {
+  async setBaseline(@Body() body: SetBaselineDto): Promise<{ run_id: string; baseline_score: number; status: 'set' }> {
     const run = this.registry.byRunId(body.run_id);
     if (!run) throw new NotFoundException(`no active run "${body.run_id}"`);
     try {
@@ -64,7 +100,7 @@ export class GradingController {
       throw new ServiceUnavailableException(`the ledger could not record the new baseline: ${(err as Error).message}`);
     }
     run.baselineScore = body.score;
-    return { run_id: run.ctx.runId, baseline_score: run.baselineScore };
+    return { run_id: run.ctx.runId, baseline_score: run.baselineScore, status: 'set' };
   }
 
   @Post(both('env/reset'))

@@ -1,17 +1,22 @@
 import { BadRequestException, type ArgumentMetadata, ValidationPipe } from '@nestjs/common';
 import { IsInt, IsNumber, IsOptional, IsString, Max, MaxLength, Min, MinLength, ValidateBy } from 'class-validator';
 
-const DEVICE_NAME = /^[A-Za-z0-9:_.-]{1,32}$/;
+/** One or more device names ("0", "cuda:1", a GPU UUID), comma-separated, or "cpu". */
+const DEVICE_LIST = /^[A-Za-z0-9:_.,\s-]{0,256}$/;
 
-/** A device for `gpu`: an index (0–1023) or a short name such as "cuda:1"; absent means "cpu". */
+/**
+ * `gpu`: a GPU index (0–1023), or a string naming one or more devices such as "0", "2,3" or "cpu"
+ * (the paper's form). Only the shape is checked here; which GPUs exist is the submission
+ * service's question, answered 400 `{error, available_gpus}` (gpus.ts).
+ */
 function IsDevice() {
   return ValidateBy({
     name: 'isDevice',
     validator: {
       validate: (value: unknown) =>
         (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < 1024) ||
-        (typeof value === 'string' && DEVICE_NAME.test(value)),
-      defaultMessage: () => 'gpu must be a device index (0–1023) or a short device name such as "cuda:1"',
+        (typeof value === 'string' && DEVICE_LIST.test(value)),
+      defaultMessage: () => 'gpu must be a GPU index (0–1023) or a string of GPU ids such as "0" or "2,3" (or "cpu")',
     },
   });
 }

@@ -5,6 +5,7 @@ import { BaselineCache } from './baseline-cache.js';
 import { EnvService } from './env.service.js';
 import { GradingSockets } from './grading-sockets.js';
 import { GradingController } from './grading.controller.js';
+import { detectAvailableGpus } from './gpus.js';
 import { DEFAULT_GRADING_OPTIONS, GRADING_OPTIONS, type GradingOptions, loadOrCreateOperatorToken, OPERATOR_TOKEN } from './grading.options.js';
 import { OperatorGuard, RunTokenGuard } from './grading.guards.js';
 import { RunRegistry } from './run-registry.js';
@@ -27,7 +28,11 @@ import { SubmissionService } from './submission.service.js';
     {
       provide: GRADING_OPTIONS,
       inject: [SETTINGS],
-      useFactory: (config: Settings): GradingOptions => ({ ...DEFAULT_GRADING_OPTIONS, stagingDir: path.join(config.home, 'grading-staging') }),
+      useFactory: (config: Settings): GradingOptions => ({
+        ...DEFAULT_GRADING_OPTIONS,
+        stagingDir: path.join(config.home, 'grading-staging'),
+        availableGpus: detectAvailableGpus(),
+      }),
     },
     { provide: OPERATOR_TOKEN, inject: [SETTINGS], useFactory: (config: Settings) => loadOrCreateOperatorToken(config.home) },
     { provide: BaselineCache, inject: [SETTINGS], useFactory: (config: Settings) => new BaselineCache(path.join(config.home, 'baselines.json')) },

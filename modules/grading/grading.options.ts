@@ -13,12 +13,15 @@ export interface GradingOptions {
   evaluatorTimeoutMs: number;
   /** Where submitted checkpoints are copied before grading (the evaluator grades the archived bytes). */
   stagingDir: string;
+  /** GPU ids a submission's `gpu` may name; the first is the default device (gpus.ts). Empty: gradings run on 'cpu'. */
+  availableGpus: string[];
 }
 
 /** GradingModule's default stages under `<A2RL_HOME>/grading-staging` (outside every workspace) instead. */
 export const DEFAULT_GRADING_OPTIONS: GradingOptions = {
   evaluatorTimeoutMs: 10 * 60_000,
   stagingDir: os.tmpdir(),
+  availableGpus: [],
 };
 
 /** Largest JSON body any grading endpoint accepts. */

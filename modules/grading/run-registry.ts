@@ -3,18 +3,44 @@ import { Injectable } from '@nestjs/common';
 import PQueue from 'p-queue';
 import type { EnvironmentContext, EnvSession, InteractiveEnvironment, TrainingEnvironment } from '../../tasks/task-pack.js';
 import type { RunContext } from '../runs/run-context.js';
+import type { RunMetaFields } from '../runs/workspace.js';
 import { RolloutRecorder } from '../instrumentation/rollout-recorder.js';
 
 export interface RegisterOptions {
   /** Submissions arriving later are refused (budget_exhausted). */
   deadline: Date;
-  /** Called after every graded submission (the harness keeps run_meta.json's last_submit_time current). */
+  /**
+   * Called after every submission that reached the evaluator, graded or failed (as the paper's server
+   * updates last_submit_time; the harness keeps run_meta.json current).
+   */
   onSubmitted?(): void;
   /** Called once a submission is received, before it is graded (the harness checks data/ and models/). */
   beforeGrading?(submissionId: string): Promise<void>;
   baselineScore: number;
   /** Starts environment servers for interactive tasks. */
   envContext?: EnvironmentContext;
+  /** run_meta.json as the harness keeps it, for `GET /time`; without it the fields are derived from the run (ActiveRun.runMeta). */
+  runMeta?(): Readonly<RunMetaFields>;
+}
+
+/**
+ * One submission the evaluator answered, as the paper's scores.json holds it: `score` is 0 when the
+ * grading failed (`error` says why, `reason` is the SubmissionRejected reason class).
+ */
+export interface SubmissionEntry {
+  submission_id: string;
+  /** When the answer was ready (ISO 8601, UTC). */
+  timestamp: string;
+  /** As the agent gave it. */
+  model_path: string;
+  score: number;
+  baseline_score: number;
+  /** null when the grading failed (a2rl's: no improvement was measured). */
+  improvement: number | null;
+  /** From the request's arrival, waiting for the device included. */
+  elapsed_seconds: number;
+  error?: string;
+  reason?: 'invalid_checkpoint' | 'evaluator_error';
 }
 
 export interface GradeRecord {
@@ -40,7 +66,12 @@ export class OpenSession {
 /** A run the grading API currently serves, with the state its endpoints share. */
 export class ActiveRun {
   baselineScore: number;
+  /** Highest score graded so far (a2rl's `best_score`); failed gradings never count. */
   best: number | null = null;
+  /** Every answered submission, in the order answered (the paper's scores.json). */
+  readonly answered: SubmissionEntry[] = [];
+  /** Epoch seconds of the last answered submission. */
+  lastSubmitTime: number | null = null;
   /** Successful grades by manifest sha256: identical content resubmitted gets the earlier grade. */
   readonly gradesByContent = new Map<string, GradeRecord>();
   readonly sessions = new Map<string, OpenSession>();
@@ -60,6 +91,7 @@ export class ActiveRun {
     baselineScore: number,
     private readonly envContext?: EnvironmentContext,
     readonly beforeGrading?: (submissionId: string) => Promise<void>,
+    private readonly readRunMeta?: () => Readonly<RunMetaFields>,
   ) {
     this.baselineScore = baselineScore;
     const env = ctx.task.environment;
@@ -99,6 +131,24 @@ export class ActiveRun {
 
   get startedAt(): Date {
     return new Date(this.deadline.getTime() - this.ctx.budgetSeconds * 1000);
+  }
+
+  /** run_meta.json's fields: the harness's own where registered with them, else derived from the run. */
+  runMeta(): RunMetaFields {
+    if (this.readRunMeta) return { ...this.readRunMeta() };
+    return { start_time: this.startedAt.getTime() / 1000, timeout_s: this.ctx.budgetSeconds, last_submit_time: this.lastSubmitTime, end_time: null };
+  }
+
+  /**
+   * Adds an answered submission and returns the best entry: the highest graded score, the earliest
+   * answered on a tie; a failed submission only while none was graded (the paper's `max` over
+   * scores.json, where a failure counts as 0, except that a2rl never names a failure best over a graded 0).
+   */
+  addAnswer(entry: SubmissionEntry): SubmissionEntry {
+    this.answered.push(entry);
+    this.lastSubmitTime = Date.parse(entry.timestamp) / 1000;
+    const rank = (e: SubmissionEntry) => (e.error === undefined ? e.score : -1);
+    return this.answered.reduce((best, e) => (rank(e) > rank(best) ? e : best));
   }
 
   get totalSubmissions(): number {
@@ -150,7 +200,7 @@ export class RunRegistry {
   register(ctx: RunContext, opts: RegisterOptions): ActiveRun {
     if (this.runs.has(ctx.runId)) throw new Error(`run ${ctx.runId} is already registered with the grading API`);
     if (ctx.token.length < 16) throw new Error(`run ${ctx.runId}: the run token is too short to be a credential`);
-    const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore, opts.envContext, opts.beforeGrading);
+    const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore, opts.envContext, opts.beforeGrading, opts.runMeta);
     this.runs.set(ctx.runId, { run, tokenDigest: digest(ctx.token) });
     return run;
   }

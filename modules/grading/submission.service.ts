@@ -1,5 +1,5 @@
 import { rm } from 'node:fs/promises';
-import { HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
+import { BadRequestException, HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
 import type { EventData, EventType, SubmissionRejected } from '../ledger/events/catalog.js';
 import type { EvaluationResult } from '../../tasks/task-pack.js';
 import { createEvaluationContext } from '../serving/model-server.js';
@@ -7,29 +7,38 @@ import { loadServingConfig } from '../serving/serving.config.js';
 import { archiveCheckpoint, type ArchivedCheckpoint } from './checkpoint-archive.js';
 import { GRADING_OPTIONS, type GradingOptions } from './grading.options.js';
 import { KeyedMutex } from '../ledger/keyed-mutex.js';
-import type { ActiveRun, GradeRecord } from './run-registry.js';
+import { deviceLocks, GpuRequestError, gradingDevice } from './gpus.js';
+import type { ActiveRun, GradeRecord, SubmissionEntry } from './run-registry.js';
 import { SubmissionRefusedError } from './submission-refused.error.js';
 import { resolveCheckpointDir } from './workspace-path.js';
 
-export interface SubmitResponse {
-  submission_id: string;
-  score: number | null;
-  baseline_score: number;
-  improvement: number | null;
-  best: number | null;
+/**
+ * The answer to `POST /submit`: the paper's entry (score 0 and `error` when grading failed), `best`
+ * as the paper's full best entry, and a2rl's best graded score as `best_score` (null until one is graded).
+ */
+export interface SubmitResponse extends SubmissionEntry {
+  best: SubmissionEntry;
+  best_score: number | null;
+  /** Every submission given an id, refused ones included. */
   total_submissions: number;
-  /** Present when grading failed; the agent's checkpoint or the evaluator, as the message says. */
-  error?: string;
 }
 
 type Outcome = { ok: true; grade: GradeRecord; duplicateOf?: string } | { ok: false; reasonClass: 'invalid_checkpoint' | 'evaluator_error'; message: string };
+
+/** What one answered submission was: its request as the agent sent it and when it arrived. */
+interface Submitted {
+  submissionId: string;
+  modelPath: string;
+  arrivedMs: number;
+}
 
 const MAX_MESSAGE = 4000;
 
 /**
  * `POST /submit`: resolve and check the path, archive the checkpoint by content, grade it (one
  * grading at a time per device, under a timeout) and record what happened. Every submission that
- * passed authentication and body validation gets a `sub-<n>` id and at least one ledger event.
+ * passed authentication and request validation (the body, then `gpu`) gets a `sub-<n>` id and at
+ * least one ledger event; one the evaluator answered (graded or not) also gets the paper's entry.
  */
 @Injectable()
 export class SubmissionService {
@@ -37,12 +46,22 @@ export class SubmissionService {
 
   constructor(@Inject(GRADING_OPTIONS) private readonly options: GradingOptions) {}
 
-  submit(run: ActiveRun, modelPath: string, gpu: number | string | undefined): Promise<SubmitResponse> {
-    return run.track(this.process(run, modelPath, gpu === undefined || gpu === null ? 'cpu' : String(gpu)));
+  /** A `gpu` this server cannot grade on is a bad request: 400 `{error, available_gpus}`, given no id and recorded nowhere. */
+  submit(run: ActiveRun, modelPath: string, gpu: number | string | null | undefined): Promise<SubmitResponse> {
+    const arrivedMs = Date.now();
+    let device: string;
+    try {
+      device = gradingDevice(gpu, this.options.availableGpus);
+    } catch (err) {
+      if (!(err instanceof GpuRequestError)) throw err;
+      throw new BadRequestException({ statusCode: 400, error: err.message, available_gpus: err.availableGpus });
+    }
+    return run.track(this.process(run, modelPath, device, arrivedMs));
   }
 
-  private async process(run: ActiveRun, modelPath: string, device: string): Promise<SubmitResponse> {
+  private async process(run: ActiveRun, modelPath: string, device: string, arrivedMs: number): Promise<SubmitResponse> {
     const submissionId = run.nextSubmissionId();
+    const request: Submitted = { submissionId, modelPath, arrivedMs };
     let archived: ArchivedCheckpoint | undefined;
     try {
       if (Date.now() >= run.deadline.getTime()) {
@@ -80,7 +99,7 @@ export class SubmissionService {
       await run.beforeGrading?.(submissionId);
       // The grade is recorded under the device lock too, so an identical submission waiting for
       // the lock finds it and the ledger shows the original graded before its duplicates.
-      const outcome = await this.devices.run(device, async (): Promise<Outcome> => {
+      const outcome = await this.onDevice(device, async (): Promise<Outcome> => {
         const earlier = run.gradesByContent.get(manifestBlob.sha256);
         const result: Outcome = earlier ? { ok: true, grade: earlier, duplicateOf: earlier.submissionId } : await this.grade(run, submissionId, stagedDir, device);
         if (!result.ok) {
@@ -98,16 +117,21 @@ export class SubmissionService {
         run.best = run.best === null ? score : Math.max(run.best, score);
         return result;
       });
-      if (!outcome.ok) return this.response(run, submissionId, null, outcome.message);
+      const answer = outcome.ok ? this.answer(run, request, outcome.grade.score) : this.answer(run, request, null, outcome);
       try {
         run.onSubmitted?.();
       } catch {
         // Bookkeeping of the caller (run_meta.json); the grade is recorded either way.
       }
-      return this.response(run, submissionId, outcome.grade.score);
+      return answer;
     } finally {
       await rm(stagedDir, { recursive: true, force: true });
     }
+  }
+
+  /** Holds the lock of every GPU in `device` (always in the same order), so no two gradings share one. */
+  private onDevice<R>(device: string, work: () => Promise<R>): Promise<R> {
+    return deviceLocks(device).reduceRight<() => Promise<R>>((inner, key) => () => this.devices.run(key, inner), work)();
   }
 
   private async grade(run: ActiveRun, submissionId: string, dir: string, device: string): Promise<Outcome> {
@@ -141,16 +165,21 @@ export class SubmissionService {
     return { ok: true, grade: { submissionId, score, details } };
   }
 
-  private response(run: ActiveRun, submissionId: string, score: number | null, error?: string): SubmitResponse {
-    return {
-      submission_id: submissionId,
-      score,
+  /** The paper's entry for this submission (score 0 when grading failed), added to the run's answers, with the best. */
+  private answer(run: ActiveRun, request: Submitted, score: number | null, failure?: { reasonClass: 'invalid_checkpoint' | 'evaluator_error'; message: string }): SubmitResponse {
+    const now = Date.now();
+    const entry: SubmissionEntry = {
+      submission_id: request.submissionId,
+      timestamp: new Date(now).toISOString(),
+      model_path: request.modelPath,
+      score: score ?? 0,
       baseline_score: run.baselineScore,
       improvement: score === null ? null : score - run.baselineScore,
-      best: run.best,
-      total_submissions: run.totalSubmissions,
-      ...(error === undefined ? {} : { error }),
+      elapsed_seconds: Math.round((now - request.arrivedMs) / 10) / 100,
+      ...(failure ? { error: failure.message, reason: failure.reasonClass } : {}),
     };
+    const best = run.addAnswer(entry);
+    return { ...entry, best, best_score: run.best, total_submissions: run.totalSubmissions };
   }
 }
 

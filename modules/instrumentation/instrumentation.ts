@@ -54,7 +54,7 @@ export class Instrumentation {
   constructor(private readonly opts: InstrumentationOptions) {
     this.redaction = this.redactionOf(opts);
     // Checkpoints are archived by the grading API through the plain store: never redacted.
-    const observed = this.redaction ? new RedactingArtifactStore(opts.artifacts, this.redaction) : opts.artifacts;
+    const observed = (this.store = this.redaction ? new RedactingArtifactStore(opts.artifacts, this.redaction) : opts.artifacts);
     const gap = (observer: EventData<'ObservationGap'>['observer']) => (reason: string, count?: number) =>
       void this.record('ObservationGap', { observer, reason: reason.slice(0, 4000), ...(count !== undefined ? { count } : {}), observedAt: opts.clock().toISOString() });
     const stop = opts.onLimit;
@@ -65,6 +65,9 @@ export class Instrumentation {
     this.observers = [this.files, this.output];
     this.onProcessGap = gap('processes');
   }
+
+  /** The store of everything the agent produced (files, output, model calls): redacting when the run has secrets. */
+  readonly store: ArtifactStore;
 
   /** What keeps the run's secrets out of its events and archived blobs (null: nothing is redacted). */
   readonly redaction: RunRedaction | null;

@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import { chown, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Inject, Injectable } from '@nestjs/common';
 import type { TaskPack } from '../../tasks/task-pack.js';
-import { adHocAgent, agentsRoot, checkAgent, detectDriver, loadAgent, type AgentSpec } from '../agents/agent-registry.js';
+import { adHocAgent, agentLlmSetup, agentsRoot, checkAgent, detectDriver, loadAgent, resolveCommand, type AgentSpec } from '../agents/agent-registry.js';
 import { ARTIFACT_STORE } from '../artifacts/artifacts.module.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { TreeHeadSigner } from '../audit/tree-head-signer.js';
@@ -12,7 +14,9 @@ import { GradingSockets } from '../grading/grading-sockets.js';
 import { OPERATOR_TOKEN } from '../grading/grading.options.js';
 import { RunRegistry } from '../grading/run-registry.js';
 import { Instrumentation } from '../instrumentation/instrumentation.js';
-import { knownSecrets } from '../instrumentation/secret-redactor.js';
+import { knownSecrets, MIN_SECRET_LENGTH, type KnownSecret } from '../instrumentation/secret-redactor.js';
+import { startLlmGateway } from '../llm-gateway/gateway.js';
+import { upstreamsFromEnv } from '../llm-gateway/upstreams.js';
 import { RunRecorder } from '../instrumentation/run-recorder.js';
 import type { EventData, EventType } from '../ledger/events/catalog.js';
 import type { RecordedEvent } from '../ledger/event-store.port.js';
@@ -22,6 +26,7 @@ import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import type { AgentExit, AgentHandle } from './agent-process.js';
+import { archiveAgentHome, writeAgentHomeFiles } from './agent-home.js';
 import { agentInstructions } from './instructions.js';
 import { captureIntegrityBaseline, integrityAtEnd, integrityBeforeGrading, type IntegrityBaseline } from './workspace-integrity.js';
 import type { RunContext } from './run-context.js';
@@ -33,7 +38,7 @@ import { createRunCgroup, type RunCgroup } from './sandbox/cgroup.js';
 import { openLifeline } from './sandbox/lifeline.js';
 import { restrictSocket } from './sandbox/unix-socket.js';
 import { PAPER_LIMITS, REFERENCE_LIMITS, type RunLimits } from './sandbox/limits.js';
-import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
+import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_HOME, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
 import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
 
 export type RunMode = 'free' | 'sft-only' | 'rl-oriented';
@@ -118,6 +123,12 @@ interface RunSession {
   token?: string;
   baseline?: number;
   registered?: boolean;
+  /** Host directories the agent's commands need in the sandbox, and where they are on its PATH. */
+  commands: { binds: string[]; binDirs: string[] };
+  /** The agent's own home on the host (HOME inside: SANDBOX_HOME), archived at the end. */
+  home?: string;
+  /** The LLM gateway's base URL as the agent sees it, and the token it holds (LLM-driven agents only). */
+  gateway?: { url: string; token: string };
   /** The agent launch was tried and failed: the agent's (crashed) exit, not a setup failure. */
   launchFailed?: boolean;
   agent?: AgentHandle;
@@ -210,11 +221,18 @@ export class RunService {
     });
     const root = workspaceLayout(this.settings.workspacesDir, runId, task.baseModel).root;
     const limits: RunLimits = { ...(task.reference ? REFERENCE_LIMITS : PAPER_LIMITS), ...task.limits, ...request.limits };
-    const session = { runId, task, spec, driver, request, warn, recorder, signer, lock: { runId, pid: process.pid }, tally, limits, endpoints: [], forwards: [] } as Omit<RunSession, 'instrumentation'>;
-    // Every credential the harness knows is redacted from events and archived files (the run token is added once drawn).
-    const secrets = [...knownSecrets({ env: process.env }), { kind: 'operator-token', value: this.operatorToken }];
+    const commands = this.agentCommands(spec);
+    const session = { runId, task, spec, driver, request, warn, recorder, signer, lock: { runId, pid: process.pid }, tally, limits, endpoints: [], forwards: [], commands } as Omit<RunSession, 'instrumentation'>;
+    // Every credential the harness knows is redacted from events and archived files (the run and gateway tokens are added once drawn).
+    const secrets = [...knownSecrets({ env: process.env }), ...upstreamKeys(), { kind: 'operator-token', value: this.operatorToken }];
     const instrumentation = new Instrumentation({ root, recorder, artifacts: this.artifacts, clock: this.clock, limits, secrets, onLimit: () => this.stopForLimit(session as RunSession) });
     return Object.assign(session, { instrumentation });
+  }
+
+  /** The agent's commands as found here (the project's pinned CLIs first): what the sandbox binds, and the PATH entries. */
+  private agentCommands(spec: AgentSpec): RunSession['commands'] {
+    const found = (spec.requires.commands ?? []).map((name) => resolveCommand(name)).filter((c) => c !== null);
+    return { binds: [...new Set(found.flatMap((c) => c.binds))], binDirs: [...new Set(found.map((c) => c.binDir))] };
   }
 
   /** Everything is recorded through the instrumentation's ordered lane. */
@@ -258,13 +276,14 @@ export class RunService {
       agentOwner: s.agentUid === undefined ? undefined : { uid: s.agentUid, gid: s.agentUid },
     });
     s.prepared = prepared;
+    if (s.spec.llm) s.home = await this.createAgentHome(s);
     s.integrity = await captureIntegrityBaseline(prepared.layout, prepared.dataManifest);
     // Everything given to the agent is archived too (content-addressed, so once per task in
     // practice): replay and audit bundles can then restore data/ and models/ exactly.
     for (const file of prepared.dataManifest) {
       await this.artifacts.put(createReadStream(path.join(prepared.layout.root, file.path)), { sha256: file.sha256, size: file.size });
     }
-    const { mounts } = sandboxCommand({ kind: s.sandbox, plan, workspace: prepared.layout, agentDir: agentsRoot(), runDir: prepared.runDir, command: ['true'], env: {} });
+    const { mounts } = sandboxCommand({ kind: s.sandbox, plan, workspace: prepared.layout, agentDir: agentsRoot(), runDir: prepared.runDir, binds: s.commands.binds, home: s.home, command: ['true'], env: {} });
     if (s.sandbox === 'bwrap' && s.limits.memoryBytes !== null) s.cgroup = (await createRunCgroup(s.runId, s.limits.memoryBytes)) ?? undefined;
     await this.record(s, 'WorkspacePrepared', {
       workspace: prepared.layout.root,
@@ -280,6 +299,17 @@ export class RunService {
         memoryEnforced: s.cgroup !== undefined,
       },
     });
+  }
+
+  /**
+   * A fresh home for the agent's CLI (its config, sessions, caches), outside the workspace: not watched
+   * as code, archived once at the end. Owned by the agent's uid when the harness is root.
+   */
+  private async createAgentHome(s: RunSession): Promise<string> {
+    const home = path.join(this.settings.home, 'agent-homes', s.runId);
+    await mkdir(home, { recursive: true, mode: 0o700 });
+    if (s.agentUid !== undefined) await chown(home, s.agentUid, s.agentUid);
+    return home;
   }
 
   private async gradeBaseline(s: RunSession): Promise<void> {
@@ -320,8 +350,10 @@ export class RunService {
       envContext: s.evaluation,
       onSubmitted: () => void prepared.runMeta.update({ last_submit_time: epochSeconds(this.clock()) }),
       beforeGrading: (submissionId) => this.checkIntegrity(s, submissionId),
+      runMeta: () => prepared.runMeta.current,
     });
     if (s.sandbox === 'bwrap') await this.openEndpoints(s);
+    if (s.spec.llm) await this.openGateway(s);
     await s.instrumentation.start();
     // After a harness crash the next start kills what is left of this agent (the sandbox's own defences first).
     s.lock.pidFile = this.locks.pidFile(s.runId);
@@ -348,6 +380,39 @@ export class RunService {
       s.endpoints.push(proxy);
       await restrictSocket(socket, owner);
       s.forwards.push({ port: SANDBOX_PORTS.egress, socket: 'egress.sock' });
+    }
+  }
+
+  /**
+   * The run's LLM gateway: the agent's one way to its model, every call an LlmCallRecorded. Sandboxed,
+   * it is a Unix socket of the run directory bridged to a loopback port; unsandboxed, a loopback port.
+   */
+  private async openGateway(s: RunSession): Promise<void> {
+    const token = this.ids.token();
+    s.instrumentation.redaction?.add([{ kind: 'gateway-token', value: token }]);
+    const sandboxed = s.sandbox === 'bwrap';
+    const socket = path.join(s.prepared!.runDir, 'llm.sock');
+    const gateway = await startLlmGateway({
+      listen: sandboxed ? { path: socket } : { port: 0, host: '127.0.0.1' },
+      token,
+      upstreams: upstreamsFromEnv(process.env),
+      limits: { maxTokens: s.limits.llmTokens, maxCostUsd: s.limits.llmCostUsd },
+      record: (data) => this.record(s, 'LlmCallRecorded', data),
+      storeBlob: async (body) => {
+        const put = await s.instrumentation.store.put(body, { sha256: sha256Hex(body), size: body.length });
+        return { sha256: put.sha256, size: put.size, key: put.key };
+      },
+      onLimit: (limit, value, max) => void this.record(s, 'LimitReached', { limit, value, max, action: "the LLM gateway refuses the agent's further model calls with its provider's error", observedAt: this.clock().toISOString() }),
+      clock: this.clock,
+      onError: (err) => s.warn(`[${s.runId}] LLM gateway: ${err instanceof Error ? err.message : String(err)}`),
+    });
+    s.endpoints.push(gateway);
+    if (sandboxed) {
+      await restrictSocket(socket, s.agentUid === undefined ? undefined : { gid: s.agentUid });
+      s.forwards.push({ port: SANDBOX_PORTS.llm, socket: 'llm.sock' });
+      s.gateway = { url: `http://127.0.0.1:${SANDBOX_PORTS.llm}`, token };
+    } else {
+      s.gateway = { url: gateway.url!, token };
     }
   }
 
@@ -381,6 +446,12 @@ export class RunService {
     });
   }
 
+  /** The agent's home, once, redacted: the CLI's own state is evidence too (sessions, logs), but not code. */
+  private async archiveHome(s: RunSession): Promise<void> {
+    const archived = await archiveAgentHome(s.home!, s.instrumentation.store, { maxFiles: 2000, maxFileBytes: s.limits.fileBytes });
+    await this.record(s, 'AgentHomeArchived', { ...archived, observedAt: this.clock().toISOString() });
+  }
+
   /** Stops the agent when a limit the harness accounts (the disk quota) is exceeded; LimitReached says which. */
   private stopForLimit(s: RunSession): void {
     s.warn(`[${s.runId}] a resource limit was reached: stopping the agent (see LimitReached in a2rl events ${s.runId})`);
@@ -401,8 +472,9 @@ export class RunService {
         : { GRADING_SERVER_URL: `${request.gradingBaseUrl}/g/${token}`, A2RL_RUN_TOKEN: token };
     const proxy = `http://127.0.0.1:${SANDBOX_PORTS.egress}`;
     const egress: Record<string, string> = s.forwards.some((f) => f.port === SANDBOX_PORTS.egress) ? { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy } : {};
+    const llm = await this.llmSetup(s);
     const env: Record<string, string> = {
-      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+      PATH: [...s.commands.binDirs, process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'].join(':'),
       TASK: task.id,
       BASE_MODEL: task.baseModel,
       WORKSPACE: layout.root,
@@ -413,12 +485,13 @@ export class RunService {
       ...egress,
       A2RL_AGENT_DIR: agentDir,
       ...(driver ? { LLM_MODEL: driver } : {}),
-      ...passThroughEnv(spec),
+      ...(spec.llm ? llm.env : passThroughEnv(spec)),
     };
     const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
     const sandboxed = sandboxCommand({
       kind: sandbox, plan: s.plan, workspace: layout, agentDir: agentsRoot(), runDir: prepared.runDir,
       agentUid: s.agentUid, command, env, forwards: s.forwards, limits: s.limits, cgroupProcs: s.cgroup?.procs,
+      binds: s.commands.binds, home: s.home,
       lifeline: s.sandbox === 'bwrap' ? 'lifeline.sock' : undefined,
     });
     const output = s.instrumentation.output;
@@ -443,7 +516,22 @@ export class RunService {
     this.agents.set(s.runId, s.agent);
     if (this.interrupted) void s.agent.kill('killed'); // the interrupt came while the run was being set up
     await prepared.runMeta.update({ start_time: epochSeconds(s.agent.startedAt), timeout_s: request.budgetSeconds });
-    await this.record(s, 'AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: s.agent.pid });
+    const gateway = spec.llm && s.gateway ? { gateway: { providers: spec.llm.providers, url: s.gateway.url } } : {};
+    await this.record(s, 'AgentStarted', { command: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand!, pid: s.agent.pid, ...gateway });
+  }
+
+  /**
+   * An LLM agent's CLI setup from its agent.json: the environment (base URLs, the gateway token as its
+   * key, the model) and its config files, written into its home. HOME is that home.
+   */
+  private async llmSetup(s: RunSession): Promise<{ env: Record<string, string> }> {
+    const llm = s.spec.llm;
+    if (!llm || !s.gateway || !s.home) return { env: {} };
+    const home = s.sandbox === 'bwrap' ? SANDBOX_HOME : s.home;
+    const model = s.driver ?? llm.defaultModel;
+    const setup = agentLlmSetup(llm, { gateway: s.gateway.url, token: s.gateway.token, model, home, workspace: s.prepared!.layout.root });
+    await writeAgentHomeFiles(s.home, setup.files, s.agentUid);
+    return { env: { ...setup.env, HOME: home, LLM_MODEL: model } };
   }
 
   /** The launcher enforces the budget on the whole tree; meanwhile the operator sees progress. */
@@ -474,6 +562,7 @@ export class RunService {
     for (const endpoint of s.endpoints.splice(0)) await endpoint.close().catch(keep);
     await s.instrumentation.stop().catch(keep); // final file states, output, process facts
     await this.closeCgroup(s).catch(keep);
+    if (s.home && s.agent) await this.archiveHome(s).catch(keep);
     try {
       if (s.exit) {
         const { exitCode, signal, reason, endedAt } = s.exit;
@@ -575,6 +664,14 @@ function insideSandbox(sandbox: SandboxKind, hostPath: string): string {
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
+const sha256Hex = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/** The LLM gateway's upstream keys (A2RL_LLM_<PROVIDER>_KEY): never in an event or an archived file. */
+function upstreamKeys(): KnownSecret[] {
+  return Object.entries(upstreamsFromEnv(process.env))
+    .map(([provider, upstream]) => ({ kind: `llm-upstream-key:${provider}`, value: upstream!.key }))
+    .filter((secret) => secret.value.length >= MIN_SECRET_LENGTH);
+}
 
 /** Credentials external agents need (their declared API keys), passed into the sandbox by name. */
 function passThroughEnv(spec: AgentSpec): Record<string, string> {

@@ -1,10 +1,12 @@
 import type { Command } from 'commander';
-import { checkAgent, listAgents } from '../../modules/agents/agent-registry.js';
+import { checkAgent, listAgents, resolveCommand, type ResolvedCommand } from '../../modules/agents/agent-registry.js';
+import { installAgentClis } from '../../modules/agents/agent-clis.js';
+import { commandsInSandbox } from '../../modules/runs/sandbox/command-probe.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { TASKS } from '../../tasks/index.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
 import { parseAllowlist } from '../../modules/runs/sandbox/egress-proxy.js';
-import { parseLimitOverrides } from '../../modules/runs/sandbox/limits.js';
+import { parseDollars, parseLimitOverrides } from '../../modules/runs/sandbox/limits.js';
 import { redact } from '../server.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
 
@@ -18,21 +20,24 @@ export function registerRunsCommands(program: Command): void {
     .requiredOption('--task <id>', 'task pack (see `a2rl tasks`)')
     .option('--agent <id>', 'agent (see `a2rl agents`)')
     .option('--agent-command <command>', 'run this shell command as the agent instead of --agent')
-    .option('--driver <llm>', 'driver LLM to record (default: LLM_MODEL, CHAT_MODEL or OPENAI_MODEL, else the agent\'s own)')
+    .option('--driver <model>', 'the model an LLM agent is told to use (default: LLM_MODEL, else its adapter\'s defaultModel); the scoreboard names the model it actually called')
     .option('--budget <duration>', 'wall-clock budget from agent start, e.g. 90s, 5m, 12h', '12h')
     .option('--seed <n>', 'seed recorded with the run and given to the agent', '0')
     .option('--mode <mode>', 'free | sft-only | rl-oriented', 'free')
     .option('--grace <duration>', 'time between SIGTERM and SIGKILL at budget expiry', '5s')
     .option('--limit <name=value>', 'override a resource limit of the task, e.g. diskBytes=20G, maxProcesses=512, memoryBytes=none (repeatable)', collect, [])
+    .option('--max-llm-tokens <n>', 'stop serving the agent\'s model calls after this many tokens (input, output and cache; the gateway answers with its provider\'s error)')
+    .option('--max-llm-cost <usd>', 'stop serving the agent\'s model calls after this many US dollars by the price table (docs/llm-gateway.md)')
     .option('--allow-net <hosts>', 'hosts the agent may reach through the egress proxy, e.g. pypi.org,files.pythonhosted.org (default: none)')
     .option('--json', 'print a JSON summary as the last line')
-    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; limit: string[]; allowNet?: string; json?: boolean }) => {
+    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; json?: boolean }) => {
       if (!/^-?\d+$/.test(opts.seed)) throw new Error(`--seed must be an integer, got "${opts.seed}"`);
       if (!['free', 'sft-only', 'rl-oriented'].includes(opts.mode)) throw new Error(`--mode must be free, sft-only or rl-oriented, got "${opts.mode}"`);
       if (!opts.agent && opts.agentCommand === undefined) throw new Error('give --agent <id> or --agent-command \'<shell command>\'');
       const budgetSeconds = parseDuration(opts.budget);
       const graceMs = parseDuration(opts.grace) * 1000;
-      const limits = parseLimitOverrides(opts.limit);
+      const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
+      if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
       const allowNet = opts.allowNet === undefined ? [] : parseAllowlist(opts.allowNet);
       await withRunApp(async (runs, gradingBaseUrl) => {
         runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
@@ -83,17 +88,28 @@ export function registerRunsCommands(program: Command): void {
       process.stdout.write(`${table(rows)}\n`);
     });
 
-  program
+  const agents = program
     .command('agents')
-    .description('list the agents and what is missing on this machine to use each')
-    .action(() => {
+    .description('list the agents and what is missing to run each (commands as the sandbox will see them, the model upstream\'s key)')
+    .action(async () => {
+      const specs = listAgents();
+      const found = specs.flatMap((spec) => (spec.requires.commands ?? []).map((name) => resolveCommand(name))).filter((c): c is ResolvedCommand => c !== null);
+      const visible = await commandsInSandbox(found);
       const rows = [['AGENT', 'KIND', 'READY', 'MISSING', 'TITLE']];
-      for (const spec of listAgents()) {
+      for (const spec of specs) {
         const { missing } = checkAgent(spec);
+        for (const name of spec.requires.commands ?? []) {
+          if (resolveCommand(name) && visible && !visible.get(name)) missing.push(`command "${name}" is installed but not visible inside the sandbox`);
+        }
         rows.push([spec.id, spec.kind, missing.length ? 'no' : 'yes', missing.join('; ') || '-', spec.title]);
       }
       process.stdout.write(`${table(rows)}\n`);
+      if (!visible) process.stdout.write('(this machine cannot sandbox agents: `a2rl doctor --sandbox` says why)\n');
     });
+  agents
+    .command('install')
+    .description('install the agent CLIs at the versions a2rl is tested with (infra/agent-clis/package.json), for the project\'s use only')
+    .action(() => installAgentClis({ log: (line) => process.stderr.write(`${line}\n`) }));
 
   // `a2rl replay` (issue 5): modules/replay; imported on use so other commands do not load it.
 }

@@ -16,6 +16,7 @@ import {
   EvaluatorError,
   InvalidCheckpointError,
   type EnvSession,
+  type EvaluationContext,
   type EvaluationResult,
   type InteractiveEnvironment,
   type TaskPack,
@@ -35,7 +36,8 @@ export const OPERATOR = `op-${'x'.repeat(40)}`;
 /**
  * Evaluates `weights.json` of a checkpoint: `{score}` is the score; `{fail: "evaluator"}` throws
  * EvaluatorError; `{hang: true}` never finishes (until aborted); `{delayMs}` slows it down.
- * Anything unreadable is an InvalidCheckpointError. Counts calls and the peak concurrency.
+ * Anything unreadable is an InvalidCheckpointError. Counts calls and the peak concurrency, and
+ * notes the device of each grading.
  */
 export class FakeTask implements TaskPack {
   readonly id = 'fake-task';
@@ -47,13 +49,15 @@ export class FakeTask implements TaskPack {
   calls = 0;
   active = 0;
   maxActive = 0;
+  readonly devices: string[] = [];
 
   constructor(readonly environment?: InteractiveEnvironment) {}
 
   async materialize(): Promise<void> {}
 
-  async evaluate(checkpointDir: string, _privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
+  async evaluate(checkpointDir: string, _privateDir: string, signal?: AbortSignal, ctx?: EvaluationContext): Promise<EvaluationResult> {
     this.calls++;
+    if (ctx) this.devices.push(ctx.device);
     this.active++;
     this.maxActive = Math.max(this.maxActive, this.active);
     try {
@@ -121,10 +125,11 @@ export interface TestServer {
   sockets: GradingSockets;
   artifacts: ArtifactStore;
   home: string;
-  newRun(opts?: { task?: FakeTask; baselineScore?: number; deadline?: Date; budgetSeconds?: number; onSubmitted?(): void }): Promise<TestRun>;
+  newRun(opts?: { task?: FakeTask; baselineScore?: number; deadline?: Date; budgetSeconds?: number; onSubmitted?(): void; runMeta?: RegisterOptions['runMeta'] }): Promise<TestRun>;
   close(): Promise<void>;
 }
 
+/** Options override the test defaults; `availableGpus` defaults to none (every grading on 'cpu'). */
 export async function startGradingServer(options: Partial<GradingOptions> = {}): Promise<TestServer> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'a2rl-grading-'));
   const artifacts = await FsArtifactStore.open(path.join(home, 'artifacts'));
@@ -135,7 +140,7 @@ export async function startGradingServer(options: Partial<GradingOptions> = {}):
     .overrideProvider(OPERATOR_TOKEN)
     .useValue(OPERATOR)
     .overrideProvider(GRADING_OPTIONS)
-    .useValue({ evaluatorTimeoutMs: 10_000, stagingDir: path.join(home, 'staging'), ...options })
+    .useValue({ evaluatorTimeoutMs: 10_000, stagingDir: path.join(home, 'staging'), availableGpus: [], ...options })
     .compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ logger: false });
   configureGradingHttp(app);
@@ -191,6 +196,7 @@ export async function startGradingServer(options: Partial<GradingOptions> = {}):
         deadline: opts.deadline ?? new Date(Date.now() + budgetSeconds * 1000),
         baselineScore: opts.baselineScore ?? 20,
         onSubmitted: opts.onSubmitted,
+        runMeta: opts.runMeta,
       };
       const run = registry.register(ctx, registerOpts);
       return {

@@ -18,6 +18,10 @@ export interface RunLimits {
   outputBytesPerStream: number;
   /** A submitted checkpoint's total logical size, checked before any byte is copied. */
   checkpointBytes: number;
+  /** Tokens (input, output and cache) of the agent's model calls through the LLM gateway (`--max-llm-tokens`). */
+  llmTokens: number | null;
+  /** US dollars of the agent's model calls by the price table (`--max-llm-cost`); calls of unpriced models add nothing. */
+  llmCostUsd: number | null;
 }
 
 export type LimitName = keyof RunLimits;
@@ -34,6 +38,8 @@ export const REFERENCE_LIMITS: RunLimits = {
   diskBytes: 4 * GiB,
   outputBytesPerStream: 64 * MiB,
   checkpointBytes: 1 * GiB,
+  llmTokens: null,
+  llmCostUsd: null,
 };
 
 /** Defaults for the paper's GPU tasks: 7B-class checkpoints, datasets and caches of tens of GB. */
@@ -45,9 +51,14 @@ export const PAPER_LIMITS: RunLimits = {
   diskBytes: 200 * GiB,
   outputBytesPerStream: 256 * MiB,
   checkpointBytes: 64 * GiB,
+  llmTokens: null,
+  llmCostUsd: null,
 };
 
 export const LIMIT_NAMES = Object.keys(REFERENCE_LIMITS) as LimitName[];
+
+/** Limits that may be lifted with `none`; the rest can only be set. */
+const LIFTABLE: readonly LimitName[] = ['memoryBytes', 'cpuSeconds', 'llmTokens', 'llmCostUsd'];
 
 const UNITS: Record<string, number> = { '': 1, k: 1024, m: MiB, g: GiB, t: 1024 * GiB };
 
@@ -64,8 +75,12 @@ export function parseLimitOverrides(specs: readonly string[]): Partial<RunLimits
     if (!LIMIT_NAMES.includes(name as LimitName)) throw new Error(`unknown limit "${name}" (names: ${LIMIT_NAMES.join(', ')})`);
     const limit = name as LimitName;
     if (raw === 'none') {
-      if (limit !== 'memoryBytes' && limit !== 'cpuSeconds') throw new Error(`the limit ${limit} cannot be lifted, only set`);
+      if (!LIFTABLE.includes(limit)) throw new Error(`the limit ${limit} cannot be lifted, only set`);
       out[limit] = null;
+      continue;
+    }
+    if (limit === 'llmCostUsd') {
+      out[limit] = parseDollars(raw);
       continue;
     }
     const value = /^(\d+(?:\.\d+)?)([kmgt]?)i?b?$/i.exec(raw);
@@ -75,4 +90,12 @@ export function parseLimitOverrides(specs: readonly string[]): Partial<RunLimits
     out[limit] = n;
   }
   return out as Partial<RunLimits>;
+}
+
+/** `--max-llm-cost` / `--limit llmCostUsd=`: a positive amount of US dollars, e.g. 25 or 2.50 or $5. */
+export function parseDollars(raw: string): number {
+  const match = /^\$?(\d+(?:\.\d+)?)$/.exec(raw.trim());
+  const n = match ? Number(match[1]) : NaN;
+  if (!(n > 0) || !Number.isFinite(n)) throw new Error(`the LLM cost limit must be a positive number of US dollars, got "${raw}"`);
+  return n;
 }

@@ -123,6 +123,23 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     expect(lines.at(-1)).toBe('42');
   });
 
+  itRoot("binds an agent CLI's install read-only and its home read-write, and nothing beside them", async () => {
+    const cli = join(home, 'clis', 'node_modules');
+    mkdirSync(join(cli, '.bin'), { recursive: true });
+    writeFileSync(join(cli, '.bin', 'fake-cli'), '#!/bin/sh\necho cli-ran\n', { mode: 0o755 });
+    writeFileSync(join(home, 'clis', 'package.json'), '{}'); // beside node_modules: not bound
+    const agentHome = join(home, 'agent-homes', 'run-1');
+    mkdirSync(agentHome, { recursive: true });
+    chownSync(agentHome, AGENT.uid, AGENT.gid);
+    const r = await run(['fake-cli', 'echo state > "$HOME/state"', 'echo x > ' + join(cli, 'planted') + ' 2>/dev/null || echo RO', `ls ${join(home, 'clis')}`, 'echo "$HOME"'].join('; '), {
+      binds: [cli],
+      home: agentHome,
+      env: { PATH: `${join(cli, '.bin')}:/usr/bin:/bin`, HOME: '/home/agent' },
+    });
+    expect(r.stdout.trim().split('\n')).toEqual(['cli-ran', 'RO', 'node_modules', '/home/agent']);
+    expect(readFileSync(join(agentHome, 'state'), 'utf8')).toBe('state\n');
+  });
+
   itRoot('gives the agent no privilege: unprivileged uid, no capabilities, no_new_privs, its own /proc', async () => {
     const r = await run('id -u; grep -E "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):" /proc/self/status; ls /proc | grep -cE "^[0-9]+$"');
     const [uid, ...rest] = r.stdout.trim().split('\n');

@@ -57,10 +57,16 @@ export interface SandboxRequest {
   limits?: Pick<RunLimits, 'maxProcesses' | 'fileBytes' | 'cpuSeconds'>;
   /** The run's cgroup (`cgroup.procs`): its memory limit covers the whole sandbox (cgroup.ts). */
   cgroupProcs?: string;
+  /** Host directories the agent's commands need (an npm-installed CLI), read-only at the same path. */
+  binds?: string[];
+  /** The agent's own home (its CLI's state and config, outside the workspace), read-write at SANDBOX_HOME. */
+  home?: string;
 }
 
 /** Where the agent dir appears inside the sandbox. */
 export const SANDBOX_AGENT_DIR = '/agent';
+/** Where the agent's home appears inside the sandbox (HOME). */
+export const SANDBOX_HOME = '/home/agent';
 /** Where the run directory (run_meta.json, the sockets) appears inside the sandbox. */
 export const SANDBOX_RUN_DIR = '/run/a2rl';
 /** The in-sandbox forwarder (loopback TCP → Unix socket), mounted read-only. */
@@ -71,8 +77,8 @@ export const DEFAULT_AGENT_UID = 64_000;
 const FIRST_AGENT_UID = 100_000;
 const AGENT_UIDS = 60_000;
 
-/** Loopback ports inside the sandbox: the grading API at the paper's port, the egress proxy at the usual proxy port. */
-export const SANDBOX_PORTS = { grading: 5000, egress: 3128 } as const;
+/** Loopback ports inside the sandbox: the grading API at the paper's port, the LLM gateway next to it, the egress proxy at the usual proxy port. */
+export const SANDBOX_PORTS = { grading: 5000, llm: 5001, egress: 3128 } as const;
 
 /**
  * The uid of a run's agent (root harness): derived from the run id, so two runs in flight almost never
@@ -143,8 +149,14 @@ function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number): { op
     else ro(dir);
   }
   if (!SYSTEM_DIRS.some((dir) => isWithin(node, dir))) ro(node);
+  const shown = (dir: string) => SYSTEM_DIRS.some((sys) => isWithin(dir, sys)) || isWithin(dir, node);
+  for (const dir of new Set(req.binds ?? [])) if (existsSync(dir) && !shown(dir)) ro(dir);
   options.push('--bind', ws.root, ws.root);
   mounts.push({ path: ws.root, access: 'rw' });
+  if (req.home) {
+    options.push('--bind', req.home, SANDBOX_HOME);
+    mounts.push({ path: SANDBOX_HOME, access: 'rw' });
+  }
   ro(ws.dataDir);
   ro(ws.modelsDir);
   ro(req.agentDir, SANDBOX_AGENT_DIR);

@@ -87,10 +87,19 @@ export async function submit(env, checkpointDir) {
   log(
     body.error !== undefined
       ? `submitted ${modelPath}: rejected (${body.error})`
-      : `submitted ${modelPath}: score ${body.score} (baseline ${body.baseline_score}, best ${body.best})`,
+      : `submitted ${modelPath}: score ${body.score} (baseline ${body.baseline_score}, best ${bestScore(body)})`,
   );
   return body;
 }
+
+/** The best score so far: a2rl's `best_score`, else the paper's `best.score` (or a bare number). */
+function bestScore(body) {
+  if (body.best_score !== undefined) return body.best_score;
+  return typeof body.best === 'object' && body.best !== null ? body.best.score : body.best;
+}
+
+/** A failed grading answers score 0 with an error (as the paper's server): that is no score. */
+const scoreOf = (answer) => (answer.error === undefined && typeof answer.score === 'number' ? answer.score : null);
 
 /**
  * Runs a plan of (revise → train → submit) rounds. Round 1 trains the script as installed; each later
@@ -106,7 +115,7 @@ export async function runPlan(env, script, rounds) {
     try {
       await train(script, ['--data', env.DATA_PATH, '--base', env.MODEL_PATH, '--out', out]);
       const answer = await submit(env, out);
-      scores.push(answer.score ?? null);
+      scores.push(scoreOf(answer));
     } catch (error) {
       log(`round ${round.name} failed: ${error.message}`);
       scores.push(null);
