@@ -123,7 +123,7 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     expect(lines.at(-1)).toBe('42');
   });
 
-  itRoot("binds an agent CLI's install read-only and its home read-write, and nothing beside them", async () => {
+  itRoot("binds an agent CLI's install read-only and its home read-write, and nothing beside them; /tmp is the agent's", async () => {
     const cli = join(home, 'clis', 'node_modules');
     mkdirSync(join(cli, '.bin'), { recursive: true });
     writeFileSync(join(cli, '.bin', 'fake-cli'), '#!/bin/sh\necho cli-ran\n', { mode: 0o755 });
@@ -131,12 +131,12 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     const agentHome = join(home, 'agent-homes', 'run-1');
     mkdirSync(agentHome, { recursive: true });
     chownSync(agentHome, AGENT.uid, AGENT.gid);
-    const r = await run(['fake-cli', 'echo state > "$HOME/state"', 'echo x > ' + join(cli, 'planted') + ' 2>/dev/null || echo RO', `ls ${join(home, 'clis')}`, 'echo "$HOME"'].join('; '), {
+    const r = await run(['fake-cli', 'echo state > "$HOME/state"', 'echo x > ' + join(cli, 'planted') + ' 2>/dev/null || echo RO', `ls ${join(home, 'clis')}`, 'echo "$HOME"', 'mktemp -d /tmp/cli-XXXXXX >/dev/null && stat -c %a /tmp'].join('; '), {
       binds: [cli],
       home: agentHome,
       env: { PATH: `${join(cli, '.bin')}:/usr/bin:/bin`, HOME: '/home/agent' },
     });
-    expect(r.stdout.trim().split('\n')).toEqual(['cli-ran', 'RO', 'node_modules', '/home/agent']);
+    expect(r.stdout.trim().split('\n')).toEqual(['cli-ran', 'RO', 'node_modules', '/home/agent', '1777']);
     expect(readFileSync(join(agentHome, 'state'), 'utf8')).toBe('state\n');
   });
 

@@ -136,7 +136,8 @@ function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number): { op
   for (const [key, value] of Object.entries(env)) options.push('--setenv', key, value);
   options.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
   if (plan.mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
-  options.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  // /tmp is the agent's (sticky and world-writable, as on any system): CLIs keep temp files there.
+  options.push('--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp');
   const mounts: SandboxMount[] = [];
   const ro = (host: string, inside = host) => {
     options.push('--ro-bind', host, inside);
