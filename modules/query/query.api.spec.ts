@@ -7,6 +7,8 @@ import { type INestApplication, ValidationPipe } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
+import { buildEvent } from '../ledger/events/envelope.js';
+import { failedCall, llmCall } from '../../projections/transcript/testing/llm-call.js';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import { sampleRun, memoryBlobs, TRAIN_V1, TRAIN_V2 } from '../../projections/run-analysis/testing/run-fixture.js';
@@ -24,6 +26,12 @@ class FixtureSource extends RunSource {
     super();
     this.fixtures[1].analysis.driver = 'gpt-x';
     this.fixtures[1].analysis.failure = { class: 'no_improvement', rule: 'r', evidence: [] };
+    // fx-b's agent made two model calls before it exited: a turn, then a call that never got an answer.
+    const events = this.fixtures[1].events;
+    const exit = events.findIndex((e) => e.type === 'AgentExited');
+    const calls = [llmCall({ callId: 'c1', userText: 'Train' }), failedCall({ callId: 'c2', toolResults: [{ id: 'tu-c1', output: 'done' }] })];
+    const spliced = [...events.slice(0, exit), ...calls.map((data) => ({ type: 'LlmCallRecorded', occurredAt: events[exit].occurredAt, data })), ...events.slice(exit)];
+    this.fixtures[1].events = spliced.map((e, seq) => buildEvent(e.type as A2rlEvent['type'], 'fx-b', seq, e.occurredAt, e.data as never));
   }
 
   async runs(): Promise<ResultsRun[]> {
@@ -101,6 +109,28 @@ describe('GET /runs/:id and its events', () => {
   });
 });
 
+describe('GET /runs/:id/transcript', () => {
+  it('serves the transcript of the run\'s model calls as JSON, or as the CLI\'s text', async () => {
+    const res = await get('/runs/fx-b/transcript');
+    expect([res.status, /^application\/json/.test(res.type)]).toEqual([200, true]);
+    const t = JSON.parse(res.text);
+    expect(t.entries.map((e: { seq: number; role: string; turn: number | null; callId: string }) => [e.seq, e.callId, e.role, e.turn])).toEqual([
+      [15, 'c1', 'turn', 1],
+      [16, 'c2', 'failed', null],
+    ]);
+    expect(t.totals).toMatchObject({ calls: 2, turns: 1, failedCalls: 1, inputTokens: 1000, outputTokens: 50 });
+    const text = await get('/runs/fx-b/transcript?format=text');
+    expect(/^text\/plain/.test(text.type)).toBe(true);
+    expect(text.text.split('\n')[0]).toBe('── turn 1 · seq 15 · claude-sonnet-4-5-20250929 (anthropic messages, streamed) · 200 ok (tool_use) · 1.2 s, first byte 0.3 s · 1,000 in / 50 out tokens · $0.00375');
+  });
+
+  it('is empty for a run without model calls, 404 for an unknown run, 400 for an unknown format', async () => {
+    expect((await json('/runs/fx-a/transcript')).totals.calls).toBe(0);
+    expect((await get('/runs/nope/transcript')).status).toBe(404);
+    expect((await get('/runs/fx-b/transcript?format=xml')).status).toBe(400);
+  });
+});
+
 describe('GET /runs/:id/report', () => {
   it('serves each format with its content type, same bytes on every request', async () => {
     const types = { md: /^text\/markdown/, json: /^application\/json/, html: /^text\/html/ };
@@ -135,7 +165,8 @@ describe('/docs', () => {
   it('serves the OpenAPI document listing every query route, and the Swagger UI', async () => {
     const doc = await json('/docs/json');
     expect(doc.openapi).toMatch(/^3\./);
-    expect(Object.keys(doc.paths).sort()).toEqual(['/runs', '/runs/{id}', '/runs/{id}/events', '/runs/{id}/report', '/scoreboard']);
+    expect(Object.keys(doc.paths).sort()).toEqual(['/runs', '/runs/{id}', '/runs/{id}/events', '/runs/{id}/report', '/runs/{id}/transcript', '/scoreboard']);
+    expect(doc.paths['/runs/{id}/transcript'].get.parameters.map((p: { name: string }) => p.name).sort()).toEqual(['format', 'id']);
     expect(doc.paths['/runs'].get.parameters.map((p: { name: string }) => p.name)).toEqual(
       expect.arrayContaining(['task', 'agent', 'driver', 'state', 'failure_class', 'limit', 'offset']),
     );

@@ -4,7 +4,9 @@ import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { filterRuns, scoreboard } from '../../projections/scoreboard/scoreboard.js';
 import { renderReport, type ReportFormat } from '../reports/render.js';
 import { resultsCsv, type ResultsRun } from '../reports/results-csv.js';
-import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery } from './query.dto.js';
+import { transcriptText } from '../reports/transcript-text.js';
+import { buildTranscript } from '../../projections/transcript/transcript.js';
+import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery, TranscriptQuery } from './query.dto.js';
 import { RunSource } from './run-source.js';
 
 /** The part of the HTTP response the handlers touch (express's, without depending on its typings). */
@@ -21,13 +23,13 @@ const REPORT_TYPES: Record<ReportFormat, string> = {
 /** What GET /runs lists per run (the full analysis is GET /runs/:id). */
 function summary(r: ResultsRun) {
   return {
-    runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt,
+    runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, declaredDriver: r.declaredDriver ?? null, driverMismatch: r.driverMismatch ?? false, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt,
     baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions.length,
     failureClass: r.failure.class, route: r.route.best, lastSeq: r.lastSeq,
   };
 }
 
-/** Read-only query API over the ledger's runs: analyses, events, reports and the scoreboard. */
+/** Read-only query API over the ledger's runs: analyses, events, transcripts, reports and the scoreboard. */
 @ApiTags('query')
 @ApiBadRequestResponse({ description: 'an unknown or invalid query parameter' })
 @Controller()
@@ -61,6 +63,19 @@ export class QueryController {
     if (q.format === 'json') return page;
     res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
     return page.map((e) => `${canonicalJson(e)}\n`).join('');
+  }
+
+  @Get('runs/:id/transcript')
+  @ApiProduces('application/json', 'text/plain')
+  @ApiOkResponse({ description: "the run's model calls (LlmCallRecorded) as a transcript: per call its turn, model, new input, answer, tool calls, tokens, status and latency; totals" })
+  @ApiNotFoundResponse({ description: 'no such run' })
+  async transcript(@Param('id') id: string, @Query() q: TranscriptQuery, @Res({ passthrough: true }) res: Response) {
+    const events = await this.source.events(id);
+    if (!events.length) throw new NotFoundException(`no run "${id}" in the ledger`);
+    const transcript = buildTranscript(events);
+    if (q.format === 'json') return transcript;
+    res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+    return transcriptText(transcript);
   }
 
   @Get('runs/:id/report')

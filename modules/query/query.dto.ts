@@ -10,6 +10,7 @@ import { REPORT_FORMATS, type ReportFormat } from '../reports/render.js';
 const FAILURE_CLASS_SET: Record<FailureClass, true> = {
   success: true, timeout_no_submission: true, copy_model_fallback: true, code_error_runtime: true, rollout_logic_wrong: true,
   training_diverged: true, invalid_checkpoint: true, no_improvement: true, agent_crash: true, infra_error: true,
+  infra_setup: true, infra_llm_limit: true, infra_model_unreachable: true,
 };
 export const FAILURE_CLASSES = Object.keys(FAILURE_CLASS_SET) as FailureClass[];
 export const RUN_STATES = ['scheduled', 'running', 'completed', 'interrupted'] as const;
@@ -22,7 +23,7 @@ export class RunFilterQuery {
   @ApiPropertyOptional({ description: 'agent id' })
   @IsOptional() @IsString() @MaxLength(200) agent?: string;
 
-  @ApiPropertyOptional({ description: 'driver LLM as recorded in RunScheduled' })
+  @ApiPropertyOptional({ description: 'driver LLM: the model the agent used most (its LlmCallRecorded events), else RunScheduled.driver' })
   @IsOptional() @IsString() @MaxLength(200) driver?: string;
 }
 
@@ -54,6 +55,11 @@ export class EventsQuery {
 export class ReportQuery {
   @ApiPropertyOptional({ enum: REPORT_FORMATS, default: 'html' })
   @IsOptional() @IsIn(REPORT_FORMATS) format: ReportFormat = 'html';
+}
+
+export class TranscriptQuery {
+  @ApiPropertyOptional({ enum: ['json', 'text'], default: 'json', description: 'the transcript structure, or the text `a2rl transcript` prints' })
+  @IsOptional() @IsIn(['json', 'text']) format: 'json' | 'text' = 'json';
 }
 
 export class ScoreboardQuery extends RunFilterQuery {

@@ -1,6 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
+import type { EventStore } from '../ledger/event-store.port.js';
+import { streamName } from '../ledger/events/ids.js';
 import { LedgerService } from '../ledger/ledger.service.js';
+import { EVENT_STORE } from '../ledger/tokens.js';
 import { ARTIFACT_STORE } from '../artifacts/artifacts.module.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { ProjectionRunnerService } from '../readmodels/readmodels.module.js';
@@ -23,6 +26,11 @@ export abstract class RunSource {
   /** A run's events in seq order (empty for an unknown run). */
   abstract events(runId: string): Promise<A2rlEvent[]>;
 
+  /** A run's events with seq > afterSeq, in seq order (what a follower reads on each poll). */
+  async eventsAfter(runId: string, afterSeq: number): Promise<A2rlEvent[]> {
+    return (await this.events(runId)).filter((e) => e.seq > afterSeq);
+  }
+
   /** Everything a run report is rendered from, or null for an unknown run. */
   async reportInput(runId: string): Promise<ReportInput | null> {
     const analysis = await this.run(runId);
@@ -44,6 +52,7 @@ export class LedgerRunSource extends RunSource {
     private readonly projections: ProjectionRunnerService,
     private readonly ledger: LedgerService,
     @Inject(ARTIFACT_STORE) artifacts: ArtifactStore,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {
     super();
     this.blobs = artifactBlobReader(artifacts);
@@ -62,6 +71,12 @@ export class LedgerRunSource extends RunSource {
   async events(runId: string): Promise<A2rlEvent[]> {
     const events: A2rlEvent[] = [];
     for await (const event of this.ledger.events(runId)) events.push(event);
+    return events;
+  }
+
+  override async eventsAfter(runId: string, afterSeq: number): Promise<A2rlEvent[]> {
+    const events: A2rlEvent[] = [];
+    for await (const r of this.store.readStream(streamName(runId), { fromRevision: BigInt(afterSeq + 1) })) events.push(r.event);
     return events;
   }
 }

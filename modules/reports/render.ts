@@ -2,8 +2,10 @@ import type { ProcessMetrics } from '../../projections/run-analysis/analysis.typ
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { escapeXml, scoreChart, timelineChart } from './charts.js';
-import { buildReport, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
+import { buildReport, REPORT_TEXT_LIMIT, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
 import { changePhrase, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
+import type { LlmAnalysis, LlmStats } from '../../projections/run-analysis/analysis.types.js';
+import { isGenerating, type Transcript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
 
 /**
  * Run reports in three formats from one structured report (report-model.ts). Markdown and HTML are
@@ -20,7 +22,13 @@ type Block =
   | { kind: 'list'; items: Inline[][] }
   | { kind: 'table'; head: string[]; rows: Inline[][][] }
   | { kind: 'diff'; lines: string[] }
-  | { kind: 'svg'; svg: string };
+  | { kind: 'svg'; svg: string }
+  /** A finding to see first (a driver mismatch): a quote in Markdown, a marked paragraph in HTML. */
+  | { kind: 'alert'; text: Inline[] }
+  /** Text shown as it is (transcript texts). */
+  | { kind: 'pre'; lines: string[] }
+  /** Collapsed in HTML (<details>); in Markdown the summary, then the blocks. */
+  | { kind: 'details'; summary: Inline[]; blocks: Block[] };
 
 export async function renderReport(input: ReportInput, format: ReportFormat): Promise<string> {
   const report = await buildReport(input);
@@ -67,7 +75,7 @@ function header(r: RunReport): Block[] {
       rows: [
         row('Task', { code: run.task ?? 'unknown' }, run.level === null ? '' : ` (level L${run.level})`, ' ', { cite: scheduled }),
         row('Agent', { code: run.agent ?? 'unknown' }, ' ', { cite: scheduled }),
-        row('Driver', { code: run.driver ?? 'unknown' }, ' ', { cite: scheduled }),
+        ...(r.llm ? llmRows(r, r.llm) : [row('Driver', { code: run.driver ?? 'unknown' }, ' ', { cite: scheduled })]),
         row('Base model', { code: run.baseModel ?? 'unknown' }, `, mode ${run.mode ?? 'n/a'} `, { cite: scheduled }),
         row('Budget', secs(run.budgetSeconds), ' ', { cite: scheduled }),
         row('Baseline', fmt(scores.baseline), ' ', { cite: scores.baselineEvidence }),
@@ -84,6 +92,110 @@ function header(r: RunReport): Block[] {
         ...(r.integrity ? [row('Integrity', ...integritySummary(r.integrity))] : []),
       ],
     },
+    ...(r.run.driverMismatch ? [mismatchAlert(r)] : []),
+  ];
+}
+
+// ---- model calls (LLM-driven runs only: reports of other runs are as they were) ----
+
+/** Integers with thousands separators: 12345 → "12,345". */
+export const thousands = (n: number) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+const firstLast = (seqs: readonly number[]) => (seqs.length ? [seqs[0], seqs[seqs.length - 1]] : []);
+/** A cost: unknown (null), a sum of known costs marked as a lower bound when some calls have no price. */
+export const usd = (s: Pick<LlmStats, 'costUsd' | 'callsWithoutCost'>) =>
+  s.costUsd === null ? 'unknown' : `${s.callsWithoutCost ? '≥ ' : ''}$${fmt(s.costUsd, 6)}${s.callsWithoutCost ? ` (${plural(s.callsWithoutCost, 'call')} without a price)` : ''}`;
+const millis = (ms: number | null) => (ms === null ? 'n/a' : `${fmt(ms / 1000, 2)} s`);
+const errorsOf = (errors: Record<string, number>) => Object.entries(errors).map(([outcome, n]) => `${outcome}×${n}`).join(', ') || 'none';
+
+function llmRows(r: RunReport, llm: LlmAnalysis): Inline[][][] {
+  const top = llm.models[0];
+  const scheduled = r.run.evidence.scheduled;
+  const declared = r.run.declaredDriver ?? null;
+  const used = top !== undefined && top.billableCalls > 0;
+  const driver: Inline[] = !used
+    ? [{ code: r.run.driver ?? 'unknown' }, ` (declared; the calls show no model) `, { cite: scheduled }]
+    : r.run.driverMismatch
+      ? [{ code: top.model }, ' used by the model calls — ', { strong: 'driver mismatch' }, ': declared ', { code: declared ?? '' }, ' ', { cite: [...scheduled, ...firstLast(top.evidence)] }]
+      : [{ code: top.model }, ` (${plural(top.billableCalls, 'model call')} of ${llm.totals.billableCalls}${declared === null ? ', none declared' : `, declared ${declared}`}) `, { cite: [...scheduled, ...firstLast(top.evidence)] }];
+  const t = llm.totals;
+  return [
+    [['Driver'], driver],
+    [['Model calls'], [`${plural(t.calls, 'call')}, ${plural(t.turns, 'turn')}, ${thousands(t.inputTokens)} input / ${thousands(t.outputTokens)} output tokens, cost ${usd(t)}${Object.keys(t.errors).length ? `, failed: ${errorsOf(t.errors)}` : ''} `, { cite: firstLast(llm.evidence) }]],
+  ];
+}
+
+function mismatchAlert(r: RunReport): Block {
+  const top = r.llm!.models[0];
+  return {
+    kind: 'alert',
+    text: [
+      { strong: 'Driver mismatch:' }, ' the run was scheduled with driver ', { code: r.run.declaredDriver ?? '' }, ', but the agent\'s model calls went to ', { code: top.model },
+      ` (${plural(top.billableCalls, 'model call')} of ${r.llm!.totals.billableCalls}). The scoreboard counts this run under ${top.model}. `, { cite: [...r.run.evidence.scheduled, ...firstLast(top.evidence)] },
+    ],
+  };
+}
+
+function llmBlocks(llm: LlmAnalysis): Block[] {
+  const blocks: Block[] = [{ kind: 'heading', level: 2, text: ['Model calls'] }];
+  blocks.push({
+    kind: 'para',
+    text: llm.gateway
+      ? [`Through the run's LLM gateway for ${llm.gateway.providers.join(', ')} (`, { code: llm.gateway.url }, ' in the sandbox). ', { cite: llm.gateway.evidence }]
+      : ['Model calls were recorded for an agent started without a gateway.'],
+  });
+  if (!llm.models.length) {
+    blocks.push({ kind: 'para', text: ['The gateway recorded no model call: the agent never reached its model.'] });
+    return blocks;
+  }
+  const cells = (label: Inline[], s: LlmStats, cite: number[]): Inline[][] => [
+    label, [String(s.calls)], [String(s.turns)], [thousands(s.inputTokens)], [thousands(s.outputTokens)], [`${thousands(s.cacheReadTokens)} / ${thousands(s.cacheWriteTokens)}`],
+    [usd(s)], [errorsOf(s.errors)], [millis(s.latencyP50Ms)], [millis(s.ttftP50Ms)], [{ cite }],
+  ];
+  blocks.push({
+    kind: 'table',
+    head: ['model', 'calls', 'turns', 'input tokens', 'output tokens', 'cache read / write', 'cost (USD)', 'failed', 'latency p50', 'ttft p50', 'first/last call'],
+    rows: [...llm.models.map((m) => cells([{ code: m.model }], m, firstLast(m.evidence))), cells(['all models'], llm.totals, firstLast(llm.evidence))],
+  });
+  blocks.push({
+    kind: 'para',
+    text: [`Costs from the price table ${llm.priceTables.join(', ')}; a model missing from it has no cost (unknown, not 0). Turns are the answered calls of the agent's tool loop; latency and time to first token are medians over answered calls.`],
+  });
+  return blocks;
+}
+
+function entryLabel(e: TranscriptEntry): string {
+  if (e.role === 'turn') return `Turn ${e.turn}`;
+  if (e.role === 'failed') return `Failed call (${e.outcome})`;
+  return isGenerating(e) ? 'Side call' : `Side call (${e.api})`;
+}
+
+function entryBlocks(e: TranscriptEntry): Block[] {
+  const u = e.usage;
+  const tokens = `${u.inputTokens === null ? '?' : thousands(u.inputTokens)} in / ${u.outputTokens === null ? '?' : thousands(u.outputTokens)} out`;
+  const blocks: Block[] = [
+    {
+      kind: 'para',
+      text: [{ strong: entryLabel(e) }, ' ', { code: e.model ?? 'unknown' }, ` · ${tokens} · ${e.status} ${e.outcome}${e.answer.stopReason ? ` (${e.answer.stopReason})` : ''} · ${millis(e.latencyMs)} `, { cite: [e.seq] }],
+    },
+  ];
+  const text = (label: Inline[], body: string) => blocks.push({ kind: 'para', text: label }, { kind: 'pre', lines: body.split('\n') });
+  if (e.request.userText !== null) text(['Prompt:'], e.request.userText);
+  for (const r of e.request.toolResults) text(['Tool result', ...(r.name ?? r.id ? [' ', { code: (r.name ?? r.id)! }] : []), r.isError ? ' (error):' : ':'], r.output);
+  if (e.answer.text !== null) text(['Answer:'], e.answer.text);
+  for (const c of e.answer.toolCalls) text(['Tool call ', { code: c.name }, ':'], c.input);
+  if (e.error) blocks.push({ kind: 'para', text: [`Error: ${e.error}`] });
+  return blocks;
+}
+
+function transcriptBlocks(t: Transcript, runId: string): Block[] {
+  const n = t.totals;
+  const summary: Inline[] = [
+    `${plural(n.turns, 'turn')}, ${plural(n.calls, 'call')} (${n.sideCalls} on the side, ${n.failedCalls} failed), ${plural(n.toolCalls, 'tool call')}; texts cut at ${REPORT_TEXT_LIMIT} characters, the whole transcript: `,
+    { code: `a2rl transcript ${runId}` },
+  ];
+  return [
+    { kind: 'heading', level: 2, text: ['Transcript'] },
+    n.calls ? { kind: 'details', summary, blocks: t.entries.flatMap(entryBlocks) } : { kind: 'para', text: ['No model call was recorded.'] },
   ];
 }
 
@@ -189,13 +301,20 @@ function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
     ...(r.submissions.length ? r.submissions.flatMap(submissionBlocks) : [{ kind: 'para', text: ['The agent made no submission.'] } as Block]),
     { kind: 'heading', level: 2, text: ['Process metrics'] },
     { kind: 'table', head: ['metric', 'value', 'events'], rows: keys.map((k) => [[{ code: k }], [metricValue(r.metrics[k])], [{ cite: r.metricsEvidence[k] }]]) },
+    ...(r.llm ? llmBlocks(r.llm) : []),
+    ...(r.transcript ? transcriptBlocks(r.transcript, r.run.runId) : []),
   ];
   const visit = (parts: Inline[]) => parts.forEach((p) => typeof p === 'object' && 'cite' in p && p.cite.forEach((s) => cited.add(s)));
-  for (const b of blocks) {
-    if (b.kind === 'heading' || b.kind === 'para') visit(b.text);
+  const visitBlock = (b: Block): void => {
+    if (b.kind === 'heading' || b.kind === 'para' || b.kind === 'alert') visit(b.text);
     if (b.kind === 'list') b.items.forEach(visit);
     if (b.kind === 'table') b.rows.forEach((row) => row.forEach(visit));
-  }
+    if (b.kind === 'details') {
+      visit(b.summary);
+      b.blocks.forEach(visitBlock);
+    }
+  };
+  blocks.forEach(visitBlock);
   const citedEvents = events.filter((e) => cited.has(e.seq));
   blocks.push(
     { kind: 'heading', level: 2, text: ['Cited events'] },
@@ -248,6 +367,15 @@ function markdownBlock(b: Block): string {
     }
     case 'svg':
       return b.svg;
+    case 'alert':
+      return `> ${mdInline(b.text)}`;
+    case 'pre': {
+      const longest = Math.max(0, ...b.lines.flatMap((l) => l.match(/`+/g) ?? []).map((m) => m.length));
+      const fence = '`'.repeat(Math.max(3, longest + 1));
+      return `${fence}text\n${b.lines.join('\n')}\n${fence}`;
+    }
+    case 'details':
+      return [mdInline(b.summary), ...b.blocks.map(markdownBlock)].join('\n\n');
   }
 }
 
@@ -285,6 +413,12 @@ function htmlBlock(b: Block): string {
       return `<pre class="diff">${b.lines.map((l) => `<span class="${l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : l.startsWith('@@') ? 'hunk' : 'ctx'}">${escapeXml(l)}</span>`).join('\n')}</pre>`;
     case 'svg':
       return `<figure>${b.svg}</figure>`;
+    case 'alert':
+      return `<p class="alert">${htmlInline(b.text)}</p>`;
+    case 'pre':
+      return `<pre class="text">${escapeXml(b.lines.join('\n'))}</pre>`;
+    case 'details':
+      return `<details><summary>${htmlInline(b.summary)}</summary>\n${b.blocks.map(htmlBlock).join('\n')}\n</details>`;
   }
 }
 
@@ -294,12 +428,17 @@ const STYLE = [
   'code{background:#f4f4f4;padding:0 2px}pre.diff{background:#f8f8f8;padding:6px;overflow-x:auto;font-size:12px}',
   '.add{color:#161}.del{color:#a11}.hunk{color:#55a}.cite{color:#666;font-size:smaller}figure{margin:0.5em 0}',
 ].join('');
+/** Only in reports with model calls, so the others keep their bytes. */
+const LLM_STYLE = [
+  '.alert{border-left:4px solid #c33;background:#fdecec;padding:4px 8px}',
+  'pre.text{background:#f8f8f8;padding:6px;margin:0.2em 0 0.6em;white-space:pre-wrap;font-size:12px}summary{cursor:pointer}',
+].join('');
 
 function html(r: RunReport, blocks: Block[]): string {
   return [
     '<!DOCTYPE html>',
     '<html lang="en">',
-    `<head><meta charset="utf-8"><title>${escapeXml(`a2rl run report ${r.run.runId}`)}</title><style>${STYLE}</style></head>`,
+    `<head><meta charset="utf-8"><title>${escapeXml(`a2rl run report ${r.run.runId}`)}</title><style>${STYLE}${r.llm ? LLM_STYLE : ''}</style></head>`,
     `<body>`,
     ...blocks.map(htmlBlock),
     '</body>',

@@ -1,10 +1,11 @@
-import type { Evidence, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../../projections/run-analysis/analysis.types.js';
+import type { Evidence, LlmAnalysis, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
 import { eventTime } from '../ledger/events/event-time.js';
 import { workspaceIntegrity, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
+import { buildTranscript, type Transcript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
 
 // The run report's model: what a report says, before any format. It is assembled when a report is
 // asked for, from the run-analysis row (a projection), the run's events and blobs read by sha256, and
@@ -82,7 +83,11 @@ export interface RunReport {
     task: string | null;
     level: number | null;
     agent: string | null;
+    /** The model the agent used most (its model calls), else the declared driver. */
     driver: string | null;
+    /** RunScheduled.driver; present, with driverMismatch, only for LLM-driven runs (those with `llm`). */
+    declaredDriver?: string | null;
+    driverMismatch?: boolean;
     baseModel: string | null;
     mode: string | null;
     budgetSeconds: number | null;
@@ -108,6 +113,35 @@ export interface RunReport {
    * recorded none: reports of runs from before the checks stay byte-identical (bundles re-render them).
    */
   integrity?: WorkspaceIntegrity;
+  /**
+   * The run's model calls (analysis.llm) and their transcript, texts cut at REPORT_TEXT_LIMIT
+   * characters. Absent, not null, for a run that is not LLM-driven and recorded no call: reports of
+   * such runs stay byte-identical to those rendered before model calls were recorded.
+   */
+  llm?: LlmAnalysis;
+  transcript?: Transcript;
+}
+
+/** Texts of the transcript (prompts, tool results and inputs, answers) are cut here in reports. */
+export const REPORT_TEXT_LIMIT = 600;
+
+export function clipText(text: string, limit = REPORT_TEXT_LIMIT): string {
+  return text.length > limit ? `${text.slice(0, limit)}… (${text.length - limit} more characters)` : text;
+}
+
+function clippedEntry(e: TranscriptEntry): TranscriptEntry {
+  const clip = (t: string | null) => (t === null ? null : clipText(t));
+  return {
+    ...e,
+    request: { ...e.request, userText: clip(e.request.userText), toolResults: e.request.toolResults.map((r) => ({ ...r, output: clipText(r.output) })) },
+    answer: { ...e.answer, text: clip(e.answer.text), toolCalls: e.answer.toolCalls.map((c) => ({ ...c, input: clipText(c.input) })) },
+  };
+}
+
+/** The transcript as reports show it: every call, its texts cut at REPORT_TEXT_LIMIT. */
+export function reportTranscript(events: readonly A2rlEvent[]): Transcript {
+  const transcript = buildTranscript(events);
+  return { ...transcript, entries: transcript.entries.map(clippedEntry) };
 }
 
 const sortedUnique = (seqs: number[]): Evidence => [...new Set(seqs)].sort((a, b) => a - b);
@@ -276,6 +310,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
   }
 
   const integrity = workspaceIntegrity(events);
+  const llm = a.llm ?? null; // rows analysed before model calls were recorded have none
   const bestSubmission = a.best === null ? undefined : a.submissions.find((s) => s.status === 'graded' && s.score === a.best);
   return {
     schema: 'a2rl.run-report/1',
@@ -285,6 +320,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
       level: input.level ?? null,
       agent: a.agent,
       driver: a.driver,
+      ...(llm ? { declaredDriver: a.declaredDriver, driverMismatch: a.driverMismatch } : {}),
       baseModel: a.baseModel,
       mode: a.mode,
       budgetSeconds: a.budgetSeconds,
@@ -316,5 +352,6 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
     submissions,
     timeline: timeline(input, at),
     ...(integrity ? { integrity } : {}),
+    ...(llm ? { llm, transcript: reportTranscript(events) } : {}),
   };
 }

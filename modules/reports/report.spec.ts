@@ -2,8 +2,9 @@ import { describe, expect, it } from '@jest/globals';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
 import { renderReport, REPORT_FORMATS, seqRanges } from './render.js';
 import { memoryBlobs, sampleRun, TRAIN_V1 } from '../../projections/run-analysis/testing/run-fixture.js';
-import type { EventData } from '../ledger/events/catalog.js';
+import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
+import { failedCall, llmCall } from '../../projections/transcript/testing/llm-call.js';
 
 /** The sample run with integrity checks appended (before sub-2's grading and at the end). */
 function checkedRun(end: Partial<EventData<'WorkspaceIntegrityChecked'>>) {
@@ -17,6 +18,111 @@ function checkedRun(end: Partial<EventData<'WorkspaceIntegrityChecked'>>) {
   );
   return { run, seqs: [next, next + 1] };
 }
+
+/**
+ * The sample run as an LLM-driven agent's: scheduled with `driver`, its AgentStarted with a gateway,
+ * three model calls (a turn, a failed retry, the final answer with a long tool result) before it exits.
+ */
+async function llmRun(driver = 'gpt-5') {
+  const base = sampleRun('fx-llm');
+  const exit = base.events.findIndex((e) => e.type === 'AgentExited');
+  const call = (data: EventData<'LlmCallRecorded'>) => ({ type: 'LlmCallRecorded', occurredAt: base.events[exit].occurredAt, data }) as A2rlEvent;
+  const specs: A2rlEvent[] = [
+    ...base.events.slice(0, exit),
+    call(llmCall({ callId: 'c1', userText: 'Train the model', toolCalls: [{ id: 't1', name: 'Bash', input: '{"command":"python3 code/train.py"}' }] })),
+    call(failedCall({ callId: 'c2', messages: 3, toolResults: [{ id: 't1', name: 'Bash', output: 'epoch 1' }] })),
+    call(llmCall({ callId: 'c3', messages: 3, toolResults: [{ id: 't1', name: 'Bash', output: `${'x'.repeat(700)} <end>` }], toolCalls: [], outputText: 'Done: **submitted** `sub-2`.', stopReason: 'end_turn' })),
+    ...base.events.slice(exit),
+  ];
+  const events = specs.map((e, seq) => {
+    const data = e.type === 'RunScheduled' ? { ...e.data, driver } : e.type === 'AgentStarted' ? { ...e.data, gateway: { providers: ['anthropic' as const], url: 'http://127.0.0.1:5001' } } : e.data;
+    return buildEvent(e.type, 'fx-llm', seq, e.occurredAt, data as never);
+  });
+  const analysis = await analyzeRun(events, base.blobs);
+  return { run: { analysis, events, blobs: base.blobs }, calls: [exit, exit + 1, exit + 2] };
+}
+
+/** The first line of `text` starting with `prefix` (a small value to compare, not the whole report). */
+const lineOf = (text: string, prefix: string) => text.split('\n').find((l) => l.startsWith(prefix)) ?? null;
+
+describe('model calls, driver and transcript in the report', () => {
+  it('flags a driver mismatch in the header and right below it, in every format', async () => {
+    const { run, calls } = await llmRun('gpt-5');
+    const md = await renderReport(run, 'md');
+    expect(lineOf(md, '| Driver |')).toBe(`| Driver | \`claude-sonnet-4-5-20250929\` used by the model calls — **driver mismatch**: declared \`gpt-5\` [seq 0, ${calls[0]}, ${calls[2]}] |`);
+    expect(lineOf(md, '> ')).toBe(
+      `> **Driver mismatch:** the run was scheduled with driver \`gpt-5\`, but the agent's model calls went to \`claude-sonnet-4-5-20250929\` (3 model calls of 3). The scoreboard counts this run under claude-sonnet-4-5-20250929. [seq 0, ${calls[0]}, ${calls[2]}]`,
+    );
+    expect(md.indexOf('Driver mismatch:')).toBeLessThan(md.indexOf('## Score trajectory'));
+    const html = await renderReport(run, 'html');
+    expect(html.includes('<p class="alert"><strong>Driver mismatch:</strong>')).toBe(true);
+    const doc = JSON.parse(await renderReport(run, 'json'));
+    expect(doc.run).toMatchObject({ driver: 'claude-sonnet-4-5-20250929', declaredDriver: 'gpt-5', driverMismatch: true });
+  });
+
+  it('a matching declared driver is no mismatch', async () => {
+    const { run, calls } = await llmRun('claude-sonnet-4-5');
+    const md = await renderReport(run, 'md');
+    expect(lineOf(md, '| Driver |')).toBe(`| Driver | \`claude-sonnet-4-5-20250929\` (3 model calls of 3, declared claude-sonnet-4-5) [seq 0, ${calls[0]}, ${calls[2]}] |`);
+    expect(/mismatch/i.test(md)).toBe(false);
+  });
+
+  it('has a model-calls section with per-model usage, cost and failures', async () => {
+    const { run, calls } = await llmRun();
+    const md = await renderReport(run, 'md');
+    const cost = '≥ $0.0075 (1 call without a price)'; // two answered calls priced, the failed one not
+    expect(lineOf(md, '| Model calls |')).toBe(`| Model calls | 3 calls, 2 turns, 2,000 input / 100 output tokens, cost ${cost}, failed: upstream\\_timeout×1 [seq ${calls[0]}, ${calls[2]}] |`);
+    expect(md.includes('\n## Model calls\n')).toBe(true);
+    expect(lineOf(md, '| `claude-sonnet-4-5-20250929` |')).toBe(
+      `| \`claude-sonnet-4-5-20250929\` | 3 | 2 | 2,000 | 100 | 0 / 0 | ${cost} | upstream\\_timeout×1 | 1.2 s | 0.3 s | [seq ${calls[0]}, ${calls[2]}] |`,
+    );
+    const doc = JSON.parse(await renderReport(run, 'json'));
+    expect(doc.llm.models.map((m: { model: string }) => m.model)).toEqual(['claude-sonnet-4-5-20250929']);
+  });
+
+  it('the transcript: readable text in Markdown (no SVG, texts fenced), collapsed in HTML, cut texts in all', async () => {
+    const { run, calls } = await llmRun();
+    const md = await renderReport(run, 'md');
+    const section = md.slice(md.indexOf('## Transcript'), md.indexOf('## Cited events'));
+    expect(lineOf(section, '**Turn 1**')).toBe(`**Turn 1** \`claude-sonnet-4-5-20250929\` · 1,000 in / 50 out · 200 ok (tool\\_use) · 1.2 s [seq ${calls[0]}]`);
+    expect(lineOf(section, '**Failed call')).toBe(`**Failed call (upstream\\_timeout)** \`claude-sonnet-4-5\` · ? in / ? out · 504 upstream\\_timeout · 1.2 s [seq ${calls[1]}]`);
+    for (const text of [
+      'Prompt:\n\n```text\nTrain the model\n```',
+      'Tool call `Bash`:\n\n```text\n{"command":"python3 code/train.py"}\n```',
+      'Answer:\n\n```text\nDone: **submitted** `sub-2`.\n```',
+      'Error: upstream did not answer',
+      '… (106 more characters)', // 700 x + ' <end>', cut at 600
+    ]) {
+      expect([text, section.includes(text)]).toEqual([text, true]);
+    }
+    expect(/<end>|<svg|<details/.test(section)).toBe(false);
+    expect(new RegExp(`\\| ${calls[2]} \\| [^|]+ \\| LlmCallRecorded \\|`).test(md)).toBe(true); // cited
+    const html = await renderReport(run, 'html');
+    expect(/<h2>Transcript<\/h2>\n<details><summary>2 turns, 3 calls \(0 on the side, 1 failed\)/.test(html)).toBe(true);
+    expect(html.includes('<details open')).toBe(false);
+    expect(html.includes('<pre class="text">Done: **submitted** `sub-2`.</pre>')).toBe(true);
+    expect(/<script|<link|src=/.test(html)).toBe(false);
+    const doc = JSON.parse(await renderReport(run, 'json'));
+    expect(doc.transcript.entries.map((e: { role: string; turn: number | null }) => [e.role, e.turn])).toEqual([['turn', 1], ['failed', null], ['turn', 2]]);
+    expect(doc.transcript.entries[2].request.toolResults[0].output.length).toBeLessThan(700);
+  });
+
+  it('renders the same bytes twice', async () => {
+    for (const format of REPORT_FORMATS) {
+      const [first, second] = [await renderReport((await llmRun()).run, format), await renderReport((await llmRun()).run, format)];
+      expect(first === second).toBe(true);
+    }
+  });
+
+  it('adds nothing to a run that is not LLM-driven (its report keeps its bytes)', async () => {
+    const run = sampleRun();
+    const doc = JSON.parse(await renderReport(run, 'json'));
+    expect(['llm', 'transcript'].filter((k) => k in doc)).toEqual([]);
+    expect('declaredDriver' in doc.run).toBe(false);
+    for (const format of ['md', 'html'] as const) expect(/Model calls|Transcript|mismatch|class="alert"|pre\.text/.test(await renderReport(run, format))).toBe(false);
+    expect(lineOf(await renderReport(run, 'md'), '| Driver |')).toBe('| Driver | `none` [seq 0] |');
+  });
+});
 
 describe('renderReport', () => {
   it('renders the same bytes twice in every format (no clock, fixed number formatting)', async () => {

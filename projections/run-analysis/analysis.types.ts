@@ -13,7 +13,10 @@ export type FailureClass =
   | 'invalid_checkpoint'
   | 'no_improvement'
   | 'agent_crash'
-  | 'infra_error';
+  | 'infra_error'
+  | 'infra_setup'
+  | 'infra_llm_limit'
+  | 'infra_model_unreachable';
 
 export type Route = 'sft' | 'grpo' | 'ppo' | 'dpo' | 'online_rl_other' | 'none' | 'copy_model';
 
@@ -66,11 +69,57 @@ export interface ProcessMetrics {
   code_revisions_between_submissions: number[];
 }
 
+/** Model calls of one model, or of the whole run (docs/analysis.md, "LLM usage"). */
+export interface LlmStats {
+  /** Every recorded call (token counts and listings included). */
+  calls: number;
+  /** Calls to an API where the model generates (not token counts or model listings). */
+  billableCalls: number;
+  /** Answered calls of the agent's tool loop (the transcript's turns). */
+  turns: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** Sum of the known costs; null when no call has a known cost. A lower bound when callsWithoutCost > 0. */
+  costUsd: number | null;
+  callsWithoutCost: number;
+  /** Calls per outcome other than `ok`. */
+  errors: Record<string, number>;
+  /** Medians (nearest rank) over the answered (`ok`) calls; null without one. */
+  latencyP50Ms: number | null;
+  ttftP50Ms: number | null;
+}
+
+export interface LlmModelUsage extends LlmStats {
+  /** modelAnswered, else what the same requested name was answered as in this run, else modelRequested. */
+  model: string;
+  providers: string[];
+  /** Seqs of the model's LlmCallRecorded events. */
+  evidence: Evidence;
+}
+
+/** The run's model calls through its LLM gateway; null for a run without a gateway and without calls. */
+export interface LlmAnalysis {
+  /** AgentStarted.gateway: the agent is LLM-driven; null when calls were recorded without it. */
+  gateway: { providers: string[]; url: string; evidence: Evidence } | null;
+  /** Most-used first: by turns, then billable calls, then output tokens, then name. */
+  models: LlmModelUsage[];
+  totals: LlmStats;
+  priceTables: string[];
+  evidence: Evidence;
+}
+
 export interface RunAnalysis {
   runId: string;
   task: string | null;
   agent: string | null;
+  /** The model the agent used most (LlmCallRecorded: `llm.models[0]`), else RunScheduled.driver. */
   driver: string | null;
+  /** RunScheduled.driver (`--driver`), as declared. */
+  declaredDriver: string | null;
+  /** Both the declared and the used driver are known and name different models. */
+  driverMismatch: boolean;
   baseModel: string | null;
   budgetSeconds: number | null;
   mode: string | null;
@@ -90,6 +139,7 @@ export interface RunAnalysis {
   metrics: ProcessMetrics;
   failure: { class: FailureClass; rule: string; evidence: Evidence };
   route: { best: Route; declared: Route; evidence: Evidence };
+  llm: LlmAnalysis | null;
   eventCount: number;
   lastSeq: number;
 }

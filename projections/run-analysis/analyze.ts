@@ -3,6 +3,7 @@ import { runStateAfter } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from './blob-reader.js';
 import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
+import { driverAttribution, llmAnalysis } from './llm.js';
 import { classifyProcesses, type RunProcessKinds } from './process-kind.js';
 import { declaredRoute, executedFamily, sortedUnique, type TextSource } from './routes.js';
 import { eventTime } from '../../modules/ledger/events/event-time.js';
@@ -14,6 +15,14 @@ import { eventTime } from '../../modules/ledger/events/event-time.js';
 const MAX_SCANNED_BYTES = 1024 * 1024;
 /** Exit codes of processes killed by SIGKILL/SIGTERM (128 + signal): a stop, not a code error. */
 const KILLED_EXIT_CODES = new Set([137, 143]);
+/** How long after its start an agent that exits "command not found" counts as never set up (a missing CLI). */
+const SETUP_WINDOW_S = 60;
+/** RunInterrupted reasons of a run that failed while it was being set up (modules/runs). */
+const SETUP_REASON = /\bset-?up failed\b/i;
+/** A shell's "no such command": bash `x: command not found`, dash `sh: 1: x: not found`. */
+const COMMAND_NOT_FOUND = /command not found|^[^\n:]+: \d+: [^\n]+: not found$/m;
+/** Call outcomes without an answer from the model in time: the upstream hung, the gateway closed the call, or the agent gave up waiting. */
+const HANG_OUTCOMES = new Set(['upstream_timeout', 'gateway_closed', 'client_aborted']);
 
 type Ev<T extends EventType> = Extract<A2rlEvent, { type: T }>;
 
@@ -45,11 +54,12 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
   const failure = await run.failure(submissions);
   const route = await run.runRoute(submissions);
   const best = run.best();
+  const llm = llmAnalysis(events);
   return {
     runId: events[0]?.runId ?? '',
     task: run.scheduled?.data.task ?? null,
     agent: run.scheduled?.data.agent ?? null,
-    driver: run.scheduled?.data.driver ?? null,
+    ...driverAttribution(run.scheduled?.data.driver ?? null, llm),
     baseModel: run.scheduled?.data.baseModel ?? null,
     budgetSeconds: run.scheduled?.data.budgetSeconds ?? null,
     mode: run.scheduled?.data.mode ?? null,
@@ -67,6 +77,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
     metrics,
     failure,
     route,
+    llm,
     eventCount: events.length,
     lastSeq: events.length ? events[events.length - 1].seq : -1,
   };
@@ -114,6 +125,7 @@ class RunFacts {
   /** Submissions with an outcome, in submission order; `pending` have none yet. */
   readonly done: SubmissionRecord[];
   readonly pending: SubmissionRecord[];
+  readonly llmCalls: Ev<'LlmCallRecorded'>[];
   private readonly baseFiles: string[];
   private readonly t0: string | undefined;
 
@@ -136,6 +148,7 @@ class RunFacts {
     const all = collectSubmissions(events);
     this.done = all.filter((s) => s.outcome !== null);
     this.pending = all.filter((s) => s.outcome === null);
+    this.llmCalls = of(events, 'LlmCallRecorded');
     const prefix = this.scheduled ? `models/${this.scheduled.data.baseModel}/` : null;
     this.baseFiles = prefix
       ? (this.workspace?.data.dataManifest ?? []).filter((f) => f.path.startsWith(prefix)).map((f) => `${f.path.slice(prefix.length)}\0${f.sha256}`).sort()
@@ -399,8 +412,13 @@ class RunFacts {
       return verdict('success', 'best_above_baseline', [...first.evidence, ...baselineSeq]);
     }
 
-    // 2. infra_error: the harness or the evaluator failed; never blamed on the agent.
+    // 2. infra_setup: the run, or the agent's command, was never set up (a failed set-up, a missing CLI).
     const interrupted = this.state() === 'interrupted' ? of(this.events, 'RunInterrupted').at(-1) : undefined;
+    if (interrupted && SETUP_REASON.test(interrupted.data.reason)) return verdict('infra_setup', 'setup_failed', [interrupted.seq]);
+    const missing = await this.missingCommand(subs);
+    if (missing) return verdict('infra_setup', 'agent_command_not_found', missing);
+
+    // 3. infra_error: the harness or the evaluator failed; never blamed on the agent.
     if (interrupted) return verdict('infra_error', 'run_interrupted', [interrupted.seq]);
     const faults = subs.filter((s) => s.rejectedReason === 'evaluator_error' || s.rejectedReason === 'infra_error');
     if (faults.length) return verdict('infra_error', 'evaluator_fault', faults.flatMap((s) => s.evidence));
@@ -409,15 +427,26 @@ class RunFacts {
     const completed = of(this.events, 'RunCompleted').at(-1);
     if (baseline === null && completed) return verdict('infra_error', 'missing_baseline', [completed.seq]);
 
-    // 3. copy_model_fallback: the best graded score was reached by a copy of the base model.
+    // 4. infra_llm_limit: the operator's limit on model tokens or cost refused a call (--max-llm-*).
+    const limited = this.llmCalls.filter((c) => c.data.outcome === 'limit_exceeded');
+    if (limited.length) {
+      const reached = of(this.events, 'LimitReached').filter((e) => /llm/i.test(e.data.limit));
+      return verdict('infra_llm_limit', 'llm_limit_exceeded', [limited[0].seq, ...reached.map((e) => e.seq)]);
+    }
+
+    // 5. infra_model_unreachable: an LLM-driven agent never got an answer from its model.
+    const unreachable = this.modelUnreachable();
+    if (unreachable) return verdict('infra_model_unreachable', unreachable.rule, unreachable.evidence);
+
+    // 6. copy_model_fallback: the best graded score was reached by a copy of the base model.
     const copies = graded.filter((s) => s.isCopyOfBase && s.score === best);
     if (copies.length) return verdict('copy_model_fallback', 'best_is_copy_of_base', [...copies.flatMap((s) => s.evidence), ...baselineSeq]);
 
-    // 4. code_error_runtime: the last runtime error in the agent's code was not recovered from.
+    // 7. code_error_runtime: the last runtime error in the agent's code was not recovered from.
     const error = await this.unrecoveredCodeError(valid);
     if (error) return verdict('code_error_runtime', error.rule, error.evidence);
 
-    // 5. timeout_no_submission
+    // 8. timeout_no_submission
     const inBudget = subs.filter((s) => s.rejectedReason !== 'budget_exhausted');
     if (!inBudget.length) {
       const late = subs.filter((s) => s.rejectedReason === 'budget_exhausted');
@@ -425,17 +454,17 @@ class RunFacts {
       if (this.agentExited?.data.reason === 'timeout') return verdict('timeout_no_submission', 'no_submission_before_timeout', [this.agentExited.seq]);
     }
 
-    // 6. invalid_checkpoint: nothing submitted was valid, and the grader could not load (or find) it.
+    // 9. invalid_checkpoint: nothing submitted was valid, and the grader could not load (or find) it.
     const refused = subs.filter((s) => s.rejectedReason === 'invalid_checkpoint' || s.rejectedReason === 'invalid_path');
     if (!valid.length && refused.length) return verdict('invalid_checkpoint', 'no_valid_submission_refused', refused.flatMap((s) => s.evidence));
 
-    // 7. rollout_logic_wrong: rollouts were recorded, and not one episode of any batch succeeded.
+    // 10. rollout_logic_wrong: rollouts were recorded, and not one episode of any batch succeeded.
     const batches = this.rollouts.filter((r) => r.data.episodes > 0);
     if (batches.length && batches.every((r) => r.data.successRate === 0)) {
       return verdict('rollout_logic_wrong', 'all_rollouts_failed', batches.map((r) => r.seq));
     }
 
-    // 8. training_diverged: training ran, and every valid submission scored below the baseline.
+    // 11. training_diverged: training ran, and every valid submission scored below the baseline.
     if (valid.length && baseline !== null && valid.every((s) => s.score < baseline)) {
       const trainedBefore = this.training.filter((p) => p.start.seq < valid[valid.length - 1].seq);
       if (trainedBefore.length) {
@@ -447,14 +476,44 @@ class RunFacts {
       }
     }
 
-    // 9. agent_crash
+    // 12. agent_crash
     if (this.agentExited?.data.reason === 'crashed') return verdict('agent_crash', 'agent_exited_crashed', [this.agentExited.seq]);
 
-    // 10. no_improvement: everything else.
+    // 13. no_improvement: everything else.
     if (valid.length) return verdict('no_improvement', 'best_not_above_baseline', [...graded.filter((s) => s.score === best).flatMap((s) => s.evidence), ...baselineSeq]);
     if (subs.length) return verdict('no_improvement', 'no_valid_submission', subs.flatMap((s) => s.evidence));
     if (this.agentExited) return verdict('no_improvement', 'no_submission', [this.agentExited.seq]);
     return verdict('no_improvement', 'run_in_progress', this.events.length ? [this.events[this.events.length - 1].seq] : []);
+  }
+
+  /**
+   * A missing agent command: the agent exited within SETUP_WINDOW_S of its start with exit code 127,
+   * or non-zero with a shell's "command not found" on stderr, before any model call or submission.
+   */
+  private async missingCommand(subs: SubmissionAnalysis[]): Promise<number[] | null> {
+    const { agentStarted: started, agentExited: exited } = this;
+    if (!started || !exited || this.llmCalls.length || subs.length || this.pending.length) return null;
+    if (this.secondsBetween(started, exited) > SETUP_WINDOW_S || exited.data.exitCode === 0) return null;
+    if (exited.data.exitCode === 127) return [started.seq, exited.seq];
+    for (const e of of(this.events, 'AgentOutput')) {
+      if (e.data.stream !== 'stderr') continue;
+      const text = await this.texts.text(e.data.chunk.sha256);
+      if (text !== null && COMMAND_NOT_FOUND.test(text)) return [started.seq, e.seq, exited.seq];
+    }
+    return null;
+  }
+
+  /**
+   * An LLM-driven agent (AgentStarted.gateway) that has exited without one answered model call:
+   * it never called (`model_never_called`), every call went unanswered in time (`model_calls_hung`),
+   * or failed otherwise — upstream errors, unreachable, refused (`model_calls_failed`).
+   */
+  private modelUnreachable(): { rule: string; evidence: number[] } | null {
+    const { agentStarted: started, agentExited: exited } = this;
+    if (!started?.data.gateway || !exited || this.llmCalls.some((c) => c.data.outcome === 'ok')) return null;
+    if (!this.llmCalls.length) return { rule: 'model_never_called', evidence: [started.seq, exited.seq] };
+    const hung = this.llmCalls.every((c) => HANG_OUTCOMES.has(c.data.outcome));
+    return { rule: hung ? 'model_calls_hung' : 'model_calls_failed', evidence: [started.seq, ...this.llmCalls.map((c) => c.seq), exited.seq] };
   }
 
   /**

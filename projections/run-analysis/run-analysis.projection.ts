@@ -9,7 +9,9 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   // 2: analysis carries the workspace path. 3: code changes' line counts from the one line diff (line-diff.ts) over blobs, not from the events.
   // 3 also: process kinds computed here from the facts (process-kind.ts), not read from ProcessStarted.
   // 4: times are observation times (eventTime: a fact's observedAt, else occurredAt).
-  version: 4,
+  // 5: LLM usage from LlmCallRecorded (analysis.llm); `driver` is the model the agent used, `declaredDriver` RunScheduled's;
+  //    infrastructure classes infra_setup, infra_llm_limit, infra_model_unreachable.
+  version: 5,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     const a = await analyzeRun(events, blobs);

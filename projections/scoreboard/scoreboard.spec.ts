@@ -73,4 +73,14 @@ describe('scoreboard', () => {
     expect(scoreboard([...runs].reverse())).toEqual(scoreboard(runs));
     expect(scoreboard(runs, { task: 'ref-arith', driver: 'none' }).map((r) => r.runIds)).toEqual([['3']]);
   });
+
+  it('counts a run under the driver its model calls show, and counts the runs declared with another', () => {
+    const used = (runId: string, declared: string | null) =>
+      analysisFixture({ runId, driver: 'claude-sonnet-4-5-20250929', declaredDriver: declared, driverMismatch: declared === 'gpt-5' });
+    const rows = scoreboard([used('a', 'gpt-5'), used('b', 'claude-sonnet-4-5'), used('c', null), run('d', 20, { driver: 'gpt-5' })]);
+    expect(rows.map((r) => [r.driver, r.runs, r.driverMismatches])).toEqual([
+      ['claude-sonnet-4-5-20250929', 3, 1],
+      ['gpt-5', 1, 0],
+    ]);
+  });
 });

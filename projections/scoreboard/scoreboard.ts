@@ -13,12 +13,18 @@ import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.
  * mean ± t(0.975, n−1) · s/√n with s the sample standard deviation. t comes from a table for
  * n−1 ≤ 30 and from the Cornish–Fisher expansion of the normal quantile beyond (error < 1e-4).
  * With one scored run there is no interval (null).
+ *
+ * The driver is the analysis's: the model the agent's calls went to most (LlmCallRecorded), else the
+ * one declared with --driver; so a run is counted under the model that actually drove it, and
+ * `driverMismatches` counts the group's runs that were declared with another.
  */
 export interface ScoreboardRow {
   task: string | null;
   agent: string | null;
   driver: string | null;
   runs: number;
+  /** Runs whose declared driver (--driver) names another model than the one their calls went to. */
+  driverMismatches: number;
   unscoredRuns: number;
   baseline: number | null;
   best: { mean: number | null; ci95: [number, number] | null };
@@ -102,6 +108,7 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
       agent: sorted[0].agent,
       driver: sorted[0].driver,
       runs: sorted.length,
+      driverMismatches: sorted.filter((a) => a.driverMismatch === true).length,
       unscoredRuns: sorted.length - scored.length,
       baseline: mean(sorted.flatMap((a) => (a.baseline === null ? [] : [a.baseline]))),
       best: meanCi95(scored.map((a) => bestOfBudget(a)!)),

@@ -1,13 +1,16 @@
 import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { followTranscript } from '../../modules/query/follow.js';
 import { RunSource } from '../../modules/query/run-source.js';
 import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../modules/reports/render.js';
 import { formatNumber, resultsCsv } from '../../modules/reports/results-csv.js';
+import { transcriptText } from '../../modules/reports/transcript-text.js';
 import { filterRuns, scoreboard } from '../../projections/scoreboard/scoreboard.js';
+import { buildTranscript } from '../../projections/transcript/transcript.js';
 import { table, withApp } from './cli-support.js';
 
-/** Commands over the post-hoc analysis: scoreboard, report. */
+/** Commands over the post-hoc analysis: scoreboard, report, transcript. */
 export function registerAnalysisCommands(program: Command): void {
   program
     .command('scoreboard')
@@ -39,8 +42,9 @@ export function registerAnalysisCommands(program: Command): void {
         const lines = [['TASK', 'AGENT', 'DRIVER', 'RUNS', 'BASELINE', 'BEST (95% CI)', 'IMPROVEMENT', 'VALID', 'ROUTE', 'FAILURE CLASSES']];
         for (const r of rows) {
           const ci = r.best.ci95 ? ` [${n(r.best.ci95[0])}, ${n(r.best.ci95[1])}]` : '';
+          const driver = `${r.driver ?? '-'}${r.driverMismatches ? ` (${r.driverMismatches} declared otherwise)` : ''}`;
           lines.push([
-            r.task ?? '-', r.agent ?? '-', r.driver ?? '-', String(r.runs), n(r.baseline), `${n(r.best.mean)}${ci}`, n(r.improvement),
+            r.task ?? '-', r.agent ?? '-', driver, String(r.runs), n(r.baseline), `${n(r.best.mean)}${ci}`, n(r.improvement),
             r.validSubmissionRate === null ? '-' : formatNumber(r.validSubmissionRate), r.route ?? '-',
             r.failureClasses.map((f) => `${f.class}×${f.count}`).join(' '),
           ]);
@@ -67,6 +71,27 @@ export function registerAnalysisCommands(program: Command): void {
         }
         await writeFile(opts.output, text);
         process.stderr.write(`wrote ${opts.output} (${Buffer.byteLength(text)} bytes)\n`);
+      });
+    });
+
+  program
+    .command('transcript')
+    .description("a run's model calls (LlmCallRecorded) as a transcript: turns, prompts, tool calls and their results, answers, tokens, status and latency per call")
+    .argument('<runId>', 'run id')
+    .option('--follow', 'print each call as it is recorded, until the run ends')
+    .option('--json', 'canonical JSON of the transcript; with --follow, one entry per line, then a line with the totals')
+    .action(async (runId: string, opts: { follow?: boolean; json?: boolean }) => {
+      await withApp(async (app) => {
+        const source = app.get(RunSource);
+        const write = (text: string) => void process.stdout.write(text);
+        if (opts.follow) {
+          await followTranscript(source, runId, write, { json: opts.json });
+          return;
+        }
+        const events = await source.events(runId);
+        if (!events.length) throw new Error(`no run "${runId}" in the ledger`);
+        const transcript = buildTranscript(events);
+        write(opts.json ? `${canonicalJson(transcript)}\n` : transcriptText(transcript));
       });
     });
 
