@@ -1,0 +1,224 @@
+import { spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { agentLlmSetup, loadAgent, projectCliBin } from '../../../modules/agents/agent-registry.js';
+import { startFakeOpenAI } from './fake-openai.js';
+import type { FakeLlmServer } from './types.js';
+
+const KEY = 'fake-gateway-token-openai-codex';
+const AGENT_UID = 4242;
+
+async function post(url: string, body: unknown, key = KEY): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+  return { status: res.status, text: await res.text() };
+}
+
+const bash = { type: 'function', function: { name: 'bash', parameters: { type: 'object', properties: { command: { type: 'string' }, description: { type: 'string' } }, required: ['command', 'description'] } } };
+
+describe('fake OpenAI API', () => {
+  let fake: FakeLlmServer | undefined;
+  afterEach(async () => {
+    await fake?.close();
+    fake = undefined;
+  });
+
+  it('shapes the shell call by the tool schema: a required description, an argv array for `shell`', async () => {
+    fake = await startFakeOpenAI({ script: ['ls -la'] });
+    const chat = await post(`${fake.url}/v1/chat/completions`, { model: 'm', tools: [bash], messages: [{ role: 'user', content: 'go' }] });
+    const call = (JSON.parse(chat.text) as { choices: Array<{ message: { tool_calls: Array<{ function: { arguments: string } }> } }> }).choices[0].message.tool_calls[0];
+    expect(JSON.parse(call.function.arguments)).toEqual({ command: 'ls -la', description: 'Step 1 of the script' });
+    const shell = { type: 'function', name: 'shell', parameters: { type: 'object', properties: { command: { type: 'array', items: { type: 'string' } } }, required: ['command'] } };
+    const responses = await post(`${fake.url}/v1/responses`, { model: 'm', tools: [shell], input: 'go' });
+    const item = (JSON.parse(responses.text) as { output: Array<{ type: string; arguments: string }> }).output[0];
+    expect([item.type, JSON.parse(item.arguments)]).toEqual(['function_call', { command: ['bash', '-lc', 'ls -la'] }]);
+  });
+
+  it('streams chat chunks ending with [DONE], with a usage chunk only when stream_options asks for it', async () => {
+    fake = await startFakeOpenAI({ script: [], finalText: 'Hello there.' });
+    const without = await post(`${fake.url}/v1/chat/completions`, { model: 'm', stream: true, tools: [bash], messages: [{ role: 'user', content: 'go' }] });
+    const withUsage = await post(`${fake.url}/v1/chat/completions`, { model: 'm', stream: true, stream_options: { include_usage: true }, tools: [bash], messages: [{ role: 'user', content: 'go' }] });
+    const chunks = (text: string) => text.split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
+    expect(chunks(without.text).at(-1)).toBe('[DONE]');
+    expect(without.text.includes('"usage"')).toBe(false);
+    const usageChunk = JSON.parse(chunks(withUsage.text).at(-2)!) as { choices: unknown[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    expect([usageChunk.choices.length, usageChunk.usage.prompt_tokens, usageChunk.usage.completion_tokens]).toEqual([0, 1100, 51]);
+    expect(fake.calls.map((c) => c.usage)).toEqual([{ input: 1000, output: 50 }, { input: 1100, output: 51 }]);
+  });
+
+  it('lists models, refuses unknown paths (404) and wrong keys (401 invalid_api_key)', async () => {
+    fake = await startFakeOpenAI({ script: [], expectKey: KEY, model: 'gpt-listed' });
+    const models = await fetch(`${fake.url}/v1/models`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(((await models.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['gpt-listed']);
+    const unknown = await post(`${fake.url}/v1/embeddings`, {});
+    const wrong = await post(`${fake.url}/v1/responses`, { model: 'm', input: 'hi' }, 'sk-other');
+    expect([unknown.status, wrong.status]).toEqual([404, 401]);
+    expect((JSON.parse(wrong.text) as { error: { code: string } }).error.code).toBe('invalid_api_key');
+    expect(fake.calls.map((c) => [c.path, c.status, c.authOk])).toEqual([
+      ['/v1/models', 200, true],
+      ['/v1/embeddings', 404, true],
+      ['/v1/responses', 401, false],
+    ]);
+  });
+
+  it('answers 500 server_error in error mode and never answers in hang mode (close() ends the request)', async () => {
+    fake = await startFakeOpenAI({ script: ['echo x'], mode: 'error' });
+    const failed = await post(`${fake.url}/v1/responses`, { model: 'm', input: 'hi' });
+    expect([failed.status, (JSON.parse(failed.text) as { error: { type: string } }).error.type]).toEqual([500, 'server_error']);
+    expect(fake.calls[0].usage).toBeUndefined();
+    await fake.close();
+
+    fake = await startFakeOpenAI({ script: ['echo x'], mode: 'hang' });
+    const pending = post(`${fake.url}/v1/chat/completions`, { model: 'm', stream: true, messages: [] }).then(
+      () => 'answered',
+      () => 'failed',
+    );
+    while (fake.calls.length === 0) await new Promise((r) => setTimeout(r, 20));
+    await fake.close();
+    fake = undefined;
+    expect(await pending).toBe('failed');
+  });
+});
+
+/**
+ * The real Codex CLI (infra/agent-clis, pinned) run the way the harness runs it: start.sh with only
+ * the environment and home files agent.json's `llm` section declares, the gateway replaced by the
+ * fake, as uid 4242 with a fresh HOME when this runs as root. Codex speaks Responses and runs
+ * commands with `exec_command`.
+ */
+const codex = path.join(projectCliBin(), 'codex');
+const haveCodex = existsSync(codex);
+const SHELL_TOOL = 'exec_command';
+
+describe('Codex CLI against the fake OpenAI API', () => {
+  (haveCodex ? it : it.skip)(
+    haveCodex ? 'runs each scripted command through exec_command as the non-root agent and exits 0' : `skipped: the Codex CLI is not installed at ${codex} (npm test's pretest or \`a2rl agents install\` puts it there)`,
+    async () => {
+      const root = mkdtempSync(path.join(tmpdir(), 'a2rl-codex-cli-'));
+      const fake = await startFakeOpenAI({
+        script: [
+          "mkdir -p code && cat > code/train.py <<'EOF'\nprint('trained', 6 * 7)\nEOF",
+          'python3 code/train.py > trained.txt',
+          'id -u > whoami.txt && echo "$LLM_MODEL" > model.txt && env > env.txt',
+        ],
+        finalText: 'Training done and submitted.',
+        expectKey: KEY,
+      });
+      try {
+        const { home, workspace, env, model } = prepareRun(root, fake.url);
+        const { code, tail } = await runAgent(env, workspace, 120_000);
+        expect({ code, tail: code === 0 ? '' : tail }).toEqual({ code: 0, tail: '' });
+
+        expect(readFileSync(path.join(workspace, 'trained.txt'), 'utf8')).toBe('trained 42\n');
+        expect(readFileSync(path.join(workspace, 'model.txt'), 'utf8').trim()).toBe(model);
+        if (process.getuid?.() === 0) expect(readFileSync(path.join(workspace, 'whoami.txt'), 'utf8').trim()).toBe(String(AGENT_UID));
+        // commands get the sandbox's PATH (no login shell) and not the gateway token
+        const commandEnv = readFileSync(path.join(workspace, 'env.txt'), 'utf8');
+        expect(commandEnv.includes(KEY)).toBe(false);
+        expect(commandEnv.split('\n').find((l) => l.startsWith('PATH='))?.includes(projectCliBin())).toBe(true);
+        // the CLI keeps its state in the agent home, never in the workspace, and writes no token there
+        expect(readdirSync(workspace).sort()).toEqual(['code', 'description.md', 'env.txt', 'instructions.md', 'model.txt', 'trained.txt', 'whoami.txt']);
+        expect(filesUnder(path.join(home, '.codex', 'sessions')).length).toBeGreaterThan(0);
+        expect(filesUnder(path.join(home, '.codex', 'shell_snapshots'))).toEqual([]);
+        expect(filesUnder(home).filter((f) => readFileSync(f).includes(KEY))).toEqual([]);
+
+        expect(fake.calls.every((c) => c.authOk && c.status === 200 && c.path === '/v1/responses' && c.stream && c.model === model)).toBe(true);
+        expect(fake.calls.map((c) => c.toolCall?.name ?? null)).toEqual([SHELL_TOOL, SHELL_TOOL, SHELL_TOOL, null]);
+        expect(fake.calls.every((c) => c.tools.includes(SHELL_TOOL))).toBe(true);
+      } finally {
+        await fake.close();
+        rmSync(root, { recursive: true, force: true });
+      }
+    },
+    150_000,
+  );
+
+  (haveCodex ? it : it.skip)(
+    haveCodex ? 'gives up on an upstream that keeps failing after a bounded number of retries, exiting non-zero' : 'skipped: the Codex CLI is not installed',
+    async () => {
+      const root = mkdtempSync(path.join(tmpdir(), 'a2rl-codex-cli-'));
+      const fake = await startFakeOpenAI({ script: ['echo never'], expectKey: KEY, mode: 'error' });
+      try {
+        const { workspace, env } = prepareRun(root, fake.url);
+        const { code } = await runAgent(env, workspace, 120_000);
+        expect(code === 0 || code === null).toBe(false);
+        expect(fake.calls.length).toBeGreaterThan(1);
+        expect(fake.calls.length).toBeLessThanOrEqual(9);
+        expect(fake.calls.every((c) => c.status === 500)).toBe(true);
+      } finally {
+        await fake.close();
+        rmSync(root, { recursive: true, force: true });
+      }
+    },
+    150_000,
+  );
+});
+
+/** A fresh agent home and workspace, the adapter's files written, and the environment the sandbox would pass. */
+function prepareRun(root: string, fakeUrl: string): { home: string; workspace: string; env: Record<string, string>; model: string } {
+  const home = path.join(root, 'home');
+  const workspace = path.join(root, 'workspace');
+  mkdirSync(home);
+  mkdirSync(workspace);
+  writeFileSync(path.join(workspace, 'description.md'), '# Task\nTrain a model.\n');
+  writeFileSync(path.join(workspace, 'instructions.md'), 'Write code/train.py, run it, submit.\n');
+  const spec = loadAgent('codex-cli');
+  const llm = spec.llm!;
+  // The fake serves OpenAI's own paths: `{gateway}/openai/v1` is the fake's `/v1`.
+  const direct = (entries: Record<string, string> = {}) => Object.fromEntries(Object.entries(entries).map(([k, v]) => [k, v.replaceAll('{gateway}/openai', fakeUrl)]));
+  const setup = agentLlmSetup({ ...llm, env: direct(llm.env), files: direct(llm.files) }, { gateway: 'http://127.0.0.1:1', token: KEY, model: llm.defaultModel, home, workspace });
+  for (const [rel, content] of Object.entries(setup.files)) {
+    mkdirSync(path.dirname(path.join(home, rel)), { recursive: true });
+    writeFileSync(path.join(home, rel), content);
+  }
+  if (process.getuid?.() === 0) chownTree(root, AGENT_UID);
+  const env = {
+    ...setup.env,
+    PATH: `${projectCliBin()}:/usr/local/bin:/usr/bin:/bin`,
+    HOME: home,
+    LANG: 'C.UTF-8',
+    WORKSPACE: workspace,
+    LLM_MODEL: llm.defaultModel,
+    A2RL_AGENT_DIR: spec.dir!,
+    GRADING_SERVER_URL: 'http://127.0.0.1:1',
+  };
+  return { home, workspace, env, model: llm.defaultModel };
+}
+
+function filesUnder(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(path.join(dir, e.name)) : e.isFile() ? [path.join(dir, e.name)] : []));
+}
+
+function chownTree(dir: string, uid: number): void {
+  chownSync(dir, uid, uid);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) chownTree(p, uid);
+    else chownSync(p, uid, uid);
+  }
+}
+
+/** Runs start.sh with exactly `env` (as uid 4242 when root); the exit code and the output's last 2000 characters. */
+function runAgent(env: Record<string, string>, cwd: string, timeoutMs: number): Promise<{ code: number | null; tail: string }> {
+  const start = path.join(env.A2RL_AGENT_DIR, 'start.sh');
+  const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+  const asAgent = process.getuid?.() === 0 ? ['setpriv', `--reuid=${AGENT_UID}`, `--regid=${AGENT_UID}`, '--clear-groups'] : [];
+  const argv = [...asAgent, 'env', '-i', ...pairs, 'bash', start];
+  return new Promise((resolve) => {
+    const child = spawn(argv[0], argv.slice(1), { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let output = '';
+    const keep = (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-2000));
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    const timer = setTimeout(() => {
+      output += '\n[killed after timeout]';
+      if (child.pid) process.kill(-child.pid, 'SIGKILL');
+    }, timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, tail: output });
+    });
+  });
+}
