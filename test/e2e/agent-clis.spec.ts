@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -86,7 +86,7 @@ function filesContaining(dir: string, needle: string): string[] {
   const walk = (d: string) => {
     for (const name of readdirSync(d)) {
       const p = path.join(d, name);
-      const st = statSync(p);
+      const st = lstatSync(p); // links (run_meta.json) are not followed
       if (st.isDirectory()) walk(p);
       else if (st.isFile() && readFileSync(p).includes(needle)) hits.push(path.relative(dir, p));
     }
@@ -158,4 +158,52 @@ describeRun('real agent CLIs through the LLM gateway (harness as root, sandboxed
       }
     }, 300_000);
   }
+
+  // Failures of the model's side are the infrastructure's, not the agent's (Codex: it gives up fastest).
+  const codex = CLIS.find((c) => c.agent === 'codex-cli')!;
+  const itCodex = installed(codex) ? it : it.skip;
+  const failureOf = async (runId: string) =>
+    (JSON.parse((await a2rl(['report', runId, '--format', 'json'])).stdout) as { failure: { class: string; rule: string } }).failure;
+
+  itCodex('an upstream that errors: the agent never reached its model (infra_model_unreachable)', async () => {
+    const fake = await codex.start({ script: SCRIPT, mode: 'error' });
+    try {
+      const { summary, events: evs } = await runAgent(codex, fake, ['--budget', '90s']);
+      const calls = ofType(evs, 'LlmCallRecorded').map((e) => e.data);
+      expect({ calls: calls.length > 0, allUpstreamErrors: calls.every((c) => c.outcome === 'upstream_error' && c.status === 500) }).toEqual({ calls: true, allUpstreamErrors: true });
+      expect((await failureOf(summary.runId)).class).toBe('infra_model_unreachable');
+    } finally {
+      await fake.close();
+    }
+  }, 300_000);
+
+  itCodex('an upstream that hangs: the calls end with the run, recorded, and the run is not blamed on the agent', async () => {
+    const fake = await codex.start({ script: SCRIPT, mode: 'hang' });
+    try {
+      const { summary, events: evs } = await runAgent(codex, fake, ['--budget', '20s']);
+      const outcomes = ofType(evs, 'LlmCallRecorded').map((e) => e.data.outcome);
+      expect(outcomes.length > 0 && outcomes.every((o) => o === 'gateway_closed' || o === 'client_aborted')).toBe(true);
+      expect(await failureOf(summary.runId)).toEqual({ class: 'infra_model_unreachable', rule: expect.any(String), evidence: expect.any(Array) });
+    } finally {
+      await fake.close();
+    }
+  }, 300_000);
+
+  itCodex('past --max-llm-tokens the gateway answers with the provider\'s quota error, records it, and the run is classed infra_llm_limit', async () => {
+    const fake = await codex.start({ script: SCRIPT });
+    try {
+      const { summary, events: evs } = await runAgent(codex, fake, ['--max-llm-tokens', '500']);
+      const calls = ofType(evs, 'LlmCallRecorded').map((e) => e.data);
+      const limits = ofType(evs, 'LimitReached').map((e) => e.data);
+      expect({
+        firstServed: calls[0]?.outcome,
+        refused: calls.slice(1).every((c) => c.outcome === 'limit_exceeded' && c.status === 429),
+        upstreamCalls: fake.calls.length,
+        limit: limits.map((l) => [l.limit, l.max]),
+      }).toEqual({ firstServed: 'ok', refused: true, upstreamCalls: 1, limit: [['llmTokens', 500]] });
+      expect((await failureOf(summary.runId)).class).toBe('infra_llm_limit');
+    } finally {
+      await fake.close();
+    }
+  }, 300_000);
 });
