@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ApiRoute, GatewayErrorKind, ProviderCodec, RequestFacts, ResponseFacts, ToolCall, ToolResult, Usage } from '../protocol.js';
+import { parseJson, sseData, count, asObject, asArray, type Json } from './json.js';
 
 /**
  * The Anthropic Messages API (api.anthropic.com) as Claude Code and the Anthropic SDKs speak it:
@@ -9,7 +10,6 @@ import type { ApiRoute, GatewayErrorKind, ProviderCodec, RequestFacts, ResponseF
  * a bearer token (`ANTHROPIC_AUTH_TOKEN`).
  */
 
-type Json = Record<string, unknown>;
 
 export const anthropicCodec: ProviderCodec = {
   provider: 'anthropic',
@@ -60,7 +60,7 @@ export const anthropicCodec: ProviderCodec = {
 
   responseFacts(route, status, body, streamed) {
     const facts = emptyFacts();
-    if (streamed) readStream(facts, sseEvents(body));
+    if (streamed) readStream(facts, sseData(body));
     else readJson(facts, route, parseJson(body));
     if (facts.error === undefined && status >= 400) facts.error = `HTTP ${status}`;
     return facts;
@@ -241,41 +241,10 @@ function mergeUsage(usage: Usage, raw: Json): void {
   usage.cacheWriteTokens = count(raw.cache_creation_input_tokens) ?? usage.cacheWriteTokens;
 }
 
-/** The `data:` payloads of a server-sent event stream (the `event:` lines repeat their `type`). */
-function sseEvents(body: string): Json[] {
-  const events: Json[] = [];
-  for (const line of body.split(/\r?\n|\r/)) {
-    if (!line.startsWith('data:')) continue;
-    const event = parseJson(line.slice(5).trim());
-    if (Object.keys(event).length) events.push(event);
-  }
-  return events;
-}
-
-function parseJson(text: string): Json {
-  try {
-    return asObject(JSON.parse(text));
-  } catch {
-    return {};
-  }
-}
-
 function indexOf(event: Json): number {
   return typeof event.index === 'number' ? event.index : 0;
 }
 
 function first(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
-}
-
-function count(value: unknown): number | null {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null;
-}
-
-function asObject(value: unknown): Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : {};
-}
-
-function asArray(value: unknown): unknown[] {
-  return Array.isArray(value) ? value : [];
 }

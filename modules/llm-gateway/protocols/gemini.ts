@@ -9,6 +9,7 @@ import type {
   ToolResult,
   Usage,
 } from '../protocol.js';
+import { sseData, count, asObject, asArray, type Json } from './json.js';
 
 /**
  * The Gemini API (generativelanguage.googleapis.com) as Gemini CLI and the google-genai SDKs speak it:
@@ -20,7 +21,6 @@ import type {
 const MODEL_METHOD = /^\/(v1beta|v1|v1alpha)\/models\/([^/:]+):(generateContent|streamGenerateContent|countTokens)$/;
 const MODELS = /^\/(v1beta|v1|v1alpha)\/models(?:\/([^/:]+))?$/;
 
-type Json = Record<string, unknown>;
 
 export const geminiCodec: ProviderCodec = {
   provider: 'gemini',
@@ -77,7 +77,7 @@ export const geminiCodec: ProviderCodec = {
   responseFacts(route, status, body, streamed) {
     const facts = emptyFacts();
     if (route.api === 'models') return facts;
-    const chunks = streamed ? sseChunks(body) : jsonChunks(body);
+    const chunks = streamed ? sseData(body) : jsonChunks(body);
     if (route.api === 'countTokens') facts.usage.inputTokens = count(chunks[0]?.totalTokens);
     else chunks.forEach((chunk) => addChunk(facts, chunk));
     // An error is the whole body, or the last event of a stream that failed midway.
@@ -127,20 +127,6 @@ function jsonChunks(body: string): Json[] {
   } catch {
     return [];
   }
-}
-
-/** The `data:` payloads of a server-sent event stream; lines that are not JSON are skipped. */
-function sseChunks(body: string): Json[] {
-  const chunks: Json[] = [];
-  for (const line of body.split(/\r?\n|\r/)) {
-    if (!line.startsWith('data:')) continue;
-    try {
-      chunks.push(asObject(JSON.parse(line.slice(5).trim())));
-    } catch {
-      // a keep-alive or a partial line
-    }
-  }
-  return chunks;
 }
 
 /**
@@ -196,16 +182,4 @@ function toolResultOf(answer: Json): ToolResult {
   if (typeof answer.name === 'string') result.name = answer.name;
   if (asObject(response).error !== undefined) result.isError = true;
   return result;
-}
-
-function count(value: unknown): number | null {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null;
-}
-
-function asObject(value: unknown): Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : {};
-}
-
-function asArray(value: unknown): unknown[] {
-  return Array.isArray(value) ? value : [];
 }

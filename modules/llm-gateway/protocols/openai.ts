@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ApiRoute, GatewayErrorKind, ProviderCodec, RequestFacts, ResponseFacts, ToolCall, ToolResult, Usage } from '../protocol.js';
+import { parseJson, sseData, count, asObject, asArray, type Json } from './json.js';
 
 /**
  * The OpenAI API as Codex CLI (Responses), OpenCode (Chat Completions) and OpenAI-compatible servers
@@ -10,7 +11,6 @@ import type { ApiRoute, GatewayErrorKind, ProviderCodec, RequestFacts, ResponseF
  * whose response carries the usage.
  */
 
-type Json = Record<string, unknown>;
 
 const MODEL_LISTING = /^\/v1\/models(?:\/(.+))?$/;
 
@@ -306,46 +306,10 @@ function emptyFacts(): ResponseFacts {
   };
 }
 
-/** The JSON `data:` payloads of a server-sent event stream; `[DONE]`, keep-alives and partial lines are skipped. */
-function sseData(body: string): Json[] {
-  const out: Json[] = [];
-  for (const line of body.split(/\r?\n|\r/)) {
-    if (!line.startsWith('data:')) continue;
-    const data = line.slice(5).trim();
-    if (!data || data === '[DONE]') continue;
-    try {
-      out.push(asObject(JSON.parse(data)));
-    } catch {
-      // not JSON: ignored
-    }
-  }
-  return out;
-}
-
-function parseJson(body: string): Json {
-  try {
-    return asObject(JSON.parse(body));
-  } catch {
-    return {};
-  }
-}
-
 function decodeModel(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
     return segment;
   }
-}
-
-function count(value: unknown): number | null {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null;
-}
-
-function asObject(value: unknown): Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : {};
-}
-
-function asArray(value: unknown): unknown[] {
-  return Array.isArray(value) ? value : [];
 }

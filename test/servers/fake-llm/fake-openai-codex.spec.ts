@@ -1,14 +1,13 @@
-import { spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { agentLlmSetup, loadAgent, projectCliBin } from '../../../modules/agents/agent-registry.js';
+import { projectCliBin } from '../../../modules/agents/agent-registry.js';
+import { AGENT_UID, filesUnder, prepareDirectRun, runStartScript } from './direct-run.js';
 import { startFakeOpenAI } from './fake-openai.js';
 import type { FakeLlmServer } from './types.js';
 
 const KEY = 'fake-gateway-token-openai-codex';
-const AGENT_UID = 4242;
 
 async function post(url: string, body: unknown, key = KEY): Promise<{ status: number; text: string }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
@@ -155,70 +154,5 @@ describe('Codex CLI against the fake OpenAI API', () => {
   );
 });
 
-/** A fresh agent home and workspace, the adapter's files written, and the environment the sandbox would pass. */
-function prepareRun(root: string, fakeUrl: string): { home: string; workspace: string; env: Record<string, string>; model: string } {
-  const home = path.join(root, 'home');
-  const workspace = path.join(root, 'workspace');
-  mkdirSync(home);
-  mkdirSync(workspace);
-  writeFileSync(path.join(workspace, 'description.md'), '# Task\nTrain a model.\n');
-  writeFileSync(path.join(workspace, 'instructions.md'), 'Write code/train.py, run it, submit.\n');
-  const spec = loadAgent('codex-cli');
-  const llm = spec.llm!;
-  // The fake serves OpenAI's own paths: `{gateway}/openai/v1` is the fake's `/v1`.
-  const direct = (entries: Record<string, string> = {}) => Object.fromEntries(Object.entries(entries).map(([k, v]) => [k, v.replaceAll('{gateway}/openai', fakeUrl)]));
-  const setup = agentLlmSetup({ ...llm, env: direct(llm.env), files: direct(llm.files) }, { gateway: 'http://127.0.0.1:1', token: KEY, model: llm.defaultModel, home, workspace });
-  for (const [rel, content] of Object.entries(setup.files)) {
-    mkdirSync(path.dirname(path.join(home, rel)), { recursive: true });
-    writeFileSync(path.join(home, rel), content);
-  }
-  if (process.getuid?.() === 0) chownTree(root, AGENT_UID);
-  const env = {
-    ...setup.env,
-    PATH: `${projectCliBin()}:/usr/local/bin:/usr/bin:/bin`,
-    HOME: home,
-    LANG: 'C.UTF-8',
-    WORKSPACE: workspace,
-    LLM_MODEL: llm.defaultModel,
-    A2RL_AGENT_DIR: spec.dir!,
-    GRADING_SERVER_URL: 'http://127.0.0.1:1',
-  };
-  return { home, workspace, env, model: llm.defaultModel };
-}
-
-function filesUnder(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(path.join(dir, e.name)) : e.isFile() ? [path.join(dir, e.name)] : []));
-}
-
-function chownTree(dir: string, uid: number): void {
-  chownSync(dir, uid, uid);
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, entry.name);
-    if (entry.isDirectory()) chownTree(p, uid);
-    else chownSync(p, uid, uid);
-  }
-}
-
-/** Runs start.sh with exactly `env` (as uid 4242 when root); the exit code and the output's last 2000 characters. */
-function runAgent(env: Record<string, string>, cwd: string, timeoutMs: number): Promise<{ code: number | null; tail: string }> {
-  const start = path.join(env.A2RL_AGENT_DIR, 'start.sh');
-  const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
-  const asAgent = process.getuid?.() === 0 ? ['setpriv', `--reuid=${AGENT_UID}`, `--regid=${AGENT_UID}`, '--clear-groups'] : [];
-  const argv = [...asAgent, 'env', '-i', ...pairs, 'bash', start];
-  return new Promise((resolve) => {
-    const child = spawn(argv[0], argv.slice(1), { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    let output = '';
-    const keep = (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-2000));
-    child.stdout.on('data', keep);
-    child.stderr.on('data', keep);
-    const timer = setTimeout(() => {
-      output += '\n[killed after timeout]';
-      if (child.pid) process.kill(-child.pid, 'SIGKILL');
-    }, timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, tail: output });
-    });
-  });
-}
+const prepareRun = (root: string, fakeUrl: string) => prepareDirectRun(root, { agent: 'codex-cli', gatewayPrefix: '{gateway}/openai', fakeUrl, token: KEY });
+const runAgent = runStartScript;
