@@ -27,7 +27,7 @@ function readLock(file: string): Record<string, { version?: string; optional?: b
   return (JSON.parse(readFileSync(file, 'utf8')) as { packages: Record<string, { version?: string; optional?: boolean }> }).packages;
 }
 
-/** `npm ci` in infra/agent-clis unless already installed; install scripts stay off (none of the CLIs needs one to run). */
+/** Installs infra/agent-clis at its lock's versions unless already there; install scripts stay off (none of the CLIs needs one to run). */
 export function installAgentClis(opts: { log?: (line: string) => void; force?: boolean } = {}): void {
   const dir = agentClisDir();
   if (!opts.force && agentClisInstalled(dir)) {
@@ -35,5 +35,7 @@ export function installAgentClis(opts: { log?: (line: string) => void; force?: b
     return;
   }
   opts.log?.(`installing the agent CLIs pinned in ${dir}/package-lock.json …`);
-  execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--ignore-scripts'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] });
+  // `npm install` at the locked versions rather than `npm ci`: the CLIs' other-platform binaries are
+  // optional packages a registry mirror may not carry, which `npm ci` refuses and `npm install` skips.
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] });
 }
