@@ -27,7 +27,7 @@ function readLock(file: string): Record<string, { version?: string; optional?: b
   return (JSON.parse(readFileSync(file, 'utf8')) as { packages: Record<string, { version?: string; optional?: boolean }> }).packages;
 }
 
-/** Installs infra/agent-clis at its lock's versions unless already there; install scripts stay off (none of the CLIs needs one to run). */
+/** Installs infra/agent-clis at its lock's versions unless already there. */
 export function installAgentClis(opts: { log?: (line: string) => void; force?: boolean } = {}): void {
   const dir = agentClisDir();
   if (!opts.force && agentClisInstalled(dir)) {
@@ -37,5 +37,6 @@ export function installAgentClis(opts: { log?: (line: string) => void; force?: b
   opts.log?.(`installing the agent CLIs pinned in ${dir}/package-lock.json …`);
   // `npm install` at the locked versions rather than `npm ci`: the CLIs' other-platform binaries are
   // optional packages a registry mirror may not carry, which `npm ci` refuses and `npm install` skips.
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] });
+  // Claude Code's and OpenCode's postinstall put their native binary in place (allowScripts in package.json names them).
+  execFileSync('npm', ['install', '--no-audit', '--no-fund'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] });
 }
