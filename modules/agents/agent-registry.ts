@@ -1,5 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
 
@@ -121,7 +120,7 @@ export function resolveCommand(name: string, env: NodeJS.ProcessEnv = process.en
     let real: string;
     try {
       real = realpathSync(file);
-      execFileSync('test', ['-x', real], { stdio: 'ignore' });
+      accessSync(real, constants.X_OK);
     } catch {
       continue;
     }

@@ -1,12 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { rm } from 'node:fs/promises';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { EventData } from '../ledger/events/catalog.js';
-import { restrictSocket, type SocketOwner } from '../runs/sandbox/unix-socket.js';
+import PQueue from 'p-queue';
+import { listenUnix, type SocketOwner } from '../runs/sandbox/unix-socket.js';
 import { costOf, priceTable } from './prices.js';
-import type { ApiRoute, GatewayErrorKind, Provider, ProviderCodec, RequestFacts, ResponseFacts, Usage } from './protocol.js';
+import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type Provider, type ProviderCodec, type RequestFacts, type ResponseFacts, type Usage } from './protocol.js';
 
 /**
  * The run's LLM gateway: the agent's only way to its model. It serves `/<provider>/<path>` with
@@ -103,9 +103,8 @@ interface Call {
   timerPaused?: boolean;
   outcome?: Outcome;
   error?: string;
-  /** Resolves when the previous call's record is written (records go in callId order). */
-  previous: Promise<void>;
-  recorded: () => void;
+  /** Hands the call's record (or nothing, when it could not be made) to its place in the record queue. */
+  deliver: (data: EventData<'LlmCallRecorded'> | undefined) => void;
 }
 
 class Gateway implements LlmGateway {
@@ -120,7 +119,8 @@ class Gateway implements LlmGateway {
   private readonly timeoutMs: number;
   private readonly prices = priceTable();
   private arrivals = 0;
-  private tail: Promise<void> = Promise.resolve();
+  /** Records are appended in callId order: each call takes its place at arrival and is written when it ends. */
+  private readonly records = new PQueue({ concurrency: 1 });
   private closing?: Promise<void>;
   private sum = { calls: 0, tokens: 0, costUsd: 0, unpriced: 0 };
   private readonly limitsNoted = new Set<string>();
@@ -142,20 +142,17 @@ class Gateway implements LlmGateway {
 
   async listen(): Promise<void> {
     const where = this.options.listen;
-    if ('path' in where) await rm(where.path, { force: true });
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      if ('path' in where) this.server.listen(where.path, () => resolve());
-      else this.server.listen(where.port, where.host ?? '127.0.0.1', () => resolve());
-    });
-    this.server.on('error', (err) => this.options.onError?.(err));
     if ('path' in where) {
-      await restrictSocket(where.path, where.owner);
-      this.removeSocket = () => rm(where.path, { force: true });
+      this.removeSocket = await listenUnix(this.server, where.path, where.owner);
     } else {
+      await new Promise<void>((resolve, reject) => {
+        this.server.once('error', reject);
+        this.server.listen(where.port, where.host ?? '127.0.0.1', () => resolve());
+      });
       const { address, port } = this.server.address() as AddressInfo;
       this.url = `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
     }
+    this.server.on('error', (err) => this.options.onError?.(err));
   }
 
   totals(): { calls: number; tokens: number; costUsd: number | null } {
@@ -180,13 +177,9 @@ class Gateway implements LlmGateway {
     await this.removeSocket?.();
   }
 
-  /** Waits for the record chain, including calls that arrived while it was waited for. */
-  private async recordsWritten(): Promise<void> {
-    let tail: Promise<void>;
-    do {
-      tail = this.tail;
-      await tail;
-    } while (tail !== this.tail);
+  /** Waits for the record queue, including calls that arrived while it was waited for. */
+  private recordsWritten(): Promise<void> {
+    return this.records.onIdle();
   }
 
   // ── one request ────────────────────────────────────────────────────────────────────────────────
@@ -212,9 +205,12 @@ class Gateway implements LlmGateway {
 
   /** Registers a routed request: its callId, its place in the record order, its client's hang-up. */
   private open(codec: ProviderCodec, route: ApiRoute, path: string, query: URLSearchParams, req: IncomingMessage, res: ServerResponse): Call {
-    let recorded!: () => void;
-    const previous = this.tail;
-    this.tail = new Promise<void>((resolve) => (recorded = resolve));
+    let deliver!: Call['deliver'];
+    const ready = new Promise<EventData<'LlmCallRecorded'> | undefined>((resolve) => (deliver = resolve));
+    void this.records.add(async () => {
+      const data = await ready;
+      if (data) await this.options.record(data).catch((err: unknown) => this.options.onError?.(err));
+    });
     const call: Call = {
       id: `llm-${++this.arrivals}`,
       codec,
@@ -235,8 +231,7 @@ class Gateway implements LlmGateway {
       truncated: false,
       ownBody: false,
       streamed: false,
-      previous,
-      recorded,
+      deliver,
     };
     this.inflight.add(call);
     res.on('close', () => {
@@ -471,7 +466,7 @@ class Gateway implements LlmGateway {
   }
 
   private responseFactsOf(call: Call): ResponseFacts {
-    const none: ResponseFacts = { model: null, usage: NO_USAGE, stopReason: null, text: null, toolCalls: [] };
+    const none = emptyResponseFacts();
     if (call.ownBody || call.status === null) return none;
     try {
       return call.codec.responseFacts(call.route, call.status, Buffer.concat(call.sent).toString('utf8'), call.streamed);
@@ -491,13 +486,7 @@ class Gateway implements LlmGateway {
     } catch (err) {
       this.options.onError?.(err);
     }
-    await call.previous;
-    try {
-      if (data) await this.options.record(data);
-    } catch (err) {
-      this.options.onError?.(err);
-    }
-    call.recorded();
+    call.deliver(data);
   }
 
   private recordOf(call: Call, answer: ResponseFacts, costUsd: number | null, request: BlobRef, response: BlobRef | undefined): EventData<'LlmCallRecorded'> {
@@ -551,7 +540,6 @@ class Gateway implements LlmGateway {
 
 // ── helpers ──────────────────────────────────────────────────────────────────────────────────────
 
-const NO_USAGE: Usage = { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null };
 
 /** Not forwarded: hop-by-hop headers, the agent's view of the host and length, and encodings the gateway could not read. */
 const DROPPED_REQUEST_HEADERS = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding', 'expect']);

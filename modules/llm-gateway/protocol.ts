@@ -63,6 +63,17 @@ export interface ResponseFacts {
   error?: string;
 }
 
+/** Facts before anything of a response is read: every codec starts from these. */
+export function emptyResponseFacts(): ResponseFacts {
+  return {
+    model: null,
+    usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null },
+    stopReason: null,
+    text: null,
+    toolCalls: [],
+  };
+}
+
 export type GatewayErrorKind = 'auth' | 'not_found' | 'bad_request' | 'limit' | 'upstream' | 'timeout';
 
 export interface ProviderCodec {

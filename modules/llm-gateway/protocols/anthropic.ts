@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ApiRoute, GatewayErrorKind, ProviderCodec, RequestFacts, ResponseFacts, ToolCall, ToolResult, Usage } from '../protocol.js';
+import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type ProviderCodec, type RequestFacts, type ResponseFacts, type ToolCall, type ToolResult, type Usage } from '../protocol.js';
 import { parseJson, sseData, count, asObject, asArray, type Json } from './json.js';
 
 /**
@@ -59,7 +59,7 @@ export const anthropicCodec: ProviderCodec = {
   },
 
   responseFacts(route, status, body, streamed) {
-    const facts = emptyFacts();
+    const facts = emptyResponseFacts();
     if (streamed) readStream(facts, sseData(body));
     else readJson(facts, route, parseJson(body));
     if (facts.error === undefined && status >= 400) facts.error = `HTTP ${status}`;
@@ -127,16 +127,6 @@ function contentText(content: unknown): string {
 }
 
 // ── response ──────────────────────────────────────────────────────────────────────────────────
-
-function emptyFacts(): ResponseFacts {
-  return {
-    model: null,
-    usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null },
-    stopReason: null,
-    text: null,
-    toolCalls: [],
-  };
-}
 
 function readJson(facts: ResponseFacts, route: ApiRoute, body: Json): void {
   if (readError(facts, body)) return;

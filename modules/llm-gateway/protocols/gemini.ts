@@ -1,14 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type {
-  ApiRoute,
-  GatewayErrorKind,
-  ProviderCodec,
-  RequestFacts,
-  ResponseFacts,
-  ToolCall,
-  ToolResult,
-  Usage,
-} from '../protocol.js';
+import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type ProviderCodec, type RequestFacts, type ResponseFacts, type ToolCall, type ToolResult, type Usage } from '../protocol.js';
 import { sseData, count, asObject, asArray, type Json } from './json.js';
 
 /**
@@ -75,7 +66,7 @@ export const geminiCodec: ProviderCodec = {
   },
 
   responseFacts(route, status, body, streamed) {
-    const facts = emptyFacts();
+    const facts = emptyResponseFacts();
     if (route.api === 'models') return facts;
     const chunks = streamed ? sseData(body) : jsonChunks(body);
     if (route.api === 'countTokens') facts.usage.inputTokens = count(chunks[0]?.totalTokens);
@@ -107,16 +98,6 @@ function decodeModel(segment: string): string {
   } catch {
     return segment;
   }
-}
-
-function emptyFacts(): ResponseFacts {
-  return {
-    model: null,
-    usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null },
-    stopReason: null,
-    text: null,
-    toolCalls: [],
-  };
 }
 
 /** One GenerateContentResponse, or the JSON array streamGenerateContent answers without `alt=sse`. */

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ApiRoute, GatewayErrorKind, ProviderCodec, RequestFacts, ResponseFacts, ToolCall, ToolResult, Usage } from '../protocol.js';
+import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type ProviderCodec, type RequestFacts, type ResponseFacts, type ToolCall, type ToolResult, type Usage } from '../protocol.js';
 import { parseJson, sseData, count, asObject, asArray, type Json } from './json.js';
 
 /**
@@ -59,7 +59,7 @@ export const openaiCodec: ProviderCodec = {
   },
 
   responseFacts(route, status, body, streamed) {
-    const facts = emptyFacts();
+    const facts = emptyResponseFacts();
     if (route.api === 'models') return facts;
     if (route.api === 'chat.completions') {
       if (streamed) addChatChunks(facts, sseData(body));
@@ -294,16 +294,6 @@ function errorMessage(body: Json): string | null {
   if (typeof error === 'string') return error;
   const message = asObject(error).message;
   return typeof message === 'string' ? message : null;
-}
-
-function emptyFacts(): ResponseFacts {
-  return {
-    model: null,
-    usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null },
-    stopReason: null,
-    text: null,
-    toolCalls: [],
-  };
 }
 
 function decodeModel(segment: string): string {

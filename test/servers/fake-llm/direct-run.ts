@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { agentLlmSetup, loadAgent, projectCliBin } from '../../../modules/agents/agent-registry.js';
+import type { FakeLlmServer } from './types.js';
 
 // Runs a real agent CLI's adapter (start.sh) straight against a fake upstream, without the harness:
 // the adapter's declared environment and home files with the gateway's prefix pointed at the fake,
@@ -84,4 +85,15 @@ export function runStartScript(env: Record<string, string>, cwd: string, timeout
       resolve({ code, tail: output });
     });
   });
+}
+
+/** A fake in `hang` mode: waits until `request` has arrived, closes the fake, and says how the request ended. */
+export async function closeWhileHanging(fake: FakeLlmServer, request: Promise<unknown>): Promise<'answered' | 'failed'> {
+  const pending = request.then(
+    () => 'answered' as const,
+    () => 'failed' as const,
+  );
+  while (fake.calls.length === 0) await new Promise((r) => setTimeout(r, 20));
+  await fake.close();
+  return pending;
 }

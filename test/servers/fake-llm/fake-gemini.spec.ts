@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectCliBin } from '../../../modules/agents/agent-registry.js';
-import { AGENT_UID, prepareDirectRun, runStartScript } from './direct-run.js';
+import { AGENT_UID, closeWhileHanging, prepareDirectRun, runStartScript } from './direct-run.js';
 import { geminiCodec } from '../../../modules/llm-gateway/protocols/gemini.js';
 import { startFakeGemini } from './fake-gemini.js';
 import type { FakeLlmServer } from './types.js';
@@ -95,14 +95,9 @@ describe('fake Gemini API', () => {
     await fake.close();
 
     fake = await startFakeGemini({ script: ['echo x'], mode: 'hang' });
-    const pending = post(`${fake.url}/v1beta/models/m:streamGenerateContent?alt=sse`, { contents: [] }).then(
-      () => 'answered',
-      () => 'failed',
-    );
-    while (fake.calls.length === 0) await new Promise((r) => setTimeout(r, 20));
-    await fake.close();
+    const hung = fake;
     fake = undefined;
-    expect(await pending).toBe('failed');
+    expect(await closeWhileHanging(hung, post(`${hung.url}/v1beta/models/m:streamGenerateContent?alt=sse`, { contents: [] }))).toBe('failed');
   });
 });
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { projectCliBin } from '../../../modules/agents/agent-registry.js';
-import { AGENT_UID, filesUnder, prepareDirectRun, runStartScript } from './direct-run.js';
+import { AGENT_UID, closeWhileHanging, filesUnder, prepareDirectRun, runStartScript } from './direct-run.js';
 import { startFakeOpenAI } from './fake-openai.js';
 import type { FakeLlmServer } from './types.js';
 
@@ -69,14 +69,9 @@ describe('fake OpenAI API', () => {
     await fake.close();
 
     fake = await startFakeOpenAI({ script: ['echo x'], mode: 'hang' });
-    const pending = post(`${fake.url}/v1/chat/completions`, { model: 'm', stream: true, messages: [] }).then(
-      () => 'answered',
-      () => 'failed',
-    );
-    while (fake.calls.length === 0) await new Promise((r) => setTimeout(r, 20));
-    await fake.close();
+    const hung = fake;
     fake = undefined;
-    expect(await pending).toBe('failed');
+    expect(await closeWhileHanging(hung, post(`${hung.url}/v1/chat/completions`, { model: 'm', stream: true, messages: [] }))).toBe('failed');
   });
 });
 
