@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { CampaignsModule } from '../modules/campaigns/campaigns.module.js';
 import { ArtifactsModule } from '../modules/artifacts/artifacts.module.js';
 import { GradingModule } from '../modules/grading/grading.module.js';
 import { HealthModule } from '../modules/health/health.module.js';
@@ -10,6 +11,6 @@ import { AdaptersModule } from './composition.js';
 
 /** The application: the composition root's adapters (global) and the feature modules that use them. */
 @Module({
-  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, QueryModule],
+  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule],
 })
 export class AppModule {}

@@ -64,6 +64,23 @@ export interface RunRequest {
   allowNet?: string[];
   /** Where to say the run is unsandboxed; defaults to stderr. */
   warn?: (message: string) => void;
+  /** The campaign job this run is an attempt of (recorded in RunScheduled). */
+  campaign?: { id: string; cell: number; attempt: number };
+  /** Called once RunScheduled is recorded, before anything else; a throw fails the run's set-up. */
+  onScheduled?: (runId: string) => Promise<void>;
+  /** Grade the baseline afresh instead of taking it from the cache (a campaign measuring the noise floor). */
+  freshBaseline?: boolean;
+  /** GPU ids this run holds on its worker: the agent's CUDA_VISIBLE_DEVICES. */
+  gpus?: string[];
+}
+
+/** How a run stored in the ledger ended, as a campaign needs it (see RunService.settleRun). */
+export interface RunOutcome {
+  state: 'completed' | 'interrupted';
+  best: number | null;
+  baseline: number | null;
+  /** Whether this call recorded the RunInterrupted (the run had been left open). */
+  interruptedNow: boolean;
 }
 
 export interface RunProgress {
@@ -186,6 +203,38 @@ export class RunService {
     await Promise.all([...this.agents.values()].map((agent) => agent.kill('killed')));
   }
 
+  /** Stops one run's agent as at budget expiry; the run then closes as usual. False when it is not running here. */
+  async stop(runId: string): Promise<boolean> {
+    const agent = this.agents.get(runId);
+    if (!agent) return false;
+    await agent.kill('killed');
+    return true;
+  }
+
+  /**
+   * How a stored run ended. A run left open by a harness that is gone (a worker that died; the caller
+   * knows it is gone) is recorded interrupted and sealed first. Its lock, if on this machine, is removed.
+   */
+  async settleRun(runId: string, reason: string): Promise<RunOutcome> {
+    let best: number | null = null;
+    let baseline: number | null = null;
+    let state: RunOutcome['state'] | null = null;
+    for await (const event of this.ledger.events(runId)) {
+      if (event.type === 'SubmissionGraded') best = Math.max(best ?? -Infinity, event.data.score);
+      if (event.type === 'BaselineEvaluated') baseline = event.data.score;
+      if (event.type === 'RunCompleted') state = 'completed';
+      if (event.type === 'RunInterrupted') state = 'interrupted';
+      if (event.type === 'RunResumed') state = null;
+    }
+    if (state !== null) return { state, best, baseline, interruptedNow: false };
+    const lock = this.locks.list().find((l) => l.runId === runId);
+    if (lock?.pidFile) await this.launcher.killLeftovers(lock.pidFile).catch(() => 0);
+    await this.ledger.record(runId, 'RunInterrupted', { reason: reason.slice(0, 4000) });
+    await this.sealStored(runId);
+    if (lock) this.locks.remove(runId);
+    return { state: 'interrupted', best, baseline, interruptedNow: true };
+  }
+
   async run(request: RunRequest): Promise<RunSummary> {
     if (this.interrupted) throw new Error('interrupted by the operator: no new run is started');
     const session = this.openSession(request);
@@ -250,8 +299,10 @@ export class RunService {
       budgetSeconds: request.budgetSeconds,
       seed: request.seed,
       mode: request.mode ?? 'free',
+      ...(request.campaign ? { campaign: { ...request.campaign } } : {}),
     });
     this.locks.write(s.lock);
+    await request.onScheduled?.(s.runId);
   }
 
   private async prepareWorkspace(s: RunSession): Promise<void> {
@@ -316,10 +367,10 @@ export class RunService {
     const { task } = s;
     const prepared = s.prepared!;
     const evaluation = (s.evaluation = createEvaluationContext(loadServingConfig(), 'cpu'));
-    const baseline = await this.baselines.getOrGrade(
-      { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion },
-      async () => (await task.evaluate(prepared.layout.baseModelDir, prepared.privateDir, undefined, evaluation)).score,
-    );
+    const grade = async () => (await task.evaluate(prepared.layout.baseModelDir, prepared.privateDir, undefined, evaluation)).score;
+    const baseline = s.request.freshBaseline
+      ? { score: await grade(), cached: false }
+      : await this.baselines.getOrGrade({ task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion }, grade);
     s.baseline = baseline.score;
     await this.record(s, 'BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
   }
@@ -485,6 +536,7 @@ export class RunService {
       ...egress,
       A2RL_AGENT_DIR: agentDir,
       ...(driver ? { LLM_MODEL: driver } : {}),
+      ...(request.gpus ? { CUDA_VISIBLE_DEVICES: request.gpus.join(',') } : {}),
       ...(spec.llm ? llm.env : passThroughEnv(spec)),
     };
     const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];

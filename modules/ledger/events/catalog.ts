@@ -453,6 +453,8 @@ export class RunRetried {
   /** The new attempt's number. */
   @IsInt() @Min(2) attempt!: number;
   @IsString() @MaxLength(4096) reason!: string;
+  /** The worker handed the job back (it was shutting down): no retry of `retries` is used up. */
+  @IsOptional() @IsBoolean() handedBack?: boolean;
 }
 
 /** Every cell has its result (completed) or has used up its retries (failed). */
