@@ -24,16 +24,17 @@ import type {
 } from '../../modules/ledger/event-store.port.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { decodeEvent } from '../../modules/ledger/events/envelope.js';
-import { RUN_STREAM_PREFIX } from '../../modules/ledger/events/ids.js';
+import { CAMPAIGN_STREAM_PREFIX, RUN_STREAM_PREFIX } from '../../modules/ledger/events/ids.js';
 
 const BACKEND = 'kurrentdb';
 /** Server-side filter: $all also carries system streams and other applications' streams. */
 const RUN_STREAMS = () => streamNameFilter({ prefixes: [RUN_STREAM_PREFIX] });
+const CAMPAIGN_STREAMS = () => streamNameFilter({ prefixes: [CAMPAIGN_STREAM_PREFIX] });
 
 /**
  * EventStore on KurrentDB/EventStoreDB through the official gRPC client. One KurrentDB stream per
- * run; events are stored as `application/octet-stream` holding the canonical JSON bytes, so what
- * is read back is byte-identical to what was hashed. Catch-up subscriptions only: projections and
+ * run or campaign; events are stored as `application/octet-stream` holding the canonical JSON bytes,
+ * so what is read back is byte-identical to what was hashed. Catch-up subscriptions only: projections and
  * persistent subscriptions are deliberately not used (not replayable, not ordered).
  */
 export class KurrentDbEventStore implements EventStore {
@@ -130,7 +131,7 @@ export class KurrentDbEventStore implements EventStore {
     const events = this.client.readAll({
       fromPosition: after ?? START,
       maxCount: after ? Math.min(limit + 1, Number.MAX_SAFE_INTEGER) : limit,
-      filter: RUN_STREAMS(),
+      filter: options.category === 'campaign' ? CAMPAIGN_STREAMS() : RUN_STREAMS(),
     });
     let yielded = 0;
     for await (const e of guard(events, 'reading $all')) {
@@ -206,7 +207,7 @@ function toRecorded(resolved: ResolvedEvent): RecordedEvent {
   if (!e) throw new Error('KurrentDB returned a link without its event; run streams never contain links');
   // Events are written as octet-stream; a JSON event in a run stream was written by someone else.
   const data = e.isJson ? JSON.stringify(e.data) : (e.data as Uint8Array);
-  return { stream: e.streamId, revision: e.revision, position: encodePosition(e.position, e.streamId), event: decodeEvent(data), bytes: Buffer.from(data) };
+  return { stream: e.streamId, revision: e.revision, position: encodePosition(e.position, e.streamId), event: decodeEvent(data), bytes: Buffer.from(data), stored: { id: e.id, type: e.type } };
 }
 
 /** Opaque to callers: `<commit>:<prepare>`. */

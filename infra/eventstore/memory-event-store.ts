@@ -11,6 +11,7 @@ import type {
 } from '../../modules/ledger/event-store.port.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { decodeEvent } from '../../modules/ledger/events/envelope.js';
+import { CAMPAIGN_STREAM_PREFIX, RUN_STREAM_PREFIX } from '../../modules/ledger/events/ids.js';
 
 interface StoredRow {
   stream: string;
@@ -42,7 +43,8 @@ export class MemoryLedger {
  * In-memory EventStore for unit tests and throwaway runs, with the exact semantics of the durable
  * adapters (same contract suite): the shared append rules, exact expected revisions, dedupe of
  * retried appends by id and canonical bytes, canonical bytes kept as stored and decoded (upcast) on
- * every read, gap-free `readAll` in commit order, catch-up-then-live subscriptions.
+ * every read, gap-free `readAll` in commit order (run or campaign streams), catch-up-then-live
+ * subscriptions (run streams).
  *
  * An append commits synchronously inside `append()` (JavaScript runs one append at a time), so
  * racing writers get exactly one winner, like a transaction would give them. Nothing survives the
@@ -81,10 +83,14 @@ export class MemoryEventStore implements EventStore {
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
     this.assertOpen();
     const after = parsePosition(options.after, this.ledger);
+    const prefix = options.category === 'campaign' ? CAMPAIGN_STREAM_PREFIX : RUN_STREAM_PREFIX;
     // Bounded by the end at the time of the call: a reader that appends while it reads still ends.
-    const to = Math.min(this.ledger.rows.length, after + (options.maxCount ?? Infinity));
-    for (let i = after; i < to; i++) {
+    const end = this.ledger.rows.length;
+    let left = options.maxCount ?? Infinity;
+    for (let i = after; i < end && left > 0; i++) {
       this.assertOpen();
+      if (!this.ledger.rows[i].stream.startsWith(prefix)) continue;
+      left -= 1;
       yield toRecorded(this.ledger.rows[i], i);
     }
   }
@@ -166,7 +172,8 @@ class MemorySubscription implements Subscription {
       while (!this.closed) {
         if (this.next < this.ledger.rows.length) {
           const index = this.next++;
-          yield toRecorded(this.ledger.rows[index], index);
+          // Run streams only (campaign streams are read with readAll's campaign category).
+          if (this.ledger.rows[index].stream.startsWith(RUN_STREAM_PREFIX)) yield toRecorded(this.ledger.rows[index], index);
           continue;
         }
         await new Promise<void>((resolve) => {

@@ -8,6 +8,7 @@ import type {
   ReadAllOptions,
   ReadStreamOptions,
   RecordedEvent,
+  StreamCategory,
   Subscription,
 } from '../../modules/ledger/event-store.port.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
@@ -37,6 +38,9 @@ interface EventRow {
   stream: string;
   revision: string;
   data: Buffer;
+  /** Selected by stream reads only (RecordedEvent.stored). */
+  id?: string;
+  type?: string;
 }
 
 interface Cursor {
@@ -140,8 +144,9 @@ export class PostgresEventStore implements EventStore {
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
     let after = parsePosition(options.after);
     let left = options.maxCount ?? Infinity;
+    const category = options.category ?? 'run';
     while (left > 0) {
-      const rows = await this.page(after, Math.min(PAGE_SIZE, left));
+      const rows = await this.page(after, Math.min(PAGE_SIZE, left), category);
       for (const row of rows) yield toRecorded(row);
       if (rows.length < PAGE_SIZE) return;
       after = cursorOf(rows[rows.length - 1]);
@@ -168,9 +173,9 @@ export class PostgresEventStore implements EventStore {
     await this.pool.end();
   }
 
-  /** @internal One page of the all-stream after `after`, only below the oldest running transaction. */
-  page(after: Cursor, limit: number): Promise<EventRow[]> {
-    return this.query<EventRow>(this.sql.allPage, [after.transactionId, after.globalPosition, limit]);
+  /** @internal One page of the category's streams after `after`, only below the oldest running transaction. */
+  page(after: Cursor, limit: number, category: StreamCategory = 'run'): Promise<EventRow[]> {
+    return this.query<EventRow>(category === 'campaign' ? this.sql.campaignPage : this.sql.allPage, [after.transactionId, after.globalPosition, limit]);
   }
 
   /** @internal A dedicated connection listening for appends to this schema (caller ends it). */
@@ -284,6 +289,8 @@ export class PostgresEventStore implements EventStore {
         UNIQUE (stream, revision)
       )`);
       await client.query(`CREATE INDEX IF NOT EXISTS events_commit_order ON ${s}.events (transaction_id, global_position)`);
+      // Campaign streams are a sliver of the ledger: their reads walk this partial index, not the run events.
+      await client.query(`CREATE INDEX IF NOT EXISTS events_campaign_commit_order ON ${s}.events (transaction_id, global_position) WHERE stream LIKE 'campaign-%'`);
       await client.query(`CREATE TABLE IF NOT EXISTS ${s}.streams (
         stream   text   PRIMARY KEY,
         revision bigint NOT NULL
@@ -409,12 +416,21 @@ function statements(s: string) {
     appendNew: appendStatement(s, `INSERT INTO ${s}.streams (stream, revision) VALUES ($1, $7) ON CONFLICT (stream) DO NOTHING RETURNING 1`),
     appendAt: appendStatement(s, `UPDATE ${s}.streams SET revision = $7 WHERE stream = $1 AND revision = $8 RETURNING 1`),
     range: `SELECT ${columns}, id FROM ${s}.events WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision`,
-    streamPage: `SELECT ${columns} FROM ${s}.events WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
-    allPage: `SELECT ${columns} FROM ${s}.events
+    streamPage: `SELECT ${columns}, id, type FROM ${s}.events WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
+    // The run category: the commit-order index, with the stream filter applied to the rows it walks.
+    allPage: allPage(s, `stream LIKE 'run-%'`),
+    // The campaign category: the partial index events_campaign_commit_order (same predicate, word for word).
+    campaignPage: allPage(s, `stream LIKE 'campaign-%'`),
+  };
+}
+
+/** All-stream page in commit order, below the oldest running transaction, of the streams `streams` selects. */
+function allPage(s: string, streams: string): string {
+  return `SELECT transaction_id, global_position, stream, revision, data FROM ${s}.events
       WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
         AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-      ORDER BY transaction_id, global_position LIMIT $3`,
-  };
+        AND ${streams}
+      ORDER BY transaction_id, global_position LIMIT $3`;
 }
 
 function channelOf(schema: string): string {
@@ -426,7 +442,8 @@ function quoteIdent(name: string): string {
 }
 
 function toRecorded(row: EventRow): RecordedEvent {
-  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data), bytes: Buffer.from(row.data) };
+  const stored = row.type === undefined ? {} : { stored: { id: row.id!, type: row.type } };
+  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data), bytes: Buffer.from(row.data), ...stored };
 }
 
 function cursorOf(row: Pick<EventRow, 'transaction_id' | 'global_position'>): Cursor {

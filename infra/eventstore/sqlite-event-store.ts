@@ -42,6 +42,9 @@ interface EventRow {
   stream: string;
   revision: number;
   data: Buffer;
+  /** Selected by stream reads only (RecordedEvent.stored). */
+  id?: string;
+  type?: string;
 }
 
 /**
@@ -74,13 +77,18 @@ export class SqliteEventStore implements EventStore {
     'INSERT INTO events (stream, revision, id, type, data) VALUES (?, ?, ?, ?, ?)',
   );
   private readonly streamPageStmt = this.db.prepare<[string, number, number], EventRow>(
-    'SELECT position, stream, revision, data FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
+    'SELECT position, stream, revision, data, id, type FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
   );
   // GLOB rather than LIKE: case-sensitive, and '_' is not a wildcard. The unary `+` keeps SQLite
   // from using the (stream, revision) index for the filter, so it walks the primary key in order
   // instead of re-sorting every page.
   private readonly allPageStmt = this.db.prepare<[number, number], EventRow>(
     "SELECT position, stream, revision, data FROM events WHERE position > ? AND +stream GLOB 'run-*' ORDER BY position LIMIT ?",
+  );
+  // Campaign streams are a sliver of the ledger: this one walks the partial index events_campaign
+  // (its WHERE must match the index's word for word), not the run events in between.
+  private readonly campaignPageStmt = this.db.prepare<[number, number], EventRow>(
+    "SELECT position, stream, revision, data FROM events WHERE position > ? AND stream GLOB 'campaign-*' ORDER BY position LIMIT ?",
   );
   // Nested use of a better-sqlite3 transaction function runs in a SAVEPOINT: a failing insert undoes
   // only its own append, never its neighbours in the batch.
@@ -124,6 +132,7 @@ export class SqliteEventStore implements EventStore {
         data     BLOB    NOT NULL,
         UNIQUE (stream, revision)
       ) STRICT`);
+      db.exec(`CREATE INDEX IF NOT EXISTS events_campaign ON events (position) WHERE stream GLOB 'campaign-*'`);
       return new SqliteEventStore(db);
     } catch (error) {
       db?.close();
@@ -168,8 +177,9 @@ export class SqliteEventStore implements EventStore {
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
     let after = parsePosition(options.after);
     let left = options.maxCount ?? Infinity;
+    const page = options.category === 'campaign' ? this.campaignPageStmt : this.allPageStmt;
     while (left > 0) {
-      const rows = this.page(after, Math.min(PAGE_SIZE, left));
+      const rows = this.query(() => page.all(after, Math.min(PAGE_SIZE, left)));
       for (const row of rows) yield toRecorded(row);
       if (rows.length < PAGE_SIZE) return;
       after = rows[rows.length - 1].position;
@@ -196,7 +206,7 @@ export class SqliteEventStore implements EventStore {
     this.db.close();
   }
 
-  /** @internal One page of the all-stream after `position` (used by readAll and subscriptions). */
+  /** @internal One page of the run streams after `position` (what subscriptions read). */
   page(after: number, limit: number): EventRow[] {
     return this.query(() => this.allPageStmt.all(after, limit));
   }
@@ -326,7 +336,8 @@ class SqliteSubscription implements Subscription {
 }
 
 function toRecorded(row: EventRow): RecordedEvent {
-  return { stream: row.stream, revision: BigInt(row.revision), position: String(row.position), event: decodeEvent(row.data), bytes: Buffer.from(row.data) };
+  const stored = row.type === undefined ? {} : { stored: { id: row.id!, type: row.type } };
+  return { stream: row.stream, revision: BigInt(row.revision), position: String(row.position), event: decodeEvent(row.data), bytes: Buffer.from(row.data), ...stored };
 }
 
 function parsePosition(position: string | null | undefined): number {

@@ -34,6 +34,8 @@ export class CampaignRuleError extends Error {
 export function decideCampaign(state: CampaignProgress, command: CampaignCommand): CampaignEvent[] {
   if (command.type === 'schedule') {
     if (state.scheduled) throw new CampaignRuleError(`campaign ${state.campaignId} is already scheduled`);
+    if (!command.plan.cells.length) throw new CampaignRuleError('a campaign needs at least one cell');
+    if (command.plan.cells.some((c, i) => c.cell !== i)) throw new CampaignRuleError('cells must be numbered 0, 1, 2 … in order');
     return [
       { type: 'CampaignScheduled', data: command.plan },
       ...command.plan.cells.map((c): CampaignEvent => ({ type: 'RunRequested', data: { cell: c.cell, attempt: 1 } })),
@@ -63,7 +65,8 @@ export function decideCampaign(state: CampaignProgress, command: CampaignCommand
       }
       if (!retry && state.status !== 'cancelled' && lastOpenCell(state, result.cell)) {
         const completed = state.counts.completed + (result.outcome === 'completed' ? 1 : 0);
-        events.push({ type: 'CampaignCompleted', data: { completed, failed: state.cells.length - completed - state.counts.cancelled } });
+        const cancelled = state.counts.cancelled + (result.outcome === 'cancelled' ? 1 : 0);
+        events.push({ type: 'CampaignCompleted', data: { completed, failed: state.cells.length - completed - cancelled } });
       }
       return events;
     }

@@ -1,9 +1,10 @@
 import type { A2rlEvent } from './events/catalog.js';
 
 /**
- * The EventStore port. One stream per run (`run-<runId>`); a stream's revision equals the event's
- * `seq`. Appends carry the exact expected revision (`'no_stream'` before seq 0), so a retry either
- * deduplicates (same ids at the same revisions) or conflicts; it never duplicates.
+ * The EventStore port. One stream per run (`run-<runId>`) and one per campaign
+ * (`campaign-<campaignId>`); a stream's revision equals the event's `seq`. Appends carry the exact
+ * expected revision (`'no_stream'` before seq 0), so a retry either deduplicates (same ids at the
+ * same revisions) or conflicts; it never duplicates.
  *
  * Positions in the all-stream are opaque strings owned by the adapter: pass back only what the
  * adapter returned. `after` is exclusive; `null`/absent means "from the beginning".
@@ -19,6 +20,12 @@ export interface RecordedEvent {
   event: A2rlEvent;
   /** The event exactly as stored: canonical JSON at the schema version it was written with (what tree heads hash). */
   bytes: Buffer;
+  /**
+   * What the store keeps beside the bytes (its id and type columns, or the server's event metadata),
+   * as read back from readStream, where the adapter has it. Nothing trusts it: `a2rl verify` checks
+   * it against the bytes, since a query that filters on a column would believe a changed one.
+   */
+  stored?: { id: string; type: string };
 }
 
 export interface AppendResult {
@@ -35,9 +42,15 @@ export interface ReadStreamOptions {
   maxCount?: number;
 }
 
+/** Which streams an all-stream read covers: run streams (`run-…`) or campaign streams (`campaign-…`). */
+export type StreamCategory = 'run' | 'campaign';
+
 export interface ReadAllOptions {
   after?: string | null;
+  /** Counts events of the category only. */
   maxCount?: number;
+  /** Default 'run'. Positions of both categories are of the one all-stream, in commit order. */
+  category?: StreamCategory;
 }
 
 /** Catch-up then live: yields everything after the checkpoint in commit order, then new events. */
@@ -50,8 +63,12 @@ export interface EventStore {
   append(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Promise<AppendResult>;
   /** A stream's events in revision order; an unknown stream yields nothing. */
   readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
-  /** Events of all run streams in commit order (gap-free: no later reader sees an earlier position appear). */
+  /**
+   * Events of all run streams (or, with `category: 'campaign'`, of all campaign streams) in commit
+   * order (gap-free: no later reader sees an earlier position appear). No other stream appears.
+   */
   readAll(options?: ReadAllOptions): AsyncIterable<RecordedEvent>;
+  /** Run streams only, like readAll's default category. */
   subscribeAll(options?: { after?: string | null }): Subscription;
   /** Revision of the stream's last event, or null when the stream does not exist. */
   streamRevision(stream: string): Promise<bigint | null>;

@@ -24,6 +24,7 @@ export function formatBytes(n: number): string {
 }
 
 const score = (n: number) => String(Math.round(n * 100) / 100);
+const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const signed = (n: number) => `${n >= 0 ? '+' : '−'}${score(Math.abs(n))}`;
 
 type Summarize<D> = (data: D, ws: (text: string) => string, sizeBefore: (path: string) => number | undefined) => string;
@@ -79,6 +80,20 @@ const SUMMARIES: Summaries = {
     `${d.callId} ${d.provider} ${d.api} ${d.modelAnswered ?? d.modelRequested ?? '?'} → ${d.status} ${d.outcome}, ${d.usage.inputTokens ?? '?'} in / ${d.usage.outputTokens ?? '?'} out${d.toolCalls.length ? `, tools ${d.toolCalls.map((t) => t.name).join(', ')}` : ''}`,
   AgentHomeArchived: (d) => `${d.files.length} files of the agent's home archived${d.skipped ? `, ${d.skipped} skipped` : ''}`,
   LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${d.action}`,
+  // Campaign streams (a campaign's timeline lists them the same way).
+  CampaignScheduled: (d) => {
+    const { tasks, agents, drivers, seeds } = d.matrix;
+    const matrix = [count(tasks.length, 'task'), count(agents.length, 'agent'), ...(drivers.length ? [count(drivers.length, 'driver')] : []), count(seeds, 'seed')];
+    const options = [`budget ${d.budgetSeconds}s`, count(d.retries, 'retry', 'retries'), `${d.queue} queue`, ...(d.concurrency ? [`concurrency ${d.concurrency}`] : []), ...(d.regradeBaseline ? ['baseline regraded'] : [])];
+    return `${count(d.cells.length, 'cell')}: ${matrix.join(' × ')}, ${options.join(', ')}`;
+  },
+  RunRequested: (d) => `cell ${d.cell} attempt ${d.attempt} queued`,
+  RunAssigned: (d) => `cell ${d.cell} attempt ${d.attempt}: run ${d.runId} on ${d.worker.id}${d.gpus.length ? ` (GPUs ${d.gpus.join(',')})` : ''}`,
+  RunFinished: (d) =>
+    `cell ${d.cell} attempt ${d.attempt} ${d.outcome}${d.runId ? ` (run ${d.runId})` : ''}${d.best !== undefined ? `, best ${score(d.best)}` : ''}${d.reason ? `: ${d.reason}` : ''}`,
+  RunRetried: (d) => `cell ${d.cell} ${d.handedBack ? 'handed back' : 'retried'} as attempt ${d.attempt}: ${d.reason}`,
+  CampaignCompleted: (d) => `${d.completed} completed, ${d.failed} failed`,
+  CampaignCancelled: (d) => d.reason ?? 'cancelled',
 };
 
 /**

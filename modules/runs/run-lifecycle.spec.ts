@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { EVENT_TYPES, type EventType } from '../ledger/events/catalog.js';
+import { CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
 import {
   decide,
   evolve,
@@ -69,7 +70,19 @@ const ANY: Record<EventType, () => RunCommand> = {
     },
   }),
   AgentHomeArchived: () => ({ type: 'AgentHomeArchived', data: { files: [], skipped: 0, observedAt: T } }),
+  // Campaign streams' events: refused in a run stream whatever its phase.
+  CampaignScheduled: () => ({
+    type: 'CampaignScheduled',
+    data: { matrix: { tasks: ['t'], agents: ['reference'], drivers: [], seeds: 1 }, cells: [{ cell: 0, task: 't', agent: 'reference', seed: 0, gpus: 0 }], budgetSeconds: 60, retries: 1, queue: 'local' },
+  }),
+  RunRequested: () => ({ type: 'RunRequested', data: { cell: 0, attempt: 1 } }),
+  RunAssigned: () => ({ type: 'RunAssigned', data: { cell: 0, attempt: 1, runId: 'r-1', worker: { id: 'h-1-abcd', host: 'h', pid: 1, gpus: [] }, gpus: [] } }),
+  RunFinished: () => ({ type: 'RunFinished', data: { cell: 0, attempt: 1, runId: 'r-1', outcome: 'completed', best: 40, baseline: 10 } }),
+  RunRetried: () => ({ type: 'RunRetried', data: { cell: 0, attempt: 2, reason: 'worker lost' } }),
+  CampaignCompleted: () => ({ type: 'CampaignCompleted', data: { completed: 1, failed: 0 } }),
+  CampaignCancelled: () => ({ type: 'CampaignCancelled', data: { reason: 'operator' } }),
 };
+const CAMPAIGN = EVENT_TYPES.filter((t) => CAMPAIGN_EVENT_TYPES.has(t));
 const INSTRUMENTATION = ['FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap'] as const;
 
 /** Records `commands` the way the recorder does: decide (must accept), then evolve. */
@@ -158,7 +171,7 @@ describe('run lifecycle: legal paths', () => {
 });
 
 describe('run lifecycle: refused transitions', () => {
-  it.each(EVENT_TYPES.filter((t) => t !== 'RunScheduled'))('refuses %s before RunScheduled', (type) => {
+  it.each(EVENT_TYPES.filter((t) => t !== 'RunScheduled' && !CAMPAIGN_EVENT_TYPES.has(t)))('refuses %s before RunScheduled', (type) => {
     const error = refused([], ANY[type]());
     expect(error.message).toBe(`cannot record ${type} in run phase "unscheduled": RunScheduled must be the first event of a run`);
   });
@@ -300,6 +313,14 @@ describe('run lifecycle: refused transitions', () => {
     expect(refused(COMPLETED, c.resumed()).message).toMatch(/RunResumed in run phase "completed": a completed run cannot be resumed/);
   });
 
+  it.each(CAMPAIGN)('refuses %s in a run stream, whatever the phase: campaign events belong to a campaign stream', (type) => {
+    for (const history of [[], SCHEDULED, READY, RUNNING, EXITED, COMPLETED, INTERRUPTED]) {
+      const error = refused(history, ANY[type]());
+      expect(error.reason).toBe('campaign events belong to a campaign stream');
+      expect(error.eventType).toBe(type);
+    }
+  });
+
   it('names the refused event and phase on the error for callers', () => {
     const error = refused(RUNNING, c.started());
     expect(error).toMatchObject({ name: 'IllegalTransitionError', phase: 'agent-running', eventType: 'AgentStarted', reason: expect.stringContaining('already started') });
@@ -331,6 +352,21 @@ describe('run lifecycle: evolve and the recorder guard', () => {
     expect(() => guard('AgentStarted', c.started().data)).toThrow(IllegalTransitionError);
     expect(guard.state).toBe(before);
     expect(guard.state.phase).toBe('agent-running');
+  });
+
+  it.each(CAMPAIGN)('folds a stray %s as nothing: same state object, status kept', (type) => {
+    for (const history of [[], RUNNING, COMPLETED]) {
+      const state = foldRunLifecycle(history);
+      expect(evolve(state, ANY[type]())).toBe(state);
+    }
+    expect(foldRunLifecycle([...RUNNING, ANY[type](), c.exited()])).toMatchObject({ phase: 'agent-exited', status: 'running' });
+  });
+
+  it('guard refuses a campaign event and leaves the state as it was', () => {
+    const guard = runGuard(foldRunLifecycle(RUNNING));
+    const before = guard.state;
+    expect(() => guard('RunFinished', ANY.RunFinished().data)).toThrow(/campaign events belong to a campaign stream/);
+    expect(guard.state).toBe(before);
   });
 
   it('guards a run that already has events from the fold of those events', () => {

@@ -1,4 +1,5 @@
 import type { EventData, EventType } from '../ledger/events/catalog.js';
+import { CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
 
 // The run lifecycle as a pure decider: `evolve(state, event)` folds a run's events into the little
 // it takes to judge the next one, and `decide(state, command)` answers "may this event be recorded
@@ -111,7 +112,7 @@ export function evolve(state: RunLifecycleState, event: RunCommand): RunLifecycl
       return { ...state, pending: withoutId(state.pending, id), resolved: withId(state.resolved, id) };
     }
     default:
-      return state; // instrumentation and tree heads change nothing here (and set no status)
+      return state; // instrumentation, tree heads and (stray) campaign events change nothing here (and set no status)
   }
 }
 
@@ -160,6 +161,8 @@ export function runGuard(from: RunLifecycleState = initialRunState): RunGuard {
 /** Why `command` may not be recorded now, or null when it may. */
 export function refusal(state: RunLifecycleState, command: RunCommand): string | null {
   const { phase } = state;
+  // A run's stream records the run; the scheduling around it (RunRequested, RunFinished, …) is the campaign's.
+  if (CAMPAIGN_EVENT_TYPES.has(command.type)) return 'campaign events belong to a campaign stream';
   if (command.type === 'RunScheduled') return phase === 'unscheduled' ? null : 'the run is already scheduled (RunScheduled is its first event, recorded once)';
   if (phase === 'unscheduled') return 'RunScheduled must be the first event of a run';
   if (command.type === 'TreeHeadSigned') return null; // heads are signed at intervals and when the run is sealed, closed or not

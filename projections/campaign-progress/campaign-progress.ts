@@ -89,12 +89,12 @@ export function evolveCampaign(state: CampaignProgress, event: A2rlEvent): Campa
       break;
     }
     case 'RunRequested':
-      cells = patchCell(state, event.data.cell, (c) => (isTerminal(c.status) ? {} : { attempt: event.data.attempt }));
+      cells = patchCell(state, event.data.cell, (c) => (isTerminal(c.status) || event.data.attempt < c.attempt ? {} : { attempt: event.data.attempt }));
       break;
     case 'RunAssigned': {
       const d = event.data;
       cells = patchCell(state, d.cell, (c) => (d.attempt !== c.attempt || isTerminal(c.status) ? {} : { status: 'running', runId: d.runId, worker: d.worker, devices: d.gpus, runs: [...c.runs, d.runId] }));
-      if (status === 'scheduled') status = 'running';
+      if (status === 'scheduled' && cells !== state.cells) status = 'running';
       break;
     }
     case 'RunFinished': {
@@ -118,6 +118,7 @@ export function evolveCampaign(state: CampaignProgress, event: A2rlEvent): Campa
       status = 'completed';
       break;
     case 'CampaignCancelled':
+      if (status === 'completed') return { ...state, ...at };
       status = 'cancelled';
       cells = state.cells.map((c) => (c.status === 'pending' ? { ...c, status: 'cancelled', reason: event.data.reason ?? 'the campaign was cancelled' } : c));
       break;

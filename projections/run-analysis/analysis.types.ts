@@ -126,6 +126,11 @@ export interface RunAnalysis {
   state: 'scheduled' | 'running' | 'completed' | 'interrupted' | null;
   scheduledAt: string | null;
   baseline: number | null;
+  /**
+   * BaselineEvaluated.cached of that baseline: false when it was graded afresh for this run (such
+   * gradings make the scoreboard's noise floor), true when reused from the cache; null without one.
+   */
+  baselineCached: boolean | null;
   best: number | null;
   improvement: number | null;
   durationS: number | null;

@@ -66,6 +66,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
     state: run.state(),
     scheduledAt: run.scheduled?.occurredAt ?? null,
     baseline: run.baseline,
+    baselineCached: run.baselineEvent?.data.cached ?? null,
     best,
     improvement: best !== null && run.baseline !== null ? round(best - run.baseline, 6) : null,
     durationS: run.agentStarted && run.agentExited ? run.secondsBetween(run.agentStarted, run.agentExited) : null,

@@ -11,7 +11,8 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   // 4: times are observation times (eventTime: a fact's observedAt, else occurredAt).
   // 5: LLM usage from LlmCallRecorded (analysis.llm); `driver` is the model the agent used, `declaredDriver` RunScheduled's;
   //    infrastructure classes infra_setup, infra_llm_limit, infra_model_unreachable.
-  version: 5,
+  // 6: baselineCached (BaselineEvaluated.cached: the scoreboard's noise floor counts fresh baseline gradings).
+  version: 6,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     const a = await analyzeRun(events, blobs);

@@ -1,7 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import type { FailureClass, Route } from '../run-analysis/analysis.types.js';
-import { analysisFixture } from '../run-analysis/testing/run-fixture.js';
-import { meanCi95, scoreboard, tQuantile975 } from './scoreboard.js';
+import { NOT_DISTINGUISHABLE, scoreboardTable } from '../../src/commands/analysis.commands.js';
+import { buildEvent } from '../../modules/ledger/events/envelope.js';
+import { analyzeRun } from '../run-analysis/analyze.js';
+import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
+import { analysisFixture, sampleRun } from '../run-analysis/testing/run-fixture.js';
+import { distinguishable, meanCi95, noiseFloors, scoreboard, tQuantile975 } from './scoreboard.js';
 
 const run = (runId: string, best: number | null, extra: { cls?: FailureClass; route?: Route; vsr?: number | null; task?: string; driver?: string } = {}) =>
   analysisFixture({
@@ -82,5 +85,115 @@ describe('scoreboard', () => {
       ['claude-sonnet-4-5-20250929', 3, 1],
       ['gpt-5', 1, 0],
     ]);
+  });
+});
+
+describe('scoreboard: n and the noise floor', () => {
+  /** A run whose baseline was graded afresh (`cached: false`) unless `cached` says otherwise. */
+  const graded = (runId: string, baseline: number | null, best: number | null, extra: Partial<RunAnalysis> = {}) =>
+    analysisFixture({ runId, agent: 'a', baseline, baselineCached: baseline === null ? null : false, best, improvement: null, ...extra });
+  const cached = (runId: string, best: number | null, extra: Partial<RunAnalysis> = {}) => graded(runId, 10, best, { baselineCached: true, agent: 'b', ...extra });
+  // Fresh baselines 10, 12, 14: mean 12, s = 2, half width t(0.975, 2) · 2 / √3 = 4.303 · 1.154701 = 4.968677.
+  const FLOOR_LOW = 12 - 4.968677;
+  const FLOOR_HIGH = 12 + 4.968677;
+  const regraded = [graded('a1', 10, 40), graded('a2', 12, 55), graded('a3', 14, 70)];
+
+  it('counts the scored runs as n', () => {
+    const [row] = scoreboard([graded('x', 10, 30), graded('y', null, null), graded('z', 10, null)]);
+    expect([row.runs, row.n, row.unscoredRuns]).toEqual([3, 2, 1]);
+    expect(row.best.mean).toBe(20);
+  });
+
+  it("computes the task's noise floor from the baselines graded afresh (mean, Student-t interval, n)", () => {
+    const rows = scoreboard([...regraded, cached('b1', 14), cached('b2', 16)]);
+    for (const row of rows) {
+      expect(row.noiseFloor!.n).toBe(3);
+      expect(row.noiseFloor!.mean).toBe(12);
+      expect(row.noiseFloor!.ci95[0]).toBeCloseTo(FLOOR_LOW, 4);
+      expect(row.noiseFloor!.ci95[1]).toBeCloseTo(FLOOR_HIGH, 4);
+    }
+  });
+
+  it('marks a row whose best-of-budget interval overlaps the noise floor as not distinguishable, and one clear of it as distinguishable', () => {
+    const [a, b] = scoreboard([...regraded, cached('b1', 14), cached('b2', 16)]);
+    expect([a.agent, a.best.ci95![0] > FLOOR_HIGH, a.distinguishable]).toEqual(['a', true, true]); // [17.7, 92.3]
+    expect([b.agent, b.best.ci95![0] < FLOOR_HIGH, b.distinguishable]).toEqual(['b', true, false]); // 15 ± 12.706
+  });
+
+  it("judges a row with one scored run (no interval) by whether its mean lies inside the floor's interval", () => {
+    const rows = scoreboard([...regraded, cached('b1', 15), cached('c1', 30, { agent: 'c' }), cached('d1', 1, { agent: 'd' })]);
+    expect(rows.map((r) => [r.agent, r.n, r.distinguishable])).toEqual([
+      ['a', 3, true],
+      ['b', 1, false],
+      ['c', 1, true],
+      ['d', 1, true],
+    ]);
+  });
+
+  it('has no floor (and no mark) with fewer than two fresh gradings, counting neither cached baselines nor analyses stored before the flag', () => {
+    const old = { ...graded('o1', 11, 20), baselineCached: undefined } as unknown as RunAnalysis;
+    const rows = scoreboard([graded('a1', 10, 40), cached('b1', 14), cached('b2', 16), old]);
+    expect(rows.map((r) => [r.noiseFloor, r.distinguishable])).toEqual([
+      [null, null],
+      [null, null],
+    ]);
+    expect(noiseFloors([graded('a1', 10, 40), old]).size).toBe(0);
+  });
+
+  it('keeps floors apart per task and per base model, and gives none to a row whose runs used several base models', () => {
+    const other = (runId: string, baseline: number) => graded(runId, baseline, 50, { baseModel: 'other-base', agent: 'o' });
+    const judge = (runId: string, baseline: number) => graded(runId, baseline, 50, { task: 'ref-judge' });
+    const floors = noiseFloors([...regraded, other('o1', 30), other('o2', 32), judge('j1', 1), judge('j2', 3), judge('j3', 5)]);
+    expect([...floors.entries()].map(([k, f]) => [k, f.n, f.mean])).toEqual([
+      ['["ref-arith","arith-base"]', 3, 12],
+      ['["ref-arith","other-base"]', 2, 31],
+      ['["ref-judge","arith-base"]', 3, 3],
+    ]);
+    const rows = scoreboard([...regraded, other('o1', 30), other('o2', 32), graded('m1', 30, 50, { agent: 'o', baselineCached: true })]);
+    expect(rows.map((r) => [r.agent, r.noiseFloor?.mean ?? null])).toEqual([
+      ['a', 12],
+      ['o', null], // arith-base and other-base in one row
+    ]);
+  });
+
+  it("takes the floor from the runs in scope: the filter's runs, as the query API (which filters first) does", () => {
+    const runs = [...regraded, graded('b1', 100, 20, { agent: 'b' }), graded('b2', 200, 30, { agent: 'b' })];
+    const [b] = scoreboard(runs, { agent: 'b' });
+    expect(b.noiseFloor).toMatchObject({ n: 2, mean: 150 });
+    expect(scoreboard(runs, { agent: 'b' })).toEqual(scoreboard(runs.filter((r) => r.agent === 'b')));
+    expect(scoreboard(runs).map((r) => r.noiseFloor!.n)).toEqual([5, 5]);
+  });
+
+  it('compares intervals edge-inclusively, with a zero-width floor of identical scores', () => {
+    const floor = { n: 3, mean: 10, ci95: [10, 10] as [number, number] };
+    expect(distinguishable({ mean: 10, ci95: null }, floor)).toBe(false);
+    expect(distinguishable({ mean: 20, ci95: [10, 30] }, floor)).toBe(false);
+    expect(distinguishable({ mean: 20, ci95: [10.5, 30] }, floor)).toBe(true);
+    expect(distinguishable({ mean: 5, ci95: [0, 9.9] }, floor)).toBe(true);
+    expect(distinguishable({ mean: null, ci95: null }, floor)).toBeNull();
+    expect(distinguishable({ mean: 20, ci95: null }, null)).toBeNull();
+    const tenths = noiseFloors([0.1, 0.1, 0.1].map((b, i) => graded(`t${i}`, b, null))).values().next().value!;
+    expect(distinguishable({ mean: 0.1, ci95: null }, tenths)).toBe(false); // 0.1 + 0.1 + 0.1 ≠ 0.3 in binary
+  });
+
+  it("reads BaselineEvaluated.cached into the run analysis as baselineCached", async () => {
+    const { events, blobs } = sampleRun('fx-cached');
+    expect((await analyzeRun(events, blobs)).baselineCached).toBe(false);
+    const reused = events.map((e) => (e.type === 'BaselineEvaluated' ? buildEvent('BaselineEvaluated', e.runId, e.seq, e.occurredAt, { score: 10, cached: true }) : e));
+    expect((await analyzeRun(reused, blobs)).baselineCached).toBe(true);
+    expect((await analyzeRun(events.filter((e) => e.type !== 'BaselineEvaluated'), blobs)).baselineCached).toBeNull();
+  });
+
+  it('shows N, the noise floor and the mark in the CLI table, with the footnote only when a row is marked', () => {
+    const rows = scoreboard([...regraded, cached('b1', 14), cached('b2', 16)]);
+    const lines = scoreboardTable(rows).split('\n');
+    expect(lines[0]).toMatch(/^TASK +AGENT +DRIVER +RUNS +N +BASELINE +BEST \(95% CI\) +NOISE FLOOR \(95% CI, N\) +IMPROVEMENT/);
+    expect(lines[1]).toMatch(/ 3 +3 +12\.0 +55\.0 \[17\.7, 92\.3\] +12\.0 \[7\.0, 17\.0\], 3 /);
+    expect(lines[2]).toMatch(/ 2 +2 +10\.0 +15\.0 \[2\.3, 27\.7\] \* +12\.0 \[7\.0, 17\.0\], 3 /);
+    expect(lines[3]).toBe(NOT_DISTINGUISHABLE);
+    expect(NOT_DISTINGUISHABLE).toMatch(/^\* not distinguishable from noise/);
+    const clear = scoreboardTable(scoreboard(regraded)).split('\n');
+    expect(clear).toHaveLength(2);
+    expect(scoreboardTable(scoreboard([cached('b1', 14)]))).toMatch(/ 1 +1 +10\.0 +14\.0 +- +/);
   });
 });

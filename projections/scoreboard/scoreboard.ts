@@ -17,17 +17,37 @@ import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.
  * The driver is the analysis's: the model the agent's calls went to most (LlmCallRecorded), else the
  * one declared with --driver; so a run is counted under the model that actually drove it, and
  * `driverMismatches` counts the group's runs that were declared with another.
+ *
+ * Measurement validity: a task's noise floor is what grading the unchanged base model again and
+ * again gives. Among the runs in scope (after the filter), every baseline graded afresh for its run
+ * (BaselineEvaluated with cached = false; a campaign with regradeBaseline grades one per run) of the
+ * same task and base model is a sample; with two or more, the floor is their mean and Student-t 95%
+ * interval. A row whose best-of-budget interval overlaps the floor's (or, with one scored run and so
+ * no interval, whose mean lies inside it) is not distinguishable from noise.
  */
+export interface NoiseFloor {
+  /** Fresh baseline gradings of the task's base model among the runs in scope (≥ 2). */
+  n: number;
+  mean: number;
+  ci95: [number, number];
+}
+
 export interface ScoreboardRow {
   task: string | null;
   agent: string | null;
   driver: string | null;
   runs: number;
+  /** Scored runs: the n of `best` (runs − unscoredRuns). */
+  n: number;
   /** Runs whose declared driver (--driver) names another model than the one their calls went to. */
   driverMismatches: number;
   unscoredRuns: number;
   baseline: number | null;
   best: { mean: number | null; ci95: [number, number] | null };
+  /** The task's noise floor (see the module comment); null with fewer than two fresh baseline gradings, or runs of several base models. */
+  noiseFloor: NoiseFloor | null;
+  /** false: "not distinguishable from noise" (best overlaps the noise floor); true: clear of it; null: no floor or no scored run. */
+  distinguishable: boolean | null;
   improvement: number | null;
   validSubmissionRate: number | null;
   route: Route | null;
@@ -90,10 +110,49 @@ export function filterRuns<T extends RunAnalysis>(runs: readonly T[], filter: Sc
   );
 }
 
+/** Slack for comparing scores that went through sums (a floor of identical scores has a zero-width interval). */
+const EPSILON = 1e-9;
+
+/** Noise floors by task × base model, from the baselines graded afresh among `runs`. */
+export function noiseFloors(runs: readonly RunAnalysis[]): Map<string, NoiseFloor> {
+  const samples = new Map<string, number[]>();
+  for (const a of runs) {
+    // `=== false`: an analysis stored before baselineCached existed reads as unknown, not fresh.
+    if (a.baselineCached !== false || a.baseline === null || a.task === null || a.baseModel === null) continue;
+    const k = floorKey(a.task, a.baseModel);
+    samples.set(k, [...(samples.get(k) ?? []), a.baseline]);
+  }
+  const floors = new Map<string, NoiseFloor>();
+  for (const [k, scores] of samples) {
+    const { mean: m, ci95 } = meanCi95(scores);
+    if (m !== null && ci95 !== null) floors.set(k, { n: scores.length, mean: m, ci95 });
+  }
+  return floors;
+}
+
+const floorKey = (task: string, baseModel: string) => JSON.stringify([task, baseModel]);
+
+/** The floor of the row's task and base model; null when its runs have no single base model. */
+function floorOf(runs: readonly RunAnalysis[], floors: Map<string, NoiseFloor>): NoiseFloor | null {
+  const models = new Set(runs.map((a) => a.baseModel));
+  const [model] = models;
+  if (models.size !== 1 || model === null || runs[0].task === null) return null;
+  return floors.get(floorKey(runs[0].task, model)) ?? null;
+}
+
+/** Whether the best-of-budget estimate is clear of the noise floor (see the module comment). */
+export function distinguishable(best: ScoreboardRow['best'], floor: NoiseFloor | null): boolean | null {
+  if (floor === null || best.mean === null) return null;
+  const [low, high] = best.ci95 ?? [best.mean, best.mean];
+  return low > floor.ci95[1] + EPSILON || high < floor.ci95[0] - EPSILON;
+}
+
 /** One row per task × agent × driver, ordered by task, agent, driver (nulls first). */
 export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardFilter = {}): ScoreboardRow[] {
+  const inScope = filterRuns(analyses, filter);
+  const floors = noiseFloors(inScope);
   const groups = new Map<string, RunAnalysis[]>();
-  for (const a of filterRuns(analyses, filter)) {
+  for (const a of inScope) {
     const k = JSON.stringify([key(a.task), key(a.agent), key(a.driver)]);
     groups.set(k, [...(groups.get(k) ?? []), a]);
   }
@@ -103,15 +162,20 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
     const improvements = scored.filter((a) => a.baseline !== null).map((a) => bestOfBudget(a)! - a.baseline!);
     const failures = new Map<FailureClass, number>();
     for (const a of sorted) failures.set(a.failure.class, (failures.get(a.failure.class) ?? 0) + 1);
+    const best = meanCi95(scored.map((a) => bestOfBudget(a)!));
+    const noiseFloor = floorOf(sorted, floors);
     return {
       task: sorted[0].task,
       agent: sorted[0].agent,
       driver: sorted[0].driver,
       runs: sorted.length,
+      n: scored.length,
       driverMismatches: sorted.filter((a) => a.driverMismatch === true).length,
       unscoredRuns: sorted.length - scored.length,
       baseline: mean(sorted.flatMap((a) => (a.baseline === null ? [] : [a.baseline]))),
-      best: meanCi95(scored.map((a) => bestOfBudget(a)!)),
+      best,
+      noiseFloor,
+      distinguishable: distinguishable(best, noiseFloor),
       improvement: mean(improvements),
       validSubmissionRate: mean(sorted.flatMap((a) => (a.metrics.valid_submission_rate === null ? [] : [a.metrics.valid_submission_rate]))),
       route: mostFrequent(sorted.map((a) => a.route.best)),

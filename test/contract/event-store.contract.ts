@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { assertValidEvent, buildEvent, EventTooLargeError, InvalidEventError } from '../../modules/ledger/events/envelope.js';
-import { streamName } from '../../modules/ledger/events/ids.js';
-import { WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
+import { campaignStreamName, streamName } from '../../modules/ledger/events/ids.js';
+import { NonContiguousAppendError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type { EventStore, RecordedEvent, Subscription } from '../../modules/ledger/event-store.port.js';
 
 /**
@@ -24,6 +24,13 @@ const T0 = '2026-01-01T00:00:00.000Z';
 
 export function agentEvent(runId: string, seq: number, command = `step ${seq}`): A2rlEvent {
   return buildEvent('AgentStarted', runId, seq, T0, { command });
+}
+
+/** Campaign events: the envelope's runId holds the campaign id. */
+export function campaignEvents(campaignId: string, from: number, count: number): A2rlEvent[] {
+  return Array.from({ length: count }, (_, i) =>
+    from + i === 0 ? buildEvent('CampaignCancelled', campaignId, 0, T0, {}) : buildEvent('RunRequested', campaignId, from + i, T0, { cell: from + i, attempt: 1 }),
+  );
 }
 
 export function newRunId(): string {
@@ -136,6 +143,78 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       expect(ids(after)).toEqual([`${b}/1`, `${a}/1`]);
       const positions = new Set(all.map((e) => e.position));
       expect(positions.size).toBe(all.length);
+    });
+
+    it('keeps campaign streams out of the run category and reads them, in commit order, in the campaign category', async () => {
+      const run = newRunId();
+      const a = newRunId();
+      const b = newRunId();
+      await store.append(campaignStreamName(a), campaignEvents(a, 0, 2), 'no_stream');
+      await store.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
+      await store.append(campaignStreamName(b), campaignEvents(b, 0, 1), 'no_stream');
+      await store.append(campaignStreamName(a), campaignEvents(a, 2, 1), 1n);
+      await store.append(streamName(run), [agentEvent(run, 1)], 0n);
+
+      const runs = await collect(store.readAll());
+      expect(runs.every((e) => e.stream.startsWith('run-'))).toBe(true);
+      expect(ids(runs.filter(mine([run])))).toEqual([`${run}/0`, `${run}/1`]);
+      expect(await collect(store.readAll({ category: 'run' }))).toEqual(runs);
+
+      const campaigns = await collect(store.readAll({ category: 'campaign' }));
+      expect(campaigns.every((e) => e.stream.startsWith('campaign-'))).toBe(true);
+      const ours = campaigns.filter(mine([a, b]));
+      expect(ids(ours)).toEqual([`${a}/0`, `${a}/1`, `${b}/0`, `${a}/2`]);
+      expect(ours.map((e) => e.stream)).toEqual([a, a, b, a].map(campaignStreamName));
+      expect(ours[3].event).toEqual(campaignEvents(a, 2, 1)[0]);
+      // Positions belong to the one all-stream: paging the campaign category from one skips runs' events.
+      const rest = (await collect(store.readAll({ category: 'campaign', after: ours[1].position }))).filter(mine([a, b]));
+      expect(ids(rest)).toEqual([`${b}/0`, `${a}/2`]);
+      const page = await collect(store.readAll({ category: 'campaign', after: ours[0].position, maxCount: 2 }));
+      expect(page.length).toBe(2);
+      expect(page.every((e) => e.stream.startsWith('campaign-'))).toBe(true);
+      expect(ids(await collect(store.readStream(campaignStreamName(a))))).toEqual([`${a}/0`, `${a}/1`, `${a}/2`]);
+      expect(await store.streamRevision(campaignStreamName(a))).toBe(2n);
+    });
+
+    it('keeps campaign events out of live subscriptions, which stay on run streams', async () => {
+      const run = newRunId();
+      const campaign = newRunId();
+      await store.append(campaignStreamName(campaign), campaignEvents(campaign, 0, 1), 'no_stream');
+      await store.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
+      const sub = store.subscribeAll();
+      try {
+        const delivered = (async () => {
+          const got: RecordedEvent[] = [];
+          for await (const e of sub) {
+            got.push(e);
+            if (e.event.runId === run && e.event.seq === 1) break;
+          }
+          return got;
+        })();
+        await store.append(campaignStreamName(campaign), campaignEvents(campaign, 1, 1), 0n);
+        await store.append(streamName(run), [agentEvent(run, 1)], 0n);
+        const got = await within(delivered, 10_000, () => {
+          throw new Error('live events not delivered');
+        });
+        expect(got.filter((e) => !e.stream.startsWith('run-')).map((e) => e.stream)).toEqual([]);
+        expect(ids(got.filter(mine([run])))).toEqual([`${run}/0`, `${run}/1`]);
+      } finally {
+        await sub.close();
+      }
+    });
+
+    it('refuses campaign events in a run stream and run events in a campaign stream', async () => {
+      const run = newRunId();
+      const campaign = newRunId();
+      const intoRun = await store.append(streamName(run), [campaignEvents(run, 0, 1)[0]], 'no_stream').catch((e: unknown) => e);
+      expect(intoRun).toBeInstanceOf(NonContiguousAppendError);
+      expect((intoRun as Error).message).toMatch(/CampaignCancelled belongs to a campaign stream/);
+      const intoCampaign = await store.append(campaignStreamName(campaign), [agentEvent(campaign, 0)], 'no_stream').catch((e: unknown) => e);
+      expect(intoCampaign).toBeInstanceOf(NonContiguousAppendError);
+      expect((intoCampaign as Error).message).toMatch(/AgentStarted belongs to a run stream/);
+      await expect(store.append(campaignStreamName(campaign), campaignEvents(newRunId(), 0, 1), 'no_stream')).rejects.toThrow(/belongs to campaign/);
+      expect(await store.streamRevision(streamName(run))).toBeNull();
+      expect(await store.streamRevision(campaignStreamName(campaign))).toBeNull();
     });
 
     it('refuses a wrong expected revision with a typed conflict that names the actual revision', async () => {

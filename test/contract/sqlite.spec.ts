@@ -42,6 +42,20 @@ describe('SqliteEventStore specifics', () => {
     }
   });
 
+  it('reads the run category along the primary key and the campaign category along its partial index', () => {
+    // A guard for the hot path: the run read must stay a walk of the rowid, and the campaign read must
+    // not walk the run events in between.
+    const statements = store as unknown as Record<'allPageStmt' | 'campaignPageStmt', Database.Statement>;
+    const db = new Database(file, { readonly: true });
+    try {
+      const plan = (sql: string) => db.prepare<[number, number], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`).all(0, 500).map((r) => r.detail).join('; ');
+      expect(plan(statements.allPageStmt.source)).toBe('SEARCH events USING INTEGER PRIMARY KEY (rowid>?)');
+      expect(plan(statements.campaignPageStmt.source)).toBe('SEARCH events USING INDEX events_campaign (position>?)');
+    } finally {
+      db.close();
+    }
+  });
+
   it('group-commits concurrent appends into fewer transactions than appends', async () => {
     const before = store.stats();
     const runs = Array.from({ length: 50 }, newRunId);

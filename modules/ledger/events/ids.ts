@@ -1,9 +1,17 @@
 import { v5 as uuidv5 } from 'uuid';
+import type { EventType } from './catalog.js';
 
 /** Fixed namespace for a2rl event ids; changing it would change every event id ever issued. */
 export const A2RL_EVENT_NAMESPACE = '5b0c2f6e-7a55-4c35-9f64-2f3c1f1a2e71';
 
 export const RUN_STREAM_PREFIX = 'run-';
+/** A campaign's stream: `campaign-<campaignId>` (its events' envelope `runId` holds the campaign id). */
+export const CAMPAIGN_STREAM_PREFIX = 'campaign-';
+
+/** The event types recorded in campaign streams, and only there (run streams refuse them). */
+export const CAMPAIGN_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>([
+  'CampaignScheduled', 'RunRequested', 'RunAssigned', 'RunFinished', 'RunRetried', 'CampaignCompleted', 'CampaignCancelled',
+]);
 
 /** Deterministic event id: UUIDv5 of `runId/seq`, so a retried append carries the same ids. */
 export function eventId(runId: string, seq: number): string {
@@ -16,4 +24,12 @@ export function streamName(runId: string): string {
 
 export function runIdOfStream(stream: string): string | null {
   return stream.startsWith(RUN_STREAM_PREFIX) ? stream.slice(RUN_STREAM_PREFIX.length) : null;
+}
+
+export function campaignStreamName(campaignId: string): string {
+  return `${CAMPAIGN_STREAM_PREFIX}${campaignId}`;
+}
+
+export function campaignIdOfStream(stream: string): string | null {
+  return stream.startsWith(CAMPAIGN_STREAM_PREFIX) ? stream.slice(CAMPAIGN_STREAM_PREFIX.length) : null;
 }

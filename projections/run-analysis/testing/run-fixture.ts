@@ -39,6 +39,7 @@ export function analysisFixture(overrides: Partial<RunAnalysis> = {}): RunAnalys
     state: 'completed',
     scheduledAt: '2026-01-01T00:00:00.000Z',
     baseline: 10,
+    baselineCached: false,
     best: null,
     improvement: null,
     durationS: 20,
