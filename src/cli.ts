@@ -2,19 +2,24 @@ import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
 import { registerAnalysisCommands } from './commands/analysis.commands.js';
 import { registerAuditCommands } from './commands/audit.commands.js';
-import { registerDataCommands } from './commands/data.commands.js';
+import { registerCampaignCommands } from './commands/campaign.commands.js';
+import { packageVersion, registerDataCommands } from './commands/data.commands.js';
 import { registerLedgerCommands } from './commands/ledger.commands.js';
 import { registerRunsCommands } from './commands/runs.commands.js';
-import { ConfigError } from './config/config.js';
+import { registerWorkerCommands } from './commands/worker.commands.js';
+import { reportFailure } from './config/open-errors.js';
 
 // The `a2rl` command line (commander); the commands live in src/commands/, one file per area.
 
 export function buildCli(): Command {
   const program = new Command('a2rl')
     .description('Agent² RL-Bench as an event-sourced audit ledger with replayable runs')
+    .version(packageVersion(), '-V, --version', 'print the a2rl version (package.json)')
     .showHelpAfterError()
     .exitOverride();
   registerRunsCommands(program);
+  registerCampaignCommands(program);
+  registerWorkerCommands(program);
   registerLedgerCommands(program);
   registerAnalysisCommands(program);
   registerAuditCommands(program);
@@ -29,12 +34,8 @@ export async function runCli(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode;
-    if (err instanceof ConfigError) {
-      console.error(`a2rl: configuration error: ${err.message}`);
-      return 2;
-    }
-    console.error(`a2rl: ${err instanceof Error ? err.message : String(err)}`);
-    return 1;
+    // One `a2rl:` line; exit 2 for configuration and open failures (the stack with A2RL_DEBUG=1).
+    return reportFailure(err);
   }
 }
 
@@ -45,5 +46,8 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 });
 
 const exitCode = await runCli(process.argv.slice(2));
+// A store that failed to open may leave others half-opened (Nest does not close the providers it
+// built before the failing one), which would keep the process alive: exit now.
+if (exitCode === 2) process.exit(2);
 // A command that succeeded keeps an exit code set on the way (130/143 after an operator interrupt).
 process.exitCode = exitCode === 0 ? (process.exitCode ?? 0) : exitCode;

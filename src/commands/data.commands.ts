@@ -1,8 +1,11 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { CommanderError, type Command } from 'commander';
 import { datasetSpec } from '../../modules/datasets/dataset-registry.js';
 import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-dataset.js';
-import { describeSandbox, sandboxPlan } from '../../modules/runs/sandbox/capabilities.js';
+import { describeSandbox, sandboxPlan, type SandboxCheck } from '../../modules/runs/sandbox/capabilities.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
+import { packageRoot } from '../../modules/settings/package-root.js';
 import { TASKS } from '../../tasks/index.js';
 import { loadConfig } from '../config/config.js';
 
@@ -15,16 +18,22 @@ export function registerDataCommands(program: Command): void {
     .argument('<task>', 'gsm8k | humaneval | alpacaeval | alfworld | webshop | deepsearchqa')
     .option('--from <dir>', 'import files fetched elsewhere (air-gapped machines) instead of downloading')
     .option('--base-model <dir>', 'install this Hugging Face checkpoint directory as the task\'s base model')
-    .action(async (task: string, opts: { from?: string; baseModel?: string }) => {
+    .option('--json', 'one JSON object: {task, dir, files: [{name, size, sha256, status: present|verified|recorded}], note, baseModelMissing}')
+    .action(async (task: string, opts: { from?: string; baseModel?: string; json?: boolean }) => {
       const config = loadConfig();
       const result = await fetchDataset(task, { home: config.home, from: opts.from, baseModel: opts.baseModel, onProgress: progressLine() });
       if (process.stderr.isTTY) process.stderr.write('\n');
-      for (const f of result.manifest.files) {
-        const how = result.skipped.includes(f.name) ? 'already present' : f.check === 'registry' ? 'verified' : 'hash recorded (first fetch)';
-        process.stdout.write(`${f.name}  ${f.size} bytes  sha256 ${f.sha256}  ${how}\n`);
+      const files = result.manifest.files.map((f) => ({
+        name: f.name, size: f.size, sha256: f.sha256, status: result.skipped.includes(f.name) ? 'present' : f.check === 'registry' ? 'verified' : 'recorded',
+      }));
+      const note = datasetSpec(task).environmentData ?? null;
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify({ task, dir: result.dir, files, note, baseModelMissing: result.baseModelMissing })}\n`);
+        return;
       }
-      process.stdout.write(`${task}: ${result.manifest.files.length} file(s) in ${result.dir}\n`);
-      const note = datasetSpec(task).environmentData;
+      const how = { present: 'already present', verified: 'verified', recorded: 'hash recorded (first fetch)' } as Record<string, string>;
+      for (const f of files) process.stdout.write(`${f.name}  ${f.size} bytes  sha256 ${f.sha256}  ${how[f.status]}\n`);
+      process.stdout.write(`${task}: ${files.length} file(s) in ${result.dir}\n`);
       if (note) process.stdout.write(`${task}: ${note}\n`);
       if (result.baseModelMissing) process.stdout.write(`${task} also needs its base checkpoint: a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>\n`);
     });
@@ -34,12 +43,13 @@ export function registerDataCommands(program: Command): void {
     .description('how agents are sandboxed here, and what this machine lacks to run a task (GPU, vLLM, data, judge, search key, environment servers) and how to get it')
     .option('--task <id>', 'only this task (default: the six paper tasks and every registered pack)')
     .option('--sandbox', 'only how agents are sandboxed here (exit 1 when they would run unsandboxed)')
-    .action(async (opts: { task?: string; sandbox?: boolean }) => {
+    .option('--json', 'one JSON object: {version, sandbox: {mode, checks: [{name, status, detail}], notes}, tasks: [{task, implemented, ready, checks: [{name, status, detail, hint?}]}], ready} (no tasks with --sandbox); the exit status is the same')
+    .action(async (opts: { task?: string; sandbox?: boolean; json?: boolean }) => {
       const plan = sandboxPlan();
-      process.stdout.write(`sandbox: ${plan.mode}${plan.mode === 'none' ? ' (agents run UNSANDBOXED)' : ''}\n`);
-      for (const c of describeSandbox(plan)) process.stdout.write(`  ${c.status.padEnd(8)} ${c.name}: ${c.detail}\n`);
-      for (const note of plan.capabilities.notes) process.stdout.write(`           → ${note}\n`);
+      const sandbox = { mode: plan.mode, checks: describeSandbox(plan), notes: plan.capabilities.notes };
+      if (!opts.json) printSandbox(sandbox);
       if (opts.sandbox) {
+        if (opts.json) process.stdout.write(`${JSON.stringify({ version: packageVersion(), sandbox, ready: plan.mode !== 'none' })}\n`);
         if (plan.mode === 'none') throw new CommanderError(1, 'a2rl.doctor.notReady', '');
         return;
       }
@@ -47,16 +57,33 @@ export function registerDataCommands(program: Command): void {
       const ids = opts.task ? [opts.task] : [...new Set([...PAPER_TASKS, ...TASKS.map((t) => t.id)])];
       const results: TaskDiagnosis[] = [];
       for (const id of ids) results.push(await diagnoseTask(id, TASKS.find((t) => t.id === id), probe));
-      for (const r of results) {
-        process.stdout.write(`${r.task}: ${r.ready ? 'ready' : r.implemented ? 'not ready' : 'unknown task'}\n`);
-        for (const c of r.checks) {
-          process.stdout.write(`  ${c.status.padEnd(8)} ${c.name}: ${c.detail}\n`);
-          if (c.hint && c.status !== 'ok') process.stdout.write(`           → ${c.hint}\n`);
-        }
-      }
+      const ready = results.every((r) => r.ready);
+      if (opts.json) process.stdout.write(`${JSON.stringify({ version: packageVersion(), sandbox, tasks: results, ready })}\n`);
+      else printDiagnoses(results);
       // Exit 1 without an error message: a not-ready machine is an answer, already printed.
-      if (!results.every((r) => r.ready)) throw new CommanderError(1, 'a2rl.doctor.notReady', '');
+      if (!ready) throw new CommanderError(1, 'a2rl.doctor.notReady', '');
     });
+}
+
+/** The version in a2rl's package.json (`a2rl --version`). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function printSandbox(sandbox: { mode: string; checks: SandboxCheck[]; notes: string[] }): void {
+  process.stdout.write(`sandbox: ${sandbox.mode}${sandbox.mode === 'none' ? ' (agents run UNSANDBOXED)' : ''}\n`);
+  for (const c of sandbox.checks) process.stdout.write(`  ${c.status.padEnd(8)} ${c.name}: ${c.detail}\n`);
+  for (const note of sandbox.notes) process.stdout.write(`           → ${note}\n`);
+}
+
+function printDiagnoses(results: TaskDiagnosis[]): void {
+  for (const r of results) {
+    process.stdout.write(`${r.task}: ${r.ready ? 'ready' : r.implemented ? 'not ready' : 'unknown task'}\n`);
+    for (const c of r.checks) {
+      process.stdout.write(`  ${c.status.padEnd(8)} ${c.name}: ${c.detail}\n`);
+      if (c.hint && c.status !== 'ok') process.stdout.write(`           → ${c.hint}\n`);
+    }
+  }
 }
 
 function progressLine(): (p: FetchProgress) => void {

@@ -82,7 +82,13 @@ export function registerRunsCommands(program: Command): void {
   program
     .command('tasks')
     .description('list the task packs')
-    .action(() => {
+    .option('--json', 'one JSON array: [{id, level, title, baseModel, evaluatorVersion, reference, interactive}]')
+    .action((opts: { json?: boolean }) => {
+      if (opts.json) {
+        const tasks = TASKS.map((t) => ({ id: t.id, level: t.level, title: t.title, baseModel: t.baseModel, evaluatorVersion: t.evaluatorVersion, reference: t.reference === true, interactive: t.environment !== undefined }));
+        process.stdout.write(`${JSON.stringify(tasks)}\n`);
+        return;
+      }
       const rows = [['TASK', 'LEVEL', 'BASE MODEL', 'EVALUATOR', 'TITLE']];
       for (const t of TASKS) rows.push([t.id, `L${t.level}${t.environment ? ' (interactive)' : ''}`, t.baseModel, t.evaluatorVersion, t.title]);
       process.stdout.write(`${table(rows)}\n`);
@@ -91,20 +97,18 @@ export function registerRunsCommands(program: Command): void {
   const agents = program
     .command('agents')
     .description('list the agents and what is missing to run each (commands as the sandbox will see them, the model upstream\'s key)')
-    .action(async () => {
-      const specs = listAgents();
-      const found = specs.flatMap((spec) => (spec.requires.commands ?? []).map((name) => resolveCommand(name))).filter((c): c is ResolvedCommand => c !== null);
-      const visible = await commandsInSandbox(found);
-      const rows = [['AGENT', 'KIND', 'READY', 'MISSING', 'TITLE']];
-      for (const spec of specs) {
-        const { missing } = checkAgent(spec);
-        for (const name of spec.requires.commands ?? []) {
-          if (resolveCommand(name) && visible && !visible.get(name)) missing.push(`command "${name}" is installed but not visible inside the sandbox`);
-        }
-        rows.push([spec.id, spec.kind, missing.length ? 'no' : 'yes', missing.join('; ') || '-', spec.title]);
+    .option('--json', 'one JSON array: [{id, kind, title, driver, defaultModel, requires {commands, env, anyEnv}, ready, missing[]}] (driver: as agent.json declares it, "none" for rule-based agents; defaultModel: an LLM agent\'s model when no --driver is given)')
+    .action(async (opts: { json?: boolean }) => {
+      const { agents: list, sandboxable } = await agentReadiness();
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(list)}\n`);
+        if (!sandboxable) process.stderr.write(NO_SANDBOX_NOTE);
+        return;
       }
+      const rows = [['AGENT', 'KIND', 'READY', 'MISSING', 'TITLE']];
+      for (const a of list) rows.push([a.id, a.kind, a.ready ? 'yes' : 'no', a.missing.join('; ') || '-', a.title]);
       process.stdout.write(`${table(rows)}\n`);
-      if (!visible) process.stdout.write('(this machine cannot sandbox agents: `a2rl doctor --sandbox` says why)\n');
+      if (!sandboxable) process.stdout.write(NO_SANDBOX_NOTE);
     });
   agents
     .command('install')
@@ -112,4 +116,24 @@ export function registerRunsCommands(program: Command): void {
     .action(() => installAgentClis({ log: (line) => process.stderr.write(`${line}\n`) }));
 
   // `a2rl replay` (issue 5): modules/replay; imported on use so other commands do not load it.
+}
+
+const NO_SANDBOX_NOTE = '(this machine cannot sandbox agents: `a2rl doctor --sandbox` says why)\n';
+
+/** Each agent and what it lacks here: its commands (and whether the sandbox would see them), its keys. */
+async function agentReadiness() {
+  const specs = listAgents();
+  const found = specs.flatMap((spec) => (spec.requires.commands ?? []).map((name) => resolveCommand(name))).filter((c): c is ResolvedCommand => c !== null);
+  const visible = await commandsInSandbox(found);
+  const agents = specs.map((spec) => {
+    const { missing } = checkAgent(spec);
+    for (const name of spec.requires.commands ?? []) {
+      if (resolveCommand(name) && visible && !visible.get(name)) missing.push(`command "${name}" is installed but not visible inside the sandbox`);
+    }
+    return {
+      id: spec.id, kind: spec.kind, title: spec.title, driver: spec.driver ?? null, defaultModel: spec.llm?.defaultModel ?? null,
+      requires: { commands: spec.requires.commands ?? [], env: spec.requires.env ?? [], anyEnv: spec.requires.anyEnv ?? [] }, ready: missing.length === 0, missing,
+    };
+  });
+  return { agents, sandboxable: visible !== null };
 }
