@@ -12,6 +12,7 @@ import { READ_MODEL_STORES, type ReadModelStores } from '../modules/readmodels/r
 import { RUN_LOCKS, type RunLocks } from '../modules/runs/run.ports.js';
 import { SETTINGS, type Settings } from '../modules/settings/settings.port.js';
 import { ConfigModule } from './config/config.module.js';
+import { openFailure, type OpenTarget } from './config/open-errors.js';
 
 // The composition root: the one place that chooses adapters (infra/) for the ports the modules
 // declare, from the settings, and opens them. Modules receive ports by injection and never import
@@ -20,20 +21,32 @@ import { ConfigModule } from './config/config.module.js';
 
 /** The ledger the settings name (SQLite, PostgreSQL, KurrentDB, or in-memory). */
 export function openLedger(settings: Pick<Settings, 'ledgerUrl'>): Promise<EventStore> {
-  return openEventStore(settings.ledgerUrl);
+  return opening({ variable: 'A2RL_LEDGER_URL', what: 'ledger', url: settings.ledgerUrl }, openEventStore);
 }
 
 /** The artifact store the settings name (filesystem or S3/MinIO). */
 export function openArtifacts(settings: Pick<Settings, 'artifactsUrl'>): Promise<ArtifactStore> {
-  return openArtifactStore(settings.artifactsUrl);
+  return opening({ variable: 'A2RL_ARTIFACTS_URL', what: 'artifact store', url: settings.artifactsUrl }, openArtifactStore);
 }
 
 /** The read models the settings name; scratch stores are embedded SQLite files. */
 export function readModelStores(settings: Pick<Settings, 'readModelUrl'>): ReadModelStores {
   return {
-    open: () => openReadModels(settings.readModelUrl),
+    open: () => opening({ variable: 'A2RL_READMODEL_URL', what: 'read models', url: settings.readModelUrl }, openReadModels),
     openScratch: (dir) => openReadModels(`sqlite://${path.join(path.resolve(dir), 'readmodels.db')}`),
   };
+}
+
+/**
+ * Opens what `target.url` names; an adapter's failure becomes one OpenError line naming the
+ * variable and what to do (src/cli.ts: exit 2, the adapter's stack only with A2RL_DEBUG=1).
+ */
+async function opening<T>(target: OpenTarget, open: (url: string) => Promise<T>): Promise<T> {
+  try {
+    return await open(target.url);
+  } catch (err) {
+    throw openFailure(target, err);
+  }
 }
 
 /** Lock files of open runs, under `<home>/runs/` (outside every workspace). */

@@ -1,7 +1,7 @@
-import { ConfigError } from './config/config.js';
+import { reportFailure } from './config/open-errors.js';
 import { serve } from './server.js';
 
+// `npm start`: the HTTP server; a failure to start is one `a2rl:` line (the stack with A2RL_DEBUG=1).
 serve().catch((err: unknown) => {
-  console.error(err instanceof ConfigError ? `a2rl: configuration error: ${err.message}` : `a2rl: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(err instanceof ConfigError ? 2 : 1);
+  process.exit(reportFailure(err));
 });

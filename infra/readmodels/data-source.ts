@@ -17,6 +17,9 @@ export class UnsupportedReadModelUrlError extends Error {
   override readonly name = 'UnsupportedReadModelUrlError';
 }
 
+/** As the PostgreSQL ledger's: connecting (or waiting for a pooled connection) longer than this fails. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 const common = {
   entities: READ_MODEL_ENTITIES,
   migrations: READ_MODEL_MIGRATIONS,
@@ -59,6 +62,8 @@ export function createReadModelDataSource(url: string): DataSource {
       type: 'postgres',
       url: parsed.toString(),
       schema,
+      // An unreachable host fails the start in seconds (one line naming A2RL_READMODEL_URL), not after the OS's TCP timeout.
+      connectTimeoutMS: CONNECT_TIMEOUT_MS,
       // search_path too, so raw SQL written without a schema prefix also stays inside the schema.
       extra: schema ? { options: `-c search_path=${schema}` } : undefined,
     });

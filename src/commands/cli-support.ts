@@ -4,16 +4,18 @@ import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { RunService, type RunProgress, type RunSummary } from '../../modules/runs/run.service.js';
 import { AppModule } from '../app.module.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
+import { checkHome } from '../config/open-errors.js';
 import { formatSeconds } from '../../modules/settings/duration.js';
-import { createHttpApp } from '../server.js';
+import { createHttpApp, nestOptions } from '../server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
 
 // What the `a2rl` commands share. Each command builds the Nest application context it needs, does
 // its work and closes it, so stores are flushed and closed before the process exits.
 
 export async function withApp<T>(work: (app: INestApplicationContext) => Promise<T>): Promise<T> {
-  loadConfig(); // fail fast, naming the variable, before any store is opened
-  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error', 'warn'] });
+  checkHome(loadConfig().home); // fail fast, naming the variable, before any store is opened
+  // A store that does not open is thrown as one OpenError line (src/cli.ts), not logged by Nest.
+  const app = await NestFactory.createApplicationContext(AppModule, nestOptions());
   try {
     return await work(app);
   } finally {
@@ -22,8 +24,9 @@ export async function withApp<T>(work: (app: INestApplicationContext) => Promise
 }
 
 /** An HTTP app (grading API) on a free loopback port for the runs this process executes. */
-export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig) => Promise<T>): Promise<T> {
+export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig, app: INestApplicationContext) => Promise<T>): Promise<T> {
   const config = loadConfig();
+  checkHome(config.home);
   // Serving and environment-server variables are read at each grading; a bad one fails here, before any run starts.
   loadServingConfig();
   const app = await createHttpApp();
@@ -47,7 +50,7 @@ export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, co
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
     try {
-      return await work(runs, `http://127.0.0.1:${address.port}`, config);
+      return await work(runs, `http://127.0.0.1:${address.port}`, config, app);
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);

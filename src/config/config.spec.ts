@@ -26,6 +26,9 @@ describe('configuration from the environment', () => {
     ['A2RL_LEDGER_URL', 'mysql://x'],
     ['A2RL_LEDGER_URL', 'not a url'],
     ['A2RL_ARTIFACTS_URL', 's3://127.0.0.1:9000'],
+    ['A2RL_ARTIFACTS_URL', 's3://127.0.0.1:9000/bucket'], // no credentials
+    ['A2RL_LEDGER_URL', 'postgres://h/db?schema=bad-name'],
+    ['A2RL_READMODEL_URL', 'postgres://h/db?schema=pg_catalog'],
     ['A2RL_ARTIFACTS_URL', 'http://minio'],
     ['A2RL_READMODEL_URL', 'kurrentdb://h:2113'],
     ['A2RL_HTTP_PORT', '99999'],

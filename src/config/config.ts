@@ -29,8 +29,25 @@ function checkUrl(variable: string, value: string, schemes: string[]): string {
   if (url.protocol === 's3:') {
     if (!url.hostname) throw new ConfigError(variable, `"${value}" needs an endpoint host: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket`);
     if (!url.pathname.replace(/^\/+/, '')) throw new ConfigError(variable, `"${value}" needs a bucket: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket`);
+    if (!url.username || !url.password) throw new ConfigError(variable, `"${redact(value)}" needs credentials: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket (percent-encode special characters)`);
   }
+  if (url.protocol === 'postgres:' || url.protocol === 'postgresql:') checkSchema(variable, url.searchParams.get('schema'));
   return value;
+}
+
+// What both PostgreSQL adapters accept as `?schema=`: a plain identifier, not in PostgreSQL's reserved pg_ namespace.
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,49}$/;
+
+function checkSchema(variable: string, schema: string | null): void {
+  if (schema === null) return;
+  if (!SCHEMA_NAME.test(schema) || /^pg_/i.test(schema)) {
+    throw new ConfigError(variable, `?schema=${schema} is not a usable schema name: letters, digits and _, not starting with a digit or pg_, at most 50 characters`);
+  }
+}
+
+/** Hides credentials in URLs printed to the console. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):([^@/]+)@/, '//$1:***@');
 }
 
 /** `sqlite:///abs/file.db` or `sqlite://relative/file.db` (same for `file://`) → a filesystem path. */

@@ -1,0 +1,152 @@
+import type { Command } from 'commander';
+import { openRedisCampaignQueue } from '../../infra/queue/bullmq-campaign-queue.js';
+import { checkQueue, displayQueueUrl, queuePrefix, redisUrl } from '../../infra/queue/redis-connection.js';
+import { startRedisWorker } from '../../infra/queue/redis-worker.js';
+import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
+import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
+import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
+import { workerInfo } from '../../modules/campaigns/worker-info.js';
+import { LedgerService } from '../../modules/ledger/ledger.service.js';
+import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
+import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
+import { withRunApp } from './cli-support.js';
+
+// `a2rl worker`: one machine's share of a distributed campaign. It takes jobs from the Redis queue
+// (infra/queue/redis-worker.ts) and runs each as `a2rl run` would, recording into the shared ledger;
+// the campaign's stream says which worker ran what.
+
+const DEFAULT_LEASE_MS = 30_000;
+
+const HELP = `
+Every worker and the scheduling \`a2rl campaign run --queue\` must share the ledger (A2RL_LEDGER_URL=postgres://…
+or kurrentdb://…) and the artifact store (A2RL_ARTIFACTS_URL=s3://… for MinIO, or a file:// path that every
+machine mounts), and use the same A2RL_QUEUE_PREFIX (default a2rl).
+
+A job holds a lease of A2RL_WORKER_LEASE_MS (default 30000), renewed while its run goes on. A worker that
+dies (SIGKILL, machine lost) stops renewing: after about two lease periods another worker takes the job,
+records the dead worker's run interrupted and retries the cell (up to the campaign's --retries).
+
+SIGTERM / SIGINT: no new jobs; running runs are stopped, recorded and their cells handed back to the queue;
+then the worker exits (143 / 130). A second signal quits at once (the next start of an a2rl process on this
+A2RL_HOME records the open runs interrupted; other workers settle them when their leases run out).
+`;
+
+interface WorkerOptions {
+  queue: string;
+  slots: string;
+  gpus?: string;
+}
+
+export function registerWorkerCommands(program: Command): void {
+  program
+    .command('worker')
+    .description('run campaign jobs from a Redis queue until stopped (SIGTERM: running runs are stopped, recorded and handed back)')
+    .requiredOption('--queue <redis://…>', 'the queue that `a2rl campaign run --queue` fills')
+    .option('--slots <n>', 'runs that need no GPU at once (0: GPU jobs only)', '1')
+    .option('--gpus <ids>', 'GPU ids this worker lends to jobs that need GPUs, e.g. 0,1 (default: none, so CPU jobs only); a job needing n GPUs gets n of them to itself')
+    .addHelpText('after', HELP)
+    .action(async (opts: WorkerOptions) => {
+      const url = redisUrl(opts.queue);
+      const slots = parseSlots(opts.slots);
+      const gpus = parseGpus(opts.gpus);
+      if (slots === 0 && gpus.length === 0) throw new Error('--slots 0 takes no CPU jobs: give --gpus, or at least one slot');
+      const prefix = queuePrefixFromEnv(process.env);
+      const leaseMs = leaseFromEnv(process.env);
+      const config = loadConfig();
+      checkSharedStores(config);
+      await checkQueue(url); // one line within seconds, before a store is opened or a run recovered
+      await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
+        const info = workerInfo(gpus);
+        const queue = await openRedisCampaignQueue(url, { prefix });
+        try {
+          const runner = new CampaignRunner({
+            ledger: new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK)),
+            runs,
+            runLedger: app.get(LedgerService),
+            artifacts: app.get(ARTIFACT_STORE),
+            gradingBaseUrl,
+            enqueue: (jobs) => queue.enqueue(jobs),
+            log,
+          });
+          const stopped = stopSignal();
+          const worker = await startRedisWorker({ url, prefix, slots, gpus, handler: runner.handle, worker: info, leaseMs, log });
+          log(
+            `worker ${info.id}: taking jobs from ${displayQueueUrl(url)} (prefix ${prefix}), ${slots} CPU slot${slots === 1 ? '' : 's'}` +
+              `${gpus.length ? `, GPUs ${gpus.join(',')}` : ', no GPUs'}; lease ${leaseMs} ms; ledger ${redact(config.ledgerUrl)}, artifacts ${redact(config.artifactsUrl)}`,
+          );
+          const signal = await stopped;
+          log(`worker ${info.id}: ${signal}: taking no new jobs; stopping the running runs and handing their cells back`);
+          await worker.close();
+          log(`worker ${info.id}: stopped`);
+        } finally {
+          await queue.close();
+        }
+      });
+    });
+}
+
+/** One line on stderr, time-stamped: a worker's log is read long after. */
+function log(line: string): void {
+  process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+}
+
+/** Resolves on the first SIGTERM/SIGINT (withRunApp's own handler sets the exit code and stops the agents). */
+function stopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      resolve(signal);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}
+
+/**
+ * Workers on other machines record into the same ledger, so an embedded one (SQLite, memory) is refused;
+ * artifacts on a filesystem path work only where every machine mounts it, so that gets a warning.
+ */
+export function checkSharedStores(config: Pick<A2rlConfig, 'ledgerUrl' | 'artifactsUrl'>, warn: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): void {
+  const scheme = config.ledgerUrl.slice(0, config.ledgerUrl.indexOf(':'));
+  if (scheme === 'sqlite' || scheme === 'memory') {
+    const which = scheme === 'sqlite' ? `embedded SQLite, ${redact(config.ledgerUrl)}` : 'in memory';
+    throw new Error(`workers record into one ledger they all share: set A2RL_LEDGER_URL=postgres://… or kurrentdb://… (this one is ${which})`);
+  }
+  if (config.artifactsUrl.startsWith('file:')) {
+    warn(`a2rl worker: warning: artifacts are on a filesystem path (${config.artifactsUrl}): every worker and the scheduler must mount the same directory there (or use A2RL_ARTIFACTS_URL=s3://… for MinIO)`);
+  }
+}
+
+export function parseSlots(text: string): number {
+  if (!/^\d+$/.test(text.trim()) || Number(text) > 1024) throw new Error(`--slots must be a whole number from 0 to 1024, got "${text}"`);
+  return Number(text);
+}
+
+/** `0,1` → ['0', '1']: indices, UUIDs or MIG ids as CUDA_VISIBLE_DEVICES takes them; distinct, at most 64. */
+export function parseGpus(text: string | undefined): string[] {
+  if (text === undefined) return [];
+  const ids = text.split(',').map((id) => id.trim());
+  const bad = ids.find((id) => !/^[A-Za-z0-9][A-Za-z0-9:_./-]{0,127}$/.test(id) || id.toLowerCase() === 'cpu');
+  if (bad !== undefined) throw new Error(`--gpus takes GPU ids separated by commas, e.g. 0,1 or GPU-5d8f…, got "${text}"`);
+  if (new Set(ids).size !== ids.length) throw new Error(`--gpus names a GPU twice: "${text}"`);
+  if (ids.length > 64) throw new Error(`--gpus names ${ids.length} GPUs; at most 64`);
+  return ids;
+}
+
+export function leaseFromEnv(env: NodeJS.ProcessEnv): number {
+  const text = env.A2RL_WORKER_LEASE_MS?.trim();
+  if (!text) return DEFAULT_LEASE_MS;
+  if (!/^\d+$/.test(text) || Number(text) < 500 || Number(text) > 3_600_000) {
+    throw new ConfigError('A2RL_WORKER_LEASE_MS', `a job's lease in milliseconds, from 500 to 3600000, got "${text}"`);
+  }
+  return Number(text);
+}
+
+export function queuePrefixFromEnv(env: NodeJS.ProcessEnv): string {
+  try {
+    return queuePrefix(env.A2RL_QUEUE_PREFIX?.trim() || undefined);
+  } catch (err) {
+    throw new ConfigError('A2RL_QUEUE_PREFIX', (err as Error).message);
+  }
+}

@@ -1,0 +1,284 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { checkQueue } from '../../infra/queue/redis-connection.js';
+import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
+
+// Distributed campaigns end to end through the built `a2rl` binary: `a2rl worker` processes, each with
+// its own A2RL_HOME (one "machine" each), sharing a PostgreSQL ledger, a filesystem artifact store and a
+// Redis queue. A worker SIGKILLed while its run is going loses its lease: the other worker takes the job,
+// records the dead worker's run interrupted and runs the cell again. A worker stopped by SIGTERM closes
+// its run and hands the cell back. Skipped, saying why, where Redis or PostgreSQL does not answer.
+
+const REDIS = process.env.A2RL_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PG = process.env.A2RL_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+const missing = await servicesMissing();
+const describeServices = missing ? describe.skip : describe;
+if (missing) console.warn(`skipping the distributed campaign spec: ${missing}`);
+
+interface CampaignJson {
+  campaignId: string;
+  runs: { runId: string | null; task: string; agent: string; driver: string | null; seed: number; state: string; best: number | null }[];
+  completed: number;
+  failed: number;
+}
+
+interface Ev {
+  type: string;
+  data: Record<string, unknown>;
+}
+
+interface Background {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a shared PostgreSQL ledger', () => {
+  const schema = `a2rl_distributed_${process.pid}_${Date.now()}`;
+  const prefix = `a2rl-test-distributed-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const dirs: string[] = [];
+  const started: Background[] = [];
+  let artifacts: string;
+  let env: Record<string, string>;
+
+  const campaignEvents = (campaignId: string) => streamEvents(schema, `campaign-${campaignId}`);
+  const runEvents = (runId: string) => streamEvents(schema, `run-${runId}`);
+  const dir = (name: string) => {
+    const d = mkdtempSync(path.join(os.tmpdir(), `a2rl-distributed-${name}-`));
+    dirs.push(d);
+    return d;
+  };
+  const a2rl = (home: string, args: string[], extra: Record<string, string> = {}) => runA2rl(args, { env: { ...process.env, ...env, A2RL_HOME: home, ...extra } });
+  const start = (home: string, args: string[], extra: Record<string, string> = {}): Background => {
+    const child = spawn(process.execPath, [A2RL_BIN, ...args], { env: { ...process.env, ...env, A2RL_HOME: home, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGKILL' ? 137 : null))));
+    const bg = { child, stdout: () => out, stderr: () => err, exited };
+    started.push(bg);
+    return bg;
+  };
+  const startWorker = async (): Promise<Background & { id: string }> => {
+    const w = start(dir('worker'), ['worker', '--queue', REDIS, '--slots', '1']);
+    await until(() => /worker (\S+): taking jobs from/.test(w.stderr()) || w.child.exitCode !== null, 'the worker to start', 60_000);
+    const id = /worker (\S+): taking jobs from/.exec(w.stderr())?.[1];
+    if (!id) throw new Error(`the worker did not start: ${w.stderr()}`);
+    return { ...w, id };
+  };
+
+  beforeAll(() => {
+    artifacts = dir('artifacts');
+    env = {
+      A2RL_LEDGER_URL: `${PG}?schema=${schema}`,
+      A2RL_ARTIFACTS_URL: `file://${artifacts}`,
+      A2RL_QUEUE_PREFIX: prefix,
+      A2RL_WORKER_LEASE_MS: '3000',
+    };
+  });
+
+  afterAll(async () => {
+    for (const bg of started) if (bg.child.exitCode === null && bg.child.signalCode === null) bg.child.kill('SIGKILL');
+    await Promise.all(started.map((bg) => bg.exited));
+    await dropSchema(schema);
+    await deleteKeys(prefix);
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+
+  it('completes with one completed run per cell × seed; the killed worker\'s run is recorded interrupted and retried on the other worker', async () => {
+    const workers = [await startWorker(), await startWorker()];
+    const campaign = start(dir('scheduler'), ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '2', '--budget', '6s', '--json']);
+
+    // The victim: the first worker whose run is recorded as assigned (the runner logs it after RunAssigned).
+    const startedRun = /cell (\d+): started run (\S+)/;
+    await until(() => workers.some((w) => startedRun.test(w.stderr())), 'a worker to start a run', 90_000);
+    const victim = workers.find((w) => startedRun.test(w.stderr()))!;
+    const survivor = workers.find((w) => w !== victim)!;
+    const [, killedCell, killedRun] = startedRun.exec(victim.stderr())!;
+    victim.child.kill('SIGKILL');
+    expect(await victim.exited).toBe(137);
+
+    const code = await Promise.race([campaign.exited, timeout(240_000, 'the campaign to complete')]);
+    expect({ code, stderr: code === 0 ? '' : campaign.stderr() }).toEqual({ code: 0, stderr: '' });
+    const result = JSON.parse(campaign.stdout().trim().split('\n').pop()!) as CampaignJson;
+
+    // Exactly one completed run per cell × seed, none of them the killed one.
+    expect(result).toMatchObject({ completed: 2, failed: 0 });
+    expect(result.runs.map((r) => [r.seed, r.state]).sort()).toEqual([
+      [0, 'completed'],
+      [1, 'completed'],
+    ]);
+    expect(new Set(result.runs.map((r) => r.runId)).size).toBe(2);
+    expect(result.runs.map((r) => r.runId)).not.toContain(killedRun);
+
+    // The killed run: recorded interrupted in its own stream, never completed.
+    const killedEvents = await runEvents(killedRun);
+    expect(killedEvents.map((e) => e.type)).toContain('RunInterrupted');
+    expect(killedEvents.map((e) => e.type)).not.toContain('RunCompleted');
+
+    // The campaign's stream: the attempt lost, retried, and assigned to the survivor.
+    const stream = await campaignEvents(result.campaignId);
+    const cell = Number(killedCell);
+    const ofCell = (type: string) => stream.filter((e) => e.type === type && e.data.cell === cell);
+    expect(ofCell('RunFinished').map((e) => e.data)).toEqual([
+      expect.objectContaining({ attempt: 1, runId: killedRun, outcome: 'lost' }),
+      expect.objectContaining({ attempt: 2, outcome: 'completed' }),
+    ]);
+    expect(ofCell('RunRetried').map((e) => e.data)).toEqual([expect.objectContaining({ attempt: 2 })]);
+    const assigned = ofCell('RunAssigned').map((e) => e.data as { attempt: number; runId: string; worker: { id: string } });
+    expect(assigned.map((a) => [a.attempt, a.worker.id])).toEqual([
+      [1, victim.id],
+      [2, survivor.id],
+    ]);
+    for (const c of [0, 1]) {
+      expect(stream.filter((e) => e.type === 'RunFinished' && e.data.cell === c && e.data.outcome === 'completed')).toHaveLength(1);
+    }
+    expect(stream.at(-1)).toMatchObject({ type: 'CampaignCompleted', data: { completed: 2, failed: 0 } });
+
+    // SIGTERM on an idle worker: it stops and exits 143.
+    survivor.child.kill('SIGTERM');
+    expect(await Promise.race([survivor.exited, timeout(60_000, 'the worker to exit')])).toBe(143);
+    expect(survivor.stderr()).toMatch(/worker \S+: stopped/);
+  }, 360_000);
+
+  it('hands a running job back on SIGTERM: the run is closed, the worker exits 143, another worker runs the cell', async () => {
+    const first = await startWorker();
+    const campaign = start(dir('scheduler'), ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '1', '--budget', '20s', '--json']);
+    const startedRun = /cell 0: started run (\S+)/;
+    await until(() => startedRun.test(first.stderr()), 'the worker to start the run', 90_000);
+    const [, stoppedRun] = startedRun.exec(first.stderr())!;
+    first.child.kill('SIGTERM');
+    expect(await Promise.race([first.exited, timeout(90_000, 'the worker to exit')])).toBe(143);
+    expect(first.stderr()).toMatch(/SIGTERM: taking no new jobs/);
+
+    const second = await startWorker();
+    const code = await Promise.race([campaign.exited, timeout(120_000, 'the campaign to complete')]);
+    expect({ code, stderr: code === 0 ? '' : campaign.stderr() }).toEqual({ code: 0, stderr: '' });
+    const result = JSON.parse(campaign.stdout().trim().split('\n').pop()!) as CampaignJson;
+    expect(result).toMatchObject({ completed: 1, failed: 0 });
+    expect(result.runs[0].runId).not.toBe(stoppedRun);
+
+    // The stopped run was closed and sealed by its own worker, not left open.
+    const closed = (await runEvents(stoppedRun)).map((e) => e.type);
+    expect(closed.at(-1)).toBe('TreeHeadSigned');
+    expect(closed.some((t) => t === 'RunCompleted' || t === 'RunInterrupted')).toBe(true);
+    const stream = await campaignEvents(result.campaignId);
+    expect(stream.filter((e) => e.type === 'RunFinished').map((e) => e.data)).toEqual([
+      expect.objectContaining({ attempt: 1, runId: stoppedRun, outcome: 'infra_failed' }),
+      expect.objectContaining({ attempt: 2, outcome: 'completed' }),
+    ]);
+    const assigned = stream.filter((e) => e.type === 'RunAssigned').map((e) => e.data as { attempt: number; worker: { id: string } });
+    expect(assigned.map((a) => [a.attempt, a.worker.id])).toEqual([
+      [1, first.id],
+      [2, second.id],
+    ]);
+    second.child.kill('SIGTERM');
+    expect(await Promise.race([second.exited, timeout(60_000, 'the worker to exit')])).toBe(143);
+  }, 360_000);
+
+  it('refuses a worker whose ledger is embedded SQLite, in one line, before it takes a job', async () => {
+    const r = await a2rl(dir('sqlite-worker'), ['worker', '--queue', REDIS], { A2RL_LEDGER_URL: '' });
+    expect(r.code).toBe(1);
+    expect(lines(r)).toEqual([expect.stringMatching(/^a2rl: workers record into one ledger they all share: set A2RL_LEDGER_URL=postgres:\/\/… or kurrentdb:\/\/… \(this one is embedded SQLite, sqlite:\/\/.*ledger\.db\)$/)]);
+  }, 60_000);
+
+  it('fails `campaign run --queue` at a queue that does not answer, in one line, and records nothing', async () => {
+    const home = dir('unreachable');
+    const empty = `${schema}_empty`;
+    const ledger = { A2RL_LEDGER_URL: `${PG}?schema=${empty}` };
+    try {
+      const r = await a2rl(home, ['campaign', 'run', '--queue', 'redis://127.0.0.1:1', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--budget', '6s'], ledger);
+      expect(r.code).toBe(1);
+      expect(lines(r)).toEqual(['a2rl: cannot reach the queue at redis://127.0.0.1:1 (ECONNREFUSED): start Redis or fix --queue']);
+      const w = await a2rl(home, ['worker', '--queue', 'redis://127.0.0.1:1'], ledger);
+      expect(w.code).toBe(1);
+      expect(lines(w)).toEqual(['a2rl: cannot reach the queue at redis://127.0.0.1:1 (ECONNREFUSED): start Redis or fix --queue']);
+      const list = await a2rl(home, ['campaign', 'list', '--json'], ledger);
+      expect(list).toMatchObject({ code: 0, stdout: '[]\n' });
+    } finally {
+      await dropSchema(empty);
+    }
+  }, 60_000);
+});
+
+/** stderr's lines, less the filesystem-artifacts warning (which the worker gives before its checks). */
+function lines(r: CliResult): string[] {
+  return r.stderr
+    .trim()
+    .split('\n')
+    .filter((l) => l && !l.includes('warning: artifacts are on a filesystem path'));
+}
+
+async function until(check: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function timeout(ms: number, what: string): Promise<never> {
+  return new Promise((_, reject) => setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms).unref());
+}
+
+async function servicesMissing(): Promise<string | null> {
+  try {
+    await checkQueue(REDIS);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  const client = new pg.Client({ connectionString: PG, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    return null;
+  } catch (err) {
+    return `PostgreSQL at ${PG} does not answer (${(err as Error).message})`;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function withPg<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: PG });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Events of a stream straight from the shared ledger's table (canonical JSON envelopes). */
+async function streamEvents(schema: string, stream: string): Promise<Ev[]> {
+  return withPg(async (client) => {
+    const { rows } = await client.query<{ data: Buffer }>(`SELECT data FROM "${schema}".events WHERE stream = $1 ORDER BY revision`, [stream]);
+    return rows.map((r) => JSON.parse(r.data.toString('utf8')) as Ev);
+  });
+}
+
+async function dropSchema(schema: string): Promise<void> {
+  await withPg((client) => client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)).catch(() => undefined);
+}
+
+async function deleteKeys(prefix: string): Promise<void> {
+  const client = new Redis(REDIS);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await client.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    client.disconnect();
+  }
+}
