@@ -238,6 +238,15 @@ describe('POST /submit: gpu as the paper has it', () => {
     expect([r.events.length, r.task.calls, r.run.totalSubmissions]).toEqual([0, 0, 0]);
     expect((await post(`${r.url}/submit`, { model_path: 'output/ck' })).body.submission_id).toBe('sub-1');
   });
+
+  it('a run holding some GPUs (a campaign worker gave it "2") is graded on those only', async () => {
+    const r = await server.newRun({ gpus: ['2'] });
+    await r.checkpoint('ck', { score: 50 });
+    expect((await get(`${r.url}/health`)).body.available_gpus).toEqual(['2']);
+    const refused = await post(`${r.url}/submit`, { model_path: 'output/ck', gpu: 0 });
+    expect([refused.status, refused.body.available_gpus]).toEqual([400, ['2']]);
+    expect((await post(`${r.url}/submit`, { model_path: 'output/ck' })).status).toBe(200);
+  });
 });
 
 describe('an agent written for the paper harness', () => {

@@ -58,7 +58,7 @@ export class GradingController {
   runHealth(@Param('token') token: string): RunHealth {
     const run = this.registry.byToken(token);
     if (!run) throw new UnauthorizedException('the token in this URL names no active run (the run may have ended)');
-    return { ...this.health(), run_id: run.ctx.runId, task: run.ctx.task.id, workspace: run.ctx.workspace.root };
+    return { ...this.health(), available_gpus: run.ctx.gpus ?? this.options.availableGpus, run_id: run.ctx.runId, task: run.ctx.task.id, workspace: run.ctx.workspace.root };
   }
 
   @Post(both('submit'))

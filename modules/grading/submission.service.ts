@@ -51,7 +51,7 @@ export class SubmissionService {
     const arrivedMs = Date.now();
     let device: string;
     try {
-      device = gradingDevice(gpu, this.options.availableGpus);
+      device = gradingDevice(gpu, run.ctx.gpus ?? this.options.availableGpus);
     } catch (err) {
       if (!(err instanceof GpuRequestError)) throw err;
       throw new BadRequestException({ statusCode: 400, error: err.message, available_gpus: err.availableGpus });

@@ -34,4 +34,6 @@ export interface RunContext {
   artifacts: ArtifactStore;
   /** The run's limits (task pack defaults, overridden per run); absent: nothing is limited by the harness. */
   limits?: RunLimits;
+  /** The GPU ids this run holds (a campaign worker's devices); absent: every GPU the grading server has. */
+  gpus?: string[];
 }

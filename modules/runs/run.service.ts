@@ -18,7 +18,7 @@ import { knownSecrets, MIN_SECRET_LENGTH, type KnownSecret } from '../instrument
 import { startLlmGateway } from '../llm-gateway/gateway.js';
 import { upstreamsFromEnv } from '../llm-gateway/upstreams.js';
 import { RunRecorder } from '../instrumentation/run-recorder.js';
-import type { EventData, EventType } from '../ledger/events/catalog.js';
+import type { AgentStopper, EventData, EventType } from '../ledger/events/catalog.js';
 import type { RecordedEvent } from '../ledger/event-store.port.js';
 import { LedgerService } from '../ledger/ledger.service.js';
 import { CLOCK, type Clock } from '../ledger/tokens.js';
@@ -162,6 +162,8 @@ interface RunSession {
 export class RunService {
   /** Agents of the runs in progress, by run id (what an operator interrupt stops). */
   private readonly agents = new Map<string, AgentHandle>();
+  /** Who asked to stop a run's agent (the first to ask): recorded as AgentExited.stoppedBy. */
+  private readonly stoppers = new Map<string, AgentStopper>();
   private interrupted = false;
 
   constructor(
@@ -200,13 +202,20 @@ export class RunService {
    */
   async interruptAll(): Promise<void> {
     this.interrupted = true;
+    for (const runId of this.agents.keys()) this.stopBy(runId, 'operator');
     await Promise.all([...this.agents.values()].map((agent) => agent.kill('killed')));
   }
 
-  /** Stops one run's agent as at budget expiry; the run then closes as usual. False when it is not running here. */
+  /** Remembers who stops a run's agent; the first to ask is the stopper. */
+  private stopBy(runId: string, stopper: AgentStopper): void {
+    if (!this.stoppers.has(runId)) this.stoppers.set(runId, stopper);
+  }
+
+  /** Stops one run's agent for its campaign, as at budget expiry; the run then closes as usual (cancelled). False when it is not running here. */
   async stop(runId: string): Promise<boolean> {
     const agent = this.agents.get(runId);
     if (!agent) return false;
+    this.stopBy(runId, 'campaign');
     await agent.kill('killed');
     return true;
   }
@@ -229,7 +238,7 @@ export class RunService {
     if (state !== null) return { state, best, baseline, interruptedNow: false };
     const lock = this.locks.list().find((l) => l.runId === runId);
     if (lock?.pidFile) await this.launcher.killLeftovers(lock.pidFile).catch(() => 0);
-    await this.ledger.record(runId, 'RunInterrupted', { reason: reason.slice(0, 4000) });
+    await this.ledger.record(runId, 'RunInterrupted', { reason: reason.slice(0, 4000), cause: 'harness_gone' });
     await this.sealStored(runId);
     if (lock) this.locks.remove(runId);
     return { state: 'interrupted', best, baseline, interruptedNow: true };
@@ -393,6 +402,7 @@ export class RunService {
       record: s.instrumentation.record,
       artifacts: this.artifacts,
       limits: s.limits,
+      ...(s.request.gpus ? { gpus: s.request.gpus } : {}),
     };
     s.registered = true;
     this.registry.register(ctx, {
@@ -506,6 +516,7 @@ export class RunService {
   /** Stops the agent when a limit the harness accounts (the disk quota) is exceeded; LimitReached says which. */
   private stopForLimit(s: RunSession): void {
     s.warn(`[${s.runId}] a resource limit was reached: stopping the agent (see LimitReached in a2rl events ${s.runId})`);
+    if (s.agent) this.stopBy(s.runId, 'limit');
     void s.agent?.kill('killed');
   }
 
@@ -619,7 +630,9 @@ export class RunService {
       if (s.exit) {
         const { exitCode, signal, reason, endedAt } = s.exit;
         const observedAt = new Date(endedAt ?? this.clock().getTime()).toISOString();
-        await this.record(s, 'AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason, observedAt });
+        // Killed on someone's request (an interrupt during set-up kills the agent at its launch: the operator's).
+        const stoppedBy = reason === 'killed' ? (this.stoppers.get(s.runId) ?? (this.interrupted ? 'operator' : undefined)) : undefined;
+        await this.record(s, 'AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason, observedAt, ...(stoppedBy ? { stoppedBy } : {}) });
         await this.checkIntegrity(s);
         await s.prepared?.runMeta.update({ end_time: epochSeconds(this.clock()) }).catch(keep);
         await this.record(s, 'RunCompleted', { ...(s.tally.best !== null ? { best: s.tally.best } : {}), submissions: s.tally.submissions.size });
@@ -628,7 +641,7 @@ export class RunService {
         await this.record(s, 'RunCompleted', { submissions: 0 });
       } else if (failure !== undefined) {
         const message = failure instanceof Error ? failure.message : String(failure);
-        await this.record(s, 'RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000) });
+        await this.record(s, 'RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000), cause: 'setup_failed' });
       }
       await s.recorder.settle();
       await s.signer.seal(); // the final head covers the whole run
@@ -636,6 +649,8 @@ export class RunService {
     } catch (err) {
       // The ledger failed: the lock stays, so the next start records the run as interrupted.
       if (failure === undefined) throw err;
+    } finally {
+      this.stoppers.delete(s.runId);
     }
     if (closeError !== undefined && failure === undefined) throw closeError;
     this.progress(s);
@@ -684,7 +699,7 @@ export class RunService {
     for (const lock of this.locks.list()) {
       if (lock.pid === process.pid || this.launcher.alive(lock.pid)) continue;
       if (lock.pidFile) await this.launcher.killLeftovers(lock.pidFile).catch(() => 0);
-      await this.ledger.record(lock.runId, 'RunInterrupted', { reason: `the harness (pid ${lock.pid}) exited while the run was open` });
+      await this.ledger.record(lock.runId, 'RunInterrupted', { reason: `the harness (pid ${lock.pid}) exited while the run was open`, cause: 'harness_gone' });
       await this.sealStored(lock.runId);
       this.locks.remove(lock.runId);
       interrupted.push(lock.runId);

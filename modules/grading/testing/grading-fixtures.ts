@@ -125,7 +125,7 @@ export interface TestServer {
   sockets: GradingSockets;
   artifacts: ArtifactStore;
   home: string;
-  newRun(opts?: { task?: FakeTask; baselineScore?: number; deadline?: Date; budgetSeconds?: number; onSubmitted?(): void; runMeta?: RegisterOptions['runMeta'] }): Promise<TestRun>;
+  newRun(opts?: { task?: FakeTask; gpus?: string[]; baselineScore?: number; deadline?: Date; budgetSeconds?: number; onSubmitted?(): void; runMeta?: RegisterOptions['runMeta'] }): Promise<TestRun>;
   close(): Promise<void>;
 }
 
@@ -188,6 +188,7 @@ export async function startGradingServer(options: Partial<GradingOptions> = {}):
         token,
         budgetSeconds,
         artifacts,
+        ...(opts.gpus ? { gpus: opts.gpus } : {}),
         record: async (type, data) => {
           events.push({ type, data: data as EventData<EventType> });
         },
