@@ -15,7 +15,7 @@ import { LocalQueue } from './local-queue.js';
 
 type Behaviour = (request: RunRequest, runId: string) => Promise<{ best: number | null } | 'setup-fails'>;
 
-function setup(behaviour: Behaviour, retries = 1) {
+function setup(behaviour: Behaviour, retries = 1, holderAlive?: (w: { id: string }) => Promise<boolean>) {
   const store = new MemoryEventStore();
   const clock = () => new Date('2026-11-24T10:00:00.000Z');
   const ledger = new CampaignLedger(store, clock);
@@ -54,7 +54,7 @@ function setup(behaviour: Behaviour, retries = 1) {
     },
   };
   const enqueued: CampaignJob[] = [];
-  const runner = new CampaignRunner({ ledger, runs: runs as unknown as RunService, runLedger, artifacts: new MemoryArtifactStore(), gradingBaseUrl: 'http://127.0.0.1:1', enqueue: async (jobs) => void enqueued.push(...jobs) });
+  const runner = new CampaignRunner({ ledger, runs: runs as unknown as RunService, runLedger, artifacts: new MemoryArtifactStore(), gradingBaseUrl: 'http://127.0.0.1:1', enqueue: async (jobs) => void enqueued.push(...jobs), holderAlive, holderPollMs: 5 });
   const worker = { id: 'w1', host: 'h', pid: 1, gpus: [] };
   const ctx = (signal = new AbortController().signal): JobContext => ({ worker, gpus: [], signal });
   const schedule = async (seeds = 1) => {
@@ -108,6 +108,24 @@ describe('CampaignRunner', () => {
     const p = await h.ledger.read(id);
     expect(p.cells[0]).toMatchObject({ status: 'completed', attempt: 2, best: 20 });
     expect(p.cells[0].runs).toEqual(['ref-arith-dead', h.started[0]]);
+  });
+
+  it('leaves an attempt to its holder while the holder is alive (a flushed queue handed the job out again)', async () => {
+    let h!: ReturnType<typeof setup>;
+    let checks = 0;
+    h = setup(async () => ({ best: 1 }), 1, async () => {
+      if (++checks === 2) await h.ledger.execute(id, { type: 'finish', result: { cell: 0, attempt: 1, runId: 'ref-arith-live', outcome: 'completed', best: 7 }, retryable: false });
+      return true;
+    });
+    const id = await h.schedule();
+    await h.runLedger.record('ref-arith-live', 'RunScheduled', { task: 'ref-arith', agent: 'faulty-crash', baseModel: 'base', budgetSeconds: 5, seed: 0, mode: 'free' });
+    await h.ledger.execute(id, { type: 'assign', cell: 0, attempt: 1, runId: 'ref-arith-live', worker: { id: 'w-live', host: 'elsewhere', pid: 9, gpus: [] }, gpus: [] });
+    await h.runner.handle(job(id), h.ctx());
+    const live = [];
+    for await (const e of h.runLedger.events('ref-arith-live')) live.push(e.type);
+    expect(live).toEqual(['RunScheduled']); // not interrupted by the second taker
+    expect(h.started).toEqual([]);
+    expect((await h.ledger.read(id)).cells[0]).toMatchObject({ status: 'completed', best: 7 });
   });
 
   it('takes a run that completed before its worker died as the result (never runs it again)', async () => {

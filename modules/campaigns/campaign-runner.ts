@@ -1,20 +1,26 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { CellProgress, CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import { isTerminal } from '../../projections/campaign-progress/campaign-progress.js';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
 import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import type { A2rlEvent, RunFinished } from '../ledger/events/catalog.js';
+import type { A2rlEvent, RunFinished, WorkerInfo } from '../ledger/events/catalog.js';
 import type { LedgerService } from '../ledger/ledger.service.js';
 import type { RunService } from '../runs/run.service.js';
 import { CampaignRuleError } from './campaign.js';
 import type { CampaignLedger } from './campaign-ledger.js';
 import type { CampaignJob, JobContext } from './campaign-queue.port.js';
+import { onThisMachine, processAlive } from './worker-info.js';
 
 /** Failure classes that say the infrastructure, not the agent, failed the run: another attempt is owed. */
 const INFRA_CLASSES: ReadonlySet<FailureClass> = new Set(['infra_error', 'infra_setup', 'infra_model_unreachable']);
 /** How often a running job checks whether its campaign was cancelled. */
 const CANCEL_POLL_MS = 5000;
+const HOLDER_POLL_MS = 5000;
+
+/** A worker of this machine whose process still exists; a worker elsewhere is not known to be alive. */
+const processOfThisMachine = async (worker: WorkerInfo): Promise<boolean> => onThisMachine(worker) && processAlive(worker.pid);
 
 export interface CampaignRunnerOptions {
   ledger: CampaignLedger;
@@ -25,6 +31,13 @@ export interface CampaignRunnerOptions {
   gradingBaseUrl: string;
   /** Puts a retry's job on the queue (the scheduler's or the worker's queue). */
   enqueue: (jobs: CampaignJob[]) => Promise<void>;
+  /**
+   * Whether the worker an attempt is assigned to is still alive (default: a process of this machine
+   * that still exists; a worker elsewhere counts as gone — the distributed worker asks its heartbeats).
+   */
+  holderAlive?: (worker: WorkerInfo) => Promise<boolean>;
+  /** How often a job waits on a live holder before looking again (default 5 s). */
+  holderPollMs?: number;
   log?: (line: string) => void;
 }
 
@@ -54,6 +67,7 @@ export class CampaignRunner {
    * one left open is recorded interrupted and the cell retried.
    */
   private async settleLost(state: CampaignProgress, cell: CellProgress): Promise<void> {
+    if (await this.holderFinishes(state.campaignId, cell)) return;
     const who = cell.worker ? `worker ${cell.worker.id} on ${cell.worker.host}` : 'its worker';
     const runId = cell.runId!;
     const settled = await this.o.runs.settleRun(runId, `${who} was lost while the run was open (campaign ${state.campaignId})`);
@@ -63,6 +77,23 @@ export class CampaignRunner {
         ? await this.classify(runId, { ...base, outcome: 'completed', ...scores(settled) })
         : { result: { ...base, outcome: 'lost', reason: `${who} was lost; the run was recorded interrupted` }, retryable: true };
     await this.finish(state.campaignId, outcome);
+  }
+
+  /**
+   * Waits while the attempt's holder is alive (the queue lost the job, not the worker); true when the
+   * holder recorded the attempt's end meanwhile, false when the holder is gone and the attempt still open.
+   */
+  private async holderFinishes(campaignId: string, cell: CellProgress): Promise<boolean> {
+    const alive = this.o.holderAlive ?? processOfThisMachine;
+    let waited = false;
+    while (cell.worker && (await alive(cell.worker))) {
+      if (!waited) this.log({ campaignId, cell: cell.cell }, `its attempt ${cell.attempt} is still held by ${cell.worker.id} on ${cell.worker.host}: waiting for it`);
+      waited = true;
+      await sleep(this.o.holderPollMs ?? HOLDER_POLL_MS);
+      const now = (await this.o.ledger.read(campaignId)).cells[cell.cell];
+      if (now.status !== 'running' || now.attempt !== cell.attempt) return true;
+    }
+    return false;
   }
 
   private async runAttempt(state: CampaignProgress, cell: CellProgress, job: CampaignJob, ctx: JobContext): Promise<void> {

@@ -2,10 +2,11 @@ import type { Command } from 'commander';
 import { openRedisCampaignQueue } from '../../infra/queue/bullmq-campaign-queue.js';
 import { checkQueue, displayQueueUrl, queuePrefix, redisUrl } from '../../infra/queue/redis-connection.js';
 import { startRedisWorker } from '../../infra/queue/redis-worker.js';
+import { heartbeatLiveness, startHeartbeat } from '../../infra/queue/worker-heartbeat.js';
 import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
 import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
-import { workerInfo } from '../../modules/campaigns/worker-info.js';
+import { onThisMachine, processAlive, workerInfo } from '../../modules/campaigns/worker-info.js';
 import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
@@ -57,6 +58,7 @@ export function registerWorkerCommands(program: Command): void {
       await checkQueue(url); // one line within seconds, before a store is opened or a run recovered
       await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
         const info = workerInfo(gpus);
+        const liveness = heartbeatLiveness(url, prefix, leaseMs);
         const queue = await openRedisCampaignQueue(url, { prefix });
         try {
           const runner = new CampaignRunner({
@@ -66,8 +68,10 @@ export function registerWorkerCommands(program: Command): void {
             artifacts: app.get(ARTIFACT_STORE),
             gradingBaseUrl,
             enqueue: (jobs) => queue.enqueue(jobs),
+            holderAlive: async (w) => (onThisMachine(w) && !processAlive(w.pid) ? false : liveness(w)),
             log,
           });
+          const heartbeat = await startHeartbeat(url, prefix, info.id, leaseMs);
           const stopped = stopSignal();
           const worker = await startRedisWorker({ url, prefix, slots, gpus, handler: runner.handle, worker: info, leaseMs, log });
           log(
@@ -77,6 +81,7 @@ export function registerWorkerCommands(program: Command): void {
           const signal = await stopped;
           log(`worker ${info.id}: ${signal}: taking no new jobs; stopping the running runs and handing their cells back`);
           await worker.close();
+          await heartbeat.stop();
           log(`worker ${info.id}: stopped`);
         } finally {
           await queue.close();
