@@ -7,6 +7,7 @@ import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
 import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
 import { onThisMachine, processAlive, workerInfo } from '../../modules/campaigns/worker-info.js';
+import { keysDir, loadSigningKey } from '../../modules/audit/tree-head.js';
 import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
@@ -55,6 +56,7 @@ export function registerWorkerCommands(program: Command): void {
       const leaseMs = leaseFromEnv(process.env);
       const config = loadConfig();
       checkSharedStores(config);
+      warnWithoutSharedKey(config.home);
       await checkQueue(url); // one line within seconds, before a store is opened or a run recovered
       await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
         const info = workerInfo(gpus);
@@ -88,6 +90,15 @@ export function registerWorkerCommands(program: Command): void {
         }
       });
     });
+}
+
+/** A worker without the campaign's signing key signs its runs with a key of its own, which verifiers elsewhere do not know. */
+function warnWithoutSharedKey(home: string): void {
+  if (loadSigningKey(home)) return;
+  process.stderr.write(
+    `a2rl worker: warning: no signing key in ${keysDir(home)}: this worker's first run creates one of its own. Copy the campaign's key there ` +
+      `(docs/operations.md), or trust this worker's key where runs are verified (a2rl keys show here, a2rl keys trust there)\n`,
+  );
 }
 
 /** One line on stderr, time-stamped: a worker's log is read long after. */
