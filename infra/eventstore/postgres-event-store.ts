@@ -23,6 +23,13 @@ const PAGE_SIZE = 500;
  */
 const POLL_MS = 250;
 const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Pooled connections by default (`?pool=` in the URL overrides): every concurrent append holds one
+ * for its round trip, so fewer connections than writers queue appends in the client and lose
+ * PostgreSQL's group commit. Connections are opened on demand, so a quiet process keeps few.
+ */
+const DEFAULT_POOL_SIZE = 20;
+const MAX_POOL_SIZE = 1000;
 const DEFAULT_SCHEMA = 'a2rl';
 // Short enough that the NOTIFY channel `<schema>_appended` fits PostgreSQL's 63-byte identifiers.
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,49}$/;
@@ -70,6 +77,9 @@ export class PostgresEventStore implements EventStore {
 
   private closed = false;
   private readonly subscriptions = new Set<PostgresSubscription>();
+  /** The NOTIFY in flight, and whether appends committed since it was sent (see `announce`). */
+  private announcing: Promise<void> | null = null;
+  private announceAgain = false;
   private readonly sql: ReturnType<typeof statements>;
 
   private constructor(
@@ -79,23 +89,26 @@ export class PostgresEventStore implements EventStore {
     /** host:port, for error messages. */
     private readonly server: string,
   ) {
-    this.sql = statements(quoteIdent(schema));
+    this.sql = statements(quoteIdent(schema), quoteIdent(channelOf(schema)));
   }
 
   /**
    * Connects and creates the schema and tables if missing. The schema is `options.schema`, else the
-   * URL's `?schema=` parameter (removed before the URL reaches pg), else `a2rl`.
+   * URL's `?schema=` parameter, else `a2rl`; the pool size is `options.pool`, else `?pool=`, else
+   * DEFAULT_POOL_SIZE. Both parameters are removed before the URL reaches pg.
    */
-  static async open(url: string, options: { schema?: string } = {}): Promise<PostgresEventStore> {
+  static async open(url: string, options: { schema?: string; pool?: number } = {}): Promise<PostgresEventStore> {
     const parsed = new URL(url);
     const schema = options.schema ?? parsed.searchParams.get('schema') ?? DEFAULT_SCHEMA;
     if (!SCHEMA_NAME.test(schema)) {
       throw new RangeError(`invalid postgres schema name "${schema}" (letters, digits and _, at most 50 characters)`);
     }
+    const max = options.pool ?? poolSize(parsed.searchParams.get('pool'));
     parsed.searchParams.delete('schema');
+    parsed.searchParams.delete('pool');
     const server = `${decodeURIComponent(parsed.hostname) || 'localhost'}:${parsed.port || '5432'}`;
     const connectionString = parsed.toString();
-    const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     // An idle pooled connection that dies emits 'error' on the pool; without a listener that would
     // crash the process. The next query gets a fresh connection or reports the outage itself.
     pool.on('error', () => {});
@@ -116,7 +129,10 @@ export class PostgresEventStore implements EventStore {
     const failed = `append to ${stream} was not acknowledged (retry the same append: it dedupes if it was stored)`;
     try {
       const appended = await this.appendOnce(stream, events, bytes, expected);
-      if (appended) return appended;
+      if (appended) {
+        this.announce();
+        return appended;
+      }
     } catch (error) {
       if (!isUniqueViolation(error)) throw this.unavailable(error, failed);
     }
@@ -170,6 +186,7 @@ export class PostgresEventStore implements EventStore {
     if (this.closed) return;
     this.closed = true;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
+    await this.announcing;
     await this.pool.end();
   }
 
@@ -205,20 +222,26 @@ export class PostgresEventStore implements EventStore {
    * (created for 'no_stream', else advanced from `expected`) locks it until commit, so a concurrent
    * writer of the same stream waits and then finds the head moved (READ COMMITTED re-checks the
    * updated row); the events are inserted only when the claim succeeded. Null when it did not.
+   * A single event (the harness's usual append) binds plain values, not one-element arrays: pg
+   * sends a Buffer as binary, but a bytea[] as hex text that both ends must convert.
    */
   private async appendOnce(stream: string, events: readonly A2rlEvent[], bytes: Buffer[], expected: ExpectedRevision): Promise<AppendResult | null> {
     const first = firstRevision(expected);
     const last = lastRevision(expected, events.length);
-    const { rows } = await this.pool.query<{ claimed: number; position: string | null }>(expected === 'no_stream' ? this.sql.appendNew : this.sql.appendAt, [
-      stream,
-      String(first),
-      events.map((e) => e.id),
-      events.map((e) => e.type),
-      bytes,
-      channelOf(this.schema),
-      String(last),
-      ...(expected === 'no_stream' ? [] : [String(expected)]),
-    ]);
+    const single = events.length === 1;
+    const statement = this.sql.append[`${single ? 'one' : 'many'}${expected === 'no_stream' ? 'New' : 'At'}`];
+    const { rows } = await this.pool.query<{ claimed: number; position: string | null }>({
+      ...statement,
+      values: [
+        stream,
+        String(first),
+        single ? events[0].id : events.map((e) => e.id),
+        single ? events[0].type : events.map((e) => e.type),
+        single ? bytes[0] : bytes,
+        String(last),
+        ...(expected === 'no_stream' ? [] : [String(expected)]),
+      ],
+    });
     const row = rows[0];
     if (!row || row.claimed === 0 || row.position === null) return null;
     return { nextExpectedRevision: last, position: row.position, deduplicated: false };
@@ -239,6 +262,29 @@ export class PostgresEventStore implements EventStore {
     const stored = await client.query<{ id: string; data: Buffer } & EventRow>(this.sql.range, [stream, String(first), String(last)]);
     if (!isStoredAlready(stored.rows, events, bytes)) throw new WrongExpectedRevisionError(stream, expected, actual);
     return { nextExpectedRevision: last, position: positionOf(cursorOf(stored.rows[stored.rows.length - 1])), deduplicated: true };
+  }
+
+  /**
+   * Wakes the subscribers (of every process) after appends commit: one NOTIFY per commit group, not
+   * one per append. A NOTIFY inside the append would take PostgreSQL's cluster-wide notify lock
+   * until its commit is flushed, so appends would commit one by one instead of sharing a WAL flush.
+   * Here appends that commit while a NOTIFY is in flight are covered by one more NOTIFY after it.
+   * It commits asynchronously (a notification needs no durability) and its failure is ignored:
+   * subscribers also poll (POLL_MS), so a lost wake-up only delays them.
+   */
+  private announce(): void {
+    if (this.closed) return;
+    if (this.announcing) {
+      this.announceAgain = true;
+      return;
+    }
+    this.announcing = (async () => {
+      do {
+        this.announceAgain = false;
+        await this.pool.query(this.sql.notify).catch(() => undefined);
+      } while (this.announceAgain && !this.closed);
+      this.announcing = null;
+    })();
   }
 
   /** Runs `work` in one transaction on a pooled connection; rolls back on any error. */
@@ -390,35 +436,59 @@ class PostgresSubscription implements Subscription {
   }
 }
 
-/** Claims the head with `claim`, then inserts the batch only if it succeeded; rows are numbered in batch order, so the last event gets the highest global_position. */
-function appendStatement(s: string, claim: string): string {
+/** Rows of a batch: numbered in batch order, so the last event gets the highest global_position. */
+const MANY_ROWS = `SELECT $1, $2::bigint + u.ord - 1, u.id, u.type, u.data
+      FROM unnest($3::uuid[], $4::text[], $5::bytea[]) WITH ORDINALITY AS u(id, type, data, ord)
+      WHERE EXISTS (SELECT 1 FROM claim)
+      ORDER BY u.ord`;
+const ONE_ROW = `SELECT $1, $2::bigint, $3::uuid, $4::text, $5::bytea WHERE EXISTS (SELECT 1 FROM claim)`;
+
+/** Claims the head with `claim`, then inserts the `rows` only if it succeeded. */
+function appendStatement(s: string, claim: string, rows: string): string {
   return `WITH claim AS (${claim}),
     inserted AS (
       INSERT INTO ${s}.events (stream, revision, id, type, data)
-      SELECT $1, $2::bigint + u.ord - 1, u.id, u.type, u.data
-      FROM unnest($3::uuid[], $4::text[], $5::bytea[]) WITH ORDINALITY AS u(id, type, data, ord)
-      WHERE EXISTS (SELECT 1 FROM claim)
-      ORDER BY u.ord
+      ${rows}
       RETURNING global_position
     )
     SELECT (SELECT count(*) FROM claim)::int AS claimed,
-      pg_current_xact_id()::text || ':' || max(global_position)::text AS position,
-      pg_notify($6, '')
+      pg_current_xact_id()::text || ':' || max(global_position)::text AS position
     FROM inserted`;
 }
 
-function statements(s: string) {
+/**
+ * The four append statements (one event or many; a new stream or one at an expected revision),
+ * named so that each pooled connection parses and plans them once. Names are per store, and each
+ * store has its own pool, so two schemas never share a name on one connection.
+ */
+function appendStatements(s: string): Record<`${'one' | 'many'}${'New' | 'At'}`, { name: string; text: string }> {
+  const claimNew = `INSERT INTO ${s}.streams (stream, revision) VALUES ($1, $6) ON CONFLICT (stream) DO NOTHING RETURNING 1`;
+  const claimAt = `UPDATE ${s}.streams SET revision = $6 WHERE stream = $1 AND revision = $7 RETURNING 1`;
+  return {
+    oneNew: { name: 'a2rl_append_one_new', text: appendStatement(s, claimNew, ONE_ROW) },
+    oneAt: { name: 'a2rl_append_one_at', text: appendStatement(s, claimAt, ONE_ROW) },
+    manyNew: { name: 'a2rl_append_many_new', text: appendStatement(s, claimNew, MANY_ROWS) },
+    manyAt: { name: 'a2rl_append_many_at', text: appendStatement(s, claimAt, MANY_ROWS) },
+  };
+}
+
+function statements(s: string, channel: string) {
   // pg returns bigint and xid8 as decimal strings, which is what positions and BigInt() want.
   const columns = 'transaction_id, global_position, stream, revision, data';
   return {
     head: `SELECT revision FROM ${s}.streams WHERE stream = $1`,
-    // $1 stream, $2 first revision, $3-$5 ids/types/bytes, $6 notify channel, $7 last revision, $8 expected revision.
-    appendNew: appendStatement(s, `INSERT INTO ${s}.streams (stream, revision) VALUES ($1, $7) ON CONFLICT (stream) DO NOTHING RETURNING 1`),
-    appendAt: appendStatement(s, `UPDATE ${s}.streams SET revision = $7 WHERE stream = $1 AND revision = $8 RETURNING 1`),
+    // Appends bind $1 stream, $2 first revision, $3-$5 id(s)/type(s)/bytes, $6 last revision, $7 expected revision.
+    append: appendStatements(s),
+    // Two statements in one simple query: one implicit transaction, so SET LOCAL covers the NOTIFY.
+    notify: `SET LOCAL synchronous_commit TO OFF; NOTIFY ${channel}`,
     range: `SELECT ${columns}, id FROM ${s}.events WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision`,
     streamPage: `SELECT ${columns}, id, type FROM ${s}.events WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
     // The run category: the commit-order index, with the stream filter applied to the rows it walks.
-    allPage: allPage(s, `stream LIKE 'run-%'`),
+    // Written as "not a campaign stream" (the same set: appends accept only run- and campaign-
+    // streams) because the planner rates NOT LIKE as keeping most rows; it rates LIKE as keeping
+    // few, and before the first ANALYZE of a fresh table it then sorts everything after the cursor
+    // for every page instead of walking the index (a rebuild became quadratic).
+    allPage: allPage(s, `stream NOT LIKE 'campaign-%'`),
     // The campaign category: the partial index events_campaign_commit_order (same predicate, word for word).
     campaignPage: allPage(s, `stream LIKE 'campaign-%'`),
   };
@@ -431,6 +501,14 @@ function allPage(s: string, streams: string): string {
         AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
         AND ${streams}
       ORDER BY transaction_id, global_position LIMIT $3`;
+}
+
+/** `?pool=`: absent means the default; anything but a whole number in range is refused. */
+function poolSize(value: string | null): number {
+  if (value === null) return DEFAULT_POOL_SIZE;
+  const n = /^\d{1,4}$/.test(value) ? Number(value) : NaN;
+  if (!(n >= 1 && n <= MAX_POOL_SIZE)) throw new RangeError(`invalid postgres pool size "?pool=${value}" (a whole number of connections, 1 to ${MAX_POOL_SIZE})`);
+  return n;
 }
 
 function channelOf(schema: string): string {

@@ -6,7 +6,7 @@ import { verifyTreeHead } from './tree-head.js';
 
 /** One problem found by a verification, located by seq, bundle line or artifact. */
 export interface VerificationFailure {
-  check: 'event' | 'sequence' | 'tree-head' | 'coverage' | 'artifact' | 'projection' | 'report' | 'regrade' | 'bundle' | 'integrity';
+  check: 'event' | 'sequence' | 'tree-head' | 'coverage' | 'artifact' | 'projection' | 'report' | 'regrade' | 'bundle' | 'key' | 'integrity';
   seq?: number;
   /** 1-based line of events.ndjson (bundles). */
   line?: number;

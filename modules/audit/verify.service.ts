@@ -26,6 +26,7 @@ import { materializeTask } from '../runs/workspace.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
 import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailure } from './verify-chain.js';
+import { storedColumnFailures } from './verify-columns.js';
 import { integrityFailures } from './verify-integrity.js';
 
 /**
@@ -35,7 +36,8 @@ import { integrityFailures } from './verify-integrity.js';
  *    public key (verifyEventChain), plus: the run is sealed and the store's revision agrees.
  *    The bytes are the stored bytes (RecordedEvent.bytes, at the schema version each event was
  *    written with), so events from before an upcaster still hash as signed. A stored event that no
- *    longer parses is reported at its seq.
+ *    longer parses is reported at its seq. What the store keeps beside the bytes (stream, revision,
+ *    its id and type columns, the decoded event) must say what the bytes say (verify-columns.ts).
  * 2. Artifacts: every blob an event references exists and hashes to its sha256 (and size).
  * 3. Projections: every projection is rebuilt from zero into a scratch read-model store from
  *    this run's verified events only (an in-memory single-run view of the ledger: projections are
@@ -109,7 +111,7 @@ export class RunVerifier {
 
     const read = await readRun(this.deps.store, runId, (done) => progress({ stage: 'events', done, total: 0 }));
     if (!read.entries.length) throw new RunNotFoundError(runId, this.deps.store.backend);
-    failures.push(...read.failures);
+    failures.push(...read.failures, ...read.columnFailures);
     progress({ stage: 'chain', done: 0, total: read.entries.length });
     const chain = verifyEventChain(runId, read.entries, this.deps.publicKeyPem);
     const undecodable = new Set(read.failures.map((f) => f.seq));
@@ -239,7 +241,10 @@ export class RunVerifier {
 interface RunRead {
   entries: ChainEntry[];
   recorded: RecordedEvent[];
+  /** Events the store cannot decode. */
   failures: VerificationFailure[];
+  /** Stored columns that disagree with the bytes. */
+  columnFailures: VerificationFailure[];
 }
 
 /**
@@ -248,12 +253,13 @@ interface RunRead {
  */
 async function readRun(store: EventStore, runId: string, onProgress: (done: number) => void): Promise<RunRead> {
   const stream = streamName(runId);
-  const out: RunRead = { entries: [], recorded: [], failures: [] };
+  const out: RunRead = { entries: [], recorded: [], failures: [], columnFailures: [] };
   const last = await store.streamRevision(stream);
   let from = 0n;
   for (;;) {
     try {
       for await (const recorded of store.readStream(stream, { fromRevision: from })) {
+        out.columnFailures.push(...storedColumnFailures(recorded));
         out.entries.push({ bytes: recorded.bytes });
         out.recorded.push(recorded);
         from = recorded.revision + 1n;

@@ -1,3 +1,7 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { resolve } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
@@ -5,11 +9,14 @@ import { RunSource } from '../../modules/query/run-source.js';
 import { TASKS } from '../../tasks/index.js';
 import { A2RL_CONFIG } from '../config/config.module.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
+import { checkOutputFile } from '../config/open-errors.js';
 import { withApp } from './cli-support.js';
 
 /** Commands for audit and forensics: keys, verify, replay, export, verify-bundle. */
 export function registerAuditCommands(program: Command): void {
-  const keys = program.command('keys').description("the ledger's Ed25519 signing key, under A2RL_HOME/keys (never in a workspace or a bundle)");
+  const keys = program
+    .command('keys')
+    .description("the ledger's Ed25519 signing key, under A2RL_HOME/keys (never in a workspace or a bundle), and the public keys verify-bundle trusts (A2RL_HOME/keys/trusted)");
   keys
     .command('init')
     .description('create the signing key (refuses to replace an existing one; the first run creates it too)')
@@ -28,6 +35,42 @@ export function registerAuditCommands(program: Command): void {
       const key = loadPublicKey(home);
       if (!key) throw new Error(`no signing key in ${keysDir(home)}; create one with \`a2rl keys init\``);
       process.stdout.write(`${key.publicKeyPem}key id: ${key.keyId}\n`);
+    });
+  keys
+    .command('trust')
+    .description("trust a signer's public key for verify-bundle (PEM, e.g. what `a2rl keys show` prints on the signer's host); prints its key id and fingerprint")
+    .argument('<file>', 'file holding the public key (PEM)')
+    .action(async (file: string) => {
+      const [{ trustKey, trustedKeysDir }, { readFileSync }] = await Promise.all([import('../../modules/audit/trusted-keys.js'), import('node:fs')]);
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new Error(`cannot read key file ${file}: ${(err as Error).message}`);
+      }
+      const { home } = loadConfig();
+      const { key, added } = trustKey(home, text, file);
+      process.stdout.write(`${added ? 'trusted' : 'already trusted'}: key id ${key.keyId}, fingerprint sha256:${key.fingerprint}${added ? ` (in ${trustedKeysDir(home)})` : key.source === 'ledger' ? " (this ledger's own key)" : ''}\n`);
+    });
+  keys
+    .command('trusted')
+    .description("list the keys verify-bundle accepts without --pubkey: this ledger's own key and those added with `a2rl keys trust`")
+    .option('--json', 'one JSON array of {keyId, fingerprint, source, file, publicKeyPem}')
+    .action(async (opts: { json?: boolean }) => {
+      const { listTrustedKeys } = await import('../../modules/audit/trusted-keys.js');
+      const list = listTrustedKeys(loadConfig().home);
+      if (opts.json) process.stdout.write(`${JSON.stringify(list)}\n`);
+      else if (!list.length) process.stdout.write('no trusted keys: add one with `a2rl keys trust <file>`\n');
+      else for (const k of list) process.stdout.write(`${k.keyId}  sha256:${k.fingerprint}  ${k.source === 'ledger' ? 'ledger (this ledger\'s signing key)' : 'trusted'}\n`);
+    });
+  keys
+    .command('untrust')
+    .description('stop trusting a key added with `a2rl keys trust` (the ledger\'s own key stays trusted)')
+    .argument('<keyId|fingerprint>', 'key id (16 hex digits) or full sha256 fingerprint, as `a2rl keys trusted` lists them')
+    .action(async (id: string) => {
+      const { untrustKey } = await import('../../modules/audit/trusted-keys.js');
+      const key = untrustKey(loadConfig().home, id.replace(/^sha256:/, ''));
+      process.stdout.write(`no longer trusted: key id ${key.keyId}, fingerprint sha256:${key.fingerprint}\n`);
     });
 
   program
@@ -133,8 +176,8 @@ export function registerAuditCommands(program: Command): void {
       });
     });
 
-  // Audit bundles (issue 5): modules/audit/bundle, imported on use. verify-bundle is fully offline:
-  // it reads no configuration, no A2RL_HOME and no store, only the bundle and the --pubkey file.
+  // Audit bundles (issue 5): modules/audit/bundle, imported on use. verify-bundle is offline: it
+  // reads no store, only the bundle and the --pubkey file, or else the trusted keys under A2RL_HOME.
 
   program
     .command('export')
@@ -142,13 +185,15 @@ export function registerAuditCommands(program: Command): void {
     .argument('<runId>', 'run id')
     .requiredOption('-o, --output <bundle.tar.gz>', 'bundle file to write')
     .option('--with-checkpoints', "include the submitted checkpoints' files (left out by default; the manifest marks them omitted)")
-    .action(async (runId: string, opts: { output: string; withCheckpoints?: boolean }) => {
+    .option('--json', 'one JSON object: {runId, bundle (absolute path), bytes, sha256 (of the bundle file), events, heads, blobs, omittedBlobs, withCheckpoints, keyId}')
+    .action(async (runId: string, opts: { output: string; withCheckpoints?: boolean; json?: boolean }) => {
       const [{ exportBundle }, { loadPublicKey, keysDir }, { openLedger, openArtifacts }] = await Promise.all([
         import('../../modules/audit/bundle/index.js'),
         import('../../modules/audit/tree-head.js'),
         import('../composition.js'),
       ]);
       const config = loadConfig();
+      checkOutputFile('-o', opts.output); // a bad path fails here, in one line, before any store is opened
       const key = loadPublicKey(config.home);
       if (!key) throw new Error(`no signing key in ${keysDir(config.home)}: runs of this ledger were not signed, so there is nothing to verify a bundle against`);
       const eventStore = await openLedger(config);
@@ -158,7 +203,10 @@ export function registerAuditCommands(program: Command): void {
           const taskLevel = (task: string) => TASKS.find((t) => t.id === task)?.level ?? null;
           const s = await exportBundle({ runId, eventStore, artifacts, publicKeyPem: key.publicKeyPem, withCheckpoints: opts.withCheckpoints, taskLevel }, opts.output);
           const omitted = s.omittedBlobs ? ` (${s.omittedBlobs} checkpoint files left out; --with-checkpoints includes them)` : '';
-          process.stdout.write(`wrote ${opts.output}: run ${runId}, ${s.events} events, ${s.heads} signed tree heads, ${s.blobs} blobs${omitted}, key id ${key.keyId}\n`);
+          if (opts.json) {
+            const file = { bundle: resolve(opts.output), ...(await fileDigest(opts.output)) };
+            process.stdout.write(`${JSON.stringify({ ...s, ...file, withCheckpoints: opts.withCheckpoints === true, keyId: key.keyId })}\n`);
+          } else process.stdout.write(`wrote ${opts.output}: run ${runId}, ${s.events} events, ${s.heads} signed tree heads, ${s.blobs} blobs${omitted}, key id ${key.keyId}\n`);
         } finally {
           await artifacts.close();
         }
@@ -169,13 +217,20 @@ export function registerAuditCommands(program: Command): void {
 
   program
     .command('verify-bundle')
-    .description('verify an audit bundle offline (no ledger, network or A2RL_HOME): every event line, signed head, proof, blob and report; exit 1 naming the first failure')
+    .description("verify an audit bundle offline (no ledger or network): every event line, signed head, proof, blob and report, signed by a key you trust (--pubkey, or one in `a2rl keys trusted`); exit 1 naming the first failure")
     .argument('<bundle.tar.gz>', 'bundle written by `a2rl export`')
     .option('--pubkey <file>', "the signer's public key (PEM) obtained independently: the bundled key must be this one")
+    .option('--trust-embedded-key', "without --pubkey and a trusted key: accept the key inside the bundle unchecked (a re-signed bundle then passes)")
+    .option('--max-inflated <bytes>', 'refuse a bundle that inflates to more than this (e.g. 8G; default 64× the file size, at least 64 MiB)')
     .option('--json', 'print the result, with every failure, as one JSON object')
-    .action(async (file: string, opts: { pubkey?: string; json?: boolean }) => {
-      const [{ verifyBundle, describeFailure }, { existsSync, readFileSync, statSync }] = await Promise.all([import('../../modules/audit/bundle/index.js'), import('node:fs')]);
+    .action(async (file: string, opts: { pubkey?: string; trustEmbeddedKey?: boolean; maxInflated?: string; json?: boolean }) => {
+      const [{ verifyBundle, describeFailure }, { listTrustedKeys }, { existsSync, readFileSync, statSync }] = await Promise.all([
+        import('../../modules/audit/bundle/index.js'),
+        import('../../modules/audit/trusted-keys.js'),
+        import('node:fs'),
+      ]);
       if (!existsSync(file) || !statSync(file).isFile()) throw new Error(`no bundle file ${file}`);
+      if (opts.pubkey !== undefined && opts.trustEmbeddedKey) throw new Error('give --pubkey <file> or --trust-embedded-key, not both');
       let publicKeyPem: string | undefined;
       if (opts.pubkey !== undefined) {
         try {
@@ -184,7 +239,13 @@ export function registerAuditCommands(program: Command): void {
           throw new Error(`cannot read --pubkey ${opts.pubkey}: ${(err as Error).message}`);
         }
       }
-      const result = await verifyBundle(file, { publicKeyPem });
+      // Without --pubkey: this ledger's key and those added with `a2rl keys trust` (nothing is created).
+      const trustedKeys = publicKeyPem === undefined ? listTrustedKeys(loadConfig().home).map((k) => k.publicKeyPem) : undefined;
+      const maxInflatedBytes = opts.maxInflated === undefined ? undefined : byteCount('--max-inflated', opts.maxInflated);
+      const result = await verifyBundle(file, { publicKeyPem, trustedKeys, trustEmbeddedKey: opts.trustEmbeddedKey, maxInflatedBytes });
+      if (result.ok && result.keyTrust === 'embedded') {
+        process.stderr.write(`note: signed by key ${result.keyId}, the key inside the bundle, which was not checked against a trust list (--trust-embedded-key): a bundle re-signed with another key passes too; pin the signer's key with --pubkey <file> or \`a2rl keys trust <file>\`\n`);
+      }
       if (opts.json) process.stdout.write(`${JSON.stringify({ ...result, failures: result.failures.map((f) => ({ ...f, text: describeFailure(f) })) })}\n`);
       if (!result.ok) {
         const more = result.failures.length > 1 ? ` (and ${result.failures.length - 1} more${opts.json ? '' : '; --json lists all'})` : '';
@@ -192,8 +253,29 @@ export function registerAuditCommands(program: Command): void {
       }
       if (!opts.json) {
         const omitted = result.omittedBlobs ? ` (${result.omittedBlobs} checkpoint files not included)` : '';
-        process.stdout.write(`OK ${file}: run ${result.runId}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; chain, proofs, artifacts and reports verified\n`);
-        if (!result.pinnedKey) process.stderr.write('note: checked against the key inside the bundle only; pass --pubkey <file> with the signer\'s key obtained independently to rule out a re-signed bundle\n');
+        const key = { pubkey: 'the --pubkey key', trusted: 'a trusted key', embedded: 'the embedded key, unchecked', untrusted: '' }[result.keyTrust!];
+        process.stdout.write(`OK ${file}: run ${result.runId}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; chain, proofs, artifacts and reports verified; signed by key ${result.keyId} (${key})\n`);
       }
     });
+}
+
+/** Size and sha256 of a written file (`export --json`), read as a stream. */
+async function fileDigest(file: string): Promise<{ bytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  await pipeline(createReadStream(file), async (chunks: AsyncIterable<Buffer>) => {
+    for await (const chunk of chunks) {
+      bytes += chunk.length;
+      hash.update(chunk);
+    }
+  });
+  return { bytes, sha256: hash.digest('hex') };
+}
+
+/** `8G`, `512MiB`, `1048576`: a byte count (K, M, G, T are powers of 1024). */
+function byteCount(option: string, value: string): number {
+  const m = /^(\d+)\s*([kmgt]?)(i?b)?$/i.exec(value.trim());
+  const n = m ? Number(m[1]) * 1024 ** ' kmgt'.indexOf((m[2] || ' ').toLowerCase()) : NaN;
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${option} takes a size in bytes such as 8G, 512M or 1048576, got "${value}"`);
+  return n;
 }

@@ -4,10 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readTarGz, writeTarGz } from '../../modules/audit/bundle/tar-io.js';
+import { gzipBomb } from '../../modules/audit/bundle/testing/gzip-bomb.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl export` and `a2rl verify-bundle` through the built binary, on one signed reference-agent
-// run in the embedded default stores. verify-bundle runs without A2RL_HOME, from an empty directory.
+// run in the embedded default stores. verify-bundle runs without A2RL_HOME, from an empty directory
+// (so no key is trusted there), or with a reviewer's A2RL_HOME holding the keys it trusts.
 
 let home: string;
 let scratch: string;
@@ -95,6 +97,71 @@ describe('a2rl export + a2rl verify-bundle on a reference-agent run', () => {
     expect(result.failures[0].text).toMatch(/^public-key\.pem \(key id \w+\) is not the key given with --pubkey/);
     expect(result.failures.filter((f) => f.check === 'tree-head').length).toBeGreaterThan(0);
   });
+
+  it('fails without --pubkey when the key is not trusted, in one line saying why and what to do', async () => {
+    const r = await verifyOffline(bundle);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^a2rl: bundle .* failed verification: public-key\.pem: the bundle is signed by key \w{16}, which is not a trusted key .*--pubkey <file>.*a2rl keys trust <file>.*--trust-embedded-key/),
+    ]);
+    expect(readdirSync(scratch)).toEqual([]);
+  });
+
+  it('--trust-embedded-key accepts the bundled key, with a note that it was checked against nothing', async () => {
+    const r = await verifyOffline(bundle, '--trust-embedded-key');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/; signed by key \w{16} \(the embedded key, unchecked\)\n$/);
+    expect(r.stderr).toMatch(/^note: signed by key \w{16}, the key inside the bundle, which was not checked against a trust list \(--trust-embedded-key\)/);
+    const both = await verifyOffline(bundle, '--trust-embedded-key', '--pubkey', pubkey());
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain('give --pubkey <file> or --trust-embedded-key, not both');
+  });
+
+  it("trusts this ledger's own key, and a key added with `a2rl keys trust` until `a2rl keys untrust`", async () => {
+    const own = await a2rl(['verify-bundle', bundle]);
+    expect(own.code).toBe(0);
+    expect(own.stdout).toContain('(a trusted key)');
+
+    const reviewer = mkdtempSync(path.join(os.tmpdir(), 'a2rl-reviewer-'));
+    try {
+      const env = { ...process.env, A2RL_HOME: reviewer };
+      const shown = await a2rl(['keys', 'show']); // what the signer hands over: the PEM and its key id
+      const keyFile = path.join(reviewer, 'signer-key.txt');
+      writeFileSync(keyFile, shown.stdout);
+      const keyId = /key id: (\w+)/.exec(shown.stdout)![1];
+
+      expect((await a2rl(['verify-bundle', bundle], { env })).code).toBe(1);
+      const trusted = await a2rl(['keys', 'trust', keyFile], { env });
+      expect(trusted).toMatchObject({ code: 0 });
+      expect(trusted.stdout).toMatch(new RegExp(`^trusted: key id ${keyId}, fingerprint sha256:${keyId}[0-9a-f]{48} \\(in .*keys/trusted\\)\n$`));
+      const listed = JSON.parse((await a2rl(['keys', 'trusted', '--json'], { env })).stdout) as Array<{ keyId: string; source: string }>;
+      expect(listed).toEqual([expect.objectContaining({ keyId, source: 'trusted' })]);
+      const ok = await a2rl(['verify-bundle', bundle], { env });
+      expect(ok.code).toBe(0);
+      expect(ok.stdout).toContain(`signed by key ${keyId} (a trusted key)`);
+
+      expect((await a2rl(['keys', 'untrust', keyId], { env })).stdout).toContain(`no longer trusted: key id ${keyId}`);
+      expect((await a2rl(['verify-bundle', bundle], { env })).code).toBe(1);
+      const junk = await a2rl(['keys', 'trust', path.join(reviewer, 'nothing.pem')], { env });
+      expect(junk.code).toBe(1);
+      expect(junk.stderr).toMatch(/^a2rl: cannot read key file .*nothing\.pem: /);
+    } finally {
+      rmSync(reviewer, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('refuses a gzip bomb (2 MB inflating to 2 GiB) in one line, without inflating it', async () => {
+    const bomb = path.join(home, 'bomb.tar.gz');
+    writeFileSync(bomb, gzipBomb([{ path: 'events.ndjson', size: 2 * 1024 ** 3 }]));
+    const r = await verifyOffline(bomb, '--pubkey', pubkey());
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^a2rl: bundle .* failed verification: the archive inflates to more than \d+ bytes \(entry "events\.ndjson" declares 2147483648 bytes.*refused as a possible decompression bomb.*--max-inflated/),
+    ]);
+    const bad = await verifyOffline(bomb, '--pubkey', pubkey(), '--max-inflated', 'lots');
+    expect(bad.stderr).toContain('--max-inflated takes a size in bytes such as 8G, 512M or 1048576, got "lots"');
+  }, 60_000);
 
   it('refuses to export an unknown run and to verify a missing file, with clear messages', async () => {
     const r = await a2rl(['export', 'no-such-run', '-o', path.join(home, 'x.tar.gz')]);

@@ -108,6 +108,24 @@ describe('a2rl verify on the SQLite ledger', () => {
     expect((await verify()).code).toBe(0);
   }, 60_000);
 
+  it('detects a changed type column (the signed bytes untouched), naming the event', async () => {
+    const target = graded(events);
+    const db = ledger();
+    const where = 'WHERE stream = ? AND revision = ?';
+    const row = db.prepare(`SELECT id, type FROM events ${where}`).get(stream(), target.seq) as { id: string; type: string };
+    try {
+      db.prepare(`UPDATE events SET type = 'SubmissionRejected' ${where}`).run(stream(), target.seq);
+      const r = await verify();
+      expect(r.code).toBe(1);
+      expect(r.stdout).toContain(`FAIL event (seq ${target.seq}): event ${row.id} (SubmissionGraded): the store's type column is "SubmissionRejected", the signed bytes say "SubmissionGraded"`);
+      expect(r.stderr).toContain('failed verification (1 failures)');
+    } finally {
+      db.prepare(`UPDATE events SET type = ? ${where}`).run(row.type, stream(), target.seq);
+      db.close();
+    }
+    expect((await verify()).code).toBe(0);
+  }, 60_000);
+
   it('detects an event whose stored bytes no longer parse, naming its seq, and checks the rest', async () => {
     const target = graded(events);
     const db = ledger();
@@ -247,6 +265,19 @@ describe('a2rl verify on the PostgreSQL ledger', () => {
       expect(r.stdout).toContain('differs from what was signed');
     } finally {
       await client.query(`UPDATE ${table} SET data = $3 WHERE stream = $1 AND revision = $2`, [`run-${runId}`, target.seq, rows[0].data]);
+    }
+    expect((await verify()).code).toBe(0);
+  }, 60_000);
+
+  it('detects a changed type column in the table, naming the event', async () => {
+    const target = graded(events);
+    try {
+      await client.query(`UPDATE ${table} SET type = 'RunCompleted' WHERE stream = $1 AND revision = $2`, [`run-${runId}`, target.seq]);
+      const r = await verify();
+      expect(r.code).toBe(1);
+      expect(r.stdout).toMatch(new RegExp(`FAIL event \\(seq ${target.seq}\\): event [0-9a-f-]+ \\(SubmissionGraded\\): the store's type column is "RunCompleted"`));
+    } finally {
+      await client.query(`UPDATE ${table} SET type = 'SubmissionGraded' WHERE stream = $1 AND revision = $2`, [`run-${runId}`, target.seq]);
     }
     expect((await verify()).code).toBe(0);
   }, 60_000);

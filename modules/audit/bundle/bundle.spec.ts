@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -8,10 +8,11 @@ import { SqliteEventStore } from '../../../infra/eventstore/sqlite-event-store.j
 import type { EventData } from '../../ledger/events/catalog.js';
 import { buildEvent } from '../../ledger/events/envelope.js';
 import { streamName } from '../../ledger/events/ids.js';
-import { initSigningKey, type SigningKey } from '../tree-head.js';
+import { initSigningKey, keyIdOf, type SigningKey } from '../tree-head.js';
 import { BundleExportError, exportBundle } from './export.js';
 import { blobPath } from './layout.js';
-import { readTarGz, writeTarGz } from './tar-io.js';
+import { inflateLimit, readTarGz, writeTarGz } from './tar-io.js';
+import { gzipBomb } from './testing/gzip-bomb.js';
 import { SignedRunWriter } from './testing/signed-run.js';
 import { describeFailure, verifyBundle, type BundleVerification } from './verify.js';
 
@@ -110,11 +111,30 @@ const first = (v: BundleVerification) => {
 };
 
 describe('an exported bundle', () => {
-  it('verifies offline, with the bundled key and pinned to the signer key', async () => {
-    for (const v of [await verifyBundle(good), await verifyBundle(good, { publicKeyPem: key.publicKeyPem })]) {
+  it('verifies offline: pinned to the signer key, with it among the trusted keys, or with the embedded key accepted unchecked', async () => {
+    const ways = [
+      [{ publicKeyPem: key.publicKeyPem }, 'pubkey'],
+      [{ trustedKeys: [otherKey.publicKeyPem, key.publicKeyPem] }, 'trusted'],
+      [{ trustEmbeddedKey: true }, 'embedded'],
+      [{ trustedKeys: [otherKey.publicKeyPem], trustEmbeddedKey: true }, 'embedded'],
+    ] as const;
+    for (const [opts, keyTrust] of ways) {
+      const v = await verifyBundle(good, opts);
       expect(v.failures.map(describeFailure)).toEqual([]);
-      expect(v).toMatchObject({ ok: true, runId: RUN, events: lines().length, omittedBlobs: 1 });
+      expect(v).toMatchObject({ ok: true, runId: RUN, events: lines().length, omittedBlobs: 1, keyId: keyIdOf(key.publicKeyPem), keyTrust });
       expect(v.heads).toBeGreaterThanOrEqual(4);
+    }
+  });
+
+  it('fails when its key is neither given, nor trusted, nor explicitly accepted, saying what to do', async () => {
+    for (const opts of [{}, { trustedKeys: [] }, { trustedKeys: [otherKey.publicKeyPem] }]) {
+      const v = await verifyBundle(good, opts);
+      expect(v).toMatchObject({ ok: false, keyTrust: 'untrusted', keyId: keyIdOf(key.publicKeyPem) });
+      expect(v.failures).toHaveLength(1); // everything else was checked, with the bundled key, and holds
+      expect(v.failures[0].check).toBe('key');
+      expect(describeFailure(v.failures[0])).toMatch(
+        new RegExp(`^public-key\\.pem: the bundle is signed by key ${keyIdOf(key.publicKeyPem)}, which is not a trusted key .*--pubkey <file>.*\`a2rl keys trust <file>\`.*--trust-embedded-key`),
+      );
     }
   });
 
@@ -214,8 +234,12 @@ describe('the tamper matrix: verify-bundle fails and names what was touched', ()
     const forged = path.join(dir, 'resigned.tar.gz');
     await exportBundle({ runId: RUN, eventStore: store, artifacts, publicKeyPem: otherKey.publicKeyPem, taskLevel: () => 1 }, forged);
     await store.close();
-    // Self-consistent, so only pinning the signer's key catches it.
-    expect((await verifyBundle(forged)).ok).toBe(true);
+    // Self-consistent: the embedded key alone accepts it; trusting or pinning the signer's key catches it.
+    expect((await verifyBundle(forged, { trustEmbeddedKey: true })).ok).toBe(true);
+    const untrusted = await verifyBundle(forged, { trustedKeys: [key.publicKeyPem] });
+    expect(untrusted.failures.map((f) => f.check)).toEqual(['key']);
+    expect(untrusted.failures[0].message).toContain(`signed by key ${keyIdOf(otherKey.publicKeyPem)}, which is not a trusted key`);
+    expect((await verifyBundle(forged)).ok).toBe(false);
     const v = await verifyBundle(forged, { publicKeyPem: key.publicKeyPem });
     expect(describeFailure(first(v))).toMatch(/public-key\.pem \(key id \w+\) is not the key given with --pubkey/);
     expect(v.failures.some((f) => f.check === 'tree-head' && /does not verify/.test(f.message))).toBe(true);
@@ -267,6 +291,75 @@ describe('the tamper matrix: verify-bundle fails and names what was touched', ()
     writeFileSync(damaged, bytes.subarray(0, Math.floor(bytes.length / 2)));
     const v = await verifyBundle(damaged);
     expect(first(v).check).toBe('bundle');
+  });
+});
+
+describe('decompression bombs: the inflated size is bounded before it is inflated', () => {
+  const GiB = 1024 ** 3;
+  const MiB = 1024 ** 2;
+  const bomb = (name: string, entries: Array<{ path: string; size: number }>, trailing = 0) => {
+    const file = path.join(dir, name);
+    writeFileSync(file, gzipBomb(entries, trailing));
+    return file;
+  };
+  // Peak memory only grows; its growth over this block bounds what a refusal held at once.
+  let peakBefore: number;
+  beforeAll(() => {
+    peakBefore = process.resourceUsage().maxRSS * 1024;
+  });
+
+  it('2 MB that would inflate to 2 GiB as one entry: refused from its tar header, nearly nothing inflated', async () => {
+    const file = bomb('bomb-one.tar.gz', [{ path: 'events.ndjson', size: 2 * GiB }]);
+    const size = statSync(file).size;
+    expect(size).toBeLessThan(3 * MiB);
+    const read = await readTarGz(file);
+    expect(read.limit).toBe(inflateLimit(size));
+    expect(read.inflated).toBeLessThan(MiB);
+    expect(read.files.size).toBe(0);
+    expect(read.problems).toEqual([expect.stringMatching(new RegExp(`^the archive inflates to more than ${read.limit} bytes \\(entry "events\\.ndjson" declares ${2 * GiB} bytes.*refused as a possible decompression bomb`))]);
+
+    const v = await verifyBundle(file, { publicKeyPem: key.publicKeyPem });
+    expect(v.ok).toBe(false);
+    expect(v.failures).toHaveLength(1);
+    expect(describeFailure(v.failures[0])).toBe(read.problems[0]);
+  });
+
+  it('many honest entries adding up to 2 GiB: refused once the limit is passed, having inflated no more than it', async () => {
+    const entries = Array.from({ length: 32 }, (_, i) => ({ path: blobPath(i.toString(16).padStart(64, '0')), size: 64 * MiB }));
+    const read = await readTarGz(bomb('bomb-many.tar.gz', entries));
+    expect(read.inflated).toBeLessThanOrEqual(read.limit);
+    expect(read.problems[0]).toMatch(/^the archive inflates to more than \d+ bytes \(entry "artifacts\/sha256\/.*" declares 67108864 bytes, \d+ with the entries before it/);
+  });
+
+  it('2 GiB of data after the end of a tiny archive: not read, since the archive ends before it', async () => {
+    const read = await readTarGz(bomb('bomb-trailing.tar.gz', [{ path: 'bundle.json', size: 10 }], 2 * GiB));
+    expect(read).toMatchObject({ problems: [], tooLarge: false });
+    expect([...read.files.keys()]).toEqual(['bundle.json']);
+    expect(read.files.get('bundle.json')).toHaveLength(10);
+    expect(read.inflated).toBeLessThan(read.limit);
+  });
+
+  it('an archive whose headers are all small but whose inflated stream is not: refused by counting what gunzip produces', async () => {
+    // A limit below one entry's padding-free size would be caught from its header; a limit below the
+    // headers and end blocks alone can only be caught by the count.
+    const read = await readTarGz(bomb('bomb-small.tar.gz', [{ path: 'bundle.json', size: 0 }]), { maxInflatedBytes: 1000 });
+    expect(read.tooLarge).toBe(true);
+    expect(read.inflated).toBeGreaterThan(1000);
+    expect(read.problems).toEqual([expect.stringMatching(/^the archive inflates to more than 1000 bytes \(refused after \d+ bytes; \d+ bytes compressed\): refused as a possible decompression bomb; raise it/)]);
+  });
+
+  it('held no more than a bounded amount of memory while refusing them', () => {
+    const grown = process.resourceUsage().maxRSS * 1024 - peakBefore;
+    expect(grown).toBeLessThan(400 * MiB); // before the bound, the one-entry bomb alone peaked above 4 GB
+  });
+
+  it('a real bundle reads under the default limit; a configured limit below its size refuses it', async () => {
+    const read = await readTarGz(good);
+    expect(read.problems).toEqual([]);
+    expect(read.inflated).toBeLessThan(read.limit);
+    const v = await verifyBundle(good, { publicKeyPem: key.publicKeyPem, maxInflatedBytes: 4096 });
+    expect(v.ok).toBe(false);
+    expect(v.failures[0].message).toMatch(/^the archive inflates to more than 4096 bytes .*raise it with --max-inflated <bytes>/);
   });
 });
 

@@ -16,13 +16,29 @@ import { readTarGz } from './tar-io.js';
 export interface VerifyBundleOptions {
   /** The signer's public key obtained out of band (`--pubkey`): the bundled key must be this key. */
   publicKeyPem?: string;
+  /** Without `publicKeyPem`: the keys the reader trusts (PEM); the bundled key must be one of them. */
+  trustedKeys?: readonly string[];
+  /** Without `publicKeyPem`: accept the bundled key as it is (`--trust-embedded-key`), checked against nothing. */
+  trustEmbeddedKey?: boolean;
+  /** Refuse an archive that inflates to more than this (default: tar-io's inflateLimit of the file's size). */
+  maxInflatedBytes?: number;
 }
+
+/**
+ * How the signing key was established: given with --pubkey, found among the trusted keys, taken from
+ * the bundle on the caller's say-so (--trust-embedded-key), or none of these (a failure).
+ */
+export type KeyTrust = 'pubkey' | 'trusted' | 'embedded' | 'untrusted';
 
 export interface BundleVerification {
   ok: boolean;
   runId: string | null;
   /** Whether signatures were checked with a key given by the caller rather than only the bundled one. */
   pinnedKey: boolean;
+  /** Key id of the bundled public key (null when it cannot be read). */
+  keyId: string | null;
+  /** Null when the bundle failed before its key was read. */
+  keyTrust: KeyTrust | null;
   events: number;
   heads: number;
   blobs: number;
@@ -39,8 +55,10 @@ export function describeFailure(f: VerificationFailure): string {
 }
 
 /**
- * Verifies an audit bundle offline: nothing but the file (and optionally a pinned public key) is
- * read. Checks, in docs/audit-bundle.md's words: the archive holds exactly the expected files; every line
+ * Verifies an audit bundle offline: nothing but the file and the keys given is read. Checks, in
+ * docs/audit-bundle.md's words: the archive inflates within its limit (tar-io.ts); the signing key
+ * is the pinned one, or one of the trusted keys, or accepted unchecked when the caller says so
+ * (otherwise the first failure, check `key`); the archive holds exactly the expected files; every line
  * of events.ndjson is a valid canonical event of the run, seqs dense, every signed head's root and
  * signature check and the last head covers everything (verify-chain.ts); heads.json's leaves,
  * heads and proofs check against the key and the lines; the artifact manifest is the one the events
@@ -48,7 +66,10 @@ export function describeFailure(f: VerificationFailure): string {
  * WorkspaceIntegrityChecked found the read-only data/ or models/ modified (the run's own verdict).
  */
 export async function verifyBundle(file: string, opts: VerifyBundleOptions = {}): Promise<BundleVerification> {
-  const result: BundleVerification = { ok: false, runId: null, pinnedKey: opts.publicKeyPem !== undefined, events: 0, heads: 0, blobs: 0, omittedBlobs: 0, failures: [] };
+  const pinned = opts.publicKeyPem !== undefined;
+  const result: BundleVerification = {
+    ok: false, runId: null, pinnedKey: pinned, keyId: null, keyTrust: null, events: 0, heads: 0, blobs: 0, omittedBlobs: 0, failures: [],
+  };
   const archive: VerificationFailure[] = [];
   const bundle = (message: string) => archive.push({ check: 'bundle', message });
   const finish = (...groups: VerificationFailure[][]): BundleVerification => {
@@ -57,8 +78,9 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
     return result;
   };
 
-  const { files, problems } = await readTarGz(file);
+  const { files, problems, tooLarge } = await readTarGz(file, { maxInflatedBytes: opts.maxInflatedBytes });
   problems.forEach(bundle);
+  if (tooLarge) return finish();
   for (const name of FIXED_FILES) if (!files.has(name)) bundle(`${name} is missing from the bundle`);
   if (problems.length || !files.has(DESCRIPTOR_FILE) || !files.has(EVENTS_FILE) || !files.has(KEY_FILE)) return finish();
 
@@ -72,7 +94,14 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
 
   const key = readKeys(files.get(KEY_FILE)!, opts.publicKeyPem);
   key.problems.forEach(bundle);
+  result.keyId = key.bundledId;
   if (!key.pem) return finish();
+  if (pinned) result.keyTrust = 'pubkey';
+  else {
+    result.keyTrust = trustOf(key.pem, opts);
+    // Checking goes on with the bundled key, so that --json still lists every other failure.
+    if (result.keyTrust === 'untrusted') archive.push({ check: 'key', message: untrustedMessage(key.bundledId!) });
+  }
 
   // events.ndjson: the exact bytes of each line are the Merkle leaves.
   const ndjson = files.get(EVENTS_FILE)!;
@@ -127,8 +156,30 @@ function readDescriptor(bytes: Buffer): BundleDescriptor | string {
   return d as unknown as BundleDescriptor;
 }
 
+/** Whether the bundled key is among the trusted keys (compared as SPKI DER), or accepted as embedded. */
+function trustOf(bundledPem: string, opts: VerifyBundleOptions): KeyTrust {
+  const der = spkiDer(bundledPem)!;
+  if ((opts.trustedKeys ?? []).some((pem) => spkiDer(pem)?.equals(der))) return 'trusted';
+  return opts.trustEmbeddedKey ? 'embedded' : 'untrusted';
+}
+
+function spkiDer(pem: string): Buffer | null {
+  try {
+    return createPublicKey(pem).export({ type: 'spki', format: 'der' });
+  } catch {
+    return null;
+  }
+}
+
+function untrustedMessage(keyId: string): string {
+  return (
+    `${KEY_FILE}: the bundle is signed by key ${keyId}, which is not a trusted key (\`a2rl keys trusted\` lists them): anyone can re-sign a bundle with their own key. ` +
+    "Pass --pubkey <file> with the signer's public key obtained independently, trust it once with `a2rl keys trust <file>`, or pass --trust-embedded-key to accept the bundle's own key unchecked"
+  );
+}
+
 /** The key signatures are checked with: the pinned one when given (the bundled key must equal it). */
-function readKeys(bundled: Buffer, pinnedPem: string | undefined): { pem: string | null; problems: string[] } {
+function readKeys(bundled: Buffer, pinnedPem: string | undefined): { pem: string | null; bundledId: string | null; problems: string[] } {
   const problems: string[] = [];
   const text = bundled.toString('utf8');
   let bundledKey: KeyObject | null = null;
@@ -141,18 +192,19 @@ function readKeys(bundled: Buffer, pinnedPem: string | undefined): { pem: string
       problems.push(`${KEY_FILE} is not a public key: ${(err as Error).message}`);
     }
   }
-  if (pinnedPem === undefined) return { pem: bundledKey ? text : null, problems };
+  const bundledId = bundledKey ? keyIdOf(bundledKey) : null;
+  if (pinnedPem === undefined) return { pem: bundledKey ? text : null, bundledId, problems };
   let pinned: KeyObject;
   try {
     pinned = createPublicKey(pinnedPem);
   } catch (err) {
-    return { pem: null, problems: [...problems, `the --pubkey file is not a public key: ${(err as Error).message}`] };
+    return { pem: null, bundledId, problems: [...problems, `the --pubkey file is not a public key: ${(err as Error).message}`] };
   }
   const der = (k: KeyObject) => k.export({ type: 'spki', format: 'der' });
   if (bundledKey && !der(bundledKey).equals(der(pinned))) {
     problems.push(`${KEY_FILE} (key id ${keyIdOf(bundledKey)}) is not the key given with --pubkey (key id ${keyIdOf(pinned)}): the bundle was signed by another key`);
   }
-  return { pem: pinned.export({ type: 'spki', format: 'pem' }).toString(), problems };
+  return { pem: pinned.export({ type: 'spki', format: 'pem' }).toString(), bundledId, problems };
 }
 
 function splitLines(buf: Buffer): Buffer[] {
