@@ -13,6 +13,7 @@ export default {
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
-  testTimeout: 30000,
+  // Generous: end-to-end specs run real agents and servers, and the suite must pass on a busy machine.
+  testTimeout: 120000,
   maxWorkers: 2,
 };

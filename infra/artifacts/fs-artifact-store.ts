@@ -1,6 +1,7 @@
-import { randomUUID } from 'node:crypto';
-import { constants } from 'node:fs';
-import { access, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { createHash, randomUUID } from 'node:crypto';
+import { constants, readlinkSync } from 'node:fs';
+import { access, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -16,11 +17,68 @@ import { SparseWriter } from '../../modules/artifacts/sparse-writer.js';
 import { assertDeclared, bodyStream, verifyBody, VerifyingStream, type Declared } from './content-verifier.js';
 
 const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
+
+/**
+ * Temp files of puts that never finished (a killed finalisation can leave a checkpoint-sized one)
+ * are removed when the store opens. A temp file is named `<sha256>.<writer>.<pid>.<uuid>`, where
+ * `writer` identifies this machine and pid namespace: a file of this writer whose pid is not alive
+ * was left by a dead process and goes at once; a live pid's file is kept (it may be being written).
+ * A file of another machine or container sharing the directory, or named before writers were
+ * recorded, goes once it has not been modified for STALE_TEMP_MS: a live put writes continuously.
+ */
+export const STALE_TEMP_MS = 60 * 60 * 1000;
+const TEMP_NAME = /^[0-9a-f]{64}\.([0-9a-f]{12})\.(\d+)\.[0-9a-f-]{36}$/;
+
+export interface TempSweepOptions {
+  /** Whether a pid of this writer is alive (default: signal 0). */
+  alive?: (pid: number) => boolean;
+  /** Now, in ms since the epoch (default: the clock), for the age of other writers' files. */
+  now?: number;
+  staleAfterMs?: number;
+}
+
+/** This machine and pid namespace, hashed: pids are only comparable within one. */
+export const TEMP_WRITER = createHash('sha256').update(`${hostname()}\0${pidNamespace()}`).digest('hex').slice(0, 12);
+
+function pidNamespace(): string {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return 'unknown';
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes the stale temp files of `<dir>/tmp/` (see STALE_TEMP_MS); returns their names. Best effort: what cannot be removed stays. */
+export async function sweepStaleTemp(dir: string, options: TempSweepOptions = {}): Promise<string[]> {
+  const { alive = pidAlive, now = Date.now(), staleAfterMs = STALE_TEMP_MS } = options;
+  const tmp = join(dir, 'tmp');
+  const removed: string[] = [];
+  for (const name of await readdir(tmp).catch((): string[] => [])) {
+    const path = join(tmp, name);
+    const st = await lstat(path).catch(() => null);
+    if (!st?.isFile()) continue;
+    const ours = TEMP_NAME.exec(name);
+    const pid = ours && ours[1] === TEMP_WRITER ? Number(ours[2]) : null;
+    const stale = pid !== null ? pid !== process.pid && !alive(pid) : now - st.mtimeMs > staleAfterMs;
+    if (stale && (await rm(path, { force: true }).then(() => true, () => false))) removed.push(name);
+  }
+  return removed;
+}
 const FULL = new Set(['ENOSPC', 'EDQUOT']);
 
 /**
  * Content-addressed blobs on a local filesystem: `<dir>/sha256/<2 hex>/<hex>`, written through a
- * temp file in `<dir>/tmp/` (same filesystem, so the final rename is atomic). A blob becomes visible
+ * temp file in `<dir>/tmp/` (same filesystem, so the final rename is atomic; temp files of puts that
+ * never finished are removed at open, see STALE_TEMP_MS). A blob becomes visible
  * only after its bytes matched the declaration and were fsynced; the directory entry is fsynced too,
  * so a put that returned survives a crash. Blobs are created read-only: they are never rewritten.
  * Sparse content stays sparse: 64 KiB-aligned blocks of zeros are left as holes (see SparseWriter),
@@ -29,9 +87,13 @@ const FULL = new Set(['ENOSPC', 'EDQUOT']);
 export class FsArtifactStore implements ArtifactStore {
   readonly backend = 'fs' as const;
 
-  private constructor(private readonly dir: string) {}
+  private constructor(
+    private readonly dir: string,
+    /** Temp files of unfinished puts removed when the store opened (sweepStaleTemp). */
+    readonly sweptTemp: readonly string[],
+  ) {}
 
-  static async open(dir: string): Promise<FsArtifactStore> {
+  static async open(dir: string, sweep: TempSweepOptions = {}): Promise<FsArtifactStore> {
     const root = resolve(dir);
     try {
       await mkdir(join(root, 'sha256'), { recursive: true });
@@ -40,7 +102,7 @@ export class FsArtifactStore implements ArtifactStore {
     } catch (err) {
       throw unavailable(root, 'opening the store', err);
     }
-    return new FsArtifactStore(root);
+    return new FsArtifactStore(root, await sweepStaleTemp(root, sweep));
   }
 
   async put(body: Readable | Buffer, declared: Declared): Promise<PutResult> {
@@ -52,7 +114,7 @@ export class FsArtifactStore implements ArtifactStore {
       await verifyBody(body, declared);
       return { ...info, created: false };
     }
-    const temp = join(this.dir, 'tmp', `${declared.sha256}.${randomUUID()}`);
+    const temp = join(this.dir, 'tmp', `${declared.sha256}.${TEMP_WRITER}.${process.pid}.${randomUUID()}`);
     try {
       await writeSynced(temp, body, declared);
       if (await pathExists(final)) {

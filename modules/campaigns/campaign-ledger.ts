@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { emptyCampaign, evolveCampaign, foldCampaign, type CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
+import { emptyCampaign, evolveCampaign, type CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import { WrongExpectedRevisionError } from '../ledger/errors.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
@@ -21,13 +21,21 @@ const MAX_CONFLICTS = 50;
  */
 @Injectable()
 export class CampaignLedger {
+  /** The last state read per campaign: a read folds only the events appended since (by anyone). */
+  private readonly known = new Map<string, CampaignProgress>();
+
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
 
   async read(campaignId: string): Promise<CampaignProgress> {
-    return foldCampaign(campaignId, await this.events(campaignId));
+    let state = this.known.get(campaignId) ?? emptyCampaign(campaignId);
+    for await (const recorded of this.store.readStream(campaignStreamName(campaignId), { fromRevision: BigInt(state.revision + 1) })) {
+      state = evolveCampaign(state, recorded.event);
+    }
+    this.known.set(campaignId, state);
+    return state;
   }
 
   async events(campaignId: string): Promise<A2rlEvent[]> {
@@ -49,7 +57,9 @@ export class CampaignLedger {
         if (err instanceof WrongExpectedRevisionError && conflicts < MAX_CONFLICTS) continue;
         throw err;
       }
-      return events.reduce(evolveCampaign, state);
+      const next = events.reduce(evolveCampaign, state);
+      this.known.set(campaignId, next);
+      return next;
     }
   }
 

@@ -13,8 +13,11 @@ import type { CampaignLedger } from './campaign-ledger.js';
 import type { CampaignJob, JobContext } from './campaign-queue.port.js';
 import { onThisMachine, processAlive } from './worker-info.js';
 
-/** Failure classes that say the infrastructure, not the agent, failed the run: another attempt is owed. */
-const INFRA_CLASSES: ReadonlySet<FailureClass> = new Set(['infra_error', 'infra_setup', 'infra_model_unreachable']);
+/**
+ * Failure classes that say the infrastructure, not the agent, failed the run: another attempt is owed.
+ * A run stopped by the operator or a campaign is not the agent's result either.
+ */
+const INFRA_CLASSES: ReadonlySet<FailureClass> = new Set(['infra_error', 'infra_setup', 'infra_model_unreachable', 'cancelled']);
 /** How often a running job checks whether its campaign was cancelled. */
 const CANCEL_POLL_MS = 5000;
 const HOLDER_POLL_MS = 5000;

@@ -95,7 +95,9 @@ class CountingEnvironment extends FakeEnvironment {
   closes = 0;
   sessionCloses = 0;
   failOpens = 0;
-  stepDelayMs = 0;
+  /** Steps that have reached the environment; while `held` is pending, each waits for it there. */
+  stepsEntered = 0;
+  held: Promise<void> | undefined;
 
   override open() {
     this.opens++;
@@ -109,7 +111,8 @@ class CountingEnvironment extends FakeEnvironment {
         return {
           reset: async () => inner.reset(),
           step: async (action: string) => {
-            await new Promise((resolve) => setTimeout(resolve, this.stepDelayMs));
+            this.stepsEntered++;
+            await this.held;
             return inner.step(action);
           },
           close: async () => void this.sessionCloses++,
@@ -137,12 +140,18 @@ describe('asynchronous training environments', () => {
 
   it('run one step at a time per session: a step racing the one that ends the episode gets 409, and each step is recorded once', async () => {
     const env = new CountingEnvironment();
-    env.stepDelayMs = 50;
+    let release = () => {};
+    env.held = new Promise((resolve) => (release = resolve));
     const r = await server.newRun({ task: new FakeTask(env) });
     const { body } = await post(`${r.url}/env/reset`, {});
     const winning = post(`${r.url}/env/step`, { session_id: body.session_id, action: 'right' });
-    await new Promise((resolve) => setTimeout(resolve, 10)); // the winning step is still in the environment (50 ms)
-    const [win, late] = await Promise.all([winning, post(`${r.url}/env/step`, { session_id: body.session_id, action: 'left' })]);
+    // The winning step is held in the environment while the late one is sent; the late one gets 409
+    // whether it queued behind the winner (the usual case) or arrived once the episode had ended.
+    for (const deadline = Date.now() + 20_000; env.stepsEntered === 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 5));
+    const lateReply = post(`${r.url}/env/step`, { session_id: body.session_id, action: 'left' });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    const [win, late] = await Promise.all([winning, lateReply]);
     expect([win.status, win.body.done, late.status]).toEqual([200, true, 409]);
     await server.registry.unregister(r.ctx.runId);
     const lines = await trajectories((r.events[0].data as any).trajectories);

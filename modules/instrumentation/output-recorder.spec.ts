@@ -64,7 +64,8 @@ describe('OutputRecorder', () => {
     rec.write('stderr', Buffer.from('warning\n'));
     rec.write('stdout', Buffer.from('step 2\n'));
     expect(events).toHaveLength(0);
-    await sleep(150);
+    // The timer fires after 50 ms, later on a loaded machine: wait for what it records, not for a time.
+    for (const deadline = Date.now() + 20_000; events.length < 2 && Date.now() < deadline; ) await sleep(20);
     expect(events.map((e) => e.data.stream).sort()).toEqual(['stderr', 'stdout']);
     expect((await content('stdout')).toString()).toBe('step 1\nstep 2\n');
     expect((await content('stderr')).toString()).toBe('warning\n');

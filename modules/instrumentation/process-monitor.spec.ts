@@ -2,23 +2,48 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProcessMonitor, processExitedFact, processStartedFact, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import { ProcessMonitor, processExitedFact, processStartedFact, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import { writeExtraFds } from '../runs/agent-process.js';
 import { sandboxCommand } from '../runs/sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace } from '../runs/workspace.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// A poller may miss a process that lives less than an interval, and a loaded machine stretches
+// intervals: the processes these specs look for live until the spec has seen them reported, then
+// the spec ends them. Nothing here waits a fixed time.
+
+/** Resolves with `found()`'s first truthy value; fails after a generous deadline. */
+async function until<T>(what: string, found: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
+  for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 20))) {
+    const value = found();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not seen within ${timeoutMs} ms`);
+  }
+}
+
+const gone = (pid: number) => {
+  const st = readProcStat(pid);
+  return !st || st.state === 'Z';
+};
+const kill = (pid: number | undefined, signal: NodeJS.Signals = 'SIGTERM') => {
+  try {
+    if (pid) process.kill(pid, signal);
+  } catch {
+    // already gone
+  }
+};
 
 describe('ProcessMonitor', () => {
-  it('reports every process of a short tree once, with argv, executable, exit status and resource use', async () => {
+  it('reports every process of a tree once, with argv, executable, exit status and resource use', async () => {
     const script = [
-      `node -e "setTimeout(() => {}, 500)" train_sft.mjs &`, // a training child
-      `bash -c '(sleep 0.3; exit 7) & exec sleep 1.2' &`, // leaves an unreaped zombie exiting 7
+      `node -e "setInterval(() => {}, 1000)" train_sft.mjs &`, // a training child
+      // A child that exits 7 once its parent has exec'd sleep (which never reaps it): a zombie until the sleeper ends.
+      `bash -c '(until read -r c < /proc/$$/comm && [ "$c" = sleep ]; do sleep 0.05; done; exit 7) & exec sleep 120' &`,
       'wait',
       'exit 3',
     ].join('\n');
-    const root = spawn('bash', ['-c', script], { cwd: '/tmp', stdio: 'ignore' });
+    const root = spawn('bash', ['-c', script], { cwd: '/tmp', stdio: 'ignore', detached: true });
+    const exited = once(root, 'exit');
     const starts: ProcessStart[] = [];
     const exits: ProcessExit[] = [];
     const monitor = new ProcessMonitor({
@@ -28,81 +53,105 @@ describe('ProcessMonitor', () => {
       onExit: (p) => exits.push(p),
     }).start();
     root.on('exit', (code) => monitor.noteExit(root.pid!, { exitCode: code ?? undefined }));
-    await once(root, 'exit');
-    await sleep(100);
-    monitor.stop();
+    try {
+      const trainer = await until('the training child', () => starts.find((s) => s.argv[0] === 'node'));
+      const sleeper = await until('the sleeper', () => starts.find((s) => s.argv.join(' ') === 'sleep 120'));
+      const zombie = await until('the zombie', () => starts.find((s) => s.ppid === sleeper.pid && exits.some((e) => e.pid === s.pid)));
+      // The poll after the trainer has used CPU samples it: cpuMs is the last sample before it vanished.
+      await until('the trainer using CPU', () => (readProcStat(trainer.pid)?.cpuTicks ?? 0) > 0);
+      monitor.livePids();
+      const killedAt = Date.now();
+      kill(trainer.pid);
+      kill(sleeper.pid);
+      await exited;
+      monitor.stop();
 
-    const byPid = new Map(starts.map((s) => [s.pid, s]));
-    expect(byPid.size).toBe(starts.length); // once per process
-    expect(new Set(exits.map((e) => e.pid)).size).toBe(exits.length);
-    expect(exits.map((e) => e.pid).sort()).toEqual(starts.map((s) => s.pid).sort());
+      const byPid = new Map(starts.map((s) => [s.pid, s]));
+      expect(byPid.size).toBe(starts.length); // once per process
+      expect(new Set(exits.map((e) => e.pid)).size).toBe(exits.length);
+      expect(exits.map((e) => e.pid).sort()).toEqual(starts.map((s) => s.pid).sort());
 
-    const rootStart = byPid.get(root.pid!)!;
-    expect(rootStart.argv.slice(0, 2)).toEqual(['bash', '-c']);
-    expect(rootStart.cwd).toBe('/tmp');
-    expect(exits.find((e) => e.pid === root.pid)).toMatchObject({ exitCode: 3 });
+      const rootStart = byPid.get(root.pid!)!;
+      expect(rootStart.argv.slice(0, 2)).toEqual(['bash', '-c']);
+      expect(rootStart.cwd).toBe('/tmp');
+      expect(exits.find((e) => e.pid === root.pid)).toMatchObject({ exitCode: 3 });
 
-    const trainer = starts.find((s) => s.argv[0] === 'node')!;
-    expect(trainer.ppid).toBe(root.pid);
-    expect(trainer.executable).toMatch(/\/node[^/]*$/); // /proc/<pid>/exe: the binary, whatever argv[0] says
-    expect(trainer.argv).toContain('train_sft.mjs');
-    const trainerExit = exits.find((e) => e.pid === trainer.pid)!;
-    expect(trainerExit.durationMs).toBeGreaterThanOrEqual(400);
-    expect(trainerExit.peakRssKb).toBeGreaterThan(1000);
-    expect(trainerExit.cpuMs).toBeGreaterThan(0);
-    expect(trainerExit.endedAt).toBeGreaterThanOrEqual(trainer.startedAt + trainerExit.durationMs);
+      expect(trainer.ppid).toBe(root.pid);
+      expect(trainer.executable).toMatch(/\/node[^/]*$/); // /proc/<pid>/exe: the binary, whatever argv[0] says
+      expect(trainer.argv).toContain('train_sft.mjs');
+      const trainerExit = exits.find((e) => e.pid === trainer.pid)!;
+      expect(trainerExit.durationMs).toBeGreaterThanOrEqual(killedAt - trainer.startedAt);
+      expect(trainerExit.peakRssKb).toBeGreaterThan(1000);
+      expect(trainerExit.cpuMs).toBeGreaterThan(0);
+      expect(trainerExit.endedAt).toBeGreaterThanOrEqual(trainer.startedAt + trainerExit.durationMs);
 
-    const sleeper = starts.find((s) => s.argv.join(' ') === 'sleep 1.2')!;
-    expect(sleeper.ppid).toBe(root.pid);
-    const zombie = starts.find((s) => s.ppid === sleeper.pid)!;
-    expect(exits.find((e) => e.pid === zombie.pid)).toMatchObject({ exitCode: 7 });
-  });
+      expect(sleeper.ppid).toBe(root.pid);
+      expect(exits.find((e) => e.pid === zombie.pid)).toMatchObject({ exitCode: 7 });
+    } finally {
+      monitor.stop();
+      kill(-root.pid!, 'SIGKILL');
+    }
+  }, 60_000);
 
   it('keeps following a descendant after its parent exits and it is reparented', async () => {
-    const root = spawn('bash', ['-c', 'setsid sleep 0.6 & sleep 0.2'], { stdio: 'ignore' });
+    const root = spawn('bash', ['-c', 'setsid sleep 121 & exec sleep 120'], { stdio: 'ignore' });
+    const exited = once(root, 'exit');
     const starts: ProcessStart[] = [];
     const exits: ProcessExit[] = [];
     const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) }).start();
-    await once(root, 'exit');
-    await sleep(150);
-    const orphan = starts.find((s) => s.argv.join(' ') === 'sleep 0.6')!;
-    expect(orphan).toBeDefined();
-    expect(monitor.livePids().map((p) => p.pid)).toContain(orphan.pid);
-    await sleep(600);
-    monitor.stop();
-    expect(exits.map((e) => e.pid)).toContain(orphan.pid);
-  });
+    let orphan: ProcessStart | undefined;
+    try {
+      orphan = await until('the setsid child', () => starts.find((s) => s.argv.join(' ') === 'sleep 121'));
+      root.kill('SIGKILL');
+      await exited;
+      expect(readProcStat(orphan.pid)?.ppid).not.toBe(root.pid); // reparented
+      expect(monitor.livePids().map((p) => p.pid)).toContain(orphan.pid);
+      kill(orphan.pid);
+      await until('the orphan exiting', () => exits.some((e) => e.pid === orphan!.pid));
+    } finally {
+      monitor.stop();
+      root.kill('SIGKILL');
+      kill(orphan?.pid, 'SIGKILL');
+    }
+  }, 60_000);
 
   it('does not report the bwrap wrapper but reports what runs inside it', async () => {
-    const args = ['--die-with-parent', '--unshare-pid', '--ro-bind', '/', '/', '--proc', '/proc', 'bash', '-c', 'sleep 0.3; true'];
-    const root = spawn('bwrap', args, { stdio: 'ignore' });
-    const starts: ProcessStart[] = [];
-    const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p) }).start();
-    await once(root, 'exit');
-    monitor.stop();
-    expect(starts.map((s) => s.argv[0])).not.toContain('bwrap');
-    expect(starts.map((s) => s.argv.join(' '))).toContain('sleep 0.3');
-  });
+    const args = ['--die-with-parent', '--unshare-pid', '--ro-bind', '/', '/', '--proc', '/proc', 'bash', '-c', 'sleep 120; true'];
+    const t = await watch('bwrap', args, 'sleep 120');
+    expect(t.starts.map((s) => s.argv[0])).not.toContain('bwrap');
+    expect(t.starts.map((s) => s.argv.join(' '))).toContain('sleep 120');
+  }, 60_000);
 
-  /** Runs `file args` to its end under a 50 ms poller; returns what it reported. */
-  async function watch(file: string, args: string[], cwd = '/tmp', fds: Buffer[] = []) {
-    const root = spawn(file, args, { cwd, stdio: ['ignore', 'ignore', 'ignore', ...fds.map(() => 'pipe' as const)], env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
+  /**
+   * Runs `file args` under a 50 ms poller until it has reported a process whose command line is
+   * `target`, ends that process (SIGTERM), and returns what the poller reported once the tree has exited.
+   */
+  async function watch(file: string, args: string[], target: string, cwd = '/tmp', fds: Buffer[] = []) {
+    const root = spawn(file, args, { cwd, stdio: ['ignore', 'ignore', 'ignore', ...fds.map(() => 'pipe' as const)], env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, detached: true });
+    const exited = once(root, 'exit');
     writeExtraFds(root.stdio, fds);
     const starts: ProcessStart[] = [];
     const exits: ProcessExit[] = [];
     const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 50, onStart: (p) => starts.push(p), onExit: (p) => exits.push(p) }).start();
-    await once(root, 'exit');
-    await sleep(100);
-    monitor.stop();
-    return { root: root.pid!, starts, exits };
+    try {
+      const found = await until(target, () => starts.find((s) => s.argv.join(' ') === target));
+      kill(found.pid);
+      await until(`${target} ending`, () => gone(found.pid));
+      await exited;
+      monitor.stop();
+      return { root: root.pid!, starts, exits };
+    } finally {
+      monitor.stop();
+      kill(-root.pid!, 'SIGKILL');
+    }
   }
 
   it('records a descendant started with exec -a bwrap (the name alone hides nothing)', async () => {
-    const t = await watch('/bin/bash', ['-c', '(exec -a bwrap sleep 0.5); true']);
-    const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 0.5')!;
+    const t = await watch('/bin/bash', ['-c', '(exec -a bwrap sleep 120); true'], 'bwrap 120');
+    const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 120')!;
     expect(disguised.ppid).toBe(t.root);
     expect(t.exits.map((e) => e.pid)).toContain(disguised.pid);
-  });
+  }, 60_000);
 
   it('inside the real sandbox, skips only the wrapper (prlimit, setpriv, bwrap and its init) and records a disguised bwrap', async () => {
     const home = mkdtempSync('/var/tmp/a2rl-monitor-ws-');
@@ -110,11 +159,11 @@ describe('ProcessMonitor', () => {
       const ws = await prepareWorkspace({ workspacesRoot: join(home, 'workspaces'), taskCacheDir: join(home, 'tasks'), task: fakeTask(), instructions: 'go', runId: 'run-1' });
       mkdirSync(join(home, 'agents'), { recursive: true });
       writeFileSync(join(home, 'agents', 'start.sh'), 'true\n');
-      const script = '(exec -a bwrap sleep 0.5); true';
+      const script = '(exec -a bwrap sleep 120); true';
       const cmd = sandboxCommand({ kind: 'bwrap', workspace: ws.layout, agentDir: join(home, 'agents'), command: ['bash', '-c', script], env: {} });
-      const t = await watch(cmd.file, cmd.args, ws.layout.root, cmd.fds);
+      const t = await watch(cmd.file, cmd.args, 'bwrap 120', ws.layout.root, cmd.fds);
       const agent = t.starts.find((s) => s.argv.join(' ') === `bash -c ${script}`)!;
-      const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 0.5')!;
+      const disguised = t.starts.find((s) => s.argv.join(' ') === 'bwrap 120')!;
       expect(disguised.ppid).toBe(agent.pid);
       expect(t.exits.map((e) => e.pid)).toContain(disguised.pid);
       const reported = t.starts.map((s) => s.pid);
@@ -124,7 +173,7 @@ describe('ProcessMonitor', () => {
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
 
   it('maps starts and exits to ProcessStarted/ProcessExited facts observed at their own times', () => {
     const start: ProcessStart = { pid: 9, ppid: 1, argv: ['python3', 'train.py'], cwd: '/w', executable: '/usr/bin/python3', startedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678) };

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
-import { readAllStats, readArgv, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import { readAllStats, readArgv, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
 import { sandboxCommand } from '../runs/sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
@@ -16,7 +16,7 @@ interface Trace {
   exit: { exitCode?: number; signal?: string };
 }
 
-async function trace(file: string, args: string[], extra: Partial<LaunchOptions> = {}, whileRunning?: () => Promise<void>): Promise<Trace> {
+async function trace(file: string, args: string[], extra: Partial<LaunchOptions> = {}, whileRunning?: (so: Pick<Trace, 'starts' | 'exits'>) => Promise<void>): Promise<Trace> {
   const starts: ProcessStart[] = [];
   const exits: ProcessExit[] = [];
   const gaps: Trace['gaps'] = [];
@@ -32,14 +32,26 @@ async function trace(file: string, args: string[], extra: Partial<LaunchOptions>
     monitor: { onStart: (p) => starts.push(p), onExit: (p) => exits.push(p), onGap: (reason, count) => gaps.push({ reason, count }) },
     ...extra,
   });
-  await whileRunning?.();
+  await whileRunning?.({ starts, exits });
   const { reason: _, endedAt: _endedAt, ...exit } = await handle.exited;
   return { starts, exits, gaps, tracer: handle.tracer, exit };
 }
 
 const bash = (script: string, extra?: Partial<LaunchOptions>) => trace('bash', ['-c', script], extra);
 const exitOf = (t: Trace, start: ProcessStart | undefined) => t.exits.find((e) => e.pid === start?.pid);
-const startWith = (t: Trace, line: string) => t.starts.find((s) => s.argv.join(' ') === line);
+const startWith = (t: Pick<Trace, 'starts'>, line: string) => t.starts.find((s) => s.argv.join(' ') === line);
+
+/** Resolves with `found()`'s first truthy value (never a fixed sleep: a loaded machine is slow); fails after a generous deadline. */
+async function until<T>(what: string, found: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
+  for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 10))) {
+    const value = found();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not seen within ${timeoutMs} ms`);
+  }
+}
+
+/** The pids of live processes whose whole command line is `line`. */
+const pidsOf = (line: string) => [...readAllStats().values()].filter((st) => st.state !== 'Z' && readArgv(st.pid)?.join(' ') === line).map((st) => st.pid);
 
 /** Every reported program has exactly one start and one exit: no thread, no double report. */
 function expectPaired(t: Trace): void {
@@ -177,9 +189,12 @@ describe('strace process tracer', () => {
   });
 
   it('falls back to the /proc poller when strace is absent, and refuses when strace was required', async () => {
-    const t = await bash('sleep 0.3', { tracer: 'auto', straceBinary: '/nonexistent/strace' });
+    // A poller may miss a process shorter than its interval: this one lives until the poller has reported it.
+    const t = await trace('bash', ['-c', 'sleep 120'], { tracer: 'auto', straceBinary: '/nonexistent/strace' }, async (so) => {
+      process.kill((await until('sleep 120 reported', () => startWith(so, 'sleep 120'))).pid);
+    });
     expect(t.tracer).toBe('proc');
-    expect(startWith(t, 'sleep 0.3')).toBeDefined();
+    expect(startWith(t, 'sleep 120')).toBeDefined();
     await expect(bash('true', { straceBinary: '/nonexistent/strace' })).rejects.toThrow(TracerUnavailableError);
   });
 
@@ -234,7 +249,7 @@ describe('strace process tracer', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 180_000); // the blocked loop itself may last up to 120 s on a loaded machine
 
   it('with a tiny pending bound, pauses reading until facts are taken instead of dropping any', async () => {
     // A bound of one byte: after every batch the worker stops reading until the (slow, async)
@@ -264,12 +279,17 @@ describe('strace process tracer', () => {
   });
 
   it('reports a gap when strace dies before the traced programs end, and ends them without status', async () => {
-    const marker = `${1 + Math.random()}`.slice(0, 10);
+    // The sleeper outlives strace whatever the load: the spec ends it only once strace is gone.
+    const marker = `${100 + Math.random()}`.slice(0, 12);
     const t = await trace('bash', ['-c', `sleep ${marker}; true`], {}, async () => {
-      while (![...readAllStats().keys()].some((pid) => readArgv(pid)?.join(' ') === `sleep ${marker}`)) await new Promise((r) => setTimeout(r, 10));
-      for (const pid of readAllStats().keys()) {
-        const argv = readArgv(pid) ?? [];
-        if (argv[0] === 'strace' && argv.includes(`sleep ${marker}; true`)) process.kill(pid, 'SIGKILL');
+      const sleepPid = await until('the sleeper', () => pidsOf(`sleep ${marker}`)[0]);
+      const strace = [...readAllStats().keys()].filter((pid) => (readArgv(pid) ?? [])[0] === 'strace' && readArgv(pid)!.includes(`sleep ${marker}; true`));
+      for (const pid of strace) process.kill(pid, 'SIGKILL');
+      await until('strace gone', () => strace.every((pid) => readProcStat(pid)?.state === undefined || readProcStat(pid)?.state === 'Z'));
+      try {
+        process.kill(sleepPid);
+      } catch {
+        // strace took its tracees with it
       }
     });
     const sleeper = startWith(t, `sleep ${marker}`)!;

@@ -1,7 +1,10 @@
-import { Controller, Get, NotFoundException, Param, Query, Res } from '@nestjs/common';
+import { Controller, Get, Inject, NotFoundException, Optional, Param, Query, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiNotFoundResponse, ApiBadRequestResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
-import { filterRuns, scoreboard } from '../../projections/scoreboard/scoreboard.js';
+import { failureClassOf } from '../../projections/run-analysis/analyze.js';
+import { filterRuns, scoreboard, scoreboardRuns } from '../../projections/scoreboard/scoreboard.js';
+import { liveRun, runsWithHarnessGone, type LiveRun } from '../runs/run-liveness.js';
+import { RUN_LOCKS, type RunLocks } from '../runs/run.ports.js';
 import { renderReport, type ReportFormat } from '../reports/render.js';
 import { resultsCsv, type ResultsRun } from '../reports/results-csv.js';
 import { transcriptText } from '../reports/transcript-text.js';
@@ -20,12 +23,16 @@ const REPORT_TYPES: Record<ReportFormat, string> = {
   html: 'text/html; charset=utf-8',
 };
 
-/** What GET /runs lists per run (the full analysis is GET /runs/:id). */
-function summary(r: ResultsRun) {
+/**
+ * What GET /runs lists per run (the full analysis is GET /runs/:id). No failure class until the run
+ * has ended in the ledger (an open run shown interrupted because its harness is gone has none yet).
+ */
+function summary(r: LiveRun<ResultsRun>) {
   return {
     runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, declaredDriver: r.declaredDriver ?? null, driverMismatch: r.driverMismatch ?? false, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt,
+    ...(r.harnessGone ? { harnessGone: true } : {}),
     baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions.length,
-    failureClass: r.failure.class, route: r.route.best, lastSeq: r.lastSeq,
+    failureClass: r.harnessGone ? null : failureClassOf(r), route: r.route.best, lastSeq: r.lastSeq,
   };
 }
 
@@ -34,14 +41,19 @@ function summary(r: ResultsRun) {
 @ApiBadRequestResponse({ description: 'an unknown or invalid query parameter' })
 @Controller()
 export class QueryController {
-  constructor(private readonly source: RunSource) {}
+  constructor(
+    private readonly source: RunSource,
+    /** This machine's run locks: an open run whose harness is gone is listed interrupted (run-liveness.ts). */
+    @Optional() @Inject(RUN_LOCKS) private readonly locks?: RunLocks,
+  ) {}
 
   @Get('runs')
   @ApiOkResponse({ description: '{total, limit, offset, items[]} ordered by run id' })
   async list(@Query() q: ListRunsQuery) {
-    const runs = filterRuns(await this.source.runs(), q).filter(
-      (r) => (q.state === undefined || r.state === q.state) && (q.failure_class === undefined || r.failure.class === q.failure_class),
-    );
+    const gone = runsWithHarnessGone(this.locks);
+    const runs = filterRuns(await this.source.runs(), q)
+      .map((r) => liveRun(r, gone))
+      .filter((r) => (q.state === undefined || r.state === q.state) && (q.failure_class === undefined || (!r.harnessGone && failureClassOf(r) === q.failure_class)));
     return { total: runs.length, limit: q.limit, offset: q.offset, items: runs.slice(q.offset, q.offset + q.limit).map(summary) };
   }
 
@@ -90,12 +102,13 @@ export class QueryController {
 
   @Get('scoreboard')
   @ApiProduces('application/json', 'text/csv')
-  @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv' })
+  @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv; runs whose set-up failed or that were cancelled count only with include_unfinished=true' })
   async scoreboard(@Query() q: ScoreboardQuery, @Res({ passthrough: true }) res: Response) {
-    const runs = filterRuns(await this.source.runs(), q);
-    if (q.format === 'json') return scoreboard(runs);
+    const filter = { task: q.task, agent: q.agent, driver: q.driver, includeUnfinished: q.include_unfinished === 'true' };
+    const runs = await this.source.runs();
+    if (q.format === 'json') return scoreboard(runs, filter);
     res.setHeader('Content-Type', 'text/csv; charset=utf-8');
-    return resultsCsv(runs);
+    return resultsCsv(scoreboardRuns(runs, filter));
   }
 
   private found<T>(id: string, value: T | null): T {

@@ -3,6 +3,7 @@ import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
 import { REPORT_FORMATS, type ReportFormat } from '../reports/render.js';
+import { RUN_STATES } from '../runs/run-lifecycle.js';
 
 // Query-string DTOs of the query API. The global ValidationPipe (whitelist, forbidNonWhitelisted,
 // transform) turns any unknown or invalid parameter into a 400 naming it.
@@ -10,10 +11,10 @@ import { REPORT_FORMATS, type ReportFormat } from '../reports/render.js';
 const FAILURE_CLASS_SET: Record<FailureClass, true> = {
   success: true, timeout_no_submission: true, copy_model_fallback: true, code_error_runtime: true, rollout_logic_wrong: true,
   training_diverged: true, invalid_checkpoint: true, no_improvement: true, agent_crash: true, infra_error: true,
-  infra_setup: true, infra_llm_limit: true, infra_model_unreachable: true,
+  infra_setup: true, infra_llm_limit: true, infra_model_unreachable: true, cancelled: true,
 };
 export const FAILURE_CLASSES = Object.keys(FAILURE_CLASS_SET) as FailureClass[];
-export const RUN_STATES = ['scheduled', 'running', 'completed', 'interrupted'] as const;
+export { RUN_STATES };
 export const MAX_PAGE = 200;
 
 export class RunFilterQuery {
@@ -28,10 +29,10 @@ export class RunFilterQuery {
 }
 
 export class ListRunsQuery extends RunFilterQuery {
-  @ApiPropertyOptional({ enum: RUN_STATES })
+  @ApiPropertyOptional({ enum: RUN_STATES, description: 'interrupted includes open runs whose harness is gone (harnessGone: true), running excludes them' })
   @IsOptional() @IsIn(RUN_STATES) state?: (typeof RUN_STATES)[number];
 
-  @ApiPropertyOptional({ enum: FAILURE_CLASSES })
+  @ApiPropertyOptional({ enum: FAILURE_CLASSES, description: 'only ended runs: a run still open has no failure class' })
   @IsOptional() @IsIn(FAILURE_CLASSES) failure_class?: FailureClass;
 
   @ApiPropertyOptional({ minimum: 1, maximum: MAX_PAGE, default: 50 })
@@ -63,6 +64,9 @@ export class TranscriptQuery {
 }
 
 export class ScoreboardQuery extends RunFilterQuery {
+  @ApiPropertyOptional({ enum: ['true', 'false'], default: 'false', description: 'also count runs whose set-up failed or that were cancelled (states setup_failed, cancelled), left out by default' })
+  @IsOptional() @IsIn(['true', 'false']) include_unfinished?: 'true' | 'false';
+
   @ApiPropertyOptional({ enum: ['json', 'csv'], default: 'json', description: 'csv: the paper\'s results.csv, one row per run' })
   @IsOptional() @IsIn(['json', 'csv']) format: 'json' | 'csv' = 'json';
 }

@@ -103,7 +103,7 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
       { runId: 'b', task: 'l1', agent: 'ref', driver: null, baseModel: 'tiny', state: 'completed', eventCount: 30, lastSeq: 29, scheduledAt: at(0), lastEventAt: at(29) },
       { runId: 'c', task: null, agent: null, driver: null, baseModel: null, state: null, eventCount: 6, lastSeq: 5, scheduledAt: null, lastEventAt: at(5) },
     ]);
-    expect(await checkpoint(dataSource)).toMatchObject({ eventsProcessed: 41, version: 1 });
+    expect(await checkpoint(dataSource)).toMatchObject({ eventsProcessed: 41, version: runListProjection.version });
 
     expect(await runner.catchUp()).toEqual([{ name: 'run-list', processed: 0 }]);
     expect(await dumpReadModel(dataSource, runListProjection)).toBe(dump);
@@ -198,9 +198,9 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     const { store, dataSource } = await setup();
     await append(store, runEvents('r', 0, 6));
     await new ProjectionRunner(store, dataSource, [runListProjection]).catchUp();
-    const v2 = { ...runListProjection, version: 2 };
-    expect(await new ProjectionRunner(store, dataSource, [v2]).catchUp()).toEqual([{ name: 'run-list', processed: 6 }]);
-    expect(await checkpoint(dataSource)).toMatchObject({ version: 2, eventsProcessed: 6 });
+    const next = { ...runListProjection, version: runListProjection.version + 1 };
+    expect(await new ProjectionRunner(store, dataSource, [next]).catchUp()).toEqual([{ name: 'run-list', processed: 6 }]);
+    expect(await checkpoint(dataSource)).toMatchObject({ version: next.version, eventsProcessed: 6 });
     expect((await rows(dataSource))[0]).toMatchObject({ eventCount: 6 });
   });
 
@@ -209,12 +209,12 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     await append(store, runEvents('r', 0, 8));
     const runner = new ProjectionRunner(store, dataSource, [runListProjection]);
     expect(await runner.status()).toEqual([
-      { name: 'run-list', version: 1, builtVersion: null, checkpoint: null, eventsProcessed: 0, lag: 8 },
+      { name: 'run-list', version: runListProjection.version, builtVersion: null, checkpoint: null, eventsProcessed: 0, lag: 8 },
     ]);
     await runner.catchUp();
     await append(store, runEvents('r', 8, 11));
     const [status] = await runner.status();
-    expect(status).toMatchObject({ builtVersion: 1, eventsProcessed: 8, lag: 3 });
+    expect(status).toMatchObject({ builtVersion: runListProjection.version, eventsProcessed: 8, lag: 3 });
     expect(status.checkpoint).not.toBeNull();
   });
 

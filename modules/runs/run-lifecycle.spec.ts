@@ -5,7 +5,10 @@ import {
   decide,
   evolve,
   foldRunLifecycle,
+  hasEnded,
   IllegalTransitionError,
+  isUnfinished,
+  RUN_STATES,
   initialRunState,
   runGuard,
   type RunCommand,
@@ -373,5 +376,44 @@ describe('run lifecycle: evolve and the recorder guard', () => {
     const guard = runGuard(foldRunLifecycle(INTERRUPTED));
     expect(() => guard('FileChanged', c.fileChanged().data)).toThrow(/run phase "interrupted"/);
     guard('TreeHeadSigned', c.head().data);
+  });
+});
+
+describe('run lifecycle: outcomes from recorded causes', () => {
+  const interruptedBy = (cause: 'setup_failed' | 'harness_gone'): RunCommand => ({ type: 'RunInterrupted', data: { reason: 'why', cause } });
+  const killedBy = (stoppedBy: 'operator' | 'campaign' | 'limit'): RunCommand => ({ type: 'AgentExited', data: { exitCode: 143, reason: 'killed', stoppedBy } });
+  const setupFailedOldWording: RunCommand = { type: 'RunInterrupted', data: { reason: 'setup failed before the agent started: no dataset' } };
+
+  it('shows a run whose set-up failed as setup_failed, from the recorded cause only (older runs read as before)', () => {
+    for (const setup of [SCHEDULED, PREPARED, READY]) {
+      expect(given(...setup, interruptedBy('setup_failed'), c.head())).toMatchObject({ phase: 'interrupted', status: 'setup_failed' });
+      expect(given(...setup, setupFailedOldWording, c.head()).status).toBe('interrupted');
+    }
+    expect(given(...RUNNING, interruptedBy('harness_gone')).status).toBe('interrupted');
+  });
+
+  it.each(['operator', 'campaign'] as const)('shows a run whose agent the %s stopped as cancelled from AgentExited on, and keeps it at RunCompleted', (who) => {
+    const statuses = [...RUNNING, killedBy(who), c.completed(), c.head()].map((_, i, all) => foldRunLifecycle(all.slice(0, i + 1)).status);
+    expect(statuses.slice(-4)).toEqual(['running', 'cancelled', 'cancelled', 'cancelled']);
+    expect(given(...RUNNING, killedBy(who), c.completed())).toMatchObject({ phase: 'completed' });
+  });
+
+  it('keeps a run stopped at a limit, or killed without a stopper (older runs), completed', () => {
+    expect(given(...RUNNING, killedBy('limit'), c.completed()).status).toBe('completed');
+    const killed: RunCommand = { type: 'AgentExited', data: { exitCode: 143, reason: 'killed' } };
+    expect(given(...RUNNING, killed, c.completed()).status).toBe('completed');
+  });
+
+  it('lets a later lifecycle event move a cancelled run on, and a stray stop not reopen an ended one', () => {
+    expect(given(...RUNNING, killedBy('operator'), interruptedBy('harness_gone')).status).toBe('interrupted');
+    expect(given(...RUNNING, killedBy('operator'), c.interrupted(), c.resumed()).status).toBe('running');
+    expect(foldRunLifecycle([...COMPLETED, killedBy('operator')]).status).toBe('completed');
+    expect(foldRunLifecycle([...SCHEDULED, interruptedBy('setup_failed'), killedBy('campaign')]).status).toBe('setup_failed');
+  });
+
+  it('says which states have ended and which the scoreboard leaves out by default', () => {
+    expect(RUN_STATES.filter(hasEnded)).toEqual(['completed', 'interrupted', 'setup_failed', 'cancelled']);
+    expect(RUN_STATES.filter(isUnfinished)).toEqual(['setup_failed', 'cancelled']);
+    expect(hasEnded(null)).toBe(false);
   });
 });

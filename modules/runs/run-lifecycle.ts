@@ -7,8 +7,23 @@ import { CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
 // (runGuard) decides each event as it is queued and evolves at once, since its queue order is the
 // append order; projections fold the same evolve() over stored events.
 
-/** A run's lifecycle state as every projection shows it. */
-export type RunState = 'scheduled' | 'running' | 'completed' | 'interrupted';
+/**
+ * A run's lifecycle state as every projection shows it. `setup_failed` and `cancelled` are ended
+ * runs that say nothing about the agent: its set-up failed (RunInterrupted with cause setup_failed),
+ * or the operator or a campaign stopped its agent (AgentExited with stoppedBy operator | campaign).
+ */
+export type RunState = 'scheduled' | 'running' | 'completed' | 'interrupted' | 'setup_failed' | 'cancelled';
+
+/** Every RunState, in lifecycle order. */
+export const RUN_STATES = ['scheduled', 'running', 'completed', 'interrupted', 'setup_failed', 'cancelled'] as const satisfies readonly RunState[];
+
+/** States of a run that has ended: the ledger holds its RunCompleted or RunInterrupted (a cancelled one may still be closing). */
+const ENDED: ReadonlySet<RunState | null> = new Set<RunState>(['completed', 'interrupted', 'setup_failed', 'cancelled']);
+export const hasEnded = (state: RunState | null): boolean => ENDED.has(state);
+
+/** States the scoreboard leaves out unless asked: runs whose agent never got its budget (set-up failed, cancelled). */
+const UNFINISHED: ReadonlySet<RunState | null> = new Set<RunState>(['setup_failed', 'cancelled']);
+export const isUnfinished = (state: RunState | null): boolean => UNFINISHED.has(state);
 
 /**
  * Where a run stands, in the order the run service moves through it. `ready` is "baseline graded,
@@ -25,7 +40,10 @@ export interface RunLifecycleState {
    * What projections show: set by the last lifecycle event whatever came before it (RunScheduled →
    * scheduled; WorkspacePrepared, AgentStarted, RunResumed → running; RunCompleted → completed;
    * RunInterrupted → interrupted), null before any. Kept exactly so, even over a ledger that broke
-   * the rules, so read models rebuilt with it stay byte-identical.
+   * the rules, so read models rebuilt with it stay byte-identical. Recorded causes refine it (see
+   * statusAfter): RunInterrupted with cause setup_failed → setup_failed; AgentExited stopped by the
+   * operator or a campaign → cancelled, which the RunCompleted that follows keeps. Events without
+   * those optional fields (every run recorded before them) read as before.
    */
   readonly status: RunState | null;
   readonly phase: RunPhase;
@@ -67,7 +85,7 @@ const INSTRUMENTATION = new Set<EventType>([
   'EgressConnection', 'LimitReached', 'WorkspaceIntegrityChecked', 'LlmCallRecorded', 'AgentHomeArchived',
 ]);
 
-/** The status (RunState) a lifecycle event sets; other events keep it. */
+/** The status (RunState) a lifecycle event sets; other events keep it (but see statusAfter). */
 const STATUS_AFTER: Partial<Record<EventType, RunState>> = {
   RunScheduled: 'scheduled',
   WorkspacePrepared: 'running',
@@ -77,13 +95,33 @@ const STATUS_AFTER: Partial<Record<EventType, RunState>> = {
   RunInterrupted: 'interrupted',
 };
 
+/** Who stopping the agent cancels the run: someone outside it, not the run's own limits. */
+const CANCELLING = new Set(['operator', 'campaign']);
+
+/**
+ * The status after `event`: STATUS_AFTER, refined by the recorded cause. A function of the status
+ * before and the event alone, so projections that keep only the status (run-list) derive it too.
+ */
+function statusAfter(status: RunState | null, event: RunCommand): RunState | null {
+  switch (event.type) {
+    case 'RunInterrupted':
+      return event.data.cause === 'setup_failed' ? 'setup_failed' : 'interrupted';
+    case 'AgentExited':
+      return event.data.stoppedBy !== undefined && CANCELLING.has(event.data.stoppedBy) && !hasEnded(status) ? 'cancelled' : status;
+    case 'RunCompleted':
+      return status === 'cancelled' ? 'cancelled' : 'completed';
+    default:
+      return STATUS_AFTER[event.type] ?? status;
+  }
+}
+
 /**
  * Folds one recorded event into the state. Total: it never throws, so projections can fold any
  * ledger, including old ones recorded before these rules. Events that change nothing
  * (instrumentation, tree heads) return the same state object, so folding a long run stays cheap.
  */
 export function evolve(state: RunLifecycleState, event: RunCommand): RunLifecycleState {
-  const status = STATUS_AFTER[event.type] ?? state.status;
+  const status = statusAfter(state.status, event);
   const open = state.phase !== 'completed' && state.phase !== 'interrupted';
   /** Moves an open run forward to `to` (never back: a stray event in an old ledger cannot rewind it). */
   const advance = (to: RunPhase): RunPhase => (open && rank(state.phase) < rank(to) ? to : state.phase);

@@ -135,7 +135,7 @@ describe('RunService (in-memory ports)', () => {
     const runId = [...(await collectRunIds(h.store))][0];
     const events = await h.events(runId);
     expect(types(events)).toEqual(['RunScheduled', 'WorkspacePrepared', 'RunInterrupted']);
-    expect(events.find((e) => e.type === 'RunInterrupted')!.data).toEqual({ reason: 'setup failed before the agent started: model server down' });
+    expect(events.find((e) => e.type === 'RunInterrupted')!.data).toEqual({ reason: 'setup failed before the agent started: model server down', cause: 'setup_failed' });
     expect(events.at(-1)!.type).toBe('TreeHeadSigned');
     expect(h.locks.size).toBe(0);
   });
@@ -157,7 +157,22 @@ describe('RunService (in-memory ports)', () => {
     const summary = await h.service.run(h.request);
     expect(summary.exitReason).toBe('killed');
     expect(h.agents[0].killedWith).toBe('killed');
+    // The operator stopped it: recorded on AgentExited, so the run reads cancelled.
+    expect((await h.events(summary.runId)).find((e) => e.type === 'AgentExited')!.data).toMatchObject({ reason: 'killed', stoppedBy: 'operator' });
     await expect(h.service.run(h.request)).rejects.toThrow(/interrupted by the operator/);
+  });
+
+  it("a campaign's stop records the campaign as the stopper; an agent that ends on its own has none", async () => {
+    const h = harness(async (_ws, _launch, agent) => {
+      if (h.agents.length > 1) return; // the second run's agent ends on its own
+      // Launched, not yet registered as running: stop() answers false until it is (the open run's lock names it).
+      while (!(await h.service.stop([...h.locks.keys()][0]))) await new Promise((resolve) => setImmediate(resolve));
+      return agent.exited;
+    });
+    const stopped = await h.service.run(h.request);
+    expect((await h.events(stopped.runId)).find((e) => e.type === 'AgentExited')!.data).toMatchObject({ reason: 'killed', stoppedBy: 'campaign' });
+    const own = await h.service.run(h.request);
+    expect((await h.events(own.runId)).find((e) => e.type === 'AgentExited')!.data).not.toHaveProperty('stoppedBy');
   });
 
   it('instrumentation facts carry their observation time, not the append time', async () => {
@@ -181,6 +196,7 @@ describe('RunService (in-memory ports)', () => {
     expect(await h.service.recoverInterruptedRuns()).toEqual(['fake-task-dead']);
     const events = await h.events('fake-task-dead');
     expect(events.map((e) => e.type)).toEqual(['RunScheduled', 'RunInterrupted', 'TreeHeadSigned']);
+    expect(events[1].data).toMatchObject({ cause: 'harness_gone' });
     expect(h.locks.size).toBe(0);
   });
 });

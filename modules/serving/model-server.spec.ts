@@ -106,7 +106,7 @@ describe('serving a checkpoint through the serve command', () => {
     await serve(context('normal', '--child'), dir, abort.signal);
     expect(processesWith(dir).length).toBe(2);
     abort.abort();
-    for (let i = 0; i < 40 && processesWith(dir).length; i++) await new Promise((r) => setTimeout(r, 50));
+    for (const deadline = Date.now() + 20_000; processesWith(dir).length && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
     expect(processesWith(dir)).toEqual([]);
   });
 

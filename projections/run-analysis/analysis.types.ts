@@ -1,3 +1,5 @@
+import type { RunState } from '../run-state.js';
+
 /**
  * What the post-hoc analysis of one run derives from its events (pure; see docs/analysis.md).
  * Times are seconds from AgentStarted (or RunScheduled when the agent never started), computed from
@@ -16,7 +18,8 @@ export type FailureClass =
   | 'infra_error'
   | 'infra_setup'
   | 'infra_llm_limit'
-  | 'infra_model_unreachable';
+  | 'infra_model_unreachable'
+  | 'cancelled';
 
 export type Route = 'sft' | 'grpo' | 'ppo' | 'dpo' | 'online_rl_other' | 'none' | 'copy_model';
 
@@ -123,7 +126,8 @@ export interface RunAnalysis {
   baseModel: string | null;
   budgetSeconds: number | null;
   mode: string | null;
-  state: 'scheduled' | 'running' | 'completed' | 'interrupted' | null;
+  /** The run-lifecycle state (null before any lifecycle event); see modules/runs/run-lifecycle.ts. */
+  state: RunState | null;
   scheduledAt: string | null;
   baseline: number | null;
   /**
@@ -142,6 +146,10 @@ export interface RunAnalysis {
   /** Submissions received but not yet graded or rejected (a live run); not in `submissions` or the metrics. */
   pendingSubmissions: number;
   metrics: ProcessMetrics;
+  /**
+   * The failure taxonomy's verdict on the events so far. Provisional while the run is open: readers
+   * that list runs show it only once the run has ended (failureClassOf in analyze.ts).
+   */
   failure: { class: FailureClass; rule: string; evidence: Evidence };
   route: { best: Route; declared: Route; evidence: Evidence };
   llm: LlmAnalysis | null;

@@ -1,4 +1,5 @@
 import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.js';
+import { hasEnded } from '../../modules/runs/run-lifecycle.js';
 import { runStateAfter } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from './blob-reader.js';
@@ -82,6 +83,14 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
     eventCount: events.length,
     lastSeq: events.length ? events[events.length - 1].seq : -1,
   };
+}
+
+/**
+ * The failure class to show for a run: none (null) until it has ended (RunCompleted or
+ * RunInterrupted recorded), since the taxonomy's rules judge a whole run, not one in progress.
+ */
+export function failureClassOf(a: Pick<RunAnalysis, 'state' | 'failure'>): FailureClass | null {
+  return hasEnded(a.state) ? a.failure.class : null;
 }
 
 /** Blob text by sha256, read once per analysis; null when the blob is absent, too large or binary. */
@@ -407,6 +416,10 @@ class RunFacts {
     const valid = subs.filter((s) => s.valid);
     const best = this.best();
 
+    // 0. cancelled: the operator or a campaign stopped the agent; the run says nothing about the agent.
+    const stoppedBy = this.agentExited?.data.stoppedBy;
+    if (this.state() === 'cancelled' && this.agentExited && stoppedBy) return verdict('cancelled', `stopped_by_${stoppedBy}`, [this.agentExited.seq]);
+
     // 1. success
     if (best !== null && baseline !== null && best > baseline) {
       const first = graded.find((s) => s.score === best)!;
@@ -414,8 +427,10 @@ class RunFacts {
     }
 
     // 2. infra_setup: the run, or the agent's command, was never set up (a failed set-up, a missing CLI).
-    const interrupted = this.state() === 'interrupted' ? of(this.events, 'RunInterrupted').at(-1) : undefined;
-    if (interrupted && SETUP_REASON.test(interrupted.data.reason)) return verdict('infra_setup', 'setup_failed', [interrupted.seq]);
+    const state = this.state();
+    const interrupted = state === 'interrupted' || state === 'setup_failed' ? of(this.events, 'RunInterrupted').at(-1) : undefined;
+    // The recorded cause, or (runs recorded before it was kept) the reason's wording.
+    if (interrupted && (state === 'setup_failed' || SETUP_REASON.test(interrupted.data.reason))) return verdict('infra_setup', 'setup_failed', [interrupted.seq]);
     const missing = await this.missingCommand(subs);
     if (missing) return verdict('infra_setup', 'agent_command_not_found', missing);
 

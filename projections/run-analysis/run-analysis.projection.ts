@@ -12,7 +12,8 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   // 5: LLM usage from LlmCallRecorded (analysis.llm); `driver` is the model the agent used, `declaredDriver` RunScheduled's;
   //    infrastructure classes infra_setup, infra_llm_limit, infra_model_unreachable.
   // 6: baselineCached (BaselineEvaluated.cached: the scoreboard's noise floor counts fresh baseline gradings).
-  version: 6,
+  // 7: states setup_failed and cancelled, failure class cancelled (RunInterrupted.cause, AgentExited.stoppedBy).
+  version: 7,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     const a = await analyzeRun(events, blobs);

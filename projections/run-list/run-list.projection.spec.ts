@@ -49,6 +49,20 @@ describe('run-list projection', () => {
     expect(fold([scheduled(), event])?.state).toBe(state);
   });
 
+  it('shows set-up failures and cancellations as their own states, from the recorded causes', () => {
+    const setupFailed = buildEvent('RunInterrupted', RUN, 1, at(1), { reason: 'setup failed before the agent started: no dataset', cause: 'setup_failed' });
+    expect(fold([scheduled(), setupFailed])?.state).toBe('setup_failed');
+    // Recorded before the cause was kept: read as before.
+    expect(fold([scheduled(), buildEvent('RunInterrupted', RUN, 1, at(1), { reason: 'setup failed before the agent started: no dataset' })])?.state).toBe('interrupted');
+    for (const stoppedBy of ['operator', 'campaign'] as const) {
+      const exited = buildEvent('AgentExited', RUN, 2, at(2), { exitCode: 143, reason: 'killed', stoppedBy });
+      expect(fold([scheduled(), started(1), exited])?.state).toBe('cancelled');
+      expect(fold([scheduled(), started(1), exited, buildEvent('RunCompleted', RUN, 3, at(3), { submissions: 0 })])?.state).toBe('cancelled');
+    }
+    const limit = buildEvent('AgentExited', RUN, 2, at(2), { exitCode: 143, reason: 'killed', stoppedBy: 'limit' });
+    expect(fold([scheduled(), started(1), limit, buildEvent('RunCompleted', RUN, 3, at(3), { submissions: 0 })])?.state).toBe('completed');
+  });
+
   it('keeps the state on events that are not lifecycle events, and counts them', () => {
     const row = fold([scheduled(), started(1), fileChanged(2), fileChanged(3)]);
     expect(row).toMatchObject({ state: 'running', eventCount: 4, lastSeq: 3, scheduledAt: at(0), lastEventAt: at(3) });

@@ -20,7 +20,8 @@ function emptyRow(runId: string): RunListRow {
 /** The run list: what each run is and where it stands. */
 export const runListProjection = defineProjection<RunListRow>({
   name: 'run-list',
-  version: 1,
+  // 2: states setup_failed and cancelled (RunInterrupted.cause, AgentExited.stoppedBy); unchanged for runs recorded without them.
+  version: 2,
   entity: RunListRow,
   keyOf: (event) => event.runId,
   evolve(row, event) {

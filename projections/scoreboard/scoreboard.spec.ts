@@ -4,7 +4,7 @@ import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { analyzeRun } from '../run-analysis/analyze.js';
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
 import { analysisFixture, sampleRun } from '../run-analysis/testing/run-fixture.js';
-import { distinguishable, meanCi95, noiseFloors, scoreboard, tQuantile975 } from './scoreboard.js';
+import { distinguishable, meanCi95, noiseFloors, scoreboard, scoreboardRuns, tQuantile975 } from './scoreboard.js';
 
 const run = (runId: string, best: number | null, extra: { cls?: FailureClass; route?: Route; vsr?: number | null; task?: string; driver?: string } = {}) =>
   analysisFixture({
@@ -195,5 +195,32 @@ describe('scoreboard: n and the noise floor', () => {
     const clear = scoreboardTable(scoreboard(regraded)).split('\n');
     expect(clear).toHaveLength(2);
     expect(scoreboardTable(scoreboard([cached('b1', 14)]))).toMatch(/ 1 +1 +10\.0 +14\.0 +- +/);
+  });
+});
+
+describe('scoreboard: runs that say nothing about the agent', () => {
+  const setupFailed = (runId: string) => run(runId, null, { cls: 'infra_setup' });
+  const withState = <T extends RunAnalysis>(a: T, state: RunAnalysis['state']): T => ({ ...a, state });
+
+  it('leaves out set-up failures and cancelled runs by default, and counts them with includeUnfinished', () => {
+    const runs = [run('ok', 40), withState({ ...setupFailed('sf'), baseline: null }, 'setup_failed'), withState(run('cx', 70, { cls: 'cancelled' }), 'cancelled')];
+    const [row] = scoreboard(runs);
+    expect([row.runIds, row.runs, row.best.mean, row.failureClasses]).toEqual([['ok'], 1, 40, [{ class: 'success', count: 1 }]]);
+    const [all] = scoreboard(runs, { includeUnfinished: true });
+    expect([all.runIds, all.runs, all.unscoredRuns]).toEqual([['cx', 'ok', 'sf'], 3, 1]);
+    expect(all.failureClasses).toEqual([{ class: 'cancelled', count: 1 }, { class: 'infra_setup', count: 1 }, { class: 'success', count: 1 }]);
+    expect(scoreboardRuns(runs, {}).map((a) => a.runId)).toEqual(['ok']);
+    expect(scoreboard([runs[1]])).toEqual([]);
+  });
+
+  it('keeps interrupted runs (the harness failed them) and counts no failure class for a run still going', () => {
+    const [row] = scoreboard([withState(run('int', null, { cls: 'infra_error' }), 'interrupted'), withState(run('live', null), 'running')]);
+    expect([row.runIds, row.failureClasses]).toEqual([['int', 'live'], [{ class: 'infra_error', count: 1 }]]);
+  });
+
+  it("still counts a cancelled run's fresh baseline grading towards the noise floor", () => {
+    const fresh = (runId: string, baseline: number, state: RunAnalysis['state'] = 'completed') => withState(analysisFixture({ runId, baseline, baselineCached: false }), state);
+    const [row] = scoreboard([fresh('a', 10), fresh('b', 12, 'cancelled')]);
+    expect([row.runIds, row.noiseFloor?.n]).toEqual([['a'], 2]);
   });
 });

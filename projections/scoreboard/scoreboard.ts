@@ -1,4 +1,6 @@
+import { isUnfinished } from '../../modules/runs/run-lifecycle.js';
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
+import { failureClassOf } from '../run-analysis/analyze.js';
 
 /**
  * The scoreboard, a pure fold of run analyses (the run-analysis projection's rows) into one row per
@@ -24,6 +26,11 @@ import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.
  * same task and base model is a sample; with two or more, the floor is their mean and Student-t 95%
  * interval. A row whose best-of-budget interval overlaps the floor's (or, with one scored run and so
  * no interval, whose mean lies inside it) is not distinguishable from noise.
+ *
+ * Runs whose agent never got its budget — set-up failed (state setup_failed) or stopped by the
+ * operator or a campaign (cancelled) — say nothing about the agent: they are left out unless the
+ * filter's `includeUnfinished` asks for them (their fresh baseline gradings still count towards the
+ * noise floor). Failure classes are counted for ended runs only.
  */
 export interface NoiseFloor {
   /** Fresh baseline gradings of the task's base model among the runs in scope (≥ 2). */
@@ -59,6 +66,8 @@ export interface ScoreboardFilter {
   task?: string;
   agent?: string;
   driver?: string;
+  /** Count runs in state setup_failed or cancelled too (left out by default; see the module comment). */
+  includeUnfinished?: boolean;
 }
 
 /** t(0.975, df) for df = 1..30. */
@@ -110,6 +119,11 @@ export function filterRuns<T extends RunAnalysis>(runs: readonly T[], filter: Sc
   );
 }
 
+/** The runs the scoreboard counts: those matching the filter, without set-up failures and cancelled runs unless included. */
+export function scoreboardRuns<T extends RunAnalysis>(runs: readonly T[], filter: ScoreboardFilter): T[] {
+  return filterRuns(runs, filter).filter((a) => filter.includeUnfinished === true || !isUnfinished(a.state));
+}
+
 /** Slack for comparing scores that went through sums (a floor of identical scores has a zero-width interval). */
 const EPSILON = 1e-9;
 
@@ -149,8 +163,9 @@ export function distinguishable(best: ScoreboardRow['best'], floor: NoiseFloor |
 
 /** One row per task × agent × driver, ordered by task, agent, driver (nulls first). */
 export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardFilter = {}): ScoreboardRow[] {
-  const inScope = filterRuns(analyses, filter);
-  const floors = noiseFloors(inScope);
+  const inScope = scoreboardRuns(analyses, filter);
+  // A baseline graded afresh measures the grader, whatever became of the run: cancelled runs' count too.
+  const floors = noiseFloors(filterRuns(analyses, filter));
   const groups = new Map<string, RunAnalysis[]>();
   for (const a of inScope) {
     const k = JSON.stringify([key(a.task), key(a.agent), key(a.driver)]);
@@ -161,7 +176,7 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
     const scored = sorted.filter((a) => bestOfBudget(a) !== null);
     const improvements = scored.filter((a) => a.baseline !== null).map((a) => bestOfBudget(a)! - a.baseline!);
     const failures = new Map<FailureClass, number>();
-    for (const a of sorted) failures.set(a.failure.class, (failures.get(a.failure.class) ?? 0) + 1);
+    for (const cls of sorted.map(failureClassOf)) if (cls !== null) failures.set(cls, (failures.get(cls) ?? 0) + 1);
     const best = meanCi95(scored.map((a) => bestOfBudget(a)!));
     const noiseFloor = floorOf(sorted, floors);
     return {

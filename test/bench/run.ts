@@ -1,12 +1,13 @@
 // `npm run bench -- <name>`: runs one benchmark; each prints its figures and ends with a JSON line.
 import { auditBench } from './audit.bench.js';
+import { campaignBench } from './campaign.bench.js';
 import { gatewayBench } from './gateway.bench.js';
 import { instrumentationBench } from './instrumentation.bench.js';
 import { ledgerBench } from './ledger.bench.js';
 import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

@@ -14,7 +14,12 @@ import { createEvaluationContext } from '../../modules/serving/model-server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
 import { buildProgram } from '../../tasks/humaneval/completion.js';
 import { runPythonSandboxed } from '../../tasks/humaneval/sandbox.js';
+import { refArith } from '../../tasks/ref-arith/index.js';
 import { refHousehold } from '../../tasks/ref-household/index.js';
+import { refJudge } from '../../tasks/ref-judge/index.js';
+import { agentEnv, materializeInTemp, runNode } from '../../tasks/ref-common/spec-helpers.js';
+import { startStubGradingServer } from '../../tasks/ref-common/stub-grading-server.js';
+import type { TaskPack } from '../../tasks/task-pack.js';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { eventTime } from '../../modules/ledger/events/event-time.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
@@ -86,15 +91,34 @@ async function humanevalTimeout(): Promise<Figure> {
   return figure(Date.now() - t0, limits.timeMs, limits.timeMs + 2_000);
 }
 
-/** ref-household: materialising the task and grading the base checkpoint. */
-async function refHouseholdWork(dir: string): Promise<{ materialize: Figure; evaluate: Figure }> {
+/** A reference task: materialising it (goal 1 s) and grading the base checkpoint. */
+async function packWork(pack: TaskPack, dir: string, evaluateGoalMs: number): Promise<{ materialize: Figure; evaluate: Figure }> {
   const paths = { dataDir: path.join(dir, 'data'), modelDir: path.join(dir, 'model'), privateDir: path.join(dir, 'private') };
   let t0 = Date.now();
-  await refHousehold.materialize(paths);
+  await pack.materialize(paths);
   const materialize = figure(Date.now() - t0, 0, 1_000);
   t0 = Date.now();
-  await refHousehold.evaluate(paths.modelDir, paths.privateDir);
-  return { materialize, evaluate: figure(Date.now() - t0, 0, 2_000) };
+  await pack.evaluate(paths.modelDir, paths.privateDir);
+  return { materialize, evaluate: figure(Date.now() - t0, 0, evaluateGoalMs) };
+}
+
+/** A reference task's agent script (revise, train, submit) against a stub grading API, outside the harness (goal 20 s). */
+async function referenceScript(pack: TaskPack): Promise<Figure> {
+  const own = await materializeInTemp(pack);
+  try {
+    const baselineScore = (await pack.evaluate(own.paths.modelDir, own.paths.privateDir)).score;
+    const server = await startStubGradingServer(pack, { workspace: own.workspace, privateDir: own.paths.privateDir, baselineScore });
+    try {
+      const t0 = Date.now();
+      const run = await runNode(path.resolve('modules/agents/reference', pack.id, 'agent.mjs'), [], agentEnv(pack, own, server.url));
+      if (run.code !== 0) throw new Error(`${pack.id} reference agent exited ${run.code}: ${run.stderr}`);
+      return figure(Date.now() - t0, 0, 20_000);
+    } finally {
+      await server.close();
+    }
+  } finally {
+    rmSync(own.root, { recursive: true, force: true });
+  }
 }
 
 /** The reference agent's whole ref-household run through the harness (sandbox, tracing, grading). */
@@ -138,7 +162,9 @@ async function straceShortChild(): Promise<Figure | null> {
 export async function timingsBench(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-timings-'));
   try {
-    const household = await refHouseholdWork(path.join(dir, 'household'));
+    const household = await packWork(refHousehold, path.join(dir, 'household'), 2_000);
+    const arith = await packWork(refArith, path.join(dir, 'arith'), 1_000);
+    const judge = await packWork(refJudge, path.join(dir, 'judge'), 1_000);
     const figures: Record<string, Figure | null> = {
       process_start_time_error: await processStartTime(),
       budget_kill_term_ignoring_tree: await budgetKill(),
@@ -149,6 +175,12 @@ export async function timingsBench(): Promise<void> {
       ref_household_materialize: household.materialize,
       ref_household_evaluate: household.evaluate,
       ref_household_reference_agent: await referenceAgentRun(path.join(dir, 'home')),
+      ref_arith_materialize: arith.materialize,
+      ref_arith_evaluate: arith.evaluate,
+      ref_arith_reference_script: await referenceScript(refArith),
+      ref_judge_materialize: judge.materialize,
+      ref_judge_evaluate: judge.evaluate,
+      ref_judge_reference_script: await referenceScript(refJudge),
     };
     for (const [name, f] of Object.entries(figures)) {
       console.error(f ? `${name}: ${f.ms} ms (limit/reference ${f.referenceMs} ms, goal ≤ ${f.goalMs} ms) ${f.pass ? 'ok' : 'MISSED'}` : `${name}: skipped (strace cannot trace here)`);

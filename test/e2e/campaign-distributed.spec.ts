@@ -197,10 +197,10 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
     const ledger = { A2RL_LEDGER_URL: `${PG}?schema=${empty}` };
     try {
       const r = await a2rl(home, ['campaign', 'run', '--queue', 'redis://127.0.0.1:1', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--budget', '6s'], ledger);
-      expect(r.code).toBe(1);
+      expect(r.code).toBe(2);
       expect(lines(r)).toEqual(['a2rl: cannot reach the queue at redis://127.0.0.1:1 (ECONNREFUSED): start Redis or fix --queue']);
       const w = await a2rl(home, ['worker', '--queue', 'redis://127.0.0.1:1'], ledger);
-      expect(w.code).toBe(1);
+      expect(w.code).toBe(2);
       expect(lines(w)).toEqual(['a2rl: cannot reach the queue at redis://127.0.0.1:1 (ECONNREFUSED): start Redis or fix --queue']);
       const list = await a2rl(home, ['campaign', 'list', '--json'], ledger);
       expect(list).toMatchObject({ code: 0, stdout: '[]\n' });

@@ -5,6 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
 import { buildWheel, fakeIndex, PKG, WHEEL } from '../../modules/runs/sandbox/testing/fake-index.js';
 import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
 
@@ -219,30 +220,42 @@ describeRoot('a hostile agent, harness as root', () => {
 
   it('records data/ changed behind the sandbox and fails a2rl verify', async () => {
     // The agent cannot write data/ (above); a change from outside during the run stands for any way around it.
-    const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--budget', '60s', '--json', '--agent-command', 'sleep 3; node /agent/lib/submit.mjs output/none; sleep 1'], {
+    // The agent waits for the change (within its budget) rather than for a time that a busy machine could outlast.
+    const agent = 'until grep -qx tampered data/train.jsonl; do sleep 0.1; done; node /agent/lib/submit.mjs output/none; sleep 1';
+    const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--budget', '60s', '--json', '--agent-command', agent], {
       env: { ...process.env, A2RL_HOME: home },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
+    let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
     const workspaces = path.join(home, 'workspaces');
     const known = new Set(readdirSync(workspaces));
-    let target: string | undefined;
-    for (let i = 0; i < 200 && !target; i++) {
+    let runId: string | undefined;
+    const deadline = Date.now() + 60_000;
+    while (!runId && child.exitCode === null && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50));
-      const fresh = readdirSync(workspaces).find((d) => !known.has(d) && existsSync(path.join(workspaces, d, 'data', 'train.jsonl')));
-      if (fresh) target = path.join(workspaces, fresh, 'data', 'train.jsonl');
+      runId = readdirSync(workspaces).find((d) => !known.has(d));
     }
-    expect(target).toBeDefined();
-    await new Promise((r) => setTimeout(r, 1000)); // prepared and baselined by now
-    chmodSync(target!, 0o644);
-    writeFileSync(target!, 'tampered\n');
+    expect({ runId: runId !== undefined, stderr: runId ? '' : stderr }).toEqual({ runId: true, stderr: '' });
+    const target = path.join(workspaces, runId!, 'data', 'train.jsonl');
+    // Prepared and baselined once the agent's start is in the ledger (read-only peek at the file).
+    const ledger = new Database(path.join(home, 'ledger.db'), { readonly: true });
+    try {
+      const started = ledger.prepare("SELECT 1 FROM events WHERE stream = ? AND type = 'AgentStarted'");
+      while (!started.get(`run-${runId}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      ledger.close();
+    }
+    chmodSync(target, 0o644);
+    writeFileSync(target, 'tampered\n');
     await new Promise((resolve) => child.once('exit', resolve));
-    const runId = (JSON.parse(stdout.trim().split('\n').pop()!) as { runId: string }).runId;
-    const events = (await a2rl(['events', runId, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
+    expect((JSON.parse(stdout.trim().split('\n').pop()!) as { runId: string }).runId).toBe(runId);
+    const events = (await a2rl(['events', runId!, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
     const checks = ofType(events, 'WorkspaceIntegrityChecked');
     expect(checks.at(-1)!.data).toMatchObject({ phase: 'end', ok: false, differences: [expect.objectContaining({ path: 'data/train.jsonl' })] });
-    const verify = await a2rl(['verify', runId]);
+    const verify = await a2rl(['verify', runId!]);
     expect(verify.code).not.toBe(0);
     expect(verify.stdout + verify.stderr).toMatch(/data\/train\.jsonl/);
   }, 120_000);

@@ -191,12 +191,23 @@ export class AgentOutput {
   @Matches(ISO_UTC) observedAt!: string;
 }
 
+export const AGENT_STOPPERS = ['operator', 'campaign', 'limit'] as const;
+export type AgentStopper = (typeof AGENT_STOPPERS)[number];
+export const INTERRUPTION_CAUSES = ['setup_failed', 'harness_gone'] as const;
+export type InterruptionCause = (typeof INTERRUPTION_CAUSES)[number];
+
 export class AgentExited {
   @IsOptional() @IsInt() exitCode?: number;
   @IsOptional() @IsString() signal?: string;
   @IsIn(['completed', 'timeout', 'killed', 'crashed']) reason!: 'completed' | 'timeout' | 'killed' | 'crashed';
   /** When the launcher saw the agent's whole tree gone (absent in runs recorded before it was kept). */
   @IsOptional() @Matches(ISO_UTC) observedAt?: string;
+  /**
+   * Who had the harness stop the agent (reason `killed`): the operator (Ctrl-C / SIGTERM to the
+   * harness), a campaign (cancelled, or its worker stopping), or a resource limit the harness enforces.
+   * Absent when nobody asked (the agent ended on its own, or the budget ran out) and in older runs.
+   */
+  @IsOptional() @IsIn(AGENT_STOPPERS) stoppedBy?: AgentStopper;
 }
 
 export class RunCompleted {
@@ -206,6 +217,11 @@ export class RunCompleted {
 
 export class RunInterrupted {
   @IsString() @MaxLength(4096) reason!: string;
+  /**
+   * What cut the run short: its set-up failed before the agent started, or the harness that ran it
+   * was gone (found by recovery). Absent in runs recorded before it was kept.
+   */
+  @IsOptional() @IsIn(INTERRUPTION_CAUSES) cause?: InterruptionCause;
 }
 
 export class RunResumed {

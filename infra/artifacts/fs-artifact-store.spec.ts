@@ -1,0 +1,100 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, mkdir, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { FsArtifactStore, STALE_TEMP_MS, sweepStaleTemp, TEMP_WRITER } from './fs-artifact-store.js';
+
+// Recovery of partial uploads: temp files left by puts that never finished are removed when the
+// store opens, and only those no live process may still be writing.
+
+const SHA = 'a'.repeat(64);
+const UUID = '0f8fad5b-d9cb-469f-a165-70867728950e';
+const NOW = Date.UTC(2026, 0, 1, 12);
+const name = (writer: string, pid: number) => `${SHA}.${writer}.${pid}.${UUID}`;
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'a2rl-fs-sweep-'));
+  await mkdir(join(dir, 'tmp'), { recursive: true });
+});
+afterEach(() => rm(dir, { recursive: true, force: true }));
+
+/** A temp file last modified `ageMs` before NOW. */
+async function temp(file: string, ageMs: number): Promise<void> {
+  const path = join(dir, 'tmp', file);
+  await writeFile(path, 'partial');
+  const at = (NOW - ageMs) / 1000;
+  await utimes(path, at, at);
+}
+
+const left = async () => (await readdir(join(dir, 'tmp'))).sort();
+
+describe('sweepStaleTemp', () => {
+  it("removes this writer's temp files whose process is gone, whatever their age, and keeps a live process's", async () => {
+    await temp(name(TEMP_WRITER, 111), 0);
+    await temp(name(TEMP_WRITER, 222), 10 * STALE_TEMP_MS);
+    await temp(name(TEMP_WRITER, process.pid), 10 * STALE_TEMP_MS); // this process may have a put in progress
+    const removed = await sweepStaleTemp(dir, { alive: (pid) => pid === 222, now: NOW });
+    expect(removed).toEqual([name(TEMP_WRITER, 111)]);
+    expect(await left()).toEqual([name(TEMP_WRITER, 222), name(TEMP_WRITER, process.pid)].sort());
+  });
+
+  it("judges other writers' files and files named before writers were recorded by age only", async () => {
+    const other = 'b'.repeat(12);
+    const legacy = `${SHA}.${UUID}`;
+    await temp(name(other, 111), STALE_TEMP_MS + 1000);
+    await temp(`${legacy}`, STALE_TEMP_MS + 1000);
+    await temp(name(other, 333), STALE_TEMP_MS - 1000);
+    await temp(`${'c'.repeat(64)}.${UUID}`, STALE_TEMP_MS - 1000);
+    // A pid of another machine or container says nothing here: never asked whether it is alive.
+    const asked: number[] = [];
+    const removed = await sweepStaleTemp(dir, { alive: (pid) => (asked.push(pid), false), now: NOW });
+    expect(removed.sort()).toEqual([legacy, name(other, 111)].sort());
+    expect(asked).toEqual([]);
+    expect(await left()).toEqual([`${'c'.repeat(64)}.${UUID}`, name(other, 333)].sort());
+  });
+
+  it('touches only plain files: directories and links under tmp/ stay', async () => {
+    await mkdir(join(dir, 'tmp', 'sub'));
+    const outside = join(dir, 'keep.bin');
+    await writeFile(outside, 'x');
+    await symlink(outside, join(dir, 'tmp', name(TEMP_WRITER, 111)));
+    expect(await sweepStaleTemp(dir, { alive: () => false, now: NOW + 10 * STALE_TEMP_MS })).toEqual([]);
+    expect(await left()).toEqual([name(TEMP_WRITER, 111), 'sub'].sort());
+    expect(await readdir(dir)).toContain('keep.bin');
+  });
+
+  it('is a no-op on a store without a tmp/ directory', async () => {
+    await rm(join(dir, 'tmp'), { recursive: true });
+    expect(await sweepStaleTemp(dir)).toEqual([]);
+  });
+});
+
+describe('FsArtifactStore.open', () => {
+  it("removes a dead writer's partial upload and keeps the temp file of a put in progress, which then completes", async () => {
+    const dead = name(TEMP_WRITER, 2 ** 22 + 7); // above any default pid_max: never alive
+    await temp(dead, 0);
+    const writer = await FsArtifactStore.open(dir);
+    expect(writer.sweptTemp).toEqual([dead]);
+
+    const bytes = Buffer.from('a checkpoint, written slowly');
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const body = new PassThrough();
+    const put = writer.put(body, { sha256, size: bytes.length });
+    body.write(bytes.subarray(0, 5));
+    // The put's temp file carries this writer and pid.
+    let names: string[] = [];
+    while (!names.length) names = await left();
+    expect(names).toEqual([expect.stringMatching(new RegExp(`^${sha256}\\.${TEMP_WRITER}\\.${process.pid}\\.`))]);
+
+    // Another open (another command starting) while the put is in progress leaves its file alone.
+    const reopened = await FsArtifactStore.open(dir);
+    expect(reopened.sweptTemp).toEqual([]);
+    body.end(bytes.subarray(5));
+    await expect(put).resolves.toMatchObject({ sha256, created: true });
+    expect(await reopened.exists(sha256)).toBe(true);
+    expect(await left()).toEqual([]);
+  });
+});

@@ -1,0 +1,439 @@
+import os from 'node:os';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Command } from 'commander';
+import { openRedisCampaignQueue } from '../../infra/queue/bullmq-campaign-queue.js';
+import { displayQueueUrl, redisUrl } from '../../infra/queue/redis-connection.js';
+import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
+import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
+import type { CampaignJob, CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
+import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
+import { CampaignService } from '../../modules/campaigns/campaign.service.js';
+import { LocalQueue } from '../../modules/campaigns/local-queue.js';
+import { workerInfo } from '../../modules/campaigns/worker-info.js';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import { LedgerService } from '../../modules/ledger/ledger.service.js';
+import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
+import type { RunService } from '../../modules/runs/run.service.js';
+import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
+import type { CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
+import { loadConfig } from '../config/config.js';
+import { printScoreboard } from './analysis.commands.js';
+import { CampaignProgressPrinter } from './campaign-progress-printer.js';
+import { num, table, withApp, withRunApp } from './cli-support.js';
+import { reachQueue } from './worker.commands.js';
+
+// `a2rl campaign …`: the matrix task × agent × driver × seed as one campaign (modules/campaigns). The
+// campaign's stream is the record; these commands schedule it, run its jobs in this process (the
+// embedded default) or put them on a Redis queue for `a2rl worker`s, and follow it to the end.
+
+const EXIT_HELP = `
+Exit status: 0 when every cell × seed completed (an agent's own failure is a result and counts as
+completed); 1 when a cell failed (infrastructure failures beyond --retries) or the campaign was
+cancelled; 130/143 after Ctrl-C / SIGTERM. Embedded runs stopped by Ctrl-C are recorded and handed
+back: \`a2rl campaign resume <id>\` runs what is left and never reruns a completed cell.`;
+
+interface RunOptions {
+  tasks: string;
+  agents: string;
+  drivers?: string;
+  seeds: string;
+  budget: string;
+  concurrency: string;
+  retries: string;
+  queue?: string;
+  regradeBaseline?: boolean;
+  json?: boolean;
+}
+
+export function registerCampaignCommands(program: Command): void {
+  const campaign = program
+    .command('campaign')
+    .description('campaigns: every task × agent × driver × seed of a matrix as one event-sourced campaign, run here or by `a2rl worker`s on a Redis queue');
+
+  campaign
+    .command('run')
+    .description('schedule the matrix and run it: live progress, one line per finished run, then the campaign\'s scoreboard')
+    .requiredOption('--tasks <a,b>', 'task packs (see `a2rl tasks`)')
+    .requiredOption('--agents <x,y>', 'agents (see `a2rl agents`)')
+    .option('--drivers <m1,m2>', 'models for the LLM-driven agents (default: each agent\'s own); other agents run once per seed')
+    .option('--seeds <n>', 'runs per task × agent × driver, seeds 0…n-1', '1')
+    .option('--budget <duration>', 'wall-clock budget per run, e.g. 90s, 5m, 12h', '12h')
+    .option('--concurrency <n>', 'runs at once in this process (embedded; ignored with --queue)', '1')
+    .option('--retries <n>', 'further attempts per cell after an infrastructure failure', '2')
+    .option('--queue <redis://…>', 'put the jobs on this Redis queue for `a2rl worker`s instead of running them here (needs a shared ledger)')
+    .option('--regrade-baseline', 'grade every run\'s baseline afresh (no cache): the scoreboard\'s noise floor')
+    .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
+    .addHelpText('after', EXIT_HELP)
+    .action(async (opts: RunOptions) => {
+      const options = {
+        tasks: list(opts.tasks),
+        agents: list(opts.agents),
+        drivers: opts.drivers === undefined ? [] : list(opts.drivers),
+        seeds: wholeNumber(opts.seeds, '--seeds'),
+        budgetSeconds: parseDuration(opts.budget),
+        retries: wholeNumber(opts.retries, '--retries'),
+        concurrency: wholeNumber(opts.concurrency, '--concurrency'),
+        regradeBaseline: opts.regradeBaseline === true,
+      };
+      if (opts.queue !== undefined) {
+        const url = opts.queue;
+        await withApp(async (app) => {
+          const { service } = campaigns(app);
+          const plan = service.plan({ ...options, concurrency: undefined, queue: 'redis' });
+          const queue = await openSharedQueue(url);
+          try {
+            const { campaignId, progress } = await service.schedule(plan);
+            announce(campaignId, progress, `on the queue ${displayQueueUrl(url)}`);
+            await finish(app, await onQueue(app, queue, progress), opts.json);
+          } finally {
+            await queue.close();
+          }
+        });
+        return;
+      }
+      await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
+        const { service } = campaigns(app);
+        const plan = service.plan({ ...options, queue: 'local' });
+        const { campaignId, progress } = await service.schedule(plan);
+        announce(campaignId, progress, `here, ${options.concurrency} at a time`);
+        await finish(app, await embedded({ app, runs, gradingBaseUrl }, progress, options.concurrency), opts.json);
+      });
+    });
+
+  campaign
+    .command('status')
+    .description('a campaign\'s cells: task, agent, driver, seed, status, attempt, worker host, run, best')
+    .argument('<id>', 'campaign id (see `a2rl campaign list`)')
+    .option('--json', 'the campaign\'s progress as canonical JSON (with --follow: one line per change)')
+    .option('--follow', 'follow the campaign until it completes or is cancelled')
+    .action(async (id: string, opts: { json?: boolean; follow?: boolean }) => {
+      await withApp(async (app) => {
+        const { ledger, service } = campaigns(app);
+        let progress = await service.get(id);
+        if (opts.follow) {
+          progress = opts.json
+            ? await followJson(ledger, id)
+            : await followed(ledger, id, new CampaignProgressPrinter({ printExisting: true }));
+          if (opts.json) return;
+        }
+        process.stdout.write(opts.json ? `${canonicalJson(progress)}\n` : statusText(progress));
+      });
+    });
+
+  campaign
+    .command('resume')
+    .description('run what a campaign still owes (after its process was stopped or killed, or its queue was lost); a completed cell is never run again')
+    .argument('<id>', 'campaign id')
+    .option('--concurrency <n>', 'runs at once in this process (default: as scheduled)')
+    .option('--queue <redis://…>', 'put the owed jobs on this Redis queue for `a2rl worker`s (required for a campaign scheduled on a queue)')
+    .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
+    .addHelpText('after', EXIT_HELP)
+    .action(async (id: string, opts: { concurrency?: string; queue?: string; json?: boolean }) => {
+      const concurrency = opts.concurrency === undefined ? undefined : wholeNumber(opts.concurrency, '--concurrency', 1);
+      if (opts.queue !== undefined) {
+        const url = opts.queue;
+        await withApp(async (app) => {
+          const progress = await resumable(app, id, 'redis');
+          const queue = await openSharedQueue(url);
+          try {
+            announce(id, progress, `on the queue ${displayQueueUrl(url)} (resumed)`);
+            await finish(app, await onQueue(app, queue, progress), opts.json);
+          } finally {
+            await queue.close();
+          }
+        });
+        return;
+      }
+      await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
+        const progress = await resumable(app, id, 'local');
+        const n = concurrency ?? progress.scheduled!.concurrency ?? 1;
+        announce(id, progress, `here, ${n} at a time (resumed)`);
+        await finish(app, await embedded({ app, runs, gradingBaseUrl }, progress, n), opts.json);
+      });
+    });
+
+  campaign
+    .command('list')
+    .description('every campaign: status and cell counts')
+    .option('--json', 'canonical JSON array')
+    .action(async (opts: { json?: boolean }) => {
+      await withApp(async (app) => {
+        const all = (await campaigns(app).service.list()).filter((p) => p.scheduled);
+        if (opts.json) {
+          process.stdout.write(`${canonicalJson(all.map(listEntry))}\n`);
+          return;
+        }
+        if (!all.length) {
+          process.stdout.write('no campaigns\n');
+          return;
+        }
+        const rows = [['CAMPAIGN', 'STATUS', 'QUEUE', 'CELLS', 'COMPLETED', 'FAILED', 'RUNNING', 'PENDING', 'CANCELLED', 'SCHEDULED']];
+        for (const p of all) {
+          const c = p.counts;
+          rows.push([p.campaignId, p.status, p.scheduled!.queue, String(p.cells.length), String(c.completed), String(c.failed), String(c.running), String(c.pending), String(c.cancelled), p.scheduledAt ?? '-']);
+        }
+        process.stdout.write(`${table(rows)}\n`);
+      });
+    });
+
+  campaign
+    .command('cancel')
+    .description('cancel a campaign: its pending cells are cancelled, running runs are stopped by whoever runs them (within seconds), completed ones stay')
+    .argument('<id>', 'campaign id')
+    .option('--reason <text>', 'recorded with the cancellation')
+    .option('--queue <redis://…>', 'also remove its waiting jobs from this Redis queue now (otherwise workers skip them when they take them)')
+    .action(async (id: string, opts: { reason?: string; queue?: string }) => {
+      await withApp(async (app) => {
+        const { service } = campaigns(app);
+        const before = await service.get(id);
+        const queue = opts.queue === undefined ? null : await reachQueue(() => openRedisCampaignQueue(redisUrl(opts.queue!), queueOptions()));
+        try {
+          const progress = await service.cancel(id, opts.reason);
+          await queue?.drop(id);
+          const stopping = before.counts.running ? `; ${plural(before.counts.running, 'running run')} being stopped by ${before.scheduled!.queue === 'local' ? 'its scheduling process' : 'the workers'}` : '';
+          process.stdout.write(`cancelled campaign ${id}: ${plural(progress.counts.cancelled, 'cell')} cancelled, ${progress.counts.completed} completed${stopping}\n`);
+        } finally {
+          await queue?.close();
+        }
+      });
+    });
+}
+
+// ── the campaign's parts ──────────────────────────────────────────────────────────────────────
+
+function campaigns(app: INestApplicationContext): { ledger: CampaignLedger; service: CampaignService } {
+  const ledger = new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK));
+  return { ledger, service: new CampaignService(ledger, app.get(CLOCK)) };
+}
+
+/** The Redis queue's key prefix: A2RL_QUEUE_PREFIX (shared with the workers), default 'a2rl'. */
+const queueOptions = () => ({ prefix: process.env.A2RL_QUEUE_PREFIX?.trim() || undefined });
+
+/**
+ * Opens the Redis queue at `url` (one line within seconds where it does not answer) for a campaign
+ * whose runs other machines execute: they must record into the same ledger, so an embedded one is refused.
+ */
+async function openSharedQueue(url: string): Promise<CampaignQueue> {
+  const queue = await reachQueue(() => openRedisCampaignQueue(redisUrl(url), queueOptions()));
+  const { ledgerUrl } = loadConfig();
+  if (/^(sqlite|memory):/.test(ledgerUrl)) {
+    await queue.close();
+    throw new Error(`--queue needs a ledger the workers share (A2RL_LEDGER_URL=postgres://… or kurrentdb://…); this one is embedded (${ledgerUrl.split(':')[0]})`);
+  }
+  return queue;
+}
+
+/** The campaign, checked to be one `campaign resume` may take up with this kind of queue. */
+async function resumable(app: INestApplicationContext, id: string, kind: 'local' | 'redis'): Promise<CampaignProgress> {
+  const progress = await campaigns(app).service.get(id);
+  if (progress.status === 'cancelled') throw new Error(`campaign ${id} was cancelled; there is nothing to resume`);
+  // Workers may hold its running cells: running them here would record their live runs as lost.
+  if (kind === 'local' && progress.scheduled!.queue === 'redis' && progress.status !== 'completed') {
+    throw new Error(`campaign ${id} runs on a Redis queue: resume it with --queue redis://…`);
+  }
+  const holder = liveHolderHere(progress);
+  if (holder !== null) throw new Error(`campaign ${id} is still being run by process ${holder} on this host (\`a2rl campaign status ${id} --follow\` follows it)`);
+  return progress;
+}
+
+/** The pid of another live process on this host that holds one of the campaign's running cells (its embedded scheduler), or null. */
+function liveHolderHere(progress: CampaignProgress): number | null {
+  if (progress.scheduled?.queue !== 'local') return null;
+  for (const cell of progress.cells) {
+    const w = cell.worker;
+    if (cell.status !== 'running' || !w || w.host !== os.hostname() || w.pid === process.pid) continue;
+    try {
+      process.kill(w.pid, 0);
+      return w.pid;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EPERM') return w.pid;
+    }
+  }
+  return null;
+}
+
+function announce(campaignId: string, progress: CampaignProgress, where: string): void {
+  const plan = progress.scheduled!;
+  const owed = progress.cells.length - progress.counts.completed - progress.counts.failed - progress.counts.cancelled;
+  process.stderr.write(
+    `campaign ${campaignId}: ${progress.cells.length} cells (${plan.matrix.tasks.length} tasks × ${plan.matrix.agents.length} agents` +
+      `${plan.matrix.drivers.length ? ` × ${plan.matrix.drivers.length} drivers` : ''} × ${plan.matrix.seeds} seeds), ` +
+      `budget ${formatSeconds(plan.budgetSeconds)} per run, ${owed} to run ${where}\n`,
+  );
+}
+
+// ── running the jobs ──────────────────────────────────────────────────────────────────────────
+
+interface RunContext {
+  app: INestApplicationContext;
+  runs: RunService;
+  gradingBaseUrl: string;
+}
+
+/**
+ * Runs the campaign's owed jobs in this process, `concurrency` at a time, until none is left. Ctrl-C
+ * (withRunApp stops the agents) also aborts the pool: running jobs hand their cell back (recorded),
+ * waiting ones stay owed, and `campaign resume` picks them up.
+ */
+async function embedded(ctx: RunContext, progress: CampaignProgress, concurrency: number): Promise<CampaignProgress> {
+  const { ledger, service } = campaigns(ctx.app);
+  const printer = new CampaignProgressPrinter();
+  printer.update(progress); // what had ended before is not printed again
+  const interrupt = interruptSignal();
+  let queue: LocalQueue | undefined;
+  const runner = new CampaignRunner({
+    ledger,
+    runs: ctx.runs,
+    runLedger: ctx.app.get(LedgerService),
+    artifacts: ctx.app.get(ARTIFACT_STORE),
+    gradingBaseUrl: ctx.gradingBaseUrl,
+    enqueue: (jobs: CampaignJob[]) => queue!.enqueue(jobs),
+    log: (line) => runnerLine(printer, line),
+  });
+  queue = new LocalQueue({
+    concurrency,
+    handler: runner.handle,
+    worker: workerInfo(),
+    signal: interrupt.signal,
+    onError: (job, err) => printer.log(`[${job.campaignId}] cell ${job.cell}: not recorded: ${err instanceof Error ? err.message : String(err)}`),
+  });
+  let last = progress;
+  try {
+    await queue.enqueue(service.pendingJobs(progress));
+    // Follow until the campaign ends, or the pool has nothing left (interrupted, or cancelled elsewhere).
+    const poolDone = new AbortController();
+    const idle = queue.idle().then(() => poolDone.abort());
+    await ledger.follow(progress.campaignId, (p) => printer.update(p), poolDone.signal);
+    await queue.drop(progress.campaignId); // ended or cancelled: nothing more starts
+    await queue.close(); // the running jobs record how they ended (a cancelled campaign's runs are stopped)
+    await idle;
+    last = await ledger.read(progress.campaignId);
+    printer.update(last);
+  } finally {
+    interrupt.dispose();
+    printer.stop();
+  }
+  if (interrupt.signal.aborted) process.stderr.write(`campaign ${progress.campaignId} interrupted: \`a2rl campaign resume ${progress.campaignId}\` runs what is left\n`);
+  return last;
+}
+
+/** Puts the owed jobs on the Redis queue and follows the campaign while workers run them (Ctrl-C stops following only). */
+async function onQueue(app: INestApplicationContext, queue: CampaignQueue, progress: CampaignProgress): Promise<CampaignProgress> {
+  const { ledger, service } = campaigns(app);
+  await queue.enqueue(service.pendingJobs(progress));
+  const printer = new CampaignProgressPrinter();
+  printer.update(progress);
+  const interrupt = interruptSignal({ exitCodes: true });
+  const last = await ledger.follow(progress.campaignId, (p) => printer.update(p), interrupt.signal).finally(() => {
+    interrupt.dispose();
+    printer.stop();
+  });
+  if (interrupt.signal.aborted) process.stderr.write(`stopped following; campaign ${progress.campaignId} goes on on the workers (\`a2rl campaign status ${progress.campaignId} --follow\`)\n`);
+  return last;
+}
+
+/** Follows a campaign with the printer until it ends or Ctrl-C. */
+async function followed(ledger: CampaignLedger, id: string, printer: CampaignProgressPrinter): Promise<CampaignProgress> {
+  const interrupt = interruptSignal({ exitCodes: true });
+  try {
+    return await ledger.follow(id, (p) => printer.update(p), interrupt.signal);
+  } finally {
+    interrupt.dispose();
+    printer.stop();
+  }
+}
+
+/** Follows a campaign as one canonical JSON line per change until it ends or Ctrl-C. */
+async function followJson(ledger: CampaignLedger, id: string): Promise<CampaignProgress> {
+  const interrupt = interruptSignal({ exitCodes: true });
+  try {
+    return await ledger.follow(id, (p) => void process.stdout.write(`${canonicalJson(p)}\n`), interrupt.signal);
+  } finally {
+    interrupt.dispose();
+  }
+}
+
+/**
+ * The runner's own lines, except how an attempt ended: the printer says that, once, from the
+ * campaign's stream (the same line whoever ran it). Set-up warnings and starts pass through.
+ */
+function runnerLine(printer: CampaignProgressPrinter, line: string): void {
+  if (/^\[[^\]]+\] cell \d+: (completed|infra_failed|lost|cancelled)\b/.test(line)) return;
+  printer.log(line);
+}
+
+/**
+ * Aborted on the first SIGINT/SIGTERM while in use (dispose when done, so a later signal is the
+ * process's again). Under withRunApp, its own handler sets the exit code and stops the agents;
+ * elsewhere `exitCodes` sets 130/143 here.
+ */
+function interruptSignal(opts: { exitCodes?: boolean } = {}): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (opts.exitCodes) process.exitCode = signal === 'SIGINT' ? 130 : 143;
+    dispose();
+    controller.abort();
+  };
+  const dispose = () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return { signal: controller.signal, dispose };
+}
+
+// ── what is printed at the end ────────────────────────────────────────────────────────────────
+
+/** The scoreboard of the campaign's accepted runs, the --json line, and the exit status. */
+async function finish(app: INestApplicationContext, progress: CampaignProgress, json?: boolean): Promise<void> {
+  const { completed, failed, cancelled, running, pending } = progress.counts;
+  process.stderr.write(`campaign ${progress.campaignId}: ${progress.status}, ${completed} completed, ${failed} failed${cancelled ? `, ${cancelled} cancelled` : ''}${running + pending ? `, ${running + pending} still owed` : ''}\n`);
+  if (completed) await printScoreboard(app, { campaign: progress.campaignId });
+  if (json) process.stdout.write(`${campaignJson(progress)}\n`);
+  if (failed || cancelled || progress.status === 'cancelled') process.exitCode ??= 1;
+}
+
+/** The `--json` line of `campaign run` / `resume`: one entry per cell × seed (state: the cell's status). */
+export function campaignJson(progress: CampaignProgress): string {
+  return JSON.stringify({
+    campaignId: progress.campaignId,
+    runs: progress.cells.map((c) => ({ runId: c.runId, task: c.task, agent: c.agent, driver: c.driver ?? null, seed: c.seed, state: c.status, best: c.best })),
+    completed: progress.counts.completed,
+    failed: progress.counts.failed,
+  });
+}
+
+function listEntry(p: CampaignProgress) {
+  return { campaignId: p.campaignId, status: p.status, queue: p.scheduled!.queue, matrix: p.scheduled!.matrix, cells: p.cells.length, counts: p.counts, scheduledAt: p.scheduledAt, updatedAt: p.updatedAt };
+}
+
+/** `campaign status`: a header and one row per cell × seed. */
+export function statusText(p: CampaignProgress): string {
+  const plan = p.scheduled!;
+  const c = p.counts;
+  const head =
+    `campaign ${p.campaignId}: ${p.status} · queue ${plan.queue}${plan.concurrency ? ` (${plan.concurrency} at a time)` : ''} · budget ${formatSeconds(plan.budgetSeconds)} per run · retries ${plan.retries}` +
+    `${plan.regradeBaseline ? ' · baseline regraded per run' : ''}\n` +
+    `${p.cells.length} cells: ${c.completed} completed, ${c.failed} failed, ${c.running} running, ${c.pending} pending, ${c.cancelled} cancelled · scheduled ${p.scheduledAt ?? '-'}, last change ${p.updatedAt ?? '-'}\n\n`;
+  const rows = [['CELL', 'TASK', 'AGENT', 'DRIVER', 'SEED', 'STATUS', 'ATTEMPT', 'WORKER', 'RUN', 'BEST']];
+  for (const cell of p.cells) {
+    rows.push([String(cell.cell), cell.task, cell.agent, cell.driver ?? '-', String(cell.seed), cell.status, String(cell.attempt), cell.worker?.host ?? '-', cell.runId ?? '-', num(cell.best)]);
+  }
+  const reasons = p.cells.filter((cell) => cell.reason && cell.status !== 'completed').map((cell) => `  cell ${cell.cell}: ${cell.reason}`);
+  return `${head}${table(rows)}\n${reasons.length ? `\n${reasons.join('\n')}\n` : ''}`;
+}
+
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+
+// ── option parsing ────────────────────────────────────────────────────────────────────────────
+
+/** `a,b` → ['a', 'b'] (empty items and repeats are the service's to refuse, with the flag named). */
+const list = (text: string): string[] => text.split(',').map((s) => s.trim());
+
+function wholeNumber(text: string, flag: string, min?: number): number {
+  if (!/^\s*-?\d+\s*$/.test(text)) throw new Error(`${flag} must be a whole number, got "${text}"`);
+  const n = Number(text);
+  if (min !== undefined && n < min) throw new Error(`${flag} must be a whole number of at least ${min}, got ${n}`);
+  return n;
+}
