@@ -65,6 +65,7 @@ async function status(home: string, id: string, env: Record<string, string> = {}
 
 async function events(home: string, runId: string, env: Record<string, string> = {}): Promise<Ev[]> {
   const r = await a2rl(home, ['events', runId, '--json'], env);
+  if (r.code !== 0) throw new Error(`a2rl events ${runId} exited ${r.code}: ${r.stderr.trim()}`);
   return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
 }
 
