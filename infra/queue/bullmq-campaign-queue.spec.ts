@@ -8,6 +8,7 @@ import type { WorkerInfo } from '../../modules/ledger/events/catalog.js';
 import { openRedisCampaignQueue } from './bullmq-campaign-queue.js';
 import { DevicePool } from './device-pool.js';
 import { checkQueue } from './redis-connection.js';
+import { deleteKeys as deleteRedisKeys } from './testing/redis-keys.js';
 import { servedQueues, startRedisWorker, type RedisWorkerOptions, type RunningWorker } from './redis-worker.js';
 
 // The BullMQ adapter against a real Redis (127.0.0.1:6379, each test under its own key prefix) with fake
@@ -283,16 +284,5 @@ function spawnWorker(prefix: string, leaseMs: number): { child: ChildProcess; st
 }
 
 async function deleteKeys(prefix: string): Promise<void> {
-  if (!reachable) return;
-  const client = new Redis(URL);
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await client.del(...keys);
-    } while (cursor !== '0');
-  } finally {
-    client.disconnect();
-  }
+  if (reachable) await deleteRedisKeys(URL, prefix);
 }

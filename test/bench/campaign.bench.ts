@@ -20,7 +20,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { openRedisCampaignQueue } from '../../infra/queue/bullmq-campaign-queue.js';
-import { checkQueue, probeClient } from '../../infra/queue/redis-connection.js';
+import { checkQueue } from '../../infra/queue/redis-connection.js';
+import { deleteKeys as deleteRedisKeys } from '../../infra/queue/testing/redis-keys.js';
 import { startRedisWorker } from '../../infra/queue/redis-worker.js';
 import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import type { CampaignJob, JobHandler } from '../../modules/campaigns/campaign-queue.port.js';
@@ -134,20 +135,7 @@ async function redisThroughput(workers: number): Promise<number> {
   });
 }
 
-async function deleteKeys(prefix: string): Promise<void> {
-  const client = probeClient(REDIS_URL);
-  try {
-    await client.connect();
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await client.del(...keys);
-    } while (cursor !== '0');
-  } finally {
-    client.disconnect();
-  }
-}
+const deleteKeys = (prefix: string) => deleteRedisKeys(REDIS_URL, prefix);
 
 const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 

@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { checkQueue } from '../../infra/queue/redis-connection.js';
+import { deleteKeys as deleteRedisKeys } from '../../infra/queue/testing/redis-keys.js';
 import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
+import type { CampaignJson, Ev } from './campaign-json.js';
 
 // Distributed campaigns end to end through the built `a2rl` binary: `a2rl worker` processes, each with
 // its own A2RL_HOME (one "machine" each), sharing a PostgreSQL ledger, a filesystem artifact store and a
@@ -22,17 +24,6 @@ const missing = await servicesMissing();
 const describeServices = missing ? describe.skip : describe;
 if (missing) console.warn(`skipping the distributed campaign spec: ${missing}`);
 
-interface CampaignJson {
-  campaignId: string;
-  runs: { runId: string | null; task: string; agent: string; driver: string | null; seed: number; state: string; best: number | null }[];
-  completed: number;
-  failed: number;
-}
-
-interface Ev {
-  type: string;
-  data: Record<string, unknown>;
-}
 
 interface Background {
   child: ChildProcess;
@@ -269,16 +260,4 @@ async function dropSchema(schema: string): Promise<void> {
   await withPg((client) => client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)).catch(() => undefined);
 }
 
-async function deleteKeys(prefix: string): Promise<void> {
-  const client = new Redis(REDIS);
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await client.del(...keys);
-    } while (cursor !== '0');
-  } finally {
-    client.disconnect();
-  }
-}
+const deleteKeys = (prefix: string) => deleteRedisKeys(REDIS, prefix);

@@ -10,6 +10,7 @@ import { checkQueue } from '../../infra/queue/redis-connection.js';
 import type { CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import type { ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
 import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
+import type { CampaignJson, Ev } from './campaign-json.js';
 
 // Campaigns end to end through the built `a2rl` binary: the embedded default (SQLite ledger, the
 // in-process pool), resumption after the scheduling process is SIGKILLed and after Ctrl-C,
@@ -20,18 +21,6 @@ import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
 const REDIS = process.env.A2RL_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PG = 'postgres://postgres@127.0.0.1:5432/test';
 
-/** The `--json` line of `campaign run` / `resume`. */
-interface CampaignJson {
-  campaignId: string;
-  runs: { runId: string | null; task: string; agent: string; driver: string | null; seed: number; state: string; best: number | null }[];
-  completed: number;
-  failed: number;
-}
-
-interface Ev {
-  type: string;
-  data: Record<string, unknown>;
-}
 
 const homes: string[] = [];
 function newHome(): string {
