@@ -65,7 +65,9 @@ export function createReadModelDataSource(url: string): DataSource {
       // An unreachable host fails the start in seconds (one line naming A2RL_READMODEL_URL), not after the OS's TCP timeout.
       connectTimeoutMS: CONNECT_TIMEOUT_MS,
       // search_path too, so raw SQL written without a schema prefix also stays inside the schema.
-      extra: schema ? { options: `-c search_path=${schema}` } : undefined,
+      // synchronous_commit off for the reason SQLite gets synchronous=NORMAL above: a crash loses at
+      // most a tail of batches (rows with their checkpoint, atomically), which is re-projected.
+      extra: { options: `${schema ? `-c search_path=${schema} ` : ''}-c synchronous_commit=off` },
     });
   }
   throw new UnsupportedReadModelUrlError(`unsupported read-model URL scheme "${scheme}" (expected sqlite://<path> or postgres://…)`);

@@ -9,6 +9,8 @@ import { openReadModels } from '../../infra/readmodels/data-source.js';
 import type { Projection } from '../../projections/projection.js';
 import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { runListProjection } from '../../projections/run-list/run-list.projection.js';
+import { runAnalysisProjection } from '../../projections/run-analysis/run-analysis.projection.js';
+import { workspaceRevisionsProjection } from '../../projections/workspace-revisions/workspace-revisions.projection.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import type { EventStore } from '../ledger/event-store.port.js';
@@ -194,6 +196,31 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     expect(await dumpReadModel(dataSource, runListProjection)).toBe(incremental);
   });
 
+  it('rebuilds keyed and run projections in one pass to the incremental read models, runs held in memory or read again', async () => {
+    const { store, dataSource } = await setup();
+    const projections = [runListProjection, workspaceRevisionsProjection, runAnalysisProjection];
+    const blobs = { read: async () => null };
+    const dumps = async () => Promise.all(projections.map((p) => dumpReadModel(dataSource, p)));
+    const runner = new ProjectionRunner(store, dataSource, projections, { batchSize: 4, blobs });
+    for (let step = 0; step < 3; step++) {
+      for (const id of ['p', 'q', 'r', 's']) await append(store, runEvents(id, step * 5, step * 5 + 5, { completeAt: id === 'q' ? 14 : undefined }));
+      await runner.catchUp();
+    }
+    const incremental = await dumps();
+    expect(JSON.parse(incremental[1]).length).toBeGreaterThan(40); // a workspace row per FileChanged
+    const ledgerBytes = (await collect(store.readAll())).reduce((n, e) => n + e.bytes.length, 0);
+
+    // Room for every run, none (every stream is read again), and all but the last event (run s is read again).
+    for (const [heldRunBytes, streamReads] of [[undefined, 0], [0, 4], [ledgerBytes - 1, 1]] as const) {
+      const counted = countingStreamReads(store);
+      const rebuilt = await new ProjectionRunner(counted.store, dataSource, projections, { batchSize: 4, blobs, heldRunBytes }).rebuild();
+      expect(rebuilt).toEqual(projections.map((p) => ({ name: p.name, processed: 60 })));
+      expect(await dumps()).toEqual(incremental);
+      expect(counted.streamReads()).toBe(streamReads);
+    }
+    expect(await runner.status()).toEqual(projections.map((p) => expect.objectContaining({ name: p.name, eventsProcessed: 60, lag: 0 })));
+  });
+
   it('rebuilds from zero when the projection version changes', async () => {
     const { store, dataSource } = await setup();
     await append(store, runEvents('r', 0, 6));
@@ -248,6 +275,19 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     await expect(runner.rebuild('nope')).rejects.toThrow('unknown projection "nope" (known: run-list)');
   });
 });
+
+/** The store, with a count of its readStream calls. */
+function countingStreamReads(store: EventStore): { store: EventStore; streamReads(): number } {
+  let reads = 0;
+  const counted = new Proxy(store, {
+    get(target, property) {
+      if (property === 'readStream') return (...args: Parameters<EventStore['readStream']>) => ((reads += 1), target.readStream(...args));
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { store: counted, streamReads: () => reads };
+}
 
 async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];

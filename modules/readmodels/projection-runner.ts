@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
 import type { KeyedRow, Projection } from '../../projections/projection.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import { isRunProjection, type AnyProjection, type RunProjection } from '../../projections/run-projection.js';
@@ -6,15 +7,18 @@ import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { streamName } from '../ledger/events/ids.js';
+import { KeyFilter } from './key-filter.js';
 import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
 
 /** Events applied per transaction by default: large enough to amortise commits, small enough to bound memory. */
 const BATCH_SIZE = 1000;
 /** A live batch is flushed at most this long after its first event arrived. */
 const FLUSH_AFTER_MS = 50;
-/** Rows per load/upsert statement. Remainders are split into powers of two, so every projection
- *  uses at most nine statement shapes and the driver's prepared-statement cache keeps them. */
+/** Rows per load/insert/upsert statement (SQLite). Remainders are split into powers of two, so every
+ *  projection uses few statement shapes and the driver's prepared-statement cache keeps them. */
 const ROWS_PER_STATEMENT = 256;
+/** Rows (or keys) per statement on PostgreSQL, where a statement binds them all as one parameter. */
+const ROWS_PER_JSON = 5000;
 
 export interface ProjectionProgress {
   name: string;
@@ -26,6 +30,8 @@ export interface ProjectionRunnerOptions {
   batchSize?: number;
   /** Content-addressed blobs for run-recompute projections (required when there is one). */
   blobs?: BlobReader;
+  /** Canonical bytes of events a rebuild holds for run projections (default 64 MiB; see HeldRuns). */
+  heldRunBytes?: number;
 }
 
 export interface ProjectionStatus {
@@ -85,6 +91,7 @@ export class ProjectionRunner {
   private readonly tables = new Map<string, RowTable>();
   private readonly batchSize: number;
   private readonly blobs: BlobReader | undefined;
+  private readonly heldRunBytes: number;
 
   constructor(
     private readonly eventStore: EventStore,
@@ -94,6 +101,7 @@ export class ProjectionRunner {
   ) {
     this.batchSize = options.batchSize ?? BATCH_SIZE;
     this.blobs = options.blobs;
+    this.heldRunBytes = options.heldRunBytes ?? HELD_RUN_BYTES;
     if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${this.batchSize}`);
     for (const p of projections) {
       if (this.tables.has(p.name)) throw new InvalidProjectionError(`projection name "${p.name}" is used twice`);
@@ -190,31 +198,51 @@ export class ProjectionRunner {
     return out;
   }
 
-  /** One pass over the all-stream from the first event, feeding every given (freshly reset) projection. */
+  /**
+   * One pass over the all-stream from the first event, feeding every given (freshly reset)
+   * projection. The keyed projections move together: each batch is applied to all of them in one
+   * transaction, and is written while the next batch is read (the ledger and the read models are
+   * separate databases, so on PostgreSQL the two overlap).
+   */
   private async replayFromStart(projections: AnyProjection[], onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
-    const keyed = projections.filter((p) => !isRunProjection(p));
-    const positions = new Map<string, string | null>(keyed.map((p) => [p.name, null]));
+    const keyed = projections.filter((p): p is Projection => !isRunProjection(p));
+    const runProjections = projections.filter(isRunProjection);
+    const held = runProjections.length ? new HeldRuns(this.heldRunBytes) : undefined;
     const touched = new Map<string, RecordedEvent>();
     let processed = 0;
     let last: string | null = null;
+    let applied: string | null = null;
     let batch: RecordedEvent[] = [];
+    let writing: Promise<void> = Promise.resolve();
+    // The tables started empty and only this pass writes them (each transaction proves it by moving
+    // the checkpoints on from where the last one left them): a key not written yet needs no lookup.
+    const written = new Map(keyed.map((p) => [p.name, new KeyFilter()]));
     const flush = async () => {
-      for (const projection of keyed) {
-        positions.set(projection.name, await this.apply(projection, positions.get(projection.name)!, batch));
-        onProgress?.({ name: projection.name, processed });
-      }
+      await writing; // at most one batch is written while the next one is read
+      const [events, from, count] = [batch, applied, processed];
       batch = [];
+      applied = last;
+      writing = this.applyToAll(keyed, from, events, written).then(() => {
+        for (const projection of keyed) onProgress?.({ name: projection.name, processed: count });
+      });
+      writing.catch(() => undefined); // surfaces at the next flush or at the end, not as unhandled
     };
-    for await (const recorded of this.eventStore.readAll({ after: null })) {
-      batch.push(recorded);
-      touched.set(recorded.event.runId, recorded);
-      last = recorded.position;
-      processed += 1;
-      if (batch.length >= this.batchSize) await flush();
+    try {
+      for await (const recorded of this.eventStore.readAll({ after: null })) {
+        batch.push(recorded);
+        touched.set(recorded.event.runId, recorded);
+        held?.add(recorded);
+        last = recorded.position;
+        processed += 1;
+        if (batch.length >= this.batchSize) await flush();
+      }
+      if (batch.length) await flush();
+      await writing;
+    } finally {
+      await writing.catch(() => undefined); // a failed read still waits for the write in flight
     }
-    if (batch.length) await flush();
-    for (const projection of projections.filter(isRunProjection)) {
-      if (processed) await this.recompute(projection, null, last!, processed, touched);
+    for (const projection of runProjections) {
+      if (processed) await this.recompute(projection, null, last!, processed, touched, held);
       onProgress?.({ name: projection.name, processed });
     }
     return projections.map((p) => ({ name: p.name, processed }));
@@ -256,13 +284,14 @@ export class ProjectionRunner {
     });
   }
 
+  /** Checkpoint first: like `advance`, that waits for a writer's transaction in flight, so the delete then sees its rows too. */
   private async reset(manager: EntityManager, projection: AnyProjection): Promise<void> {
-    await manager.createQueryBuilder().delete().from(projection.entity).execute();
     await manager.upsert(
       ProjectionCheckpoint,
       { name: projection.name, position: null, version: projection.version, eventsProcessed: 0 },
       ['name'],
     );
+    await manager.createQueryBuilder().delete().from(projection.entity).execute();
   }
 
   /**
@@ -280,16 +309,20 @@ export class ProjectionRunner {
     if (moved.affected !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved from ${from}`);
   }
 
-  /** Re-analyses each touched run from its whole stream and upserts the rows, with the checkpoint, in one transaction. */
-  private recompute(projection: RunProjection, from: string | null, to: string, count: number, touched: Map<string, RecordedEvent>): Promise<string> {
+  /**
+   * Re-analyses each touched run from its whole stream and upserts the rows, with the checkpoint, in
+   * one transaction. The next runs' streams are read while one is analysed (READ_AHEAD); a rebuild
+   * passes the runs it still holds from its own read of the ledger, which are not read again.
+   */
+  private recompute(projection: RunProjection, from: string | null, to: string, count: number, touched: Map<string, RecordedEvent>, held?: HeldRuns): Promise<string> {
     const table = this.tables.get(projection.name)!;
     const runIds = [...touched.keys()].sort();
     return this.transaction(async (manager) => {
       await this.advance(manager, projection, from, to, count);
+      const streams = readAhead(runIds, async (runId) => held?.events(runId) ?? (await this.runEvents(runId)));
       let rows: object[] = [];
-      for (const runId of runIds) {
-        const events: A2rlEvent[] = [];
-        for await (const recorded of this.eventStore.readStream(streamName(runId))) events.push(recorded.event);
+      for (const [i, runId] of runIds.entries()) {
+        const events = await streams(i);
         rows.push(await guardAsync(projection, touched.get(runId)!, () => projection.analyze(events, this.blobs!)));
         // Written as they come, so a long catch-up holds at most one statement's rows in memory.
         if (rows.length >= ROWS_PER_STATEMENT) {
@@ -302,40 +335,68 @@ export class ProjectionRunner {
     });
   }
 
+  private async runEvents(runId: string): Promise<A2rlEvent[]> {
+    const events: A2rlEvent[] = [];
+    for await (const recorded of this.eventStore.readStream(streamName(runId))) events.push(recorded.event);
+    return events;
+  }
+
   /** Applies one batch after `from` in one transaction; returns the new checkpoint. */
-  private apply(projection: AnyProjection, from: string | null, batch: RecordedEvent[]): Promise<string | null> {
-    const to = batch[batch.length - 1].position;
+  private async apply(projection: AnyProjection, from: string | null, batch: RecordedEvent[]): Promise<string | null> {
     if (isRunProjection(projection)) {
       const touched = new Map(batch.map((recorded) => [recorded.event.runId, recorded] as const));
-      return this.recompute(projection, from, to, batch.length, touched);
+      return this.recompute(projection, from, batch[batch.length - 1].position, batch.length, touched);
     }
-    const table = this.tables.get(projection.name)!;
-    return this.transaction(async (manager) => {
-      await this.advance(manager, projection, from, to, batch.length);
+    await this.applyToAll([projection], from, batch);
+    return batch[batch.length - 1].position;
+  }
 
-      const keys = new Map<RecordedEvent, string>();
-      for (const recorded of batch) {
-        const key = guard(projection, recorded, () => projection.keyOf(recorded.event));
-        if (key !== null) keys.set(recorded, key);
-      }
-      const rows = await table.load(manager, [...new Set(keys.values())]);
-      const changed = new Set<string>();
-      for (const recorded of batch) {
-        const key = keys.get(recorded);
-        if (key === undefined) continue;
-        const row = rows.get(key);
-        if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
-        rows.set(key, guard(projection, recorded, () => {
-          const next = projection.evolve(row, recorded.event);
-          // lastSeq is what makes re-delivery harmless; a projection that forgets it is a bug.
-          if (next.lastSeq !== recorded.event.seq) throw new Error(`evolve returned lastSeq ${next.lastSeq}, expected the event's seq`);
-          return next;
-        }));
-        changed.add(key);
-      }
-      await table.upsert(manager, [...changed].map((k) => rows.get(k)!));
-      return to;
+  /**
+   * Applies one batch after `from` to keyed projections standing at the same checkpoint, in one
+   * transaction. `written`: per projection, the keys of every row in its table (a rebuild's).
+   */
+  private async applyToAll(projections: Projection[], from: string | null, batch: RecordedEvent[], written?: Map<string, KeyFilter>): Promise<void> {
+    if (!projections.length) return;
+    const to = batch[batch.length - 1].position;
+    await this.transaction(async (manager) => {
+      for (const projection of projections) await this.advance(manager, projection, from, to, batch.length);
+      for (const projection of projections) await this.applyRows(manager, projection, batch, written?.get(projection.name));
     });
+  }
+
+  /**
+   * Loads the rows the batch touches (those `written` may hold), evolves them in memory, then
+   * inserts the new ones and upserts the changed ones. No other writer can add a row meanwhile:
+   * the checkpoint update at the start of the transaction holds them off.
+   */
+  private async applyRows(manager: EntityManager, projection: Projection, batch: RecordedEvent[], written?: KeyFilter): Promise<void> {
+    const table = this.tables.get(projection.name)!;
+    const keys = new Map<RecordedEvent, string>();
+    for (const recorded of batch) {
+      const key = guard(projection, recorded, () => projection.keyOf(recorded.event));
+      if (key !== null) keys.set(recorded, key);
+    }
+    const wanted = [...new Set(keys.values())];
+    const rows = await table.load(manager, written ? wanted.filter((key) => written.mightHave(key)) : wanted);
+    const stored = new Set(rows.keys());
+    const changed = new Set<string>();
+    for (const recorded of batch) {
+      const key = keys.get(recorded);
+      if (key === undefined) continue;
+      const row = rows.get(key);
+      if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
+      rows.set(key, guard(projection, recorded, () => {
+        const next = projection.evolve(row, recorded.event);
+        // lastSeq is what makes re-delivery harmless; a projection that forgets it is a bug.
+        if (next.lastSeq !== recorded.event.seq) throw new Error(`evolve returned lastSeq ${next.lastSeq}, expected the event's seq`);
+        return next;
+      }));
+      changed.add(key);
+    }
+    const [updated, created] = partition([...changed], (key) => stored.has(key));
+    await table.insert(manager, created.map((key) => rows.get(key)!));
+    await table.upsert(manager, updated.map((key) => rows.get(key)!));
+    if (written) for (const key of created) written.add(key);
   }
 
   private follow(projection: AnyProjection, signal: AbortSignal): Promise<void> {
@@ -430,6 +491,62 @@ async function guardAsync<T>(projection: RunProjection, recorded: RecordedEvent,
   }
 }
 
+/**
+ * Events a rebuild holds per run, by canonical size, so that run projections need not read the
+ * runs' streams again after the pass over the ledger. Past the budget, the run whose event does not
+ * fit is dropped and read from its stream as in a catch-up; so is a run whose events do not arrive
+ * as its stream from seq 0 (the pass starts at the first event, so they always should).
+ */
+const HELD_RUN_BYTES = 64 * 1024 * 1024;
+
+class HeldRuns {
+  private readonly runs = new Map<string, { events: A2rlEvent[]; bytes: number } | null>();
+  private bytes = 0;
+
+  constructor(private readonly budget: number) {}
+
+  add(recorded: RecordedEvent): void {
+    const { runId, seq } = recorded.event;
+    let run = this.runs.get(runId);
+    if (run === null) return; // dropped
+    if (run === undefined) this.runs.set(runId, (run = { events: [], bytes: 0 }));
+    if (seq !== run.events.length || this.bytes + recorded.bytes.length > this.budget) {
+      this.bytes -= run.bytes;
+      this.runs.set(runId, null);
+      return;
+    }
+    run.events.push(recorded.event);
+    run.bytes += recorded.bytes.length;
+    this.bytes += recorded.bytes.length;
+  }
+
+  /** The run's events from seq 0, or undefined when they were not held. */
+  events(runId: string): A2rlEvent[] | undefined {
+    return this.runs.get(runId)?.events;
+  }
+}
+
+/** Runs' streams read ahead of the one being analysed: overlaps the ledger's round trips, while
+ *  holding at most this many runs (whole streams) in memory besides it. */
+const READ_AHEAD = 4;
+
+/** `read(items[i])` for i in order, each started READ_AHEAD items before it is asked for. */
+function readAhead<T, R>(items: T[], read: (item: T) => Promise<R>): (i: number) => Promise<R> {
+  const started = new Map<number, Promise<R>>();
+  const start = (i: number) => {
+    if (i >= items.length || started.has(i)) return;
+    const promise = read(items[i]);
+    promise.catch(() => undefined); // surfaces when asked for; a read never asked for (a failed analysis) is dropped
+    started.set(i, promise);
+  };
+  return (i) => {
+    for (let j = i; j <= i + READ_AHEAD; j++) start(j);
+    const promise = started.get(i)!;
+    started.delete(i);
+    return promise;
+  };
+}
+
 const DEADLINE = Symbol('deadline');
 interface Deadline {
   reached: Promise<typeof DEADLINE>;
@@ -443,9 +560,11 @@ function startDeadline(ms: number): Deadline {
   return { reached, cancel: () => clearTimeout(timer) };
 }
 
-/** Bulk load/upsert of one entity's rows with SQL built once from its metadata. */
+/** Bulk load/insert/upsert of one entity's rows with SQL built once from its metadata. */
 interface RowTable {
   load(manager: EntityManager, keys: string[]): Promise<Map<string, KeyedRow>>;
+  /** Rows whose keys are not in the table (cheaper than an upsert, which must check). */
+  insert(manager: EntityManager, rows: object[]): Promise<void>;
   upsert(manager: EntityManager, rows: object[]): Promise<void>;
   all(manager: EntityManager): Promise<KeyedRow[]>;
 }
@@ -467,11 +586,36 @@ function rowTable(dataSource: DataSource, entity: Function): RowTable {
   const params = (count: number, offset = 0) => Array.from({ length: count }, (_, i) => driver.createParameter(`p${offset + i}`, offset + i)).join(', ');
   const updates = columns.filter((c) => c !== key).map((c) => `${q(c.databaseName)} = EXCLUDED.${q(c.databaseName)}`).join(', ');
 
+  const insertInto = `INSERT INTO ${table} (${list})`;
+  const onConflict = `ON CONFLICT (${q(key.databaseName)}) DO UPDATE SET ${updates}`;
   const loadSql = memo((n) => `${select} WHERE ${q(key.databaseName)} IN (${params(n)})`);
-  const upsertSql = memo((n) => {
-    const tuples = Array.from({ length: n }, (_, r) => `(${params(columns.length, r * columns.length)})`).join(', ');
-    return `INSERT INTO ${table} (${list}) VALUES ${tuples} ON CONFLICT (${q(key.databaseName)}) DO UPDATE SET ${updates}`;
-  });
+  const valuesSql = (conflict: string) =>
+    memo((n) => {
+      const tuples = Array.from({ length: n }, (_, r) => `(${params(columns.length, r * columns.length)})`).join(', ');
+      return `${insertInto} VALUES ${tuples}${conflict}`;
+    });
+  const insertSql = valuesSql('');
+  const upsertSql = valuesSql(` ${onConflict}`);
+  // PostgreSQL takes a whole batch as one parameter: keys as an array, rows as a JSON array that the
+  // server turns into the table's row type. One short statement, parsed in no time, instead of a
+  // VALUES list of thousands of parameters; and JSON.stringify costs far less than pg's escaping.
+  const whole = driver.options.type === 'postgres';
+  const loadAnySql = `${select} WHERE ${q(key.databaseName)} = ANY($1)`;
+  const insertJsonSql = `${insertInto} SELECT ${list} FROM json_populate_recordset(NULL::${table}, $1::json)`;
+  const upsertJsonSql = `${insertJsonSql} ${onConflict}`;
+  const persisted = (row: object, c: ColumnMetadata) => driver.preparePersistentValue((row as Record<string, unknown>)[c.propertyName], c);
+  const asJson = (row: object) => {
+    const out: Record<string, unknown> = {};
+    for (const c of columns) out[c.databaseName] = jsonValue(persisted(row, c));
+    return out;
+  };
+  const write = async (manager: EntityManager, rows: object[], jsonSql: string, valuesSql: (n: number) => string) => {
+    if (whole) {
+      for (const chunk of slices(rows, ROWS_PER_JSON)) await manager.query(jsonSql, [JSON.stringify(chunk.map(asJson))]);
+      return;
+    }
+    for (const chunk of chunks(rows)) await manager.query(valuesSql(chunk.length), chunk.flatMap((row) => columns.map((c) => persisted(row, c))));
+  };
   const hydrate = (raw: Record<string, unknown>): KeyedRow => {
     const row: Record<string, unknown> = {};
     for (const c of columns) row[c.propertyName] = driver.prepareHydratedValue(raw[c.databaseName], c);
@@ -482,8 +626,8 @@ function rowTable(dataSource: DataSource, entity: Function): RowTable {
   return {
     async load(manager, keys) {
       const rows = new Map<string, KeyedRow>();
-      for (const chunk of chunks(keys)) {
-        const raws: Record<string, unknown>[] = await manager.query(loadSql(chunk.length), chunk);
+      for (const chunk of whole ? slices(keys, ROWS_PER_JSON) : chunks(keys)) {
+        const raws: Record<string, unknown>[] = whole ? await manager.query(loadAnySql, [chunk]) : await manager.query(loadSql(chunk.length), chunk);
         for (const raw of raws) {
           const row = hydrate(raw);
           rows.set(keyOf(row), row);
@@ -491,15 +635,8 @@ function rowTable(dataSource: DataSource, entity: Function): RowTable {
       }
       return rows;
     },
-    async upsert(manager, rows) {
-      for (const chunk of chunks(rows)) {
-        const values: unknown[] = [];
-        for (const row of chunk) {
-          for (const c of columns) values.push(driver.preparePersistentValue((row as unknown as Record<string, unknown>)[c.propertyName], c));
-        }
-        await manager.query(upsertSql(chunk.length), values);
-      }
-    },
+    insert: (manager, rows) => write(manager, rows, insertJsonSql, insertSql),
+    upsert: (manager, rows) => write(manager, rows, upsertJsonSql, upsertSql),
     async all(manager) {
       const rows = ((await manager.query(select)) as Record<string, unknown>[]).map(hydrate);
       // Sorted here, not in SQL, so the order is the same code-unit order on every database collation.
@@ -515,6 +652,27 @@ function memo(build: (n: number) => string): (n: number) => string {
     if (sql === undefined) cache.set(n, (sql = build(n)));
     return sql;
   };
+}
+
+/** A column value as json_populate_recordset reads it back: what JSON has no literal for goes as the type's text form. */
+function jsonValue(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
+  if (typeof value === 'bigint') return String(value);
+  if (Buffer.isBuffer(value)) return `\\x${value.toString('hex')}`;
+  return value;
+}
+
+function partition<T>(items: T[], test: (item: T) => boolean): [T[], T[]] {
+  const yes: T[] = [];
+  const no: T[] = [];
+  for (const item of items) (test(item) ? yes : no).push(item);
+  return [yes, no];
+}
+
+function slices<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
 }
 
 /** Splits into slices of ROWS_PER_STATEMENT, then powers of two, to keep statement shapes few. */
