@@ -105,3 +105,34 @@ export function verifyInclusion(leaf: Buffer, index: number, size: number, proof
   }
   return sn === 0 && r.equals(root);
 }
+
+/**
+ * Leaf hashes of a log, 32 bytes each, in a few large chunks: no object per leaf, so a run of
+ * millions of events costs 32 bytes an event (a Buffer per hash would cost several times that).
+ */
+export class LeafHashes {
+  private static readonly PER_CHUNK = 16384;
+  private readonly chunks: Buffer[] = [];
+  size = 0;
+
+  push(hash: Buffer): void {
+    const i = this.size % LeafHashes.PER_CHUNK;
+    if (i === 0) this.chunks.push(Buffer.allocUnsafe(32 * LeafHashes.PER_CHUNK));
+    hash.copy(this.chunks[this.chunks.length - 1], i * 32);
+    this.size += 1;
+  }
+
+  /** The hash of leaf `index` (a view, not a copy), or null past the end. */
+  get(index: number): Buffer | null {
+    if (!(Number.isInteger(index) && index >= 0 && index < this.size)) return null;
+    const i = index % LeafHashes.PER_CHUNK;
+    return this.chunks[Math.floor(index / LeafHashes.PER_CHUNK)].subarray(i * 32, i * 32 + 32);
+  }
+
+  /** All hashes in one buffer, 32 bytes each. */
+  flat(): Buffer {
+    const out = Buffer.concat(this.chunks, this.size * 32);
+    return out;
+  }
+}
+

@@ -113,6 +113,16 @@ describe('TreeHeadSigner cadence', () => {
     expect(heads().map((h) => [h.seq, h.data.treeSize])).toEqual([[3, 3], [6, 6]]);
   });
 
+  it('signs at a bounded rate by default: a head per 10,000 events (or 10 s), and at seal', async () => {
+    jest.useFakeTimers(); // no time passes: only the event count triggers heads
+    const { signer, record, heads, chain } = setup();
+    for (let wave = 0; wave < 250; wave++) await record(100);
+    await signer.seal();
+    // 10,000 events, head (seq 10000), 10,000 events, head (seq 20001), 5,000 events, final head
+    expect(heads().map((h) => [h.seq, h.data.treeSize])).toEqual([[10_000, 10_000], [20_001, 20_001], [25_002, 25_002]]);
+    expect(chain().failures).toEqual([]);
+  }, 120_000);
+
   it('seals with a final head over everything, and does not sign twice over the same events', async () => {
     const { signer, record, heads, chain } = setup();
     await record(5);

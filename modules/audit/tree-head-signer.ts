@@ -3,7 +3,9 @@ import { encodeEvent } from '../ledger/events/envelope.js';
 import { leafHash, MerkleAccumulator } from './merkle.js';
 import { signTreeHead, type SigningKey } from './tree-head.js';
 
-export const DEFAULT_HEAD_EVERY_EVENTS = 64;
+// A head costs a signature and an event; a run that prints logs records thousands of events a
+// minute, so heads are bounded by time as well as by count (A2RL_TREE_HEAD_EVERY overrides both).
+export const DEFAULT_HEAD_EVERY_EVENTS = 10_000;
 export const DEFAULT_HEAD_EVERY_MS = 10_000;
 
 export interface TreeHeadSignerOptions {
@@ -11,7 +13,7 @@ export interface TreeHeadSignerOptions {
   key: SigningKey;
   /** Appends the head as the run's next event (the ledger); resolves with the stored event. */
   append: (data: EventData<'TreeHeadSigned'>) => Promise<A2rlEvent>;
-  /** Sign once this many events arrived since the last head (default 64). */
+  /** Sign once this many events arrived since the last head (default 10,000). */
   everyEvents?: number;
   /** Sign at most this long after the first event not yet covered (default 10 s). */
   everyMs?: number;

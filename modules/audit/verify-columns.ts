@@ -1,6 +1,6 @@
 import type { RecordedEvent } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
-import type { VerificationFailure } from './verify-chain.js';
+import { parseBytes, type ParsedBytes, type VerificationFailure } from './verify-chain.js';
 
 /**
  * What a store says about an event beside its bytes, checked against the bytes, which are what the
@@ -9,13 +9,9 @@ import type { VerificationFailure } from './verify-chain.js';
  * to projections. Any of them can be changed in the database without touching the signed bytes, and
  * a query or reader that trusts it would then see another event than the one signed.
  */
-export function storedColumnFailures(recorded: RecordedEvent): VerificationFailure[] {
-  let signed: Record<string, unknown>;
-  try {
-    signed = JSON.parse(recorded.bytes.toString('utf8')) as Record<string, unknown>;
-  } catch {
-    return []; // the chain check reports bytes that do not parse
-  }
+export function storedColumnFailures(recorded: RecordedEvent, parsed: ParsedBytes = parseBytes(recorded.bytes)): VerificationFailure[] {
+  if ('error' in parsed) return []; // the chain check reports bytes that do not parse
+  const signed = parsed.value as Record<string, unknown>;
   if (typeof signed !== 'object' || signed === null) return [];
   const seq = Number.isSafeInteger(signed.seq) ? (signed.seq as number) : Number(recorded.revision);
   const failures: VerificationFailure[] = [];

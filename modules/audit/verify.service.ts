@@ -5,9 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { DataSource } from 'typeorm';
+import { In, MoreThan, type DataSource, type Repository } from 'typeorm';
 import { PROJECTIONS } from '../../projections/index.js';
 import { REPORT_FORMATS, renderReport, type ReportFormat } from '../reports/render.js';
+import type { ReportInput } from '../reports/report-model.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { artifactBlobReader, type BlobReader } from '../../projections/run-analysis/blob-reader.js';
@@ -25,7 +26,8 @@ import type { ReadModelStores } from '../readmodels/read-models.port.js';
 import { materializeTask } from '../runs/workspace.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
-import { sealFailures, verifyEventChain, type ChainEntry, type VerificationFailure } from './verify-chain.js';
+import { LeafHashes, leafHash } from './merkle.js';
+import { ChainVerifier, parseBytes, sealFailure, type VerificationFailure } from './verify-chain.js';
 import { storedColumnFailures } from './verify-columns.js';
 import { integrityFailures } from './verify-integrity.js';
 
@@ -33,15 +35,17 @@ import { integrityFailures } from './verify-integrity.js';
  * `a2rl verify <runId>`: re-checks a run against everything it claims.
  *
  * 1. The chain: the stream's events, as canonical bytes, against every signed tree head and the
- *    public key (verifyEventChain), plus: the run is sealed and the store's revision agrees.
+ *    public key (ChainVerifier), plus: the run is sealed and the store's revision agrees. The
+ *    stream is read once and checked event by event (scanRun); only what later checks need is kept.
  *    The bytes are the stored bytes (RecordedEvent.bytes, at the schema version each event was
  *    written with), so events from before an upcaster still hash as signed. A stored event that no
  *    longer parses is reported at its seq. What the store keeps beside the bytes (stream, revision,
  *    its id and type columns, the decoded event) must say what the bytes say (verify-columns.ts).
  * 2. Artifacts: every blob an event references exists and hashes to its sha256 (and size).
  * 3. Projections: every projection is rebuilt from zero into a scratch read-model store from
- *    this run's verified events only (an in-memory single-run view of the ledger: projections are
- *    per run, and a whole-ledger rebuild would cost time proportional to every other run); each
+ *    this run's verified events only (a single-run view of the ledger that re-reads the stream and
+ *    checks each event against its verified leaf hash: projections are per run, and a whole-ledger
+ *    rebuild would cost time proportional to every other run); each
  *    rebuilt row must equal the live row as canonical JSON, and the md/json/html reports rendered
  *    from the rebuilt rows must equal those rendered from the live ones, byte for byte.
  * 4. With `regrade`: each graded submission's checkpoint is restored from the artifact store and
@@ -109,46 +113,52 @@ export class RunVerifier {
     const progress = options.onProgress ?? (() => undefined);
     const failures: VerificationFailure[] = [];
 
-    const read = await readRun(this.deps.store, runId, (done) => progress({ stage: 'events', done, total: 0 }));
-    if (!read.entries.length) throw new RunNotFoundError(runId, this.deps.store.backend);
-    failures.push(...read.failures, ...read.columnFailures);
-    progress({ stage: 'chain', done: 0, total: read.entries.length });
-    const chain = verifyEventChain(runId, read.entries, this.deps.publicKeyPem);
-    const undecodable = new Set(read.failures.map((f) => f.seq));
-    const chainFailures = chain.failures.filter((f) => !(f.check === 'event' && undecodable.has(f.seq))); // said once, by readRun
-    failures.push(...locateAlterations(chain.events, chainFailures), ...sealFailures(chain.events));
-    progress({ stage: 'chain', done: read.entries.length, total: read.entries.length });
+    // 1. One streaming read of the stream checks the chain and the stored columns event by event,
+    // keeping only what later checks need (RunScan): memory does not grow with the run's events.
+    const scan = await scanRun(this.deps.store, runId, this.deps.publicKeyPem, (done) => progress({ stage: 'events', done, total: 0 }));
+    if (!scan.count) throw new RunNotFoundError(runId, this.deps.store.backend);
+    failures.push(...scan.decodeFailures, ...scan.columnFailures);
+    progress({ stage: 'chain', done: 0, total: scan.count });
+    const undecodable = new Set(scan.decodeFailures.map((f) => f.seq));
+    const chainFailures = scan.chain.failures.filter((f) => !(f.check === 'event' && undecodable.has(f.seq))); // said once, by the scan
+    failures.push(...locateAlterations(scan.heads, chainFailures), ...sealFailure(scan.lastNonHead));
+    progress({ stage: 'chain', done: scan.count, total: scan.count });
     const revision = await this.deps.store.streamRevision(streamName(runId));
-    if (revision !== null && Number(revision) !== read.entries.length - 1) {
-      failures.push({ check: 'sequence', seq: Number(revision), message: `the store says the stream's last revision is ${revision}, but ${read.entries.length} events (up to seq ${read.entries.length - 1}) are readable` });
+    if (revision !== null && Number(revision) !== scan.count - 1) {
+      failures.push({ check: 'sequence', seq: Number(revision), message: `the store says the stream's last revision is ${revision}, but ${scan.count} events (up to seq ${scan.count - 1}) are readable` });
     }
-    const events = chain.events;
 
-    const refs = artifactRefs(events);
+    const refs = scan.refs.list();
     failures.push(...(await checkArtifacts(this.deps.artifacts, refs, (done) => progress({ stage: 'artifacts', done, total: refs.length }))));
-    failures.push(...(await this.checkProjections(runId, read.recorded, events, progress)));
+    failures.push(...(await this.checkProjections(runId, scan, progress)));
     // Last: the record checks out, and now what it says about the read-only world is judged.
-    failures.push(...integrityFailures(events));
+    failures.push(...integrityFailures(scan.kept));
 
     let regraded: number | null = null;
     if (options.regrade) {
-      const outcome = await this.regrade(events, progress);
+      const outcome = await this.regrade(scan.kept, progress);
       regraded = outcome.regraded;
       failures.push(...outcome.failures);
     }
     return {
       runId,
       ok: failures.length === 0,
-      events: read.entries.length,
-      treeHeads: events.filter((e) => e.type === 'TreeHeadSigned').length,
+      events: scan.count,
+      treeHeads: scan.heads.length,
       artifacts: refs.length,
       regraded,
       failures,
     };
   }
 
-  /** Rebuilds every projection from this run's events into a scratch store and compares rows and reports with the live ones. */
-  private async checkProjections(runId: string, recorded: RecordedEvent[], events: A2rlEvent[], progress: (p: VerifyProgress) => void): Promise<VerificationFailure[]> {
+  /**
+   * Rebuilds every projection from this run's events into a scratch store and compares rows and
+   * reports with the live ones. The projections read the run again from the store through a view
+   * that yields only the verified events: each one's bytes must hash to the leaf the scan recorded.
+   * Memory here is what the projections and the report need: the run-analysis projection and the
+   * report are computed over the run's whole event list (held once at a time, not with its bytes).
+   */
+  private async checkProjections(runId: string, scan: RunScan, progress: (p: VerifyProgress) => void): Promise<VerificationFailure[]> {
     const failures: VerificationFailure[] = [];
     const blobs = artifactBlobReader(this.deps.artifacts);
     await this.deps.catchUp();
@@ -156,9 +166,11 @@ export class RunVerifier {
     let scratch: DataSource | undefined;
     try {
       scratch = await this.deps.readModelStores.openScratch(dir);
-      const runner = new ProjectionRunner(new SingleRunView(this.deps.store.backend, runId, recorded), scratch, PROJECTIONS, { blobs });
+      const view = new VerifiedRunView(this.deps.store, runId, scan);
+      const runner = new ProjectionRunner(view, scratch, PROJECTIONS, { blobs });
+      const total = scan.count - scan.decodeFailures.length;
       try {
-        await runner.catchUp(undefined, (p) => progress({ stage: 'projections', done: p.processed, total: recorded.length }));
+        await runner.rebuild(undefined, (p) => progress({ stage: 'projections', done: p.processed, total }));
       } catch (error) {
         if (!(error instanceof ProjectionFailedError)) throw error;
         const seq = error.event.event.seq;
@@ -166,20 +178,26 @@ export class RunVerifier {
       }
       for (const projection of PROJECTIONS) failures.push(...(await compareRows(projection, runId, scratch, this.deps.readModels)));
 
-      const source = new ScratchRunSource(scratch, events, blobs);
+      // Both sides render from one read of the verified events (the stream the live `a2rl report`
+      // reads, as the scan checked it): what differs is the analysis row, rebuilt or live. Each
+      // report is kept as its digest only; one that differs is rendered again from both sides, to
+      // name the line.
+      const rebuiltSource = new ScratchRunSource(scratch, view, blobs);
+      let rebuilt: ReportDigests | null, live: ReportDigests | null, events: A2rlEvent[];
+      try {
+        events = await rebuiltSource.events(runId);
+        rebuilt = await reportDigests(await rebuiltSource.reportInput(runId, events));
+        live = await reportDigests(await this.deps.runs.reportInput(runId, events));
+      } catch (error) {
+        if (error instanceof EventStoreUnavailableError) throw error;
+        return [...failures, { check: 'report', message: `the reports cannot be rendered: ${(error as Error).message}` }];
+      }
       for (const [i, format] of REPORT_FORMATS.entries()) {
-        // The live side reads the ledger again (as `a2rl report` does): a stored event that no
-        // longer decodes makes it fail, which is a finding, not a reason to stop verifying.
-        let rebuilt: string | null, live: string | null;
-        try {
-          [rebuilt, live] = [await renderFrom(source, runId, format), await renderFrom(this.deps.runs, runId, format)];
-        } catch (error) {
-          if (error instanceof EventStoreUnavailableError) throw error;
-          failures.push({ check: 'report', message: `the reports cannot be rendered: ${(error as Error).message}` });
-          break;
-        }
         if (rebuilt === null || live === null) failures.push({ check: 'report', message: `no ${rebuilt === null ? 'rebuilt' : 'live'} run analysis to render the ${format} report from` });
-        else if (rebuilt !== live) failures.push({ check: 'report', message: `the ${format} report rendered from the live read models differs from the one rendered from a rebuild (first difference on line ${firstDifferentLine(live, rebuilt)})` });
+        else if (rebuilt[format] !== live[format]) {
+          const [fromRebuild, fromLive] = [(await renderFrom(rebuiltSource, runId, events, format))!, (await renderFrom(this.deps.runs, runId, events, format))!];
+          failures.push({ check: 'report', message: `the ${format} report rendered from the live read models differs from the one rendered from a rebuild (first difference on line ${firstDifferentLine(fromLive, fromRebuild)})` });
+        }
         progress({ stage: 'reports', done: i + 1, total: REPORT_FORMATS.length });
       }
       return failures;
@@ -189,8 +207,8 @@ export class RunVerifier {
     }
   }
 
-  /** Restores each graded checkpoint from the artifact store and grades it again. */
-  private async regrade(events: A2rlEvent[], progress: (p: VerifyProgress) => void): Promise<{ regraded: number; failures: VerificationFailure[] }> {
+  /** Restores each graded checkpoint from the artifact store and grades it again (from the scan's kept events). */
+  private async regrade(events: readonly A2rlEvent[], progress: (p: VerifyProgress) => void): Promise<{ regraded: number; failures: VerificationFailure[] }> {
     const failures: VerificationFailure[] = [];
     const scheduled = events.find((e) => e.type === 'RunScheduled');
     const graded = events.filter((e): e is Extract<A2rlEvent, { type: 'SubmissionGraded' }> => e.type === 'SubmissionGraded');
@@ -238,40 +256,88 @@ export class RunVerifier {
   }
 }
 
-interface RunRead {
-  entries: ChainEntry[];
-  recorded: RecordedEvent[];
+/** Event types the checks after the scan read (integrity, regrade): a few per run, kept whole. */
+const KEPT_TYPES = new Set<A2rlEvent['type']>(['RunScheduled', 'BaselineEvaluated', 'SubmissionReceived', 'SubmissionGraded', 'WorkspaceIntegrityChecked']);
+
+/**
+ * What one streaming read of a run leaves for the later checks. Events and their bytes are dropped
+ * as soon as they are checked; what grows with the run is the leaf hashes (32 bytes an event, so
+ * the projection view can prove it re-reads the verified bytes), one entry per distinct blob, the
+ * signed heads (bounded by the signing rate) and the failures found.
+ */
+interface RunScan {
+  /** Entries read, decodable or not (the next seq). */
+  count: number;
   /** Events the store cannot decode. */
-  failures: VerificationFailure[];
+  decodeFailures: VerificationFailure[];
   /** Stored columns that disagree with the bytes. */
   columnFailures: VerificationFailure[];
+  chain: ChainVerifier;
+  /** Revisions the store cannot decode: the projection view skips them, as the rebuild always has. */
+  undecodable: Set<number>;
+  leaves: LeafHashes;
+  /** Each TreeHeadSigned's seq and size, in seq order. */
+  heads: Array<{ seq: number; treeSize: number }>;
+  /** The last valid event that is not a head (the seal check). */
+  lastNonHead?: { seq: number; type: A2rlEvent['type'] };
+  /** Every referenced blob, once per sha256. */
+  refs: ArtifactRefs;
+  /** Events of KEPT_TYPES. */
+  kept: A2rlEvent[];
 }
 
 /**
- * Reads the run's stream. An event the store can no longer decode does not end the read: it is
- * reported at its seq, kept as an empty (invalid) chain entry, and reading resumes after it.
+ * Reads the run's stream once and checks each event as it comes: stored columns against the
+ * bytes, then the chain (ChainVerifier: parse, validity, canonical form, seq, heads, signatures).
+ * An event the store can no longer decode does not end the read: it is reported at its seq,
+ * checked as an empty (invalid) chain entry, and reading resumes after it.
  */
-async function readRun(store: EventStore, runId: string, onProgress: (done: number) => void): Promise<RunRead> {
-  const stream = streamName(runId);
-  const out: RunRead = { entries: [], recorded: [], failures: [], columnFailures: [] };
-  const last = await store.streamRevision(stream);
-  let from = 0n;
+async function scanRun(store: EventStore, runId: string, publicKeyPem: string | null, onProgress: (done: number) => void): Promise<RunScan> {
+  const scan: RunScan = {
+    count: 0, decodeFailures: [], columnFailures: [], chain: new ChainVerifier(runId, publicKeyPem), undecodable: new Set(),
+    leaves: new LeafHashes(), heads: [], refs: new ArtifactRefs(), kept: [],
+  };
+  const check = (bytes: Buffer, recorded?: RecordedEvent) => {
+    const parsed = parseBytes(bytes);
+    if (recorded) scan.columnFailures.push(...storedColumnFailures(recorded, parsed));
+    const event = scan.chain.push({ bytes }, parsed);
+    scan.leaves.push(scan.chain.lastLeaf!);
+    scan.count += 1;
+    if (scan.count % 1000 === 0) onProgress(scan.count);
+    if (!event) return;
+    scan.refs.add(event);
+    if (event.type === 'TreeHeadSigned') scan.heads.push({ seq: event.seq, treeSize: event.data.treeSize });
+    else scan.lastNonHead = { seq: event.seq, type: event.type };
+    if (KEPT_TYPES.has(event.type)) scan.kept.push(event);
+  };
+  const onUndecodable = (revision: bigint, error: Error) => {
+    scan.decodeFailures.push({ check: 'event', seq: Number(revision), message: `the stored event cannot be decoded: ${error.message}` });
+    scan.undecodable.add(Number(revision));
+    check(Buffer.alloc(0));
+  };
+  for await (const recorded of readResilient(store, streamName(runId), 0n, onUndecodable)) check(recorded.bytes, recorded);
+  if (scan.count) scan.chain.finish();
+  onProgress(scan.count);
+  return scan;
+}
+
+/**
+ * A stream's events from `from` on. An event the store cannot decode is handed to `onUndecodable`
+ * and reading resumes after it; past the store's last revision an error is the store's, and thrown.
+ */
+async function* readResilient(store: EventStore, stream: string, from: bigint, onUndecodable: (revision: bigint, error: Error) => void): AsyncGenerator<RecordedEvent> {
+  let last: bigint | null | undefined;
   for (;;) {
     try {
       for await (const recorded of store.readStream(stream, { fromRevision: from })) {
-        out.columnFailures.push(...storedColumnFailures(recorded));
-        out.entries.push({ bytes: recorded.bytes });
-        out.recorded.push(recorded);
         from = recorded.revision + 1n;
-        if (out.entries.length % 1000 === 0) onProgress(out.entries.length);
+        yield recorded;
       }
-      onProgress(out.entries.length);
-      return out;
+      return;
     } catch (error) {
-      // Past the store's last revision the error cannot be one event's: it is the store's.
+      last ??= await store.streamRevision(stream);
       if (error instanceof EventStoreUnavailableError || last === null || from > last) throw error;
-      out.failures.push({ check: 'event', seq: Number(from), message: `the stored event cannot be decoded: ${(error as Error).message}` });
-      out.entries.push({ bytes: Buffer.alloc(0) });
+      onUndecodable(from, error as Error);
       from += 1n;
     }
   }
@@ -281,14 +347,13 @@ async function readRun(store: EventStore, runId: string, onProgress: (done: numb
  * A head whose root does not match says only that something it covers changed; the previous head
  * that still matches narrows that down to the events between the two, which the message names.
  */
-function locateAlterations(events: A2rlEvent[], failures: VerificationFailure[]): VerificationFailure[] {
+function locateAlterations(heads: ReadonlyArray<{ seq: number; treeSize: number }>, failures: VerificationFailure[]): VerificationFailure[] {
   const bad = new Set(failures.filter((f) => f.check === 'tree-head').map((f) => f.seq));
   let verifiedSize = 0;
   const range = new Map<number, string>();
-  for (const e of events) {
-    if (e.type !== 'TreeHeadSigned') continue;
-    if (!bad.has(e.seq)) verifiedSize = Math.max(verifiedSize, e.data.treeSize);
-    else if (e.data.treeSize > verifiedSize) range.set(e.seq, verifiedSize === e.data.treeSize - 1 ? `seq ${verifiedSize}` : `seqs ${verifiedSize}–${e.data.treeSize - 1}`);
+  for (const head of heads) {
+    if (!bad.has(head.seq)) verifiedSize = Math.max(verifiedSize, head.treeSize);
+    else if (head.treeSize > verifiedSize) range.set(head.seq, verifiedSize === head.treeSize - 1 ? `seq ${verifiedSize}` : `seqs ${verifiedSize}–${head.treeSize - 1}`);
   }
   return failures.map((f) =>
     f.check === 'tree-head' && f.seq !== undefined && range.has(f.seq) && f.message.includes('the signed head says')
@@ -309,34 +374,46 @@ export interface ArtifactRef {
 
 /** Every blob the run's events reference, once per sha256 (the first reference wins). */
 export function artifactRefs(events: readonly A2rlEvent[]): ArtifactRef[] {
-  const refs = new Map<string, ArtifactRef>();
-  const add = (ref: ArtifactRef) => {
-    if (!refs.has(ref.sha256)) refs.set(ref.sha256, ref);
-  };
-  for (const e of events) {
+  const refs = new ArtifactRefs();
+  for (const e of events) refs.add(e);
+  return refs.list();
+}
+
+/** artifactRefs folded one event at a time: one entry per distinct sha256, never the events. */
+export class ArtifactRefs {
+  private readonly refs = new Map<string, ArtifactRef>();
+
+  add(e: A2rlEvent): void {
     const seq = e.seq;
     switch (e.type) {
       case 'WorkspacePrepared':
-        for (const f of e.data.dataManifest) add({ sha256: f.sha256, size: f.size, seq, role: `workspace file ${f.path}` });
+        for (const f of e.data.dataManifest) this.use({ sha256: f.sha256, size: f.size, seq, role: `workspace file ${f.path}` });
         break;
       case 'FileChanged':
-        if (e.data.sha256) add({ sha256: e.data.sha256, size: e.data.size, key: e.data.key, seq, role: `content of ${e.data.path}` });
+        if (e.data.sha256) this.use({ sha256: e.data.sha256, size: e.data.size, key: e.data.key, seq, role: `content of ${e.data.path}` });
         break;
       case 'SubmissionReceived':
-        for (const f of e.data.manifest) add({ sha256: f.sha256, size: f.size, seq, role: `checkpoint file ${f.path} of submission ${e.data.submissionId}` });
-        if (e.data.checkpoint) add({ ...blob(e.data.checkpoint), seq, role: `checkpoint manifest of submission ${e.data.submissionId}` });
+        for (const f of e.data.manifest) this.use({ sha256: f.sha256, size: f.size, seq, role: `checkpoint file ${f.path} of submission ${e.data.submissionId}` });
+        if (e.data.checkpoint) this.use({ ...blob(e.data.checkpoint), seq, role: `checkpoint manifest of submission ${e.data.submissionId}` });
         break;
       case 'AgentOutput':
-        add({ ...blob(e.data.chunk), seq, role: `agent ${e.data.stream} chunk` });
+        this.use({ ...blob(e.data.chunk), seq, role: `agent ${e.data.stream} chunk` });
         break;
       case 'RolloutBatchRecorded':
-        if (e.data.trajectories) add({ ...blob(e.data.trajectories), seq, role: `trajectories of ${e.data.env}` });
+        if (e.data.trajectories) this.use({ ...blob(e.data.trajectories), seq, role: `trajectories of ${e.data.env}` });
         break;
       default:
         break;
     }
   }
-  return [...refs.values()];
+
+  list(): ArtifactRef[] {
+    return [...this.refs.values()];
+  }
+
+  private use(ref: ArtifactRef): void {
+    if (!this.refs.has(ref.sha256)) this.refs.set(ref.sha256, ref);
+  }
 }
 
 const blob = (ref: EventData<'AgentOutput'>['chunk']) => ({ sha256: ref.sha256, size: ref.size, key: ref.key });
@@ -401,28 +478,54 @@ export async function restoreCheckpoint(artifacts: ArtifactStore, manifest: Even
   }
 }
 
-/** Rows of one projection for this run: rebuilt (all scratch rows) against live (same keys, or the run's rows when the entity has a runId column). */
+/** Rows compared per query: memory holds a page of rebuilt rows and their live counterparts, not a projection's rows. */
+const ROWS_PER_PAGE = 2000;
+
+/**
+ * Rows of one projection for this run: rebuilt (all scratch rows, a page at a time in key order)
+ * against live (the rows with the same keys, and of this run when the entity has a runId column;
+ * then also every live row of the run that the rebuild lacks).
+ */
 async function compareRows(projection: AnyProjection, runId: string, scratch: DataSource, live: DataSource): Promise<VerificationFailure[]> {
   const meta = scratch.getMetadata(projection.entity);
   const key = meta.primaryColumns[0].propertyName;
-  const rebuilt = await scratch.getRepository(projection.entity).find({ order: { [key]: 'ASC' } });
   const byRun = meta.columns.some((c) => c.propertyName === 'runId');
-  const repo = live.getRepository(projection.entity);
-  const liveRows = byRun
-    ? await repo.find({ where: { runId } as object, order: { [key]: 'ASC' } })
-    : (await Promise.all(rebuilt.map((row) => repo.findOneBy({ [key]: (row as Record<string, unknown>)[key] } as object)))).filter((r) => r !== null);
-  const keyOf = (row: object) => String((row as Record<string, unknown>)[key]);
-  const liveByKey = new Map(liveRows.map((row) => [keyOf(row), row]));
+  const [rebuiltRepo, liveRepo] = [scratch.getRepository(projection.entity), live.getRepository(projection.entity)];
+  const keyOf = (row: object) => (row as Record<string, unknown>)[key];
+  const ofRun = byRun ? { runId } : {};
   const failures: VerificationFailure[] = [];
   const fail = (message: string) => failures.push({ check: 'projection', message: `${projection.name} row ${message}` });
-  for (const row of rebuilt) {
-    const other = liveByKey.get(keyOf(row));
-    liveByKey.delete(keyOf(row));
-    if (!other) fail(`${keyOf(row)} is missing from the live read model`);
-    else if (canonicalJson(row) !== canonicalJson(other)) fail(`${keyOf(row)} differs from its rebuild from zero (${differingFields(other, row)})`);
+  let matched = 0;
+  for await (const page of keyPages(rebuiltRepo, key, {})) {
+    const liveRows = await liveRepo.find({ where: { [key]: In(page.map(keyOf)), ...ofRun } as object });
+    const liveByKey = new Map(liveRows.map((row) => [String(keyOf(row)), row]));
+    for (const row of page) {
+      const other = liveByKey.get(String(keyOf(row)));
+      if (!other) fail(`${String(keyOf(row))} is missing from the live read model`);
+      else {
+        matched += 1;
+        if (canonicalJson(row) !== canonicalJson(other)) fail(`${String(keyOf(row))} differs from its rebuild from zero (${differingFields(other, row)})`);
+      }
+    }
   }
-  for (const extra of liveByKey.keys()) fail(`${extra} is in the live read model but not in a rebuild from zero`);
+  if (byRun && (await liveRepo.count({ where: ofRun as object })) > matched) {
+    for await (const page of keyPages(liveRepo, key, ofRun)) {
+      const rebuilt = new Set((await rebuiltRepo.find({ where: { [key]: In(page.map(keyOf)) } as object, select: { [key]: true } as never })).map((r) => String(keyOf(r))));
+      for (const row of page) if (!rebuilt.has(String(keyOf(row)))) fail(`${String(keyOf(row))} is in the live read model but not in a rebuild from zero`);
+    }
+  }
   return failures;
+}
+
+/** A table's rows matching `where`, in primary-key order, ROWS_PER_PAGE at a time (keyset pages). */
+async function* keyPages(repo: Repository<object>, key: string, where: object): AsyncGenerator<object[]> {
+  let last: unknown;
+  for (;;) {
+    const page = await repo.find({ where: { ...where, ...(last === undefined ? {} : { [key]: MoreThan(last) }) } as object, order: { [key]: 'ASC' } as object, take: ROWS_PER_PAGE });
+    if (page.length) yield page;
+    if (page.length < ROWS_PER_PAGE) return;
+    last = (page[page.length - 1] as Record<string, unknown>)[key];
+  }
 }
 
 function differingFields(live: object, rebuilt: object): string {
@@ -436,8 +539,18 @@ function differingFields(live: object, rebuilt: object): string {
   return fields.slice(0, 5).map((k) => `${k}: live ${show(a[k])}, rebuilt ${show(b[k])}`).join('; ') + (fields.length > 5 ? `; and ${fields.length - 5} more fields` : '');
 }
 
-async function renderFrom(source: RunSource, runId: string, format: ReportFormat): Promise<string | null> {
-  const input = await source.reportInput(runId);
+type ReportDigests = Record<ReportFormat, string>;
+
+/** The sha256 of the run's report in every format (null: no analysis to render it from). */
+async function reportDigests(input: ReportInput | null): Promise<ReportDigests | null> {
+  if (!input) return null;
+  const out = {} as ReportDigests;
+  for (const format of REPORT_FORMATS) out[format] = createHash('sha256').update(await renderReport(input, format)).digest('hex');
+  return out;
+}
+
+async function renderFrom(source: RunSource, runId: string, events: readonly A2rlEvent[], format: ReportFormat): Promise<string | null> {
+  const input = await source.reportInput(runId, events);
   return input && renderReport(input, format);
 }
 
@@ -450,7 +563,7 @@ function firstDifferentLine(a: string, b: string): number {
 
 /** The run as the scratch read models have it, with the verified events: same rendering path as the live RunSource. */
 class ScratchRunSource extends RunSource {
-  constructor(private readonly scratch: DataSource, private readonly runEvents: A2rlEvent[], readonly blobs: BlobReader) {
+  constructor(private readonly scratch: DataSource, private readonly view: VerifiedRunView, readonly blobs: BlobReader) {
     super();
   }
 
@@ -465,19 +578,27 @@ class ScratchRunSource extends RunSource {
   }
 
   async events(runId: string): Promise<A2rlEvent[]> {
-    return this.runEvents.filter((e) => e.runId === runId);
+    const events: A2rlEvent[] = [];
+    for await (const recorded of this.view.readStream(streamName(runId))) events.push(recorded.event);
+    return events;
   }
 }
 
 /**
- * A read-only ledger holding one run's already-read events: the projections rebuild from exactly
- * the events that were verified, and never see other runs. Positions are the events' indexes.
+ * A read-only ledger of one run's verified events, read again from the store as the projections
+ * ask: they rebuild from exactly the events that were verified (each re-read event's bytes must
+ * hash to the leaf the scan recorded, or the read fails), skip those the store cannot decode, and
+ * never see other runs. Positions are the events' revisions.
  */
-class SingleRunView implements EventStore {
+class VerifiedRunView implements EventStore {
   private readonly stream: string;
 
-  constructor(readonly backend: EventStore['backend'], runId: string, private readonly recorded: RecordedEvent[]) {
+  constructor(private readonly store: EventStore, private readonly runId: string, private readonly scan: RunScan) {
     this.stream = streamName(runId);
+  }
+
+  get backend(): EventStore['backend'] {
+    return this.store.backend;
   }
 
   append(): never {
@@ -486,15 +607,16 @@ class SingleRunView implements EventStore {
 
   async *readStream(stream: string, options: ReadStreamOptions = {}): AsyncIterable<RecordedEvent> {
     if (stream !== this.stream) return;
-    const from = this.recorded.findIndex((r) => r.revision >= (options.fromRevision ?? 0n));
-    if (from < 0) return;
-    yield* this.recorded.slice(from, from + (options.maxCount ?? Infinity));
+    yield* this.read(options.fromRevision ?? 0n, options.maxCount ?? Infinity);
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
-    const from = options.after == null ? 0 : Number(options.after) + 1;
-    const to = from + (options.maxCount ?? Infinity);
-    for (let i = from; i < Math.min(to, this.recorded.length); i++) yield { ...this.recorded[i], position: String(i) };
+    if ((options.category ?? 'run') !== 'run') return;
+    const from = options.after == null ? 0n : BigInt(options.after) + 1n;
+    for await (const recorded of this.read(from, options.maxCount ?? Infinity)) {
+      recorded.position = String(recorded.revision); // a fresh object from the adapter: no copy per event
+      yield recorded;
+    }
   }
 
   subscribeAll(): Subscription {
@@ -502,8 +624,23 @@ class SingleRunView implements EventStore {
   }
 
   async streamRevision(stream: string): Promise<bigint | null> {
-    return stream === this.stream && this.recorded.length ? this.recorded[this.recorded.length - 1].revision : null;
+    return stream === this.stream && this.scan.count ? BigInt(this.scan.count - 1) : null;
   }
 
   async close(): Promise<void> {}
+
+  private async *read(from: bigint, maxCount: number): AsyncGenerator<RecordedEvent> {
+    if (maxCount <= 0 || from >= BigInt(this.scan.count)) return;
+    let left = maxCount;
+    for await (const recorded of readResilient(this.store, this.stream, from, () => undefined)) {
+      const seq = Number(recorded.revision);
+      if (seq >= this.scan.count) return; // appended after the scan: not verified
+      if (this.scan.undecodable.has(seq)) continue; // decodes now, did not when verified
+      if (!leafHash(recorded.bytes).equals(this.scan.leaves.get(seq)!)) {
+        throw new Error(`run ${this.runId}: the stored event at seq ${seq} changed while the run was being verified; verify again`);
+      }
+      yield recorded;
+      if (--left <= 0) return;
+    }
+  }
 }

@@ -69,9 +69,9 @@ export class QueryController {
   @ApiOkResponse({ description: 'events with seq > after_seq, at most limit; next page: after_seq = last seq returned' })
   @ApiNotFoundResponse({ description: 'no such run' })
   async events(@Param('id') id: string, @Query() q: EventsQuery, @Res({ passthrough: true }) res: Response) {
-    const all = await this.source.events(id);
-    if (!all.length) throw new NotFoundException(`run "${id}" has no events`);
-    const page = all.filter((e) => e.seq > q.after_seq).slice(0, q.limit);
+    // Read from the store from revision after_seq + 1, at most limit events: never the whole run.
+    const page = await this.source.page(id, { afterSeq: q.after_seq, limit: q.limit });
+    if (!page) throw new NotFoundException(`run "${id}" has no events`);
     if (q.format === 'json') return page;
     res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
     return page.map((e) => `${canonicalJson(e)}\n`).join('');

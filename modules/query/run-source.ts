@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { A2rlEvent } from '../ledger/events/catalog.js';
+import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { LedgerService } from '../ledger/ledger.service.js';
@@ -11,6 +11,49 @@ import { artifactBlobReader, type BlobReader } from '../../projections/run-analy
 import type { ReportInput } from '../reports/report-model.js';
 import type { ResultsRun } from '../reports/results-csv.js';
 import { TASKS } from '../../tasks/index.js';
+
+/** Which events of a run to read: seq > afterSeq, at most `limit`, of `types` only (null: every type). */
+export interface EventPageQuery {
+  afterSeq: number;
+  limit: number;
+  types?: ReadonlySet<EventType> | null;
+}
+
+/** How many events one store read asks for while a type filter skips events (bounds every read). */
+const READ_CHUNK = 1000;
+
+/**
+ * A run's events with seq > afterSeq (of the given types), at most `limit`, in seq order, read from
+ * the store from revision afterSeq + 1 in bounded reads (stream revision = seq): a page costs what
+ * it returns plus what the type filter skips, never the whole run. `a2rl events` and
+ * GET /runs/:id/events both read through this.
+ */
+export async function* runEventsFrom(store: EventStore, runId: string, query: EventPageQuery): AsyncGenerator<A2rlEvent> {
+  const stream = streamName(runId);
+  const types = query.types ?? null;
+  let from = BigInt(query.afterSeq + 1);
+  let left = query.limit;
+  while (left > 0) {
+    const maxCount = types ? READ_CHUNK : Math.min(left, READ_CHUNK);
+    let read = 0;
+    for await (const { event, revision } of store.readStream(stream, { fromRevision: from, maxCount })) {
+      read += 1;
+      from = revision + 1n;
+      if (types && !types.has(event.type)) continue;
+      yield event;
+      if (--left <= 0) return;
+    }
+    if (read < maxCount) return;
+  }
+}
+
+/** One page of a run's events (runEventsFrom), or null when the ledger has no such run. */
+export async function readEventPage(store: EventStore, runId: string, query: EventPageQuery): Promise<A2rlEvent[] | null> {
+  const page: A2rlEvent[] = [];
+  for await (const event of runEventsFrom(store, runId, query)) page.push(event);
+  if (!page.length && (await store.streamRevision(streamName(runId))) === null) return null;
+  return page;
+}
 
 /**
  * Where the scoreboard, reports and the query API read runs from: each run's analysis (with its
@@ -26,17 +69,32 @@ export abstract class RunSource {
   /** A run's events in seq order (empty for an unknown run). */
   abstract events(runId: string): Promise<A2rlEvent[]>;
 
+  /**
+   * One page of a run's events (seq > afterSeq, at most limit), or null for an unknown run. This
+   * default filters `events()`; the ledger's source reads just the page from the store.
+   */
+  async page(runId: string, query: EventPageQuery): Promise<A2rlEvent[] | null> {
+    const all = await this.events(runId);
+    if (!all.length) return null;
+    return all.filter((e) => e.seq > query.afterSeq && (!query.types || query.types.has(e.type))).slice(0, query.limit);
+  }
+
   /** A run's events with seq > afterSeq, in seq order (what a follower reads on each poll). */
   async eventsAfter(runId: string, afterSeq: number): Promise<A2rlEvent[]> {
     return (await this.events(runId)).filter((e) => e.seq > afterSeq);
   }
 
-  /** Everything a run report is rendered from, or null for an unknown run. */
-  async reportInput(runId: string): Promise<ReportInput | null> {
+  /**
+   * Everything a run report is rendered from, or null for an unknown run: the run's analysis (its
+   * projection row) and its events, read once into one array (the report cites and times events
+   * across the whole run, so it is held while the report is built; nothing else keeps a copy).
+   * `events`: the run's events already read by the caller, used instead of reading them again.
+   */
+  async reportInput(runId: string, events?: readonly A2rlEvent[]): Promise<ReportInput | null> {
     const analysis = await this.run(runId);
     if (!analysis) return null;
     const level = TASKS.find((t) => t.id === analysis.task)?.level ?? null;
-    return { analysis, events: await this.events(runId), blobs: this.blobs, level };
+    return { analysis, events: events ?? (await this.events(runId)), blobs: this.blobs, level };
   }
 }
 
@@ -74,9 +132,11 @@ export class LedgerRunSource extends RunSource {
     return events;
   }
 
+  override page(runId: string, query: EventPageQuery): Promise<A2rlEvent[] | null> {
+    return readEventPage(this.store, runId, query);
+  }
+
   override async eventsAfter(runId: string, afterSeq: number): Promise<A2rlEvent[]> {
-    const events: A2rlEvent[] = [];
-    for await (const r of this.store.readStream(streamName(runId), { fromRevision: BigInt(afterSeq + 1) })) events.push(r.event);
-    return events;
+    return (await readEventPage(this.store, runId, { afterSeq, limit: Infinity })) ?? [];
   }
 }

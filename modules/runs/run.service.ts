@@ -270,7 +270,8 @@ export class RunService {
     const driver = detectDriver(request.driver, spec) ?? null;
     const warn = request.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
     const runId = this.ids.runId(task.id, this.clock());
-    const signer = new TreeHeadSigner({ runId, key: this.signingKey(warn), append: (data) => this.ledger.record(runId, 'TreeHeadSigned', data) });
+    const every = this.settings.treeHeadEvery;
+    const signer = new TreeHeadSigner({ runId, key: this.signingKey(warn), append: (data) => this.ledger.record(runId, 'TreeHeadSigned', data), everyEvents: every?.events, everyMs: every?.ms });
     const recorder = new RunRecorder({ runId, ledger: this.ledger, append: (append) => signer.record(append), guard: runGuard() });
     const tally = { submissions: new Set<string>(), best: null as number | null };
     recorder.onRecorded((event) => {

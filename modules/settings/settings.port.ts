@@ -12,6 +12,8 @@ export interface Settings {
   workspacesDir: string;
   httpPort: number;
   httpHost: string;
+  /** How often a run signs a tree head (A2RL_TREE_HEAD_EVERY): after `ms` or `events`, whichever first. Absent: the signer's defaults. */
+  treeHeadEvery?: { ms: number; events: number };
 }
 
 /** Injection token of the Settings (interfaces have no runtime identity in TypeScript). */

@@ -8,7 +8,7 @@ import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { followRunEvents } from '../../modules/query/follow.js';
 import { FAILURE_CLASSES, RUN_STATES } from '../../modules/query/query.dto.js';
-import { RunSource } from '../../modules/query/run-source.js';
+import { RunSource, runEventsFrom } from '../../modules/query/run-source.js';
 import { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
 import { liveRun, runsWithHarnessGone, stateLabel, type LiveRun } from '../../modules/runs/run-liveness.js';
 import { RUN_LOCKS, type RunLocks } from '../../modules/runs/run.ports.js';
@@ -146,17 +146,19 @@ function eventTypes(names: string[]): ReadonlySet<EventType> | null {
 
 const matches = (filter: EventFilter, event: A2rlEvent) => event.seq > filter.afterSeq && (filter.types === null || filter.types.has(event.type));
 
-/** The events recorded so far, read from the store from `--after-seq` on (never the whole run when a page is asked for). */
+/**
+ * The events recorded so far, read from the store from `--after-seq` on in bounded reads (the
+ * paging function GET /runs/:id/events uses): never the whole run when a page is asked for, and
+ * with --json streamed to stdout as read.
+ */
 async function printEvents(store: EventStore, backend: string, runId: string, filter: EventFilter, json: boolean): Promise<void> {
-  const stream = streamName(runId);
-  if ((await store.streamRevision(stream)) === null) throw new Error(`run "${runId}" has no events in the ${backend} ledger`);
+  if ((await store.streamRevision(streamName(runId))) === null) throw new Error(`run "${runId}" has no events in the ${backend} ledger`);
   const rows = [['SEQ', 'OCCURRED AT', 'TYPE', 'DATA']];
   let count = 0;
-  for await (const { event } of store.readStream(stream, { fromRevision: BigInt(filter.afterSeq + 1) })) {
-    if (!matches(filter, event)) continue;
+  for await (const event of runEventsFrom(store, runId, filter)) {
     if (json) process.stdout.write(`${canonicalJson(event)}\n`);
     else rows.push([String(event.seq), event.occurredAt, event.type, summary(event.data)]);
-    if (++count >= filter.limit) break;
+    count += 1;
   }
   if (!json) process.stdout.write(count ? `${table(rows)}\n` : 'no events match\n');
 }

@@ -29,11 +29,24 @@ describe('configuration from the environment', () => {
     ['A2RL_ARTIFACTS_URL', 's3://127.0.0.1:9000/bucket'], // no credentials
     ['A2RL_LEDGER_URL', 'postgres://h/db?schema=bad-name'],
     ['A2RL_READMODEL_URL', 'postgres://h/db?schema=pg_catalog'],
+    ['A2RL_LEDGER_URL', 'postgres://h/db?pool=abc'],
+    ['A2RL_LEDGER_URL', 'postgres://h/db?pool=0'],
     ['A2RL_ARTIFACTS_URL', 'http://minio'],
     ['A2RL_READMODEL_URL', 'kurrentdb://h:2113'],
     ['A2RL_HTTP_PORT', '99999'],
+    ['A2RL_TREE_HEAD_EVERY', '10 seconds'],
+    ['A2RL_TREE_HEAD_EVERY', '10s,0'],
+    ['A2RL_TREE_HEAD_EVERY', '10s,5s'],
+    ['A2RL_TREE_HEAD_EVERY', '0s'],
   ])('fails at start naming %s for %s', (variable, value) => {
     expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [variable]: value })).toThrow(new RegExp(`^${variable}: `));
+  });
+
+  it('reads how often runs sign tree heads from A2RL_TREE_HEAD_EVERY (default 10 s or 10,000 events)', () => {
+    expect(loadConfig({}).treeHeadEvery).toEqual({ ms: 10_000, events: 10_000 });
+    expect(loadConfig({ A2RL_TREE_HEAD_EVERY: '2m,500' }).treeHeadEvery).toEqual({ ms: 120_000, events: 500 });
+    expect(loadConfig({ A2RL_TREE_HEAD_EVERY: '250ms' }).treeHeadEvery).toEqual({ ms: 250, events: 10_000 });
+    expect(loadConfig({ A2RL_TREE_HEAD_EVERY: '64' }).treeHeadEvery).toEqual({ ms: 10_000, events: 64 });
   });
 });

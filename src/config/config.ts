@@ -31,7 +31,10 @@ function checkUrl(variable: string, value: string, schemes: string[]): string {
     if (!url.pathname.replace(/^\/+/, '')) throw new ConfigError(variable, `"${value}" needs a bucket: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket`);
     if (!url.username || !url.password) throw new ConfigError(variable, `"${redact(value)}" needs credentials: s3://ACCESS_KEY:SECRET_KEY@host:port/bucket (percent-encode special characters)`);
   }
-  if (url.protocol === 'postgres:' || url.protocol === 'postgresql:') checkSchema(variable, url.searchParams.get('schema'));
+  if (url.protocol === 'postgres:' || url.protocol === 'postgresql:') {
+    checkSchema(variable, url.searchParams.get('schema'));
+    checkPool(variable, url.searchParams.get('pool'));
+  }
   return value;
 }
 
@@ -45,6 +48,13 @@ function checkSchema(variable: string, schema: string | null): void {
   }
 }
 
+function checkPool(variable: string, pool: string | null): void {
+  if (pool === null) return;
+  if (!/^\d+$/.test(pool) || Number(pool) < 1 || Number(pool) > 1000) {
+    throw new ConfigError(variable, `?pool=${pool} is not a pool size: a whole number of connections from 1 to 1000`);
+  }
+}
+
 /** Hides credentials in URLs printed to the console. */
 export function redact(url: string): string {
   return url.replace(/\/\/([^:@/]+):([^@/]+)@/, '//$1:***@');
@@ -53,6 +63,33 @@ export function redact(url: string): string {
 /** `sqlite:///abs/file.db` or `sqlite://relative/file.db` (same for `file://`) → a filesystem path. */
 export function sqlitePath(url: string): string {
   return url.replace(/^(sqlite|file):\/\//, '');
+}
+
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+/** Defaults of A2RL_TREE_HEAD_EVERY: a signed head at most every 10 s or 10,000 events, and at seal. */
+export const DEFAULT_TREE_HEAD_EVERY = { ms: 10_000, events: 10_000 };
+
+/**
+ * A2RL_TREE_HEAD_EVERY=`<duration>,<events>` (e.g. `10s,10000`; either part alone keeps the other's
+ * default): a run signs a tree head once this long has passed since the first event no head covers,
+ * or once this many events are uncovered, whichever comes first, and when it is sealed.
+ */
+function treeHeadEvery(value: string | undefined): { ms: number; events: number } {
+  const every = { ...DEFAULT_TREE_HEAD_EVERY };
+  if (!value?.trim()) return every;
+  const usage = `expected "<duration>,<events>", e.g. "10s,10000" (duration in ms, s, m or h; events a positive integer), got "${value}"`;
+  const seen = new Set<string>();
+  for (const part of value.split(',').map((p) => p.trim())) {
+    const duration = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(part);
+    const kind = duration ? 'ms' : /^\d+$/.test(part) ? 'events' : null;
+    if (!kind || seen.has(kind)) throw new ConfigError('A2RL_TREE_HEAD_EVERY', usage);
+    seen.add(kind);
+    if (duration) every.ms = Number(duration[1]) * DURATION_UNITS_MS[duration[2]];
+    else every.events = Number(part);
+  }
+  if (!(every.ms >= 1 && every.ms <= 24 * 3_600_000)) throw new ConfigError('A2RL_TREE_HEAD_EVERY', `the duration must be between 1ms and 24h, got "${value}"`);
+  if (!Number.isSafeInteger(every.events) || every.events < 1) throw new ConfigError('A2RL_TREE_HEAD_EVERY', `the event count must be a positive integer, got "${value}"`);
+  return every;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): A2rlConfig {
@@ -67,5 +104,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): A2rlConfig {
     workspacesDir: path.resolve(env.A2RL_WORKSPACES_DIR?.trim() || path.join(home, 'workspaces')),
     httpPort: Number(port),
     httpHost: env.A2RL_HTTP_HOST?.trim() || '127.0.0.1',
+    treeHeadEvery: treeHeadEvery(env.A2RL_TREE_HEAD_EVERY),
   };
 }

@@ -4,10 +4,11 @@ import { campaignBench } from './campaign.bench.js';
 import { gatewayBench } from './gateway.bench.js';
 import { instrumentationBench } from './instrumentation.bench.js';
 import { ledgerBench } from './ledger.bench.js';
+import { queryBench } from './query.bench.js';
 import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

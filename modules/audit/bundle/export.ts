@@ -1,15 +1,17 @@
-import { createPublicKey } from 'node:crypto';
+import { createHash, createPublicKey } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { ArtifactStore } from '../../artifacts/artifact-store.port.js';
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import { streamName } from '../../ledger/events/ids.js';
 import type { EventStore } from '../../ledger/event-store.port.js';
 import { artifactBlobReader, type BlobReader } from '../../../projections/run-analysis/blob-reader.js';
-import { buildHeads, checkHeads } from './heads.js';
+import { checkHeads, headsFromLeaves } from './heads.js';
 import {
-  blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, HEADS_FILE, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
+  blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, HEADS_FILE, ManifestFold, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
   type BundleDescriptor, type ManifestItem,
 } from './layout.js';
+import { LeafHashes, leafHash } from '../merkle.js';
 import { renderBundleReports } from './reports.js';
 import { writeTarGz, type TarFile } from './tar-io.js';
 
@@ -43,33 +45,33 @@ export class BundleExportError extends Error {
  * would not verify with `publicKeyPem` (no signed head, events after the last head, a head that does
  * not match) and any referenced blob the artifact store lacks: a bundle is complete or not written.
  * The same run and options give a byte-identical bundle.
+ *
+ * The stream is read three times rather than held: once to fold what the bundle's own files need
+ * (leaf hashes, heads, manifest, the size and sha256 of events.ndjson: RunFold), once for the
+ * reports (analyzeRun and the renderer take the run's events as one list: held while the reports
+ * are rendered, without their bytes), and once to stream events.ndjson into the archive, checked
+ * against the first read's size and sha256.
  */
 export async function exportBundle(opts: ExportBundleOptions, outFile: string): Promise<ExportSummary> {
   const { runId, artifacts } = opts;
-  const events: A2rlEvent[] = [];
-  // Lines are the stored bytes, exactly what the tree heads signed (older schema versions included).
-  const lines: Buffer[] = [];
-  for await (const recorded of opts.eventStore.readStream(streamName(runId))) {
-    events.push(recorded.event);
-    lines.push(recorded.bytes);
-  }
-  if (!events.length) throw new BundleExportError(`no run "${runId}" in the ledger`);
+  const run = await foldRun(opts.eventStore, runId);
+  if (!run.count) throw new BundleExportError(`no run "${runId}" in the ledger`);
 
   const publicKeyPem = createPublicKey(opts.publicKeyPem).export({ type: 'spki', format: 'pem' }).toString();
-  if (!events.some((e) => e.type === 'TreeHeadSigned')) {
+  if (!run.heads.length) {
     throw new BundleExportError(`run "${runId}" has no signed tree head, so a bundle of it could not be verified offline (runs sign heads as they record; it may predate signing)`);
   }
   // The store validated every event on append; what can still be wrong is the signing: check the
   // heads exactly as verify-bundle will (roots over the leaves, signatures, proofs) and coverage.
-  const heads = canonicalBytes(buildHeads(runId, lines, events));
-  const bad = checkHeads(runId, heads, lines, events, publicKeyPem).failures[0];
+  const heads = canonicalBytes(headsFromLeaves(runId, run.leaves, run.heads));
+  const bad = checkHeads(runId, heads, null, run.heads, publicKeyPem).failures[0];
   if (bad) throw new BundleExportError(`run "${runId}" does not verify with this ledger's public key: ${bad.message.replace(`${HEADS_FILE}: `, '')} (run \`a2rl verify ${runId}\`)`);
-  const gap = uncovered(events);
+  const gap = uncovered(run);
   if (gap) throw new BundleExportError(`run "${runId}" cannot be exported yet: ${gap}`);
 
   const withCheckpoints = opts.withCheckpoints ?? false;
   const manifest: ManifestItem[] = [];
-  for (const item of expectedManifest(events, withCheckpoints)) {
+  for (const item of run.manifest.items(withCheckpoints)) {
     const stat = await artifacts.stat(item.sha256);
     if (!stat && !item.omitted) throw new BundleExportError(`${blobPath(item.sha256)} (referenced at seq ${item.seqs.join(', ')}) is missing from the artifact store`);
     if (stat && item.size !== null && stat.size !== item.size) {
@@ -81,9 +83,8 @@ export async function exportBundle(opts: ExportBundleOptions, outFile: string): 
   const storeReader = artifactBlobReader(artifacts);
   const bundleBlobs: BlobReader = { read: (sha256) => (included.has(sha256) ? storeReader.read(sha256) : Promise.resolve(null)) };
 
-  const task = events.find((e) => e.type === 'RunScheduled')?.data as { task: string } | undefined;
-  const level = task && opts.taskLevel ? opts.taskLevel(task.task) : null;
-  const reports = await renderBundleReports(events, bundleBlobs, level);
+  const level = run.task !== null && opts.taskLevel ? opts.taskLevel(run.task) : null;
+  const reports = await renderBundleReports(await runEvents(opts.eventStore, runId), bundleBlobs, level);
   const descriptor: BundleDescriptor = { format: BUNDLE_FORMAT, runId, withCheckpoints, level };
   const text = (path: string, body: Buffer | string): TarFile => {
     const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8');
@@ -91,7 +92,7 @@ export async function exportBundle(opts: ExportBundleOptions, outFile: string): 
   };
   const files: TarFile[] = [
     text(DESCRIPTOR_FILE, canonicalBytes(descriptor)),
-    text(EVENTS_FILE, Buffer.concat(lines.flatMap((l) => [l, NEWLINE]))),
+    { path: EVENTS_FILE, size: run.ndjsonBytes, body: { sha256: run.ndjsonSha256, source: 'the ledger', open: async () => Readable.from(ndjsonLines(opts.eventStore, runId, run.count)) } },
     text(HEADS_FILE, heads),
     text(KEY_FILE, publicKeyPem),
     text(MANIFEST_FILE, canonicalBytes(manifest)),
@@ -101,11 +102,11 @@ export async function exportBundle(opts: ExportBundleOptions, outFile: string): 
     ...manifest.filter((m) => !m.omitted).map((m) => ({ path: blobPath(m.sha256), size: m.size, body: { sha256: m.sha256, open: () => artifacts.get(m.sha256) } })),
   ];
   // A fixed, meaningful mtime: when the run was scheduled.
-  await writeTarGz(outFile, files, new Date(events[0].occurredAt));
+  await writeTarGz(outFile, files, new Date(run.firstOccurredAt!));
   return {
     runId,
-    events: events.length,
-    heads: events.filter((e) => e.type === 'TreeHeadSigned').length,
+    events: run.count,
+    heads: run.heads.length,
     blobs: included.size,
     omittedBlobs: manifest.length - included.size,
   };
@@ -113,16 +114,63 @@ export async function exportBundle(opts: ExportBundleOptions, outFile: string): 
 
 const NEWLINE = Buffer.from('\n');
 
-/** Why a run can't be exported yet: events after the last signed head, or a run not sealed by RunCompleted/RunInterrupted. */
-function uncovered(events: readonly A2rlEvent[]): string | null {
-  let covered = 0;
-  let lastOther = -1;
-  for (const e of events) {
-    if (e.type === 'TreeHeadSigned') covered = Math.max(covered, e.data.treeSize);
-    else lastOther = e.seq;
+/** What the bundle's files need from one read of the run: nothing per event but its leaf hash. */
+interface RunFold {
+  count: number;
+  leaves: LeafHashes;
+  heads: Extract<A2rlEvent, { type: 'TreeHeadSigned' }>[];
+  manifest: ManifestFold;
+  /** events.ndjson: every stored line and its newline. */
+  ndjsonBytes: number;
+  ndjsonSha256: string;
+  firstOccurredAt: string | null;
+  task: string | null;
+  /** The last event that is not a head, and the size the heads cover. */
+  lastOther: { seq: number; type: A2rlEvent['type'] } | null;
+  covered: number;
+}
+
+async function foldRun(store: EventStore, runId: string): Promise<RunFold> {
+  const run: RunFold = {
+    count: 0, leaves: new LeafHashes(), heads: [], manifest: new ManifestFold(), ndjsonBytes: 0, ndjsonSha256: '', firstOccurredAt: null, task: null, lastOther: null, covered: 0,
+  };
+  const ndjson = createHash('sha256');
+  // Lines are the stored bytes, exactly what the tree heads signed (older schema versions included).
+  for await (const { event, bytes } of store.readStream(streamName(runId))) {
+    run.count += 1;
+    run.leaves.push(leafHash(bytes));
+    ndjson.update(bytes).update(NEWLINE);
+    run.ndjsonBytes += bytes.length + 1;
+    run.firstOccurredAt ??= event.occurredAt;
+    run.manifest.add(event);
+    if (event.type === 'RunScheduled') run.task ??= event.data.task;
+    if (event.type === 'TreeHeadSigned') {
+      run.heads.push(event);
+      run.covered = Math.max(run.covered, event.data.treeSize);
+    } else run.lastOther = { seq: event.seq, type: event.type };
   }
-  if (lastOther >= covered) return `events from seq ${covered} to ${lastOther} are not covered by a signed tree head yet`;
-  const last = events.filter((e) => e.type !== 'TreeHeadSigned').at(-1);
+  run.ndjsonSha256 = ndjson.digest('hex');
+  return run;
+}
+
+async function runEvents(store: EventStore, runId: string): Promise<A2rlEvent[]> {
+  const events: A2rlEvent[] = [];
+  for await (const { event } of store.readStream(streamName(runId))) events.push(event);
+  return events;
+}
+
+/** events.ndjson as it streams from the store (the first `count` events: those folded). */
+async function* ndjsonLines(store: EventStore, runId: string, count: number): AsyncGenerator<Buffer> {
+  for await (const { bytes } of store.readStream(streamName(runId), { maxCount: count })) {
+    yield Buffer.concat([bytes, NEWLINE]);
+  }
+}
+
+/** Why a run can't be exported yet: events after the last signed head, or a run not sealed by RunCompleted/RunInterrupted. */
+function uncovered(run: RunFold): string | null {
+  const lastOther = run.lastOther?.seq ?? -1;
+  if (lastOther >= run.covered) return `events from seq ${run.covered} to ${lastOther} are not covered by a signed tree head yet`;
+  const last = run.lastOther;
   if (last && last.type !== 'RunCompleted' && last.type !== 'RunInterrupted') {
     return `the run is not sealed (its last event is ${last.type} at seq ${last.seq}, not RunCompleted or RunInterrupted)`;
   }

@@ -1,6 +1,6 @@
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
-import { leafHash, verifyInclusion } from '../merkle.js';
+import { LeafHashes, leafHash, verifyInclusion } from '../merkle.js';
 import { verifyTreeHead } from '../tree-head.js';
 import type { VerificationFailure } from '../verify-chain.js';
 import { HEADS_FILE, HEADS_FORMAT } from './layout.js';
@@ -40,14 +40,23 @@ const hex = (b: Buffer) => b.toString('hex');
 
 /** heads.json for a run's event lines (the events parsed from the same lines, in seq order). */
 export function buildHeads(runId: string, lines: readonly Buffer[], events: readonly A2rlEvent[]): HeadsFile {
-  const leaves = lines.map((line) => leafHash(line));
-  const levels = new MerkleLevels(leaves);
+  const leaves = new LeafHashes();
+  for (const line of lines) leaves.push(leafHash(line));
+  return headsFromLeaves(runId, leaves, events);
+}
+
+/**
+ * heads.json from the leaf hashes of a run's lines and its TreeHeadSigned events (other events are
+ * skipped), for a reader that streamed the run and kept only those.
+ */
+export function headsFromLeaves(runId: string, leafHashes: LeafHashes, events: readonly A2rlEvent[]): HeadsFile {
+  const levels = new MerkleLevels(leafHashes);
   const heads: HeadEntry[] = [];
   let prev: HeadEntry | null = null;
   for (const event of events) {
     if (event.type !== 'TreeHeadSigned') continue;
     const { treeSize, rootHash, signature, keyId } = (event as HeadEvent).data;
-    const provable = prev !== null && prev.seq < treeSize && prev.treeSize <= treeSize && treeSize <= leaves.length;
+    const provable = prev !== null && prev.seq < treeSize && prev.treeSize <= treeSize && treeSize <= leafHashes.size;
     const head: HeadEntry = {
       seq: event.seq,
       treeSize,
@@ -64,7 +73,7 @@ export function buildHeads(runId: string, lines: readonly Buffer[], events: read
     heads.push(head);
     prev = head;
   }
-  return { format: HEADS_FORMAT, runId, leaves: leaves.map(hex), heads };
+  return { format: HEADS_FORMAT, runId, leaves: Array.from({ length: leafHashes.size }, (_, i) => hex(leafHashes.get(i)!)), heads };
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -100,9 +109,10 @@ export interface HeadsCheck {
 /**
  * Checks heads.json against the event lines and the public key: shape and canonical form, each
  * head's root over the listed leaves and its signature, both proofs to the previous head, that the
- * heads are exactly the TreeHeadSigned events of events.ndjson, and each line against its leaf.
+ * heads are exactly the TreeHeadSigned events of events.ndjson, and each line against its leaf
+ * (skipped when `lines` is null: an exporter that derived the leaves from the lines itself).
  */
-export function checkHeads(runId: string, bytes: Buffer, lines: readonly Buffer[], events: readonly A2rlEvent[], publicKeyPem: string): HeadsCheck {
+export function checkHeads(runId: string, bytes: Buffer, lines: readonly Buffer[] | null, events: readonly A2rlEvent[], publicKeyPem: string): HeadsCheck {
   const failures: VerificationFailure[] = [];
   const fail = (message: string, seq?: number) => failures.push({ check: 'tree-head', ...(seq !== undefined ? { seq } : {}), message: `${HEADS_FILE}: ${message}` });
   let parsed: unknown;
@@ -169,7 +179,7 @@ export function checkHeads(runId: string, bytes: Buffer, lines: readonly Buffer[
 
   // The leaves are trustworthy only when every head verified: then name the lines that differ.
   const lineFailures: VerificationFailure[] = [];
-  if (failures.length === 0) {
+  if (failures.length === 0 && lines) {
     if (lines.length !== leaves.length) {
       lineFailures.push({ check: 'sequence', message: `events.ndjson has ${lines.length} lines, the signed tree has ${leaves.length} events (lines deleted or inserted)` });
     }

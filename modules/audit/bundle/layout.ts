@@ -47,39 +47,53 @@ export interface ManifestItem {
 }
 
 /** Blobs the events reference, as the manifest lists them (sorted by sha256); `size` null when no event declares it. */
-export function expectedManifest(events: readonly A2rlEvent[], withCheckpoints: boolean): Array<Omit<ManifestItem, 'size'> & { size: number | null }> {
-  const found = new Map<string, { size: number | null; kind: BlobKind; seqs: number[]; checkpointOnly: boolean }>();
-  const use = (sha256: string, size: number | undefined, kind: BlobKind, seq: number): void => {
-    let item = found.get(sha256);
-    if (!item) found.set(sha256, (item = { size: null, kind, seqs: [], checkpointOnly: true }));
-    if (item.size === null && size !== undefined) item.size = size;
-    if (item.seqs[item.seqs.length - 1] !== seq) item.seqs.push(seq);
-    if (kind !== 'checkpoint') item.checkpointOnly = false;
-  };
-  for (const event of [...events].sort((a, b) => a.seq - b.seq)) {
+export function expectedManifest(events: readonly A2rlEvent[], withCheckpoints: boolean): ExpectedManifestItem[] {
+  const manifest = new ManifestFold();
+  for (const event of [...events].sort((a, b) => a.seq - b.seq)) manifest.add(event);
+  return manifest.items(withCheckpoints);
+}
+
+export type ExpectedManifestItem = Omit<ManifestItem, 'size'> & { size: number | null };
+
+/** expectedManifest folded one event at a time, in seq order: one entry per blob, never the events. */
+export class ManifestFold {
+  private readonly found = new Map<string, { size: number | null; kind: BlobKind; seqs: number[]; checkpointOnly: boolean }>();
+
+  add(event: A2rlEvent): void {
     switch (event.type) {
       case 'WorkspacePrepared':
-        for (const f of event.data.dataManifest) use(f.sha256, f.size, 'data', event.seq);
+        for (const f of event.data.dataManifest) this.use(f.sha256, f.size, 'data', event.seq);
         break;
       case 'FileChanged':
         // Only archived contents: a file that changed again before it could be stored has no key.
-        if (event.data.op !== 'delete' && event.data.sha256 && event.data.key) use(event.data.sha256, event.data.size, 'file', event.seq);
+        if (event.data.op !== 'delete' && event.data.sha256 && event.data.key) this.use(event.data.sha256, event.data.size, 'file', event.seq);
         break;
       case 'AgentOutput':
-        use(event.data.chunk.sha256, event.data.chunk.size, 'output', event.seq);
+        this.use(event.data.chunk.sha256, event.data.chunk.size, 'output', event.seq);
         break;
       case 'RolloutBatchRecorded':
-        if (event.data.trajectories) use(event.data.trajectories.sha256, event.data.trajectories.size, 'trajectories', event.seq);
+        if (event.data.trajectories) this.use(event.data.trajectories.sha256, event.data.trajectories.size, 'trajectories', event.seq);
         break;
       case 'SubmissionReceived':
-        if (event.data.checkpoint) use(event.data.checkpoint.sha256, event.data.checkpoint.size, 'checkpoint-manifest', event.seq);
-        for (const f of event.data.manifest) use(f.sha256, f.size, 'checkpoint', event.seq);
+        if (event.data.checkpoint) this.use(event.data.checkpoint.sha256, event.data.checkpoint.size, 'checkpoint-manifest', event.seq);
+        for (const f of event.data.manifest) this.use(f.sha256, f.size, 'checkpoint', event.seq);
         break;
       default:
         break;
     }
   }
-  return [...found.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([sha256, { size, kind, seqs, checkpointOnly }]) => ({ sha256, size, kind, seqs, omitted: checkpointOnly && !withCheckpoints }));
+
+  items(withCheckpoints: boolean): ExpectedManifestItem[] {
+    return [...this.found.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([sha256, { size, kind, seqs, checkpointOnly }]) => ({ sha256, size, kind, seqs, omitted: checkpointOnly && !withCheckpoints }));
+  }
+
+  private use(sha256: string, size: number | undefined, kind: BlobKind, seq: number): void {
+    let item = this.found.get(sha256);
+    if (!item) this.found.set(sha256, (item = { size: null, kind, seqs: [], checkpointOnly: true }));
+    if (item.size === null && size !== undefined) item.size = size;
+    if (item.seqs[item.seqs.length - 1] !== seq) item.seqs.push(seq);
+    if (kind !== 'checkpoint') item.checkpointOnly = false;
+  }
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { nodeHash } from '../merkle.js';
+import { nodeHash, type LeafHashes } from '../merkle.js';
 
 /**
  * RFC 6962 roots and proofs for every prefix of one leaf list, each in O(log n) after an O(n) build.
@@ -9,21 +9,24 @@ import { nodeHash } from '../merkle.js';
  * give any root or proof by folding a few of them.
  */
 export class MerkleLevels {
-  /** levels[h][i] = root of the perfect subtree over leaves [i·2^h, (i+1)·2^h). */
-  private readonly levels: Buffer[][];
+  /**
+   * levels[h] holds, 32 bytes each, the roots of the perfect subtrees over leaves [i·2^h, (i+1)·2^h):
+   * one flat buffer per level (about 64 bytes a leaf in all, no object per node).
+   */
+  private readonly levels: Buffer[];
+  readonly size: number;
 
-  constructor(leafHashes: readonly Buffer[]) {
-    this.levels = [[...leafHashes]];
-    for (let below = this.levels[0]; below.length > 1; ) {
-      const level: Buffer[] = [];
-      for (let i = 0; i + 1 < below.length; i += 2) level.push(nodeHash(below[i], below[i + 1]));
+  constructor(leafHashes: readonly Buffer[] | LeafHashes) {
+    const leaves = Array.isArray(leafHashes) ? Buffer.concat(leafHashes as Buffer[]) : (leafHashes as LeafHashes).flat();
+    this.size = leaves.length / 32;
+    this.levels = [leaves];
+    for (let below = leaves; below.length > 32; ) {
+      const count = Math.floor(below.length / 64);
+      const level = Buffer.allocUnsafe(count * 32);
+      for (let i = 0; i < count; i++) nodeHash(below.subarray(i * 64, i * 64 + 32), below.subarray(i * 64 + 32, i * 64 + 64)).copy(level, i * 32);
       this.levels.push(level);
       below = level;
     }
-  }
-
-  get size(): number {
-    return this.levels[0].length;
   }
 
   /** Root of the tree over the first `size` leaves. */
@@ -79,7 +82,8 @@ export class MerkleLevels {
     const n = to - from;
     if ((n & (n - 1)) === 0) {
       const h = Math.log2(n);
-      return this.levels[h][from >> h];
+      const i = Math.floor(from / n);
+      return this.levels[h].subarray(i * 32, i * 32 + 32);
     }
     const k = split(n);
     return nodeHash(this.subtree(from, from + k), this.subtree(from + k, to));

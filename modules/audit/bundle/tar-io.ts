@@ -11,7 +11,8 @@ import { Header, Pack, Parser, ReadEntry, type WriteEntryTar } from 'tar';
 export interface TarFile {
   path: string;
   size: number;
-  body: Buffer | { open: () => Promise<Readable>; sha256: string };
+  /** `source` names where a stream comes from in errors (default: the artifact store). */
+  body: Buffer | { open: () => Promise<Readable>; sha256: string; source?: string };
 }
 
 export class BundleWriteError extends Error {
@@ -46,16 +47,17 @@ export async function writeTarGz(outFile: string, files: readonly TarFile[], mti
         continue;
       }
       const hash = createHash('sha256');
+      const source = file.body.source ?? 'the artifact store';
       let size = 0;
       for await (const chunk of await file.body.open()) {
         const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
         size += buf.length;
-        if (size > file.size) throw new BundleWriteError(`${file.path}: the artifact store returned more than the ${file.size} bytes declared`);
+        if (size > file.size) throw new BundleWriteError(`${file.path}: ${source} returned more than the ${file.size} bytes declared`);
         hash.update(buf);
         if (!entry.write(buf)) await Promise.race([once(entry, 'drain'), ended]);
       }
-      if (size !== file.size) throw new BundleWriteError(`${file.path}: the artifact store returned ${size} bytes, ${file.size} declared`);
-      if (hash.digest('hex') !== file.body.sha256) throw new BundleWriteError(`${file.path}: the artifact store returned content with another sha256 (store corrupted)`);
+      if (size !== file.size) throw new BundleWriteError(`${file.path}: ${source} returned ${size} bytes, ${file.size} declared`);
+      if (hash.digest('hex') !== file.body.sha256) throw new BundleWriteError(`${file.path}: ${source} returned content with another sha256 (store corrupted, or changed while it was exported)`);
       entry.end();
       await packed;
     }
