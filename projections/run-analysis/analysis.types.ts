@@ -1,3 +1,4 @@
+import type { UsageTotals } from '../transcript/transcript.js';
 import type { RunState } from '../run-state.js';
 
 /**
@@ -73,20 +74,13 @@ export interface ProcessMetrics {
 }
 
 /** Model calls of one model, or of the whole run (docs/analysis.md, "LLM usage"). */
-export interface LlmStats {
+export interface LlmStats extends UsageTotals {
   /** Every recorded call (token counts and listings included). */
   calls: number;
   /** Calls to an API where the model generates (not token counts or model listings). */
   billableCalls: number;
   /** Answered calls of the agent's tool loop (the transcript's turns). */
   turns: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  /** Sum of the known costs; null when no call has a known cost. A lower bound when callsWithoutCost > 0. */
-  costUsd: number | null;
-  callsWithoutCost: number;
   /** Calls per outcome other than `ok`. */
   errors: Record<string, number>;
   /** Medians (nearest rank) over the answered (`ok`) calls; null without one. */

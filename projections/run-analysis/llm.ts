@@ -1,5 +1,5 @@
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
-import { callRole, isGenerating, roundUsd, type LlmCall } from '../transcript/transcript.js';
+import { callRole, isGenerating, usageTotals, type LlmCall } from '../transcript/transcript.js';
 import type { LlmAnalysis, LlmModelUsage, LlmStats } from './analysis.types.js';
 
 // The run's model calls (LlmCallRecorded) per model, and the driver they show (docs/analysis.md,
@@ -8,7 +8,6 @@ import type { LlmAnalysis, LlmModelUsage, LlmStats } from './analysis.types.js';
 type CallEvent = Extract<A2rlEvent, { type: 'LlmCallRecorded' }>;
 
 const byText = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
-const sum = (values: Array<number | null>) => values.reduce<number>((n, v) => n + (v ?? 0), 0);
 
 /** Nearest-rank median: the ⌈n/2⌉-th smallest value (always one that was observed); null for none. */
 export function p50(values: number[]): number | null {
@@ -19,19 +18,13 @@ export function p50(values: number[]): number | null {
 
 function stats(calls: readonly CallEvent[]): LlmStats {
   const answered = calls.filter((c) => c.data.outcome === 'ok');
-  const priced = calls.filter((c) => c.data.costUsd !== null);
   const errors: Record<string, number> = {};
   for (const c of calls) if (c.data.outcome !== 'ok') errors[c.data.outcome] = (errors[c.data.outcome] ?? 0) + 1;
   return {
     calls: calls.length,
     billableCalls: calls.filter((c) => isGenerating(c.data)).length,
     turns: calls.filter((c) => callRole(c.data) === 'turn').length,
-    inputTokens: sum(calls.map((c) => c.data.usage.inputTokens)),
-    outputTokens: sum(calls.map((c) => c.data.usage.outputTokens)),
-    cacheReadTokens: sum(calls.map((c) => c.data.usage.cacheReadTokens)),
-    cacheWriteTokens: sum(calls.map((c) => c.data.usage.cacheWriteTokens)),
-    costUsd: calls.length && !priced.length ? null : roundUsd(sum(priced.map((c) => c.data.costUsd))),
-    callsWithoutCost: calls.length - priced.length,
+    ...usageTotals(calls.map((c) => c.data)),
     errors,
     latencyP50Ms: p50(answered.map((c) => c.data.latencyMs)),
     ttftP50Ms: p50(answered.flatMap((c) => (c.data.ttftMs === null ? [] : [c.data.ttftMs]))),

@@ -65,20 +65,13 @@ export interface TranscriptEntry {
   costUsd: number | null;
 }
 
-export interface TranscriptTotals {
+export interface TranscriptTotals extends UsageTotals {
   calls: number;
   turns: number;
   sideCalls: number;
   failedCalls: number;
   toolCalls: number;
   toolResults: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  /** Sum of the known costs; null when calls were made and none has a known cost (see callsWithoutCost). */
-  costUsd: number | null;
-  callsWithoutCost: number;
   /** Calls per outcome (only outcomes that occurred). */
   outcomes: Partial<Record<LlmOutcome, number>>;
 }
@@ -93,6 +86,30 @@ export interface Transcript {
 
 /** Costs are summed in seq order and rounded to 1e-8 USD, so the sum is the same on every rebuild. */
 export const roundUsd = (x: number) => Math.round(x * 1e8) / 1e8;
+
+/** Token and cost totals over model calls, as the transcript and the run analysis both show them. */
+export interface UsageTotals {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** Sum of the known costs; null when calls were made and none has a known cost. A lower bound when callsWithoutCost > 0. */
+  costUsd: number | null;
+  callsWithoutCost: number;
+}
+
+export function usageTotals(calls: readonly { usage: LlmCall['usage']; costUsd: number | null }[]): UsageTotals {
+  const sum = (f: (u: LlmCall['usage']) => number | null) => calls.reduce((n, c) => n + (f(c.usage) ?? 0), 0);
+  const priced = calls.filter((c) => c.costUsd !== null);
+  return {
+    inputTokens: sum((u) => u.inputTokens),
+    outputTokens: sum((u) => u.outputTokens),
+    cacheReadTokens: sum((u) => u.cacheReadTokens),
+    cacheWriteTokens: sum((u) => u.cacheWriteTokens),
+    costUsd: calls.length && !priced.length ? null : roundUsd(priced.reduce((n, c) => n + c.costUsd!, 0)),
+    callsWithoutCost: calls.length - priced.length,
+  };
+}
 
 /**
  * The fold: `add` takes the run's events in seq order (other types are ignored) and returns the
@@ -149,8 +166,7 @@ export function buildTranscript(events: readonly A2rlEvent[]): Transcript {
 
 export function totalsOf(entries: readonly TranscriptEntry[]): TranscriptTotals {
   const outcomes: Partial<Record<LlmOutcome, number>> = {};
-  const sum = (f: (e: TranscriptEntry) => number | null) => entries.reduce((n, e) => n + (f(e) ?? 0), 0);
-  const priced = entries.filter((e) => e.costUsd !== null);
+  const sum = (f: (e: TranscriptEntry) => number) => entries.reduce((n, e) => n + f(e), 0);
   for (const e of entries) outcomes[e.outcome] = (outcomes[e.outcome] ?? 0) + 1;
   return {
     calls: entries.length,
@@ -159,12 +175,7 @@ export function totalsOf(entries: readonly TranscriptEntry[]): TranscriptTotals 
     failedCalls: entries.filter((e) => e.role === 'failed').length,
     toolCalls: sum((e) => e.answer.toolCalls.length),
     toolResults: sum((e) => e.request.toolResults.length),
-    inputTokens: sum((e) => e.usage.inputTokens),
-    outputTokens: sum((e) => e.usage.outputTokens),
-    cacheReadTokens: sum((e) => e.usage.cacheReadTokens),
-    cacheWriteTokens: sum((e) => e.usage.cacheWriteTokens),
-    costUsd: entries.length && !priced.length ? null : roundUsd(priced.reduce((n, e) => n + e.costUsd!, 0)),
-    callsWithoutCost: entries.length - priced.length,
+    ...usageTotals(entries),
     outcomes,
   };
 }
