@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { evolveCampaign, emptyCampaign, type CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
-import type { CampaignScheduled, RunFinished, WorkerInfo } from '../ledger/events/catalog.js';
+import { testPlan } from '../../projections/campaign-progress/testing/campaign-plan.js';
+import type { RunFinished, WorkerInfo } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { CampaignRuleError, decideCampaign, type CampaignCommand, type CampaignEvent } from './campaign.js';
 
@@ -11,14 +12,7 @@ const ID = 'cmp-20261124100000-abcdef';
 const T = '2026-11-24T10:00:00.000Z';
 const W: WorkerInfo = { id: 'h1-100-aaaa', host: 'h1', pid: 100, gpus: ['0'] };
 
-const plan = (cells = 2, retries = 1): CampaignScheduled => ({
-  matrix: { tasks: ['ref-arith'], agents: ['reference'], drivers: [], seeds: cells },
-  cells: Array.from({ length: cells }, (_, i) => ({ cell: i, task: 'ref-arith', agent: 'reference', seed: i, gpus: 0 })),
-  budgetSeconds: 60,
-  retries,
-  queue: 'local',
-  concurrency: 1,
-});
+const plan = (cells = 2, retries = 1) => testPlan(cells, retries);
 
 const assign = (cell: number, attempt = 1, runId = `r-${cell}-${attempt}`): CampaignCommand => ({ type: 'assign', cell, attempt, runId, worker: W, gpus: [] });
 const finish = (cell: number, attempt: number, outcome: RunFinished['outcome'], retryable: boolean | 'always', extra: Partial<RunFinished> = {}): CampaignCommand => ({

@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import type { A2rlEvent, CampaignScheduled, EventData, EventType, WorkerInfo } from '../../modules/ledger/events/catalog.js';
+import type { A2rlEvent, EventData, EventType, WorkerInfo } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { acceptedRuns, emptyCampaign, evolveCampaign, foldCampaign, type CampaignProgress } from './campaign-progress.js';
+import { testPlan } from './testing/campaign-plan.js';
 
 // The progress fold over hand-written campaign streams: the happy path, retries (infra failure, lost
 // worker, hand-back), cancellation, completion, and streams that do not follow the rules.
@@ -11,14 +12,7 @@ const at = (s: number) => new Date(Date.UTC(2026, 10, 24, 10, 0, s)).toISOString
 const W1: WorkerInfo = { id: 'h1-100-aaaa', host: 'h1', pid: 100, gpus: ['0', '1'] };
 const W2: WorkerInfo = { id: 'h2-200-bbbb', host: 'h2', pid: 200, gpus: [] };
 
-const plan = (cells = 2, retries = 1): CampaignScheduled => ({
-  matrix: { tasks: ['ref-arith'], agents: ['reference'], drivers: [], seeds: cells },
-  cells: Array.from({ length: cells }, (_, i) => ({ cell: i, task: 'ref-arith', agent: 'reference', seed: i, gpus: 0 })),
-  budgetSeconds: 60,
-  retries,
-  queue: 'local',
-  concurrency: 2,
-});
+const plan = (cells = 2, retries = 1) => testPlan(cells, retries, 2);
 
 /** A campaign stream written event by event (dense seqs, one second apart). */
 class Stream {
