@@ -8,15 +8,13 @@ import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { openReadModels } from '../../infra/readmodels/data-source.js';
 import { PROJECTIONS } from '../../projections/index.js';
 import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
-import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
-import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
-import { RunSource } from '../query/run-source.js';
 import { ProjectionRunner } from '../readmodels/projection-runner.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
 import { initSigningKey, type SigningKey } from './tree-head.js';
 import { integrityFailures } from './verify-integrity.js';
+import { LiveRunSource } from './testing/live-run-source.js';
 import { RunVerifier } from './verify.service.js';
 
 type Check = EventData<'WorkspaceIntegrityChecked'>;
@@ -58,24 +56,6 @@ describe('integrityFailures', () => {
   });
 });
 
-/** The run as the live read models have it (as `a2rl report` reads it). */
-class LiveRunSource extends RunSource {
-  constructor(private readonly db: DataSource, private readonly store: SqliteEventStore, readonly blobs: ReturnType<typeof artifactBlobReader>) {
-    super();
-  }
-  async runs(): Promise<RunAnalysis[]> {
-    return (await this.db.getRepository(RunAnalysisRow).find()).map((r) => JSON.parse(r.analysis) as RunAnalysis);
-  }
-  async run(runId: string): Promise<RunAnalysis | null> {
-    const row = await this.db.getRepository(RunAnalysisRow).findOneBy({ runId });
-    return row ? (JSON.parse(row.analysis) as RunAnalysis) : null;
-  }
-  async events(runId: string): Promise<A2rlEvent[]> {
-    const out: A2rlEvent[] = [];
-    for await (const r of this.store.readStream(`run-${runId}`)) out.push(r.event);
-    return out;
-  }
-}
 
 describe('a2rl verify (RunVerifier) judges the read-only world', () => {
   let dir: string;

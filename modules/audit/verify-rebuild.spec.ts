@@ -13,11 +13,10 @@ import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.j
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { WorkspaceRevisionRow } from '../../projections/workspace-revisions/workspace-revision.entity.js';
 import type { EventStore, ReadStreamOptions, RecordedEvent } from '../ledger/event-store.port.js';
-import type { A2rlEvent } from '../ledger/events/catalog.js';
-import { RunSource } from '../query/run-source.js';
 import { ProjectionRunner } from '../readmodels/projection-runner.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
 import { initSigningKey, type SigningKey } from './tree-head.js';
+import { LiveRunSource } from './testing/live-run-source.js';
 import { RunVerifier } from './verify.service.js';
 
 // `a2rl verify` reads the run once, checking it event by event, then rebuilds the projections from
@@ -28,24 +27,6 @@ const RUN = 'rebuild-1';
 const FILES = 1200;
 const AT = '2026-01-01T00:00:00.000Z';
 
-/** The run as the live read models have it (as `a2rl report` reads it). */
-class LiveRunSource extends RunSource {
-  constructor(private readonly db: DataSource, private readonly store: EventStore, readonly blobs: ReturnType<typeof artifactBlobReader>) {
-    super();
-  }
-  async runs(): Promise<RunAnalysis[]> {
-    return (await this.db.getRepository(RunAnalysisRow).find()).map((r) => JSON.parse(r.analysis) as RunAnalysis);
-  }
-  async run(runId: string): Promise<RunAnalysis | null> {
-    const row = await this.db.getRepository(RunAnalysisRow).findOneBy({ runId });
-    return row ? (JSON.parse(row.analysis) as RunAnalysis) : null;
-  }
-  async events(runId: string): Promise<A2rlEvent[]> {
-    const out: A2rlEvent[] = [];
-    for await (const r of this.store.readStream(`run-${runId}`)) out.push(r.event);
-    return out;
-  }
-}
 
 /** A store whose event at `seq` reads back with other bytes from the `from`-th read of the stream on. */
 function changingStore(store: SqliteEventStore, seq: number, from: number): EventStore {
