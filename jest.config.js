@@ -7,7 +7,8 @@ export default {
   testMatch: ['**/*.spec.ts'],
   // The agent CLIs' own packages (1 GB of node_modules) are not the project's code.
   modulePathIgnorePatterns: ['<rootDir>/infra/agent-clis/node_modules/'],
-  testPathIgnorePatterns: ['/node_modules/'],
+  // The dashboard's browser sources are built by Vite and tested in a browser (test/e2e/dashboard*.spec.ts).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/modules/dashboard/web/'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {

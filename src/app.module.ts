@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
+import { AccessModule } from '../modules/access/access.module.js';
 import { CampaignsModule } from '../modules/campaigns/campaigns.module.js';
+import { DashboardModule } from '../modules/dashboard/dashboard.module.js';
 import { ArtifactsModule } from '../modules/artifacts/artifacts.module.js';
 import { GradingModule } from '../modules/grading/grading.module.js';
 import { HealthModule } from '../modules/health/health.module.js';
@@ -11,6 +13,6 @@ import { AdaptersModule } from './composition.js';
 
 /** The application: the composition root's adapters (global) and the feature modules that use them. */
 @Module({
-  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule],
+  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule, AccessModule, DashboardModule],
 })
 export class AppModule {}

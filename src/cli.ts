@@ -1,10 +1,12 @@
 import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
+import { registerAccessCommands } from './commands/access.commands.js';
 import { registerAnalysisCommands } from './commands/analysis.commands.js';
 import { registerAuditCommands } from './commands/audit.commands.js';
 import { registerCampaignCommands } from './commands/campaign.commands.js';
 import { packageVersion, registerDataCommands } from './commands/data.commands.js';
 import { registerLedgerCommands } from './commands/ledger.commands.js';
+import { registerRegradeCommands } from './commands/regrade.commands.js';
 import { registerRunsCommands } from './commands/runs.commands.js';
 import { registerWorkerCommands } from './commands/worker.commands.js';
 import { reportFailure } from './config/open-errors.js';
@@ -23,6 +25,8 @@ export function buildCli(): Command {
   registerLedgerCommands(program);
   registerAnalysisCommands(program);
   registerAuditCommands(program);
+  registerAccessCommands(program);
+  registerRegradeCommands(program);
   registerDataCommands(program);
   return program;
 }

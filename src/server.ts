@@ -61,7 +61,7 @@ export async function serve(): Promise<INestApplication> {
 }
 
 /** The one line for a port that cannot be listened on, naming the variable to change. */
-function listenFailure(config: A2rlConfig, err: unknown): OpenError {
+export function listenFailure(config: A2rlConfig, err: unknown): OpenError {
   const code = (err as NodeJS.ErrnoException).code;
   const at = `${config.httpHost}:${config.httpPort}`;
   const [variable, why] =

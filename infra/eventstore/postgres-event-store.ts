@@ -484,11 +484,11 @@ function statements(s: string, channel: string) {
     range: `SELECT ${columns}, id FROM ${s}.events WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision`,
     streamPage: `SELECT ${columns}, id, type FROM ${s}.events WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
     // The run category: the commit-order index, with the stream filter applied to the rows it walks.
-    // Written as "not a campaign stream" (the same set: appends accept only run- and campaign-
-    // streams) because the planner rates NOT LIKE as keeping most rows; it rates LIKE as keeping
-    // few, and before the first ANALYZE of a fresh table it then sorts everything after the cursor
-    // for every page instead of walking the index (a rebuild became quadratic).
-    allPage: allPage(s, `stream NOT LIKE 'campaign-%'`),
+    // Written as "neither a campaign nor the access stream" (the same set: appends accept only run-,
+    // campaign- and access- streams) because the planner rates NOT LIKE as keeping most rows; it
+    // rates LIKE as keeping few, and before the first ANALYZE of a fresh table it then sorts
+    // everything after the cursor for every page instead of walking the index (a rebuild became quadratic).
+    allPage: allPage(s, `stream NOT LIKE 'campaign-%' AND stream NOT LIKE 'access-%'`),
     // The campaign category: the partial index events_campaign_commit_order (same predicate, word for word).
     campaignPage: allPage(s, `stream LIKE 'campaign-%'`),
   };

@@ -121,6 +121,7 @@ export class CampaignRunner {
         gradingBaseUrl: this.o.gradingBaseUrl,
         campaign: { id: job.campaignId, cell: cell.cell, attempt: cell.attempt },
         freshBaseline: plan.regradeBaseline === true,
+        ...(plan.baselineRepeats ? { baselineRepeats: plan.baselineRepeats } : {}),
         gpus: ctx.gpus.length ? ctx.gpus : undefined,
         warn: (m) => this.o.log?.(m),
         onScheduled: async (id) => {

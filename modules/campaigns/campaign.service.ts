@@ -21,6 +21,8 @@ export interface CampaignOptions {
   queue: 'local' | 'redis';
   concurrency?: number;
   regradeBaseline?: boolean;
+  /** Gradings of each run's base model (≥ 2 records repeats; see RunRequest.baselineRepeats). */
+  baselineRepeats?: number;
 }
 
 /**
@@ -68,6 +70,7 @@ export class CampaignService {
       queue: opts.queue,
       ...(opts.queue === 'local' ? { concurrency: opts.concurrency ?? 1 } : {}),
       ...(opts.regradeBaseline ? { regradeBaseline: true } : {}),
+      ...(opts.baselineRepeats !== undefined && opts.baselineRepeats > 1 ? { baselineRepeats: opts.baselineRepeats } : {}),
     };
   }
 

@@ -62,9 +62,12 @@ describe('doctor', () => {
     expect(d.checks[1]).toMatchObject({ status: 'missing', hint: 'a2rl data fetch gsm8k --base-model <Hugging Face checkpoint dir>' });
   });
 
-  it('needs neither GPU nor vLLM when A2RL_INFERENCE_URL is set, and checks the A2RL_SERVE_COMMAND executable otherwise', async () => {
-    const external = await diagnoseTask('gsm8k', pack('gsm8k', GSM8K.slice(0, 2)), probe({ env: { A2RL_INFERENCE_URL: 'http://127.0.0.1:9000' } }));
+  it('needs neither GPU nor vLLM when A2RL_INFERENCE_URL loads adapters at runtime, refuses it otherwise, and checks the A2RL_SERVE_COMMAND executable', async () => {
+    const external = await diagnoseTask('gsm8k', pack('gsm8k', GSM8K.slice(0, 2)), probe({ env: { A2RL_INFERENCE_URL: 'http://127.0.0.1:9000', A2RL_INFERENCE_LORA: 'runtime' } }));
     expect(external.ready).toBe(true);
+    const fixed = await diagnoseTask('gsm8k', pack('gsm8k', GSM8K.slice(0, 2)), probe({ env: { A2RL_INFERENCE_URL: 'http://127.0.0.1:9000' } }));
+    expect(fixed.ready).toBe(false);
+    expect(fixed.checks[1]).toMatchObject({ name: 'GPU', status: 'missing', detail: expect.stringMatching(/^A2RL_INFERENCE_URL: an external endpoint cannot load submitted checkpoints/) });
     const custom = await diagnoseTask('gsm8k', pack('gsm8k', GSM8K.slice(1, 2)), probe({ env: { A2RL_SERVE_COMMAND: 'node fake-vllm.mjs {model_path}' }, hasCommand: (n) => n === 'node' }));
     expect(custom.checks[1]).toMatchObject({ status: 'ok', detail: '`node` found on PATH' });
   });

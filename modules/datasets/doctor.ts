@@ -3,6 +3,8 @@ import { accessSync, constants, existsSync, readdirSync, statSync } from 'node:f
 import path from 'node:path';
 import type { TaskPack, TaskRequirement } from '../../tasks/task-pack.js';
 import { EnvClient } from '../serving/env-client.js';
+import { probeJudge, probeSearch } from '../serving/service-probes.js';
+import { INFERENCE_URL_REFUSAL } from '../serving/serving.config.js';
 import { DATASETS, datasetDir } from './dataset-registry.js';
 import { BASE_MODEL, readManifest } from './fetch-dataset.js';
 
@@ -39,6 +41,10 @@ export interface MachineProbe {
   pythonImports(module: string): boolean;
   /** Whether an environment server at `baseUrl` answers `GET /health` in protocol 1. */
   envServerAnswers(baseUrl: string): Promise<boolean>;
+  /** One real call to the configured judge (1-token chat completion): null when it answered, else why not. Absent: not called. */
+  judgeAnswers?(judge: { baseUrl: string; model: string; apiKey?: string }): Promise<string | null>;
+  /** One real query to the search backend the tasks use: null when it answered, else why not. Absent: not called. */
+  searchAnswers?(): Promise<string | null>;
 }
 
 export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env): MachineProbe {
@@ -51,9 +57,14 @@ export function machineProbe(home: string, env: NodeJS.ProcessEnv = process.env)
         return false;
       }
     });
+  const calls = new Map<string, Promise<string | null>>();
+  const once = (key: string, call: () => Promise<string | null>) => calls.get(key) ?? calls.set(key, call()).get(key)!;
   return {
     env, home, hasCommand,
     envServerAnswers: async (baseUrl) => (await new EnvClient({ baseUrl, token: null }, 5_000).probe()) !== null,
+    // Once per doctor run, however many tasks need the same judge or search.
+    judgeAnswers: (judge) => once(`judge ${judge.baseUrl} ${judge.model}`, () => probeJudge(judge)),
+    searchAnswers: () => once('search', () => probeSearch(env)),
     pythonImports: (module) => hasCommand('python3') && spawnSync('python3', ['-c', `import ${module}`], { stdio: 'ignore', timeout: 60_000, env }).status === 0,
     gpu() {
       if (hasCommand('nvidia-smi')) {
@@ -85,6 +96,10 @@ const set = (env: NodeJS.ProcessEnv, name: string) => !!env[name]?.trim();
 async function check(task: string, req: TaskRequirement, probe: MachineProbe): Promise<DoctorCheck> {
   const { env } = probe;
   const external = set(env, 'A2RL_INFERENCE_URL');
+  // An endpoint that cannot load the submitted checkpoints would grade the wrong model: refused.
+  if (external && (req.kind === 'gpu' || (req.kind === 'command' && req.name === 'vllm')) && env.A2RL_INFERENCE_LORA?.trim() !== 'runtime') {
+    return { name: req.kind === 'gpu' ? 'GPU' : 'vllm', status: 'missing', detail: `A2RL_INFERENCE_URL: ${INFERENCE_URL_REFUSAL}`, hint: 'unset A2RL_INFERENCE_URL, or set A2RL_INFERENCE_LORA=runtime (docs/grading-api.md)' };
+  }
   switch (req.kind) {
     case 'gpu': {
       if (external) return { name: 'GPU', status: 'ok', detail: `not needed here: checkpoints are served at A2RL_INFERENCE_URL (${env.A2RL_INFERENCE_URL})` };
@@ -105,17 +120,15 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
       return datasetCheck(task, probe.home);
     case 'judge': {
       const missing = ['A2RL_JUDGE_URL', 'A2RL_JUDGE_MODEL'].filter((v) => !set(env, v));
-      return missing.length
-        ? { name: 'judge', status: 'missing', detail: `${missing.join(' and ')} not set`, hint: 'set A2RL_JUDGE_URL (OpenAI-compatible base URL), A2RL_JUDGE_MODEL and, if needed, A2RL_JUDGE_API_KEY' }
-        : { name: 'judge', status: 'ok', detail: `${env.A2RL_JUDGE_MODEL} at ${env.A2RL_JUDGE_URL}${set(env, 'A2RL_JUDGE_API_KEY') ? ' (with API key)' : ''}` };
+      if (missing.length) return { name: 'judge', status: 'missing', detail: `${missing.join(' and ')} not set`, hint: 'set A2RL_JUDGE_URL (OpenAI-compatible base URL), A2RL_JUDGE_MODEL and, if needed, A2RL_JUDGE_API_KEY' };
+      const where = `${env.A2RL_JUDGE_MODEL} at ${env.A2RL_JUDGE_URL}${set(env, 'A2RL_JUDGE_API_KEY') ? ' (with API key)' : ''}`;
+      const judge = { baseUrl: env.A2RL_JUDGE_URL!.trim().replace(/\/+$/, '').replace(/\/v1$/, ''), model: env.A2RL_JUDGE_MODEL!.trim(), ...(set(env, 'A2RL_JUDGE_API_KEY') ? { apiKey: env.A2RL_JUDGE_API_KEY!.trim() } : {}) };
+      const failure = probe.judgeAnswers ? await probe.judgeAnswers(judge) : null;
+      if (failure !== null) return { name: 'judge', status: 'missing', detail: `${where} failed a 1-token chat completion: ${failure}`, hint: 'check the URL, model name and API key (and that this machine can reach it)' };
+      return { name: 'judge', status: 'ok', detail: `${where}${probe.judgeAnswers ? ', answered a 1-token chat completion' : ''}` };
     }
     case 'search':
-      if (set(env, 'A2RL_SEARCH_API_KEY') && !set(env, 'A2RL_SEARCH_URL')) {
-        return { name: 'search', status: 'missing', detail: 'A2RL_SEARCH_API_KEY is set but A2RL_SEARCH_URL is not', hint: 'set A2RL_SEARCH_URL to the search API the key belongs to' };
-      }
-      return set(env, 'A2RL_SEARCH_API_KEY')
-        ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY and A2RL_SEARCH_URL are set' }
-        : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY for a configured search backend' };
+      return liveSearch(configuredSearch(env), probe);
     case 'env-server':
       return await envServerCheck(req, probe);
     case 'env-var': {
@@ -126,6 +139,23 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
         : { name: req.name, status: 'missing', detail: `${req.name}=${value} is not a directory`, hint: req.hint };
     }
   }
+}
+
+function configuredSearch(env: NodeJS.ProcessEnv): DoctorCheck {
+  if (set(env, 'A2RL_SEARCH_API_KEY') && !set(env, 'A2RL_SEARCH_URL')) {
+    return { name: 'search', status: 'missing', detail: 'A2RL_SEARCH_API_KEY is set but A2RL_SEARCH_URL is not', hint: 'set A2RL_SEARCH_URL to the search API the key belongs to' };
+  }
+  return set(env, 'A2RL_SEARCH_API_KEY')
+    ? { name: 'search', status: 'ok', detail: 'A2RL_SEARCH_API_KEY and A2RL_SEARCH_URL are set' }
+    : { name: 'search', status: 'optional', detail: 'no search API key: the keyless fallback backend will be used', hint: 'set A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY for a configured search backend' };
+}
+
+/** The search check as configured, then (when it is usable) one real query: a backend that fails it is missing. */
+async function liveSearch(configured: DoctorCheck, probe: MachineProbe): Promise<DoctorCheck> {
+  if (configured.status === 'missing' || !probe.searchAnswers) return configured;
+  const failure = await probe.searchAnswers();
+  if (failure !== null) return { name: 'search', status: 'missing', detail: `a real query failed: ${failure}`, hint: configured.hint ?? 'check A2RL_SEARCH_URL and A2RL_SEARCH_API_KEY, and that this machine can reach the search service' };
+  return { ...configured, detail: `${configured.detail}; a real query answered` };
 }
 
 /** A configured URL, a configured command on PATH, or the bundled Python server with the environment package importable. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { BaselineCache, BaselineCacheError } from './baseline-cache.js';
 
-const key = { task: 'ref-arith', baseModel: 'tiny', evaluatorVersion: '1' };
+const key = { task: 'ref-arith', baseModel: 'tiny', evaluatorVersion: '1', baseModelHash: 'a'.repeat(64), taskKey: 'k1' };
 const dirs: string[] = [];
 const file = async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'a2rl-baseline-'));
@@ -28,6 +28,16 @@ describe('BaselineCache', () => {
     expect(await new BaselineCache(f).getOrGrade({ ...key, evaluatorVersion: '2' }, grade)).toEqual({ score: 12.5, cached: false });
     expect(grades).toBe(2);
     expect(Object.keys(JSON.parse(await readFile(f, 'utf8')).entries)).toHaveLength(2);
+  });
+
+  it('grades again when the base model content or the task key changes under the same names', async () => {
+    const f = await file();
+    let grades = 0;
+    const grade = async () => ++grades;
+    expect(await new BaselineCache(f).getOrGrade(key, grade)).toEqual({ score: 1, cached: false });
+    expect(await new BaselineCache(f).getOrGrade({ ...key, baseModelHash: 'b'.repeat(64) }, grade)).toEqual({ score: 2, cached: false });
+    expect(await new BaselineCache(f).getOrGrade({ ...key, taskKey: 'k2' }, grade)).toEqual({ score: 3, cached: false });
+    expect(await new BaselineCache(f).getOrGrade(key, grade)).toEqual({ score: 1, cached: true });
   });
 
   it('shares one grading among concurrent callers for the same key', async () => {

@@ -6,6 +6,10 @@ export interface BaselineKey {
   task: string;
   baseModel: string;
   evaluatorVersion: string;
+  /** Content hash of the graded base model (cache-key.ts baseModelHash): another model under the same name is another key. */
+  baseModelHash: string;
+  /** keyHash of the task's TaskCacheKey: data parameters, evaluation protocol, fetched dataset. */
+  taskKey: string;
 }
 
 interface CacheEntry extends BaselineKey {
@@ -18,7 +22,8 @@ export class BaselineCacheError extends Error {
 }
 
 /**
- * Baseline scores graded once per (task, base model, evaluator version), kept in a JSON file that
+ * Baseline scores graded once per key (task, base model name and content, evaluator version, the
+ * task's data and protocol parameters), kept in a JSON file that
  * is replaced atomically (temp file, fsync, rename). A grading that fails is never cached; callers
  * asking concurrently for the same key share one grading. Every write re-reads the file first, so
  * entries written by another process are kept (a lost race only costs a re-grade).
@@ -97,9 +102,9 @@ export class BaselineCache {
 }
 
 function cacheId(key: BaselineKey): string {
-  return JSON.stringify([key.task, key.baseModel, key.evaluatorVersion]);
+  return JSON.stringify([key.task, key.baseModel, key.evaluatorVersion, key.baseModelHash, key.taskKey]);
 }
 
 function describe(key: BaselineKey): string {
-  return `task ${key.task}, base model ${key.baseModel}, evaluator ${key.evaluatorVersion}`;
+  return `task ${key.task}, base model ${key.baseModel} (${key.baseModelHash.slice(0, 12)}), evaluator ${key.evaluatorVersion}`;
 }

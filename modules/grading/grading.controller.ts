@@ -1,4 +1,5 @@
 import { Body, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, ServiceUnavailableException, UnauthorizedException, UseFilters, UseGuards, UsePipes } from '@nestjs/common';
+import { Public } from '../access/access.decorators.js';
 import type { RunMetaFields } from '../runs/workspace.js';
 import { EnvResetDto, EnvStepDto, GradingBodyPipe, SetBaselineDto, SubmitDto } from './grading.dto.js';
 import { GradingExceptionFilter } from './grading-exception.filter.js';
@@ -37,6 +38,8 @@ interface TimeResponse extends RunMetaFields {
 const both = (route: string) => [route, `g/:token/${route}`];
 
 /** The grading API the agent talks to, compatible with the paper's grading server. */
+// The agent's API: its own per-run token (RunTokenGuard), never an a2rl API token (modules/access).
+@Public()
 @Controller()
 @UseFilters(GradingExceptionFilter)
 @UsePipes(GradingBodyPipe)

@@ -8,6 +8,7 @@ import { GradingController } from './grading.controller.js';
 import { detectAvailableGpus } from './gpus.js';
 import { DEFAULT_GRADING_OPTIONS, GRADING_OPTIONS, type GradingOptions, loadOrCreateOperatorToken, OPERATOR_TOKEN } from './grading.options.js';
 import { OperatorGuard, RunTokenGuard } from './grading.guards.js';
+import { RegradeService } from './regrade.service.js';
 import { RunRegistry } from './run-registry.js';
 import { SubmissionService } from './submission.service.js';
 
@@ -21,6 +22,7 @@ import { SubmissionService } from './submission.service.js';
   providers: [
     RunRegistry,
     SubmissionService,
+    RegradeService,
     EnvService,
     GradingSockets,
     RunTokenGuard,
@@ -37,6 +39,6 @@ import { SubmissionService } from './submission.service.js';
     { provide: OPERATOR_TOKEN, inject: [SETTINGS], useFactory: (config: Settings) => loadOrCreateOperatorToken(config.home) },
     { provide: BaselineCache, inject: [SETTINGS], useFactory: (config: Settings) => new BaselineCache(path.join(config.home, 'baselines.json')) },
   ],
-  exports: [RunRegistry, BaselineCache, OPERATOR_TOKEN, GradingSockets],
+  exports: [RunRegistry, BaselineCache, OPERATOR_TOKEN, GradingSockets, RegradeService],
 })
 export class GradingModule {}

@@ -147,7 +147,8 @@ export class SubmissionService {
     let result: EvaluationResult;
     try {
       // Read per grading: a bad serving variable fails this grading as an evaluator error naming it.
-      const ctx = createEvaluationContext(loadServingConfig(), device);
+      // A LoRA adapter is applied to the base model the run gave its agent.
+      const ctx = createEvaluationContext(loadServingConfig(), device, {}, { baseModelDir: run.ctx.workspace.baseModelDir });
       result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal, ctx), timeout]);
     } catch (err) {
       if (errorName(err) === 'InvalidCheckpointError') {

@@ -1,32 +1,39 @@
 import type { A2rlEvent } from './events/catalog.js';
 import { validateAndEncode } from './events/envelope.js';
-import { CAMPAIGN_EVENT_TYPES, campaignIdOfStream, runIdOfStream } from './events/ids.js';
+import { ACCESS_EVENT_TYPES, accessIdOfStream, CAMPAIGN_EVENT_TYPES, campaignIdOfStream, runIdOfStream } from './events/ids.js';
 import { NonContiguousAppendError } from './errors.js';
 import type { ExpectedRevision } from './event-store.port.js';
 
 /**
  * Checks shared by every adapter before it touches storage: each event is valid, belongs to the
- * stream's run (or campaign: `runId` holds the campaign id there), is of the stream's kind (campaign
- * events only in campaign streams), and the seqs continue exactly from the expected revision.
- * Returns the encoded bytes.
+ * stream's run (or campaign, or access log: `runId` holds that id there), is of the stream's kind
+ * (campaign events only in campaign streams, access events only in access streams), and the seqs
+ * continue exactly from the expected revision. Returns the encoded bytes.
  */
 export function prepareAppend(stream: string, events: readonly A2rlEvent[], expected: ExpectedRevision): Buffer[] {
   if (events.length === 0) throw new NonContiguousAppendError('append needs at least one event');
-  const campaignId = campaignIdOfStream(stream);
-  const runId = runIdOfStream(stream) ?? campaignId;
-  if (runId === null) throw new NonContiguousAppendError(`stream "${stream}" is not a run stream (run-<runId>) or a campaign stream (campaign-<campaignId>)`);
+  const kind = streamKind(stream);
+  if (kind === null) throw new NonContiguousAppendError(`stream "${stream}" is not a run stream (run-<runId>), a campaign stream (campaign-<campaignId>) or the access stream (access-log)`);
   const first = expected === 'no_stream' ? 0 : Number(expected) + 1;
   return events.map((event, i) => {
     const bytes = validateAndEncode(event);
-    if (event.runId !== runId) throw new NonContiguousAppendError(`event seq ${event.seq} belongs to ${campaignId === null ? 'run' : 'campaign'} ${event.runId}, not ${runId}`);
-    if (CAMPAIGN_EVENT_TYPES.has(event.type) !== (campaignId !== null)) {
-      throw new NonContiguousAppendError(`${event.type} belongs to a ${campaignId === null ? 'campaign' : 'run'} stream, not ${stream}`);
-    }
+    if (event.runId !== kind.id) throw new NonContiguousAppendError(`event seq ${event.seq} belongs to ${kind.name} ${event.runId}, not ${kind.id}`);
+    const belongs = CAMPAIGN_EVENT_TYPES.has(event.type) ? 'campaign' : ACCESS_EVENT_TYPES.has(event.type) ? 'access' : 'run';
+    if (belongs !== kind.name) throw new NonContiguousAppendError(`${event.type} belongs to ${belongs === 'access' ? 'an' : 'a'} ${belongs} stream, not ${stream}`);
     if (event.seq !== first + i) {
       throw new NonContiguousAppendError(`event seq ${event.seq} does not follow expected revision ${String(expected)} (wanted seq ${first + i})`);
     }
     return bytes;
   });
+}
+
+function streamKind(stream: string): { name: 'run' | 'campaign' | 'access'; id: string } | null {
+  const run = runIdOfStream(stream);
+  if (run !== null) return { name: 'run', id: run };
+  const campaign = campaignIdOfStream(stream);
+  if (campaign !== null) return { name: 'campaign', id: campaign };
+  const access = accessIdOfStream(stream);
+  return access === null ? null : { name: 'access', id: access };
 }
 
 /** Revision of the first event an append with this expectation writes. */

@@ -166,7 +166,7 @@ describe('/docs', () => {
     const doc = await json('/docs/json');
     expect(doc.openapi).toMatch(/^3\./);
     expect(Object.keys(doc.paths).sort()).toEqual(['/runs', '/runs/{id}', '/runs/{id}/events', '/runs/{id}/report', '/runs/{id}/transcript', '/scoreboard']);
-    expect(doc.paths['/runs/{id}/transcript'].get.parameters.map((p: { name: string }) => p.name).sort()).toEqual(['format', 'id']);
+    expect(doc.paths['/runs/{id}/transcript'].get.parameters.map((p: { name: string }) => p.name).sort()).toEqual(['after_seq', 'format', 'id', 'limit']);
     expect(doc.paths['/runs'].get.parameters.map((p: { name: string }) => p.name)).toEqual(
       expect.arrayContaining(['task', 'agent', 'driver', 'state', 'failure_class', 'limit', 'offset']),
     );

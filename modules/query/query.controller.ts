@@ -3,14 +3,16 @@ import { ApiOkResponse, ApiNotFoundResponse, ApiBadRequestResponse, ApiProduces,
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { failureClassOf } from '../../projections/run-analysis/analyze.js';
 import { filterRuns, scoreboard, scoreboardRuns } from '../../projections/scoreboard/scoreboard.js';
-import { liveRun, runsWithHarnessGone, type LiveRun } from '../runs/run-liveness.js';
+import { liveRun, runsWithHarnessGone } from '../runs/run-liveness.js';
 import { RUN_LOCKS, type RunLocks } from '../runs/run.ports.js';
 import { renderReport, type ReportFormat } from '../reports/render.js';
-import { resultsCsv, type ResultsRun } from '../reports/results-csv.js';
-import { transcriptText } from '../reports/transcript-text.js';
+import { resultsCsv } from '../reports/results-csv.js';
+import { entryText, transcriptText } from '../reports/transcript-text.js';
 import { buildTranscript } from '../../projections/transcript/transcript.js';
 import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery, TranscriptQuery } from './query.dto.js';
 import { RunSource } from './run-source.js';
+import { runSummary } from './run-summary.js';
+import { TranscriptPager } from './transcript-page.js';
 
 /** The part of the HTTP response the handlers touch (express's, without depending on its typings). */
 interface Response {
@@ -23,19 +25,6 @@ const REPORT_TYPES: Record<ReportFormat, string> = {
   html: 'text/html; charset=utf-8',
 };
 
-/**
- * What GET /runs lists per run (the full analysis is GET /runs/:id). No failure class until the run
- * has ended in the ledger (an open run shown interrupted because its harness is gone has none yet).
- */
-function summary(r: LiveRun<ResultsRun>) {
-  return {
-    runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, declaredDriver: r.declaredDriver ?? null, driverMismatch: r.driverMismatch ?? false, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt,
-    ...(r.harnessGone ? { harnessGone: true } : {}),
-    baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions.length,
-    failureClass: r.harnessGone ? null : failureClassOf(r), route: r.route.best, lastSeq: r.lastSeq,
-  };
-}
-
 /** Read-only query API over the ledger's runs: analyses, events, transcripts, reports and the scoreboard. */
 @ApiTags('query')
 @ApiBadRequestResponse({ description: 'an unknown or invalid query parameter' })
@@ -45,7 +34,11 @@ export class QueryController {
     private readonly source: RunSource,
     /** This machine's run locks: an open run whose harness is gone is listed interrupted (run-liveness.ts). */
     @Optional() @Inject(RUN_LOCKS) private readonly locks?: RunLocks,
-  ) {}
+  ) {
+    this.pager = new TranscriptPager(source);
+  }
+
+  private readonly pager: TranscriptPager;
 
   @Get('runs')
   @ApiOkResponse({ description: '{total, limit, offset, items[]} ordered by run id' })
@@ -54,7 +47,7 @@ export class QueryController {
     const runs = filterRuns(await this.source.runs(), q)
       .map((r) => liveRun(r, gone))
       .filter((r) => (q.state === undefined || r.state === q.state) && (q.failure_class === undefined || (!r.harnessGone && failureClassOf(r) === q.failure_class)));
-    return { total: runs.length, limit: q.limit, offset: q.offset, items: runs.slice(q.offset, q.offset + q.limit).map(summary) };
+    return { total: runs.length, limit: q.limit, offset: q.offset, items: runs.slice(q.offset, q.offset + q.limit).map(runSummary) };
   }
 
   @Get('runs/:id')
@@ -79,9 +72,15 @@ export class QueryController {
 
   @Get('runs/:id/transcript')
   @ApiProduces('application/json', 'text/plain')
-  @ApiOkResponse({ description: "the run's model calls (LlmCallRecorded) as a transcript: per call its turn, model, new input, answer, tool calls, tokens, status and latency; totals" })
+  @ApiOkResponse({ description: "the run's model calls (LlmCallRecorded) as a transcript: per call its turn, model, new input, answer, tool calls, tokens, status and latency; totals. With after_seq or limit: one page read from the store, {runId, afterSeq, entries, lastSeq, more}" })
   @ApiNotFoundResponse({ description: 'no such run' })
   async transcript(@Param('id') id: string, @Query() q: TranscriptQuery, @Res({ passthrough: true }) res: Response) {
+    if (q.after_seq !== undefined || q.limit !== undefined) {
+      const page = this.found(id, await this.pager.page(id, q.after_seq ?? -1, q.limit ?? 50));
+      if (q.format === 'json') return page;
+      res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+      return page.entries.map(entryText).join('\n');
+    }
     const events = await this.source.events(id);
     if (!events.length) throw new NotFoundException(`no run "${id}" in the ledger`);
     const transcript = buildTranscript(events);

@@ -61,6 +61,14 @@ export class ReportQuery {
 export class TranscriptQuery {
   @ApiPropertyOptional({ enum: ['json', 'text'], default: 'json', description: 'the transcript structure, or the text `a2rl transcript` prints' })
   @IsOptional() @IsIn(['json', 'text']) format: 'json' | 'text' = 'json';
+
+  // Either one asks for a page ({runId, afterSeq, entries, lastSeq, more}; text: its entries) read
+  // from the store; neither: the whole transcript with its totals, as before.
+  @ApiPropertyOptional({ description: 'page: model calls with seq strictly greater than this (next page: after_seq = lastSeq)', minimum: -1 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(-1) after_seq?: number;
+
+  @ApiPropertyOptional({ description: 'page: at most this many calls (default 50 when after_seq is given)', minimum: 1, maximum: 500 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(1) @Max(500) limit?: number;
 }
 
 export class ScoreboardQuery extends RunFilterQuery {

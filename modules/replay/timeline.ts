@@ -79,12 +79,14 @@ const SUMMARIES: Summaries = {
   LlmCallRecorded: (d) =>
     `${d.callId} ${d.provider} ${d.api} ${d.modelAnswered ?? d.modelRequested ?? '?'} → ${d.status} ${d.outcome}, ${d.usage.inputTokens ?? '?'} in / ${d.usage.outputTokens ?? '?'} out${d.toolCalls.length ? `, tools ${d.toolCalls.map((t) => t.name).join(', ')}` : ''}`,
   AgentHomeArchived: (d) => `${d.files.length} files of the agent's home archived${d.skipped ? `, ${d.skipped} skipped` : ''}`,
+  GradingRepeated: (d) =>
+    `${d.subject === 'baseline' ? 'baseline' : `submission ${d.submissionId}`} graded again (${d.repeat}/${d.of})${d.score !== undefined ? `: ${score(d.score)}` : `, failed: ${d.error ?? 'unknown error'}`}`,
   LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${d.action}`,
   // Campaign streams (a campaign's timeline lists them the same way).
   CampaignScheduled: (d) => {
     const { tasks, agents, drivers, seeds } = d.matrix;
     const matrix = [count(tasks.length, 'task'), count(agents.length, 'agent'), ...(drivers.length ? [count(drivers.length, 'driver')] : []), count(seeds, 'seed')];
-    const options = [`budget ${d.budgetSeconds}s`, count(d.retries, 'retry', 'retries'), `${d.queue} queue`, ...(d.concurrency ? [`concurrency ${d.concurrency}`] : []), ...(d.regradeBaseline ? ['baseline regraded'] : [])];
+    const options = [`budget ${d.budgetSeconds}s`, count(d.retries, 'retry', 'retries'), `${d.queue} queue`, ...(d.concurrency ? [`concurrency ${d.concurrency}`] : []), ...(d.regradeBaseline ? ['baseline regraded'] : []), ...(d.baselineRepeats ? [`baseline graded ${d.baselineRepeats}×`] : [])];
     return `${count(d.cells.length, 'cell')}: ${matrix.join(' × ')}, ${options.join(', ')}`;
   },
   RunRequested: (d) => `cell ${d.cell} attempt ${d.attempt} queued`,
@@ -94,6 +96,14 @@ const SUMMARIES: Summaries = {
   RunRetried: (d) => `cell ${d.cell} ${d.handedBack ? 'handed back' : 'retried'} as attempt ${d.attempt}: ${d.reason}`,
   CampaignCompleted: (d) => `${d.completed} completed, ${d.failed} failed`,
   CampaignCancelled: (d) => d.reason ?? 'cancelled',
+  // The access stream (`a2rl access` lists it the same way).
+  TokenCreated: (d) => `token ${d.tokenId} "${d.name}" (${d.role})${d.expiresAt ? `, expires ${d.expiresAt}` : ''}`,
+  TokenRevoked: (d) => `token ${d.tokenId} revoked`,
+  AccessRecorded: (d) => {
+    const target = d.target?.runId ? ` run ${d.target.runId}` : d.target?.campaignId ? ` campaign ${d.target.campaignId}` : '';
+    const verified = d.verified === undefined ? '' : d.verified ? ' (verified)' : ' (verification failed)';
+    return `${d.actor.kind} ${d.actor.name}${d.actor.role ? ` (${d.actor.role})` : ''} ${d.action}${target}: ${d.outcome}${verified}${d.detail ? `: ${d.detail}` : ''}`;
+  },
 };
 
 /**

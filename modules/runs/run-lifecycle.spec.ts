@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { EVENT_TYPES, type EventType } from '../ledger/events/catalog.js';
-import { CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
+import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
 import {
   decide,
   evolve,
@@ -73,6 +73,7 @@ const ANY: Record<EventType, () => RunCommand> = {
     },
   }),
   AgentHomeArchived: () => ({ type: 'AgentHomeArchived', data: { files: [], skipped: 0, observedAt: T } }),
+  GradingRepeated: () => ({ type: 'GradingRepeated', data: { subject: 'baseline', series: 's-1', repeat: 1, of: 2, score: 10 } }),
   // Campaign streams' events: refused in a run stream whatever its phase.
   CampaignScheduled: () => ({
     type: 'CampaignScheduled',
@@ -84,8 +85,13 @@ const ANY: Record<EventType, () => RunCommand> = {
   RunRetried: () => ({ type: 'RunRetried', data: { cell: 0, attempt: 2, reason: 'worker lost' } }),
   CampaignCompleted: () => ({ type: 'CampaignCompleted', data: { completed: 1, failed: 0 } }),
   CampaignCancelled: () => ({ type: 'CampaignCancelled', data: { reason: 'operator' } }),
+  // The access stream's events: refused in a run stream whatever its phase.
+  TokenCreated: () => ({ type: 'TokenCreated', data: { tokenId: 'abcd1234', name: 'ci', role: 'viewer', sha256: SHA, expiresAt: null } }),
+  TokenRevoked: () => ({ type: 'TokenRevoked', data: { tokenId: 'abcd1234' } }),
+  AccessRecorded: () => ({ type: 'AccessRecorded', data: { actor: { kind: 'token', id: 'abcd1234', name: 'ci', role: 'operator' }, action: 'export', target: { runId: 'r-1' }, outcome: 'ok' } }),
 };
 const CAMPAIGN = EVENT_TYPES.filter((t) => CAMPAIGN_EVENT_TYPES.has(t));
+const ACCESS = EVENT_TYPES.filter((t) => ACCESS_EVENT_TYPES.has(t));
 const INSTRUMENTATION = ['FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap'] as const;
 
 /** Records `commands` the way the recorder does: decide (must accept), then evolve. */
@@ -174,7 +180,7 @@ describe('run lifecycle: legal paths', () => {
 });
 
 describe('run lifecycle: refused transitions', () => {
-  it.each(EVENT_TYPES.filter((t) => t !== 'RunScheduled' && !CAMPAIGN_EVENT_TYPES.has(t)))('refuses %s before RunScheduled', (type) => {
+  it.each(EVENT_TYPES.filter((t) => t !== 'RunScheduled' && !CAMPAIGN_EVENT_TYPES.has(t) && !ACCESS_EVENT_TYPES.has(t)))('refuses %s before RunScheduled', (type) => {
     const error = refused([], ANY[type]());
     expect(error.message).toBe(`cannot record ${type} in run phase "unscheduled": RunScheduled must be the first event of a run`);
   });
@@ -312,6 +318,16 @@ describe('run lifecycle: refused transitions', () => {
     expect(refused(RUNNING, c.resumed()).message).toMatch(/RunResumed in run phase "agent-running": only an interrupted run can be resumed/);
   });
 
+  it('accepts repeated gradings of the baseline before the agent starts and of graded submissions after the run closed', () => {
+    const again = (subject: 'baseline' | 'submission', submissionId?: string): RunCommand => ({ type: 'GradingRepeated', data: { subject, ...(submissionId ? { submissionId } : {}), series: 's-1', repeat: 1, of: 3, score: 12 } });
+    expect(given(...READY, again('baseline'), again('baseline'), c.started()).phase).toBe('agent-running');
+    const closed = [...RUNNING, c.received('sub-1'), c.graded('sub-1'), c.exited(), c.completed(1), c.head()];
+    expect(given(...closed, again('submission', 'sub-1'), c.head())).toMatchObject({ phase: 'completed', status: 'completed' });
+    expect(refused(RUNNING, again('baseline')).message).toMatch(/GradingRepeated in run phase "agent-running": the baseline is graded again only between BaselineEvaluated and the agent's start/);
+    expect(refused(closed, again('submission', 'sub-2')).message).toMatch(/submission sub-2 has no recorded outcome to grade again/);
+    expect(refused([...RUNNING, c.received('sub-1'), c.graded('sub-1')], again('submission', 'sub-1')).message).toMatch(/graded again only after the run closed \(submission sub-1\)/);
+  });
+
   it('refuses RunResumed on a completed run', () => {
     expect(refused(COMPLETED, c.resumed()).message).toMatch(/RunResumed in run phase "completed": a completed run cannot be resumed/);
   });
@@ -355,6 +371,14 @@ describe('run lifecycle: evolve and the recorder guard', () => {
     expect(() => guard('AgentStarted', c.started().data)).toThrow(IllegalTransitionError);
     expect(guard.state).toBe(before);
     expect(guard.state.phase).toBe('agent-running');
+  });
+
+  it.each(ACCESS)('refuses %s in a run stream, whatever the phase: access events belong to the access stream', (type) => {
+    for (const history of [[], SCHEDULED, RUNNING, COMPLETED]) {
+      const error = refused(history, ANY[type]());
+      expect(error.reason).toBe('access events belong to the access stream');
+      expect(error.eventType).toBe(type);
+    }
   });
 
   it.each(CAMPAIGN)('folds a stray %s as nothing: same state object, status kept', (type) => {

@@ -1,5 +1,5 @@
 import type { EventData, EventType } from '../ledger/events/catalog.js';
-import { CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
+import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
 
 // The run lifecycle as a pure decider: `evolve(state, event)` folds a run's events into the little
 // it takes to judge the next one, and `decide(state, command)` answers "may this event be recorded
@@ -201,9 +201,12 @@ export function refusal(state: RunLifecycleState, command: RunCommand): string |
   const { phase } = state;
   // A run's stream records the run; the scheduling around it (RunRequested, RunFinished, …) is the campaign's.
   if (CAMPAIGN_EVENT_TYPES.has(command.type)) return 'campaign events belong to a campaign stream';
+  if (ACCESS_EVENT_TYPES.has(command.type)) return 'access events belong to the access stream';
   if (command.type === 'RunScheduled') return phase === 'unscheduled' ? null : 'the run is already scheduled (RunScheduled is its first event, recorded once)';
   if (phase === 'unscheduled') return 'RunScheduled must be the first event of a run';
   if (command.type === 'TreeHeadSigned') return null; // heads are signed at intervals and when the run is sealed, closed or not
+  // Repeated gradings measure the evaluator, not the agent: also after the run closed (`a2rl regrade`).
+  if (command.type === 'GradingRepeated') return repeatRefusal(state, command.data);
 
   if (phase === 'completed' || phase === 'interrupted') {
     if (command.type === 'RunResumed') return phase === 'interrupted' ? null : 'a completed run cannot be resumed (only an interrupted one)';
@@ -263,6 +266,15 @@ export function refusal(state: RunLifecycleState, command: RunCommand): string |
       }
       return null;
   }
+}
+
+function repeatRefusal(state: RunLifecycleState, d: EventData<'GradingRepeated'>): string | null {
+  // The baseline's repeats follow BaselineEvaluated, before the agent starts (`--baseline-repeats`).
+  if (d.subject === 'baseline') return state.phase === 'ready' ? null : 'the baseline is graded again only between BaselineEvaluated and the agent\'s start';
+  const id = d.submissionId ?? '';
+  // Only once the run is closed (`a2rl regrade`): the seal check counts on it (verify-chain.ts sealRelevant).
+  if (state.phase !== 'completed' && state.phase !== 'interrupted') return `submissions are graded again only after the run closed (submission ${id})`;
+  return state.resolved.has(id) && !state.pending.has(id) ? null : `submission ${id} has no recorded outcome to grade again`;
 }
 
 function withId(set: ReadonlySet<string>, id: string): ReadonlySet<string> {

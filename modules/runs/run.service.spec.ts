@@ -155,7 +155,7 @@ describe('RunService (in-memory ports)', () => {
       return agent.exited;
     });
     const summary = await h.service.run(h.request);
-    expect(summary.exitReason).toBe('killed');
+    expect(summary).toMatchObject({ exitReason: 'killed', state: 'cancelled' }); // what `a2rl run --json` prints
     expect(h.agents[0].killedWith).toBe('killed');
     // The operator stopped it: recorded on AgentExited, so the run reads cancelled.
     expect((await h.events(summary.runId)).find((e) => e.type === 'AgentExited')!.data).toMatchObject({ reason: 'killed', stoppedBy: 'operator' });
@@ -171,7 +171,9 @@ describe('RunService (in-memory ports)', () => {
     });
     const stopped = await h.service.run(h.request);
     expect((await h.events(stopped.runId)).find((e) => e.type === 'AgentExited')!.data).toMatchObject({ reason: 'killed', stoppedBy: 'campaign' });
+    expect(stopped.state).toBe('cancelled');
     const own = await h.service.run(h.request);
+    expect(own.state).toBe('completed');
     expect((await h.events(own.runId)).find((e) => e.type === 'AgentExited')!.data).not.toHaveProperty('stoppedBy');
   });
 

@@ -10,6 +10,8 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { TreeHeadSigner } from '../audit/tree-head-signer.js';
 import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../audit/tree-head.js';
 import { BaselineCache } from '../grading/baseline-cache.js';
+import { repeatBaseline } from '../grading/baseline-repeats.js';
+import { baseModelHash } from '../grading/cache-key.js';
 import { GradingSockets } from '../grading/grading-sockets.js';
 import { OPERATOR_TOKEN } from '../grading/grading.options.js';
 import { RunRegistry } from '../grading/run-registry.js';
@@ -31,8 +33,9 @@ import { agentInstructions } from './instructions.js';
 import { captureIntegrityBaseline, integrityAtEnd, integrityBeforeGrading, type IntegrityBaseline } from './workspace-integrity.js';
 import type { RunContext } from './run-context.js';
 import { AGENT_LAUNCHER, RUN_IDS, RUN_LOCKS, SANDBOX_PLANNER, TASK_CATALOG, type AgentLauncher, type RunIds, type RunLock, type RunLocks, type SandboxPlanner, type TaskCatalog } from './run.ports.js';
-import { runGuard } from './run-lifecycle.js';
+import { runGuard, type RunGuard, type RunState } from './run-lifecycle.js';
 import { startEgressProxy } from './sandbox/egress-proxy.js';
+import { agentRuntime, runtimeEnv } from './sandbox/agent-python.js';
 import type { SandboxPlan } from './sandbox/capabilities.js';
 import { createRunCgroup, type RunCgroup } from './sandbox/cgroup.js';
 import { openLifeline } from './sandbox/lifeline.js';
@@ -70,6 +73,8 @@ export interface RunRequest {
   onScheduled?: (runId: string) => Promise<void>;
   /** Grade the baseline afresh instead of taking it from the cache (a campaign measuring the noise floor). */
   freshBaseline?: boolean;
+  /** Grade the base model this many times in all (≥ 2: the extra gradings are GradingRepeated events, the task's noise floor). */
+  baselineRepeats?: number;
   /** GPU ids this run holds on its worker: the agent's CUDA_VISIBLE_DEVICES. */
   gpus?: string[];
 }
@@ -102,7 +107,8 @@ export interface RunSummary {
   best: number | null;
   improvement: number | null;
   submissions: number;
-  state: 'completed';
+  /** How the run ended, as its events say (run-lifecycle): completed, or cancelled when the operator or a campaign stopped the agent. */
+  state: RunState | null;
   exitReason: string;
   sandbox: SandboxKind;
   workspace: string;
@@ -117,6 +123,8 @@ interface RunSession {
   request: RunRequest;
   warn: (message: string) => void;
   recorder: RunRecorder;
+  /** The lifecycle rules the recorder applies; its state is the run's as recorded so far. */
+  guard: RunGuard;
   signer: TreeHeadSigner;
   instrumentation: Instrumentation;
   lock: RunLock;
@@ -272,7 +280,8 @@ export class RunService {
     const runId = this.ids.runId(task.id, this.clock());
     const every = this.settings.treeHeadEvery;
     const signer = new TreeHeadSigner({ runId, key: this.signingKey(warn), append: (data) => this.ledger.record(runId, 'TreeHeadSigned', data), everyEvents: every?.events, everyMs: every?.ms });
-    const recorder = new RunRecorder({ runId, ledger: this.ledger, append: (append) => signer.record(append), guard: runGuard() });
+    const guard = runGuard();
+    const recorder = new RunRecorder({ runId, ledger: this.ledger, append: (append) => signer.record(append), guard });
     const tally = { submissions: new Set<string>(), best: null as number | null };
     recorder.onRecorded((event) => {
       if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') tally.submissions.add(event.data.submissionId);
@@ -281,7 +290,7 @@ export class RunService {
     const root = workspaceLayout(this.settings.workspacesDir, runId, task.baseModel).root;
     const limits: RunLimits = { ...(task.reference ? REFERENCE_LIMITS : PAPER_LIMITS), ...task.limits, ...request.limits };
     const commands = this.agentCommands(spec);
-    const session = { runId, task, spec, driver, request, warn, recorder, signer, lock: { runId, pid: process.pid }, tally, limits, endpoints: [], forwards: [], commands } as Omit<RunSession, 'instrumentation'>;
+    const session = { runId, task, spec, driver, request, warn, recorder, guard, signer, lock: { runId, pid: process.pid }, tally, limits, endpoints: [], forwards: [], commands } as Omit<RunSession, 'instrumentation'>;
     // Every credential the harness knows is redacted from events and archived files (the run and gateway tokens are added once drawn).
     const secrets = [...knownSecrets({ env: process.env }), ...upstreamKeys(), { kind: 'operator-token', value: this.operatorToken }];
     const instrumentation = new Instrumentation({ root, recorder, artifacts: this.artifacts, clock: this.clock, limits, secrets, onLimit: () => this.stopForLimit(session as RunSession) });
@@ -344,7 +353,8 @@ export class RunService {
     for (const file of prepared.dataManifest) {
       await this.artifacts.put(createReadStream(path.join(prepared.layout.root, file.path)), { sha256: file.sha256, size: file.size });
     }
-    const { mounts } = sandboxCommand({ kind: s.sandbox, plan, workspace: prepared.layout, agentDir: agentsRoot(), runDir: prepared.runDir, binds: s.commands.binds, home: s.home, command: ['true'], env: {} });
+    const runtime = agentRuntime({ env: process.env, task: task.id, interactive: !!task.environment, gpus: request.gpus });
+    const { mounts, devices } = sandboxCommand({ kind: s.sandbox, plan, workspace: prepared.layout, agentDir: agentsRoot(), runDir: prepared.runDir, binds: s.commands.binds, home: s.home, runtime, command: ['true'], env: {} });
     if (s.sandbox === 'bwrap' && s.limits.memoryBytes !== null) s.cgroup = (await createRunCgroup(s.runId, s.limits.memoryBytes)) ?? undefined;
     await this.record(s, 'WorkspacePrepared', {
       workspace: prepared.layout.root,
@@ -358,6 +368,8 @@ export class RunService {
         allowNet: request.allowNet ?? [],
         limits: { ...s.limits },
         memoryEnforced: s.cgroup !== undefined,
+        ...(devices?.length ? { devices } : {}),
+        ...(runtime.python ? { python: runtime.python.prefix } : {}),
       },
     });
   }
@@ -376,13 +388,13 @@ export class RunService {
   private async gradeBaseline(s: RunSession): Promise<void> {
     const { task } = s;
     const prepared = s.prepared!;
-    const evaluation = (s.evaluation = createEvaluationContext(loadServingConfig(), 'cpu'));
+    const evaluation = (s.evaluation = createEvaluationContext(loadServingConfig(), 'cpu', {}, { baseModelDir: prepared.layout.baseModelDir }));
     const grade = async () => (await task.evaluate(prepared.layout.baseModelDir, prepared.privateDir, undefined, evaluation)).score;
-    const baseline = s.request.freshBaseline
-      ? { score: await grade(), cached: false }
-      : await this.baselines.getOrGrade({ task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion }, grade);
+    const key = { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion, baseModelHash: baseModelHash(prepared.dataManifest, task.baseModel), taskKey: prepared.cacheKey };
+    const baseline = s.request.freshBaseline ? { score: await grade(), cached: false } : await this.baselines.getOrGrade(key, grade);
     s.baseline = baseline.score;
     await this.record(s, 'BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
+    await repeatBaseline(s.request.baselineRepeats ?? 1, task, grade, (data) => this.record(s, 'GradingRepeated', data));
   }
 
   /**
@@ -536,7 +548,8 @@ export class RunService {
     const proxy = `http://127.0.0.1:${SANDBOX_PORTS.egress}`;
     const egress: Record<string, string> = s.forwards.some((f) => f.port === SANDBOX_PORTS.egress) ? { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy } : {};
     const llm = await this.llmSetup(s);
-    const env: Record<string, string> = {
+    const runtime = agentRuntime({ env: process.env, task: task.id, interactive: !!task.environment, gpus: request.gpus });
+    const env: Record<string, string> = runtimeEnv(runtime, {
       PATH: [...s.commands.binDirs, process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'].join(':'),
       TASK: task.id,
       BASE_MODEL: task.baseModel,
@@ -550,12 +563,12 @@ export class RunService {
       ...(driver ? { LLM_MODEL: driver } : {}),
       ...(request.gpus ? { CUDA_VISIBLE_DEVICES: request.gpus.join(',') } : {}),
       ...(spec.llm ? llm.env : passThroughEnv(spec)),
-    };
+    });
     const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
     const sandboxed = sandboxCommand({
       kind: sandbox, plan: s.plan, workspace: layout, agentDir: agentsRoot(), runDir: prepared.runDir,
       agentUid: s.agentUid, command, env, forwards: s.forwards, limits: s.limits, cgroupProcs: s.cgroup?.procs,
-      binds: s.commands.binds, home: s.home,
+      binds: s.commands.binds, home: s.home, runtime,
       lifeline: s.sandbox === 'bwrap' ? 'lifeline.sock' : undefined,
     });
     const output = s.instrumentation.output;
@@ -684,7 +697,7 @@ export class RunService {
       best,
       improvement: best === null ? null : round2(best - s.baseline!),
       submissions: s.tally.submissions.size,
-      state: 'completed',
+      state: s.guard.state.status,
       exitReason: s.exit?.reason ?? 'crashed',
       sandbox: s.sandbox!,
       workspace: s.prepared!.layout.root,

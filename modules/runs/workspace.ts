@@ -5,6 +5,8 @@ import { join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import PQueue from 'p-queue';
 import type { TaskPack } from '../../tasks/task-pack.js';
+import { keyHash, taskCacheKey } from '../grading/cache-key.js';
+import { HashMemo } from '../grading/content-hash.js';
 import type { WorkspaceLayout } from './run-context.js';
 
 export interface ManifestEntry {
@@ -47,6 +49,8 @@ export interface PreparedWorkspace {
   runMeta: RunMeta;
   /** The run's harness-owned directory (run_meta.json, the sandbox's sockets). */
   runDir: string;
+  /** keyHash of the task's TaskCacheKey (modules/grading/cache-key.ts): what the baseline cache is keyed on besides the model. */
+  cacheKey: string;
 }
 
 export interface MaterializedTask {
@@ -54,6 +58,8 @@ export interface MaterializedTask {
   modelDir: string;
   privateDir: string;
   manifest: ManifestEntry[];
+  /** keyHash of the TaskCacheKey it was materialised under. */
+  cacheKey: string;
 }
 
 export class WorkspaceError extends Error {
@@ -128,7 +134,7 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
     if (opts.agentOwner) {
       for (const dir of [layout.root, layout.codeDir, layout.outputDir]) await chown(dir, opts.agentOwner.uid, opts.agentOwner.gid);
     }
-    return { layout, privateDir: pack.privateDir, dataManifest: pack.manifest, runMeta, runDir };
+    return { layout, privateDir: pack.privateDir, dataManifest: pack.manifest, runMeta, runDir, cacheKey: pack.cacheKey };
   } catch (err) {
     await rm(layout.root, { recursive: true, force: true });
     throw err;
@@ -137,7 +143,9 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
 
 /**
  * Materialises a task pack once into `<taskCacheDir>/<taskId>/{data,model,private}` and reuses it
- * while the completion marker matches the pack (id, base model, evaluator version). The pack is
+ * while the completion marker's key matches the pack's TaskCacheKey (id, base model name and content,
+ * evaluator version, protocol, data parameters, fetched dataset; the base model's file hashes are
+ * memoised in `<taskCacheDir>/.hash-memo.json` by path, mtime and size). The pack is
  * written into a temporary sibling and renamed into place with the marker already inside, so a
  * crash never leaves a directory that looks complete; concurrent preparers converge on one copy.
  * Packs must therefore not embed their target paths in the files they write.
@@ -145,7 +153,8 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
 export async function materializeTask(task: TaskPack, taskCacheDir: string, datasetsDir?: string): Promise<MaterializedTask> {
   assertSegment('task id', task.id);
   const dir = join(taskCacheDir, task.id);
-  const cached = await readMarker(dir, task);
+  const key = keyHash(await taskCacheKey(task, datasetsDir, { memo: new HashMemo(join(taskCacheDir, '.hash-memo.json')) }));
+  const cached = await readMarker(dir, task, key);
   if (cached) return cached;
 
   await mkdir(taskCacheDir, { recursive: true });
@@ -159,24 +168,24 @@ export async function materializeTask(task: TaskPack, taskCacheDir: string, data
       ...(await hashTree(paths.dataDir, 'data')),
       ...(await hashTree(paths.modelDir, `models/${task.baseModel}`)),
     ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-    const marker: Marker = { taskId: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion, manifest };
+    const marker: Marker = { taskId: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion, cacheKey: key, manifest };
     await writeFile(join(temp, MARKER), JSON.stringify(marker));
 
     const stale = join(taskCacheDir, `.${task.id}.${randomUUID()}.stale`);
     if (await exists(dir)) {
-      const winner = await readMarker(dir, task);
+      const winner = await readMarker(dir, task, key);
       if (winner) return winner; // another preparer finished first
       await rename(dir, stale);
     }
     try {
       await rename(temp, dir);
     } catch (err) {
-      const winner = await readMarker(dir, task);
+      const winner = await readMarker(dir, task, key);
       if (winner) return winner;
       throw new WorkspaceError(`cannot install materialised task ${task.id} into ${dir}`, { cause: err });
     }
     await rm(stale, { recursive: true, force: true });
-    return { ...cachePaths(dir), manifest };
+    return { ...cachePaths(dir), manifest, cacheKey: key };
   } finally {
     await rm(temp, { recursive: true, force: true });
   }
@@ -186,10 +195,12 @@ interface Marker {
   taskId: string;
   baseModel: string;
   evaluatorVersion: string;
+  /** Absent in markers written before it was kept: such a copy is materialised again. */
+  cacheKey?: string;
   manifest: ManifestEntry[];
 }
 
-async function readMarker(dir: string, task: TaskPack): Promise<MaterializedTask | null> {
+async function readMarker(dir: string, task: TaskPack, key: string): Promise<MaterializedTask | null> {
   let marker: Marker;
   try {
     marker = JSON.parse(await readFile(join(dir, MARKER), 'utf8')) as Marker;
@@ -197,11 +208,11 @@ async function readMarker(dir: string, task: TaskPack): Promise<MaterializedTask
     return null; // absent or torn: not complete
   }
   const current =
-    marker.taskId === task.id && marker.baseModel === task.baseModel && marker.evaluatorVersion === task.evaluatorVersion;
-  return current ? { ...cachePaths(dir), manifest: marker.manifest } : null;
+    marker.taskId === task.id && marker.baseModel === task.baseModel && marker.evaluatorVersion === task.evaluatorVersion && marker.cacheKey === key;
+  return current ? { ...cachePaths(dir), manifest: marker.manifest, cacheKey: key } : null;
 }
 
-function cachePaths(dir: string): Omit<MaterializedTask, 'manifest'> {
+function cachePaths(dir: string): Omit<MaterializedTask, 'manifest' | 'cacheKey'> {
   return { dataDir: join(dir, 'data'), modelDir: join(dir, 'model'), privateDir: join(dir, 'private') };
 }
 

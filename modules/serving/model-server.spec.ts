@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { EvaluatorError, InvalidCheckpointError, type ServedModel } from '../../tasks/task-pack.js';
 import { startOpenAiTestServer, type OpenAiTestServer } from '../../test/servers/openai-test-server.js';
-import { createEvaluationContext, SERVED_MODEL_NAME } from './model-server.js';
+import { ConfigError } from '../settings/settings.port.js';
+import { BASE_SERVED_NAME, createEvaluationContext, SERVED_MODEL_NAME } from './model-server.js';
 import { OpenAiClient } from './openai-client.js';
 import { loadServingConfig } from './serving.config.js';
 import { processesWith, rejection } from '../../test/servers/processes.js';
@@ -110,13 +111,26 @@ describe('serving a checkpoint through the serve command', () => {
     expect(processesWith(dir)).toEqual([]);
   });
 
-  it('refuses a LoRA-only directory with a message telling the agent to merge, without starting anything', async () => {
-    const dir = await checkpoint({ 'adapter_config.json': '{}', 'adapter_model.safetensors': '', 'answers.json': JSON.stringify(ANSWERS) });
-    const err = await rejection(serve(context(), dir));
-    expect(err).toBeInstanceOf(InvalidCheckpointError);
-    expect(err.message).toMatch(/LoRA adapter/);
-    expect(err.message).toMatch(/merge the adapter into the base model before saving/);
-    expect(processesWith(dir)).toEqual([]);
+  it('serves a LoRA adapter on the base model: --enable-lora --lora-modules a2rl-checkpoint=<adapter> with its rank rounded up', async () => {
+    const base = await checkpoint({ 'config.json': '{}', 'model.safetensors': '' });
+    const adapter = await checkpoint({ 'adapter_config.json': JSON.stringify({ r: 24 }), 'adapter_model.safetensors': '' });
+    const script = `console.error('argv=' + JSON.stringify(process.argv.slice(1))); process.exit(1)`;
+    const config = loadServingConfig({ A2RL_SERVE_COMMAND: `${process.execPath} -e "${script}" {model_path} --port {port} --served-model-name {name}`, A2RL_SERVE_READY_TIMEOUT: '5s' });
+    const err = await rejection(createEvaluationContext(config, 'cpu', {}, { baseModelDir: base }).serve(adapter));
+    const argv = JSON.parse(/argv=(\[.*\])/.exec(err.message)![1]!) as string[];
+    expect(argv[0]).toBe(base);
+    expect(argv.slice(-7)).toEqual(['--served-model-name', BASE_SERVED_NAME, '--enable-lora', '--lora-modules', `${SERVED_MODEL_NAME}=${adapter}`, '--max-lora-rank', '32']);
+  });
+
+  it('refuses an adapter without weights or with an unreadable config as the agent\'s mistake, and needs a base model for a real one', async () => {
+    const noWeights = await checkpoint({ 'adapter_config.json': '{}' });
+    expect(await rejection(serve(context(), noWeights))).toBeInstanceOf(InvalidCheckpointError);
+    const garbled = await checkpoint({ 'adapter_config.json': '{r:', 'adapter_model.safetensors': '' });
+    expect((await rejection(serve(context(), garbled))).message).toMatch(/adapter_config.json is not readable JSON/);
+    const adapter = await checkpoint({ 'adapter_config.json': '{"r": 8}', 'adapter_model.safetensors': '' });
+    const err = await rejection(serve(context(), adapter));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(processesWith(adapter)).toEqual([]);
   });
 
   it('serves a merged checkpoint that still carries adapter_config.json', async () => {
@@ -147,16 +161,35 @@ describe('serving through A2RL_INFERENCE_URL', () => {
   });
   afterAll(() => server.close());
 
-  it('uses the configured endpoint and its listed model without starting a server; stop() leaves it running', async () => {
-    const ctx = createEvaluationContext(loadServingConfig({ A2RL_INFERENCE_URL: `${server.baseUrl}/v1`, A2RL_SERVE_COMMAND: 'a2rl-no-such-server {model_path} {port}' }), 'cpu');
-    const model = await ctx.serve(await checkpoint());
-    expect(model).toMatchObject({ baseUrl: server.baseUrl, model: 'my-served-model' });
-    await model.stop();
-    expect((await new OpenAiClient(model).chat([{ role: 'user', content: 'what is 2+2' }])).text).toBe('The answer is 4.');
+  it('refuses an endpoint that cannot load checkpoints at configuration time, in one line naming the way out', () => {
+    const err = (() => {
+      try {
+        loadServingConfig({ A2RL_INFERENCE_URL: `${server.baseUrl}/v1` });
+      } catch (e) {
+        return e as Error;
+      }
+      throw new Error('accepted');
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.message).toMatch(/^A2RL_INFERENCE_URL: an external endpoint cannot load submitted checkpoints: .*A2RL_INFERENCE_LORA=runtime/);
+    expect(err.message).not.toMatch(/\n/);
+    expect(() => loadServingConfig({ A2RL_INFERENCE_LORA: 'runtime' })).toThrow(/A2RL_INFERENCE_LORA: set without A2RL_INFERENCE_URL/);
+    expect(() => loadServingConfig({ A2RL_INFERENCE_URL: server.baseUrl, A2RL_INFERENCE_LORA: 'always' })).toThrow(/unknown mode "always"/);
+  });
+
+  it('refuses at grading, as an evaluator error, an endpoint config that cannot load the checkpoint: never its first listed model', async () => {
+    const config = { ...loadServingConfig({}), inferenceUrl: server.baseUrl, inferenceLora: false };
+    const err = await rejection(createEvaluationContext(config, 'cpu').serve(await checkpoint()));
+    expect(err).toBeInstanceOf(EvaluatorError);
+    expect(err.message).toMatch(/external endpoint cannot load submitted checkpoints/);
+    const lora = createEvaluationContext(loadServingConfig({ A2RL_INFERENCE_URL: server.baseUrl, A2RL_INFERENCE_LORA: 'runtime' }), 'cpu');
+    const full = await rejection(lora.serve(await checkpoint({ 'config.json': '{}', 'model.safetensors': 'tuned' })));
+    expect(full).toBeInstanceOf(EvaluatorError);
+    expect(full.message).toMatch(/loads LoRA adapters only and cannot grade a full-weights checkpoint/);
   });
 
   it('fails with EvaluatorError when the endpoint does not answer', async () => {
-    const ctx = createEvaluationContext(loadServingConfig({ A2RL_INFERENCE_URL: 'http://127.0.0.1:1' }), 'cpu');
+    const ctx = createEvaluationContext(loadServingConfig({ A2RL_INFERENCE_URL: 'http://127.0.0.1:1', A2RL_INFERENCE_LORA: 'runtime' }), 'cpu');
     const err = await rejection(ctx.serve(await checkpoint()));
     expect(err).toBeInstanceOf(EvaluatorError);
     expect(err.message).toMatch(/A2RL_INFERENCE_URL .* does not answer/);

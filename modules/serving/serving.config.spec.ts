@@ -36,12 +36,14 @@ describe('serving configuration', () => {
   it('normalises endpoint URLs to end before /v1 and reads the judge', () => {
     const config = loadServingConfig({
       A2RL_INFERENCE_URL: 'http://127.0.0.1:8000/v1/',
+      A2RL_INFERENCE_LORA: 'runtime',
       A2RL_SERVE_READY_TIMEOUT: '2m',
       A2RL_JUDGE_URL: 'https://api.openai.com/v1',
       A2RL_JUDGE_MODEL: 'gpt-4-1106-preview',
       A2RL_JUDGE_API_KEY: 'sk-test',
     });
     expect(config.inferenceUrl).toBe('http://127.0.0.1:8000');
+    expect(config.inferenceLora).toBe(true);
     expect(config.readyTimeoutMs).toBe(120_000);
     expect(config.judge).toEqual({ baseUrl: 'https://api.openai.com', model: 'gpt-4-1106-preview', apiKey: 'sk-test' });
   });

@@ -12,7 +12,11 @@ import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
  *   first (see splitCommand), then the placeholders are replaced inside each word, so a path with
  *   spaces stays one argument.
  * - `A2RL_INFERENCE_URL`: an OpenAI-compatible server that is already running (base URL, with or
- *   without the trailing `/v1`); no server is started and the served model is its first listed model.
+ *   without the trailing `/v1`). It can grade only what it can load: it needs
+ *   `A2RL_INFERENCE_LORA=runtime` (vLLM started with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True` on the
+ *   task's base model, reading this machine's files), and then grades LoRA-adapter checkpoints
+ *   through `/v1/load_lora_adapter` and the unchanged base model itself; anything else is refused
+ *   (it never grades whatever model it happens to list).
  * - `A2RL_SERVE_READY_TIMEOUT`: how long a started server may take to answer `GET /v1/models`
  *   (a duration such as `600s`, `10m`).
  * - `A2RL_JUDGE_URL`, `A2RL_JUDGE_MODEL`, `A2RL_JUDGE_API_KEY`: the judge for judge-based tasks.
@@ -25,6 +29,8 @@ export interface ServingConfig {
   /** The split template; placeholders are still in place. */
   serveCommand: string[];
   inferenceUrl: string | null;
+  /** The endpoint at inferenceUrl loads LoRA adapters at runtime (A2RL_INFERENCE_LORA=runtime); always true when inferenceUrl is set. */
+  inferenceLora: boolean;
   readyTimeoutMs: number;
   judge: OpenAiEndpoint | null;
   /** Environment servers of the interactive paper tasks, by name (`alfworld`, `webshop`). */
@@ -98,6 +104,7 @@ export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): Serving
   const readyTimeoutMs = durationMs('A2RL_SERVE_READY_TIMEOUT', env.A2RL_SERVE_READY_TIMEOUT, DEFAULT_READY_TIMEOUT);
 
   const inferenceUrl = env.A2RL_INFERENCE_URL?.trim() ? baseUrl('A2RL_INFERENCE_URL', env.A2RL_INFERENCE_URL.trim()) : null;
+  const inferenceLora = inferenceLoraMode(env, inferenceUrl);
 
   const judgeUrl = env.A2RL_JUDGE_URL?.trim();
   const judgeModel = env.A2RL_JUDGE_MODEL?.trim();
@@ -112,7 +119,19 @@ export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): Serving
 
   const envServers = Object.fromEntries(ENV_SERVER_NAMES.map((name) => [name, envServerConfig(name, env)]));
   const envReadyTimeoutMs = durationMs('A2RL_ENV_READY_TIMEOUT', env.A2RL_ENV_READY_TIMEOUT, DEFAULT_ENV_READY_TIMEOUT);
-  return { serveCommand, inferenceUrl, readyTimeoutMs, judge, envServers, envReadyTimeoutMs };
+  return { serveCommand, inferenceUrl, inferenceLora, readyTimeoutMs, judge, envServers, envReadyTimeoutMs };
+}
+
+/** Why an external endpoint alone cannot grade submissions (one line, for config errors, doctor and gradings). */
+export const INFERENCE_URL_REFUSAL =
+  'an external endpoint cannot load submitted checkpoints: unset it so a2rl starts vLLM on each checkpoint (A2RL_SERVE_COMMAND), or set A2RL_INFERENCE_LORA=runtime if it is vLLM serving the task\'s base model with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and reading this machine\'s files (judges: A2RL_JUDGE_URL)';
+
+function inferenceLoraMode(env: NodeJS.ProcessEnv, inferenceUrl: string | null): boolean {
+  const mode = env.A2RL_INFERENCE_LORA?.trim();
+  if (mode && mode !== 'runtime') throw new ConfigError('A2RL_INFERENCE_LORA', `unknown mode "${mode}" (the only one is "runtime")`);
+  if (mode && !inferenceUrl) throw new ConfigError('A2RL_INFERENCE_LORA', 'set without A2RL_INFERENCE_URL (the endpoint that loads the adapters)');
+  if (inferenceUrl && !mode) throw new ConfigError('A2RL_INFERENCE_URL', INFERENCE_URL_REFUSAL);
+  return mode === 'runtime';
 }
 
 /**

@@ -23,8 +23,11 @@ import { failureClassOf } from '../run-analysis/analyze.js';
  * Measurement validity: a task's noise floor is what grading the unchanged base model again and
  * again gives. Among the runs in scope (after the filter), every baseline graded afresh for its run
  * (BaselineEvaluated with cached = false; a campaign with regradeBaseline grades one per run) of the
- * same task and base model is a sample; with two or more, the floor is their mean and Student-t 95%
- * interval. A row whose best-of-budget interval overlaps the floor's (or, with one scored run and so
+ * same task and base model is a sample, and so is every repeated grading of a run's base model
+ * (GradingRepeated, `--baseline-repeats`); with two or more, the floor is their mean and Student-t 95%
+ * interval. Beside it, `evaluationNoise` pools the spread of every checkpoint graded repeatedly in
+ * the row's runs (base models and, after `a2rl regrade --repeat k`, submissions): the standard
+ * deviation one grading of one checkpoint has. A row whose best-of-budget interval overlaps the floor's (or, with one scored run and so
  * no interval, whose mean lies inside it) is not distinguishable from noise.
  *
  * Runs whose agent never got its budget — set-up failed (state setup_failed) or stopped by the
@@ -37,6 +40,14 @@ export interface NoiseFloor {
   n: number;
   mean: number;
   ci95: [number, number];
+}
+
+/** The pooled sample standard deviation of repeated gradings of the same checkpoints. */
+export interface EvaluationNoise {
+  /** Checkpoints graded at least twice (one series each). */
+  checkpoints: number;
+  gradings: number;
+  std: number;
 }
 
 export interface ScoreboardRow {
@@ -55,6 +66,8 @@ export interface ScoreboardRow {
   noiseFloor: NoiseFloor | null;
   /** false: "not distinguishable from noise" (best overlaps the noise floor); true: clear of it; null: no floor or no scored run. */
   distinguishable: boolean | null;
+  /** Null until some checkpoint of the row's runs was graded at least twice. */
+  evaluationNoise: EvaluationNoise | null;
   improvement: number | null;
   validSubmissionRate: number | null;
   route: Route | null;
@@ -132,9 +145,14 @@ export function noiseFloors(runs: readonly RunAnalysis[]): Map<string, NoiseFloo
   const samples = new Map<string, number[]>();
   for (const a of runs) {
     // `=== false`: an analysis stored before baselineCached existed reads as unknown, not fresh.
-    if (a.baselineCached !== false || a.baseline === null || a.task === null || a.baseModel === null) continue;
+    if (a.task === null || a.baseModel === null) continue;
+    const fresh = a.baselineCached === false && a.baseline !== null ? [a.baseline] : [];
+    // A baseline series already counts the fresh BaselineEvaluated it repeats (grading-repeats.ts).
+    const repeated = (a.gradingRepeats ?? []).filter((s) => s.subject === 'baseline');
+    const scores = repeated.length ? repeated.flatMap((s) => s.scores) : fresh;
+    if (!scores.length) continue;
     const k = floorKey(a.task, a.baseModel);
-    samples.set(k, [...(samples.get(k) ?? []), a.baseline]);
+    samples.set(k, [...(samples.get(k) ?? []), ...scores]);
   }
   const floors = new Map<string, NoiseFloor>();
   for (const [k, scores] of samples) {
@@ -152,6 +170,24 @@ function floorOf(runs: readonly RunAnalysis[], floors: Map<string, NoiseFloor>):
   const [model] = models;
   if (models.size !== 1 || model === null || runs[0].task === null) return null;
   return floors.get(floorKey(runs[0].task, model)) ?? null;
+}
+
+/** Pooled over every series of two or more scores: sqrt(Σ(nᵢ−1)·sᵢ² / Σ(nᵢ−1)). */
+export function evaluationNoise(runs: readonly RunAnalysis[]): EvaluationNoise | null {
+  let checkpoints = 0;
+  let gradings = 0;
+  let squares = 0;
+  let df = 0;
+  for (const series of runs.flatMap((a) => a.gradingRepeats ?? [])) {
+    const xs = series.scores;
+    if (xs.length < 2) continue;
+    const m = xs.reduce((p, q) => p + q, 0) / xs.length;
+    squares += xs.reduce((acc, x) => acc + (x - m) ** 2, 0);
+    df += xs.length - 1;
+    checkpoints += 1;
+    gradings += xs.length;
+  }
+  return df ? { checkpoints, gradings, std: Math.sqrt(squares / df) } : null;
 }
 
 /** Whether the best-of-budget estimate is clear of the noise floor (see the module comment). */
@@ -191,6 +227,7 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
       best,
       noiseFloor,
       distinguishable: distinguishable(best, noiseFloor),
+      evaluationNoise: evaluationNoise(sorted),
       improvement: mean(improvements),
       validSubmissionRate: mean(sorted.flatMap((a) => (a.metrics.valid_submission_rate === null ? [] : [a.metrics.valid_submission_rate]))),
       route: mostFrequent(sorted.map((a) => a.route.best)),

@@ -112,13 +112,13 @@ async function campaignOnly<T extends { runId: string }>(app: INestApplicationCo
 export function scoreboardTable(rows: readonly ScoreboardRow[]): string {
   const n = (x: number | null) => (x === null ? '-' : x.toFixed(1));
   const ci = (interval: [number, number] | null) => (interval ? ` [${n(interval[0])}, ${n(interval[1])}]` : '');
-  const lines = [['TASK', 'AGENT', 'DRIVER', 'RUNS', 'N', 'BASELINE', 'BEST (95% CI)', 'NOISE FLOOR (95% CI, N)', 'IMPROVEMENT', 'VALID', 'ROUTE', 'FAILURE CLASSES']];
+  const lines = [['TASK', 'AGENT', 'DRIVER', 'RUNS', 'N', 'BASELINE', 'BEST (95% CI)', 'NOISE FLOOR (95% CI, N)', 'IMPROVEMENT (± GRADING SD)', 'VALID', 'ROUTE', 'FAILURE CLASSES']];
   for (const r of rows) {
     const driver = `${r.driver ?? '-'}${r.driverMismatches ? ` (${r.driverMismatches} declared otherwise)` : ''}`;
     const floor = r.noiseFloor ? `${n(r.noiseFloor.mean)}${ci(r.noiseFloor.ci95)}, ${r.noiseFloor.n}` : '-';
     lines.push([
       r.task ?? '-', r.agent ?? '-', driver, String(r.runs), String(r.n), n(r.baseline), `${n(r.best.mean)}${ci(r.best.ci95)}${r.distinguishable === false ? ' *' : ''}`,
-      floor, n(r.improvement), r.validSubmissionRate === null ? '-' : formatNumber(r.validSubmissionRate), r.route ?? '-',
+      floor, `${n(r.improvement)}${r.evaluationNoise ? ` ±${r.evaluationNoise.std.toFixed(1)}` : ''}`, r.validSubmissionRate === null ? '-' : formatNumber(r.validSubmissionRate), r.route ?? '-',
       r.failureClasses.map((f) => `${f.class}×${f.count}`).join(' '),
     ]);
   }

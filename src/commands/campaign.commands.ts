@@ -8,6 +8,7 @@ import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import type { CampaignJob, CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
 import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
 import { CampaignService } from '../../modules/campaigns/campaign.service.js';
+import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { LocalQueue } from '../../modules/campaigns/local-queue.js';
 import { workerInfo } from '../../modules/campaigns/worker-info.js';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
@@ -20,6 +21,7 @@ import { loadConfig } from '../config/config.js';
 import { printScoreboard } from './analysis.commands.js';
 import { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { num, table, withApp, withRunApp } from './cli-support.js';
+import { dashboardBase, openDashboard, serverUp } from './dashboard-link.js';
 import { reachQueue } from './worker.commands.js';
 
 // `a2rl campaign …`: the matrix task × agent × driver × seed as one campaign (modules/campaigns). The
@@ -42,6 +44,8 @@ interface RunOptions {
   retries: string;
   queue?: string;
   regradeBaseline?: boolean;
+  baselineRepeats: string;
+  serve?: boolean;
   json?: boolean;
 }
 
@@ -62,9 +66,12 @@ export function registerCampaignCommands(program: Command): void {
     .option('--retries <n>', 'further attempts per cell after an infrastructure failure', '2')
     .option('--queue <redis://…>', 'put the jobs on this Redis queue for `a2rl worker`s instead of running them here (needs a shared ledger)')
     .option('--regrade-baseline', 'grade every run\'s baseline afresh (no cache): the scoreboard\'s noise floor')
+    .option('--baseline-repeats <k>', 'grade every run\'s base model k times in all before its agent starts: more noise-floor samples per run', '1')
+    .option('--serve', 'also serve the HTTP API and dashboard on A2RL_HTTP_HOST:A2RL_HTTP_PORT while the campaign runs here (not with --queue: run `a2rl serve` beside it); its URL is printed at start, as it is when a server is already up there')
     .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
     .addHelpText('after', EXIT_HELP)
     .action(async (opts: RunOptions) => {
+      if (opts.serve && opts.queue !== undefined) throw new Error('--serve serves the dashboard from the process that runs the jobs; with --queue, run `a2rl serve` beside it');
       const options = {
         tasks: list(opts.tasks),
         agents: list(opts.agents),
@@ -74,6 +81,7 @@ export function registerCampaignCommands(program: Command): void {
         retries: wholeNumber(opts.retries, '--retries'),
         concurrency: wholeNumber(opts.concurrency, '--concurrency'),
         regradeBaseline: opts.regradeBaseline === true,
+        baselineRepeats: parseRepeats(opts.baselineRepeats, '--baseline-repeats'),
       };
       if (opts.queue !== undefined) {
         const url = opts.queue;
@@ -84,6 +92,7 @@ export function registerCampaignCommands(program: Command): void {
           try {
             const { campaignId, progress } = await service.schedule(plan);
             announce(campaignId, progress, `on the queue ${displayQueueUrl(url)}`);
+            if (await serverUp(loadConfig())) process.stderr.write(`dashboard: ${dashboardBase(loadConfig())}/#/campaigns/${campaignId}\n`);
             await finish(app, await onQueue(app, queue, progress), opts.json);
           } finally {
             await queue.close();
@@ -91,12 +100,18 @@ export function registerCampaignCommands(program: Command): void {
         });
         return;
       }
-      await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
+      await withRunApp(async (runs, gradingBaseUrl, config, app) => {
         const { service } = campaigns(app);
         const plan = service.plan({ ...options, queue: 'local' });
-        const { campaignId, progress } = await service.schedule(plan);
-        announce(campaignId, progress, `here, ${options.concurrency} at a time`);
-        await finish(app, await embedded({ app, runs, gradingBaseUrl }, progress, options.concurrency), opts.json);
+        const dashboard = await openDashboard(app, config, opts.serve === true);
+        try {
+          const { campaignId, progress } = await service.schedule(plan);
+          announce(campaignId, progress, `here, ${options.concurrency} at a time`);
+          if (dashboard) process.stderr.write(`dashboard: ${dashboard.campaignUrl(campaignId)}\n`);
+          await finish(app, await embedded({ app, runs, gradingBaseUrl }, progress, options.concurrency), opts.json);
+        } finally {
+          await dashboard?.close();
+        }
       });
     });
 

@@ -1,4 +1,4 @@
-import type { INestApplicationContext } from '@nestjs/common';
+import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { RunService, type RunProgress, type RunSummary } from '../../modules/runs/run.service.js';
@@ -24,7 +24,7 @@ export async function withApp<T>(work: (app: INestApplicationContext) => Promise
 }
 
 /** An HTTP app (grading API) on a free loopback port for the runs this process executes. */
-export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig, app: INestApplicationContext) => Promise<T>): Promise<T> {
+export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig, app: INestApplication) => Promise<T>): Promise<T> {
   const config = loadConfig();
   checkHome(config.home);
   // Serving and environment-server variables are read at each grading; a bad one fails here, before any run starts.

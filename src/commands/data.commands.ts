@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { CommanderError, type Command } from 'commander';
-import { datasetSpec } from '../../modules/datasets/dataset-registry.js';
+import { datasetDir, datasetSpec } from '../../modules/datasets/dataset-registry.js';
 import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-dataset.js';
 import { describeSandbox, sandboxPlan, type SandboxCheck } from '../../modules/runs/sandbox/capabilities.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
 import { packageRoot } from '../../modules/settings/package-root.js';
 import { TASKS } from '../../tasks/index.js';
+import { splitReport, SplitNotDerivedError } from '../../tasks/paper-common/split-report.js';
 import { loadConfig } from '../config/config.js';
 
 /** Commands that prepare a machine for the paper tasks: data fetch, doctor. */
@@ -36,6 +37,37 @@ export function registerDataCommands(program: Command): void {
       process.stdout.write(`${task}: ${files.length} file(s) in ${result.dir}\n`);
       if (note) process.stdout.write(`${task}: ${note}\n`);
       if (result.baseModelMissing) process.stdout.write(`${task} also needs its base checkpoint: a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>\n`);
+    });
+
+  data
+    .command('split')
+    .description('the source rows (0-based, in the fetched file\'s order) of a task\'s visible and private items, as its protocol derives them')
+    .argument('<task>', 'gsm8k | humaneval | alpacaeval | deepsearchqa')
+    .option('--json', 'one JSON object: {task, visible: [...], private: [...], files, rowCounts: fetched|expected, recipe}')
+    .action(async (task: string, opts: { json?: boolean }) => {
+      const refuse = (message: string): never => {
+        process.stderr.write(`a2rl: ${message}\n`);
+        throw new CommanderError(2, 'a2rl.data.split', message);
+      };
+      if (!TASKS.find((t) => t.id === task)?.protocol) {
+        refuse(`a2rl derives no split for ${task}: it has no evaluation protocol (tasks with one: ${TASKS.filter((t) => t.protocol).map((t) => t.id).join(', ')})`);
+      }
+      let report;
+      try {
+        report = await splitReport(task, datasetDir(loadConfig().home, task));
+      } catch (err) {
+        if (err instanceof SplitNotDerivedError) refuse(err.message);
+        throw err;
+      }
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(report)}\n`);
+        return;
+      }
+      const show = (xs: number[]) => (xs.length > 12 ? `${xs.slice(0, 6).join(', ')}, … , ${xs.slice(-3).join(', ')}` : xs.join(', '));
+      process.stdout.write(`${task}: ${report.recipe}\n`);
+      process.stdout.write(`  visible  ${report.visible.length} rows of ${report.files.visible}: ${show(report.visible)}\n`);
+      process.stdout.write(`  private  ${report.private.length} rows of ${report.files.private}: ${show(report.private)}\n`);
+      if (report.rowCounts === 'expected') process.stdout.write(`  (not fetched here: row counts are the upstream release's; \`a2rl data fetch ${task}\` to count the files)\n`);
     });
 
   program

@@ -8,7 +8,9 @@ import { formatSeconds, parseDuration } from '../../modules/settings/duration.js
 import { parseAllowlist } from '../../modules/runs/sandbox/egress-proxy.js';
 import { parseDollars, parseLimitOverrides } from '../../modules/runs/sandbox/limits.js';
 import { redact } from '../server.js';
+import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
+import { openDashboard } from './dashboard-link.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -29,8 +31,11 @@ export function registerRunsCommands(program: Command): void {
     .option('--max-llm-tokens <n>', 'stop serving the agent\'s model calls after this many tokens (input, output and cache; the gateway answers with its provider\'s error)')
     .option('--max-llm-cost <usd>', 'stop serving the agent\'s model calls after this many US dollars by the price table (docs/llm-gateway.md)')
     .option('--allow-net <hosts>', 'hosts the agent may reach through the egress proxy, e.g. pypi.org,files.pythonhosted.org (default: none)')
+    .option('--baseline-repeats <k>', 'grade the base model k times in all before the agent starts (GradingRepeated): the task\'s evaluation noise on the scoreboard', '1')
+    .option('--serve', 'also serve the HTTP API and dashboard on A2RL_HTTP_HOST:A2RL_HTTP_PORT while the run lasts (its URL is printed at start; so it is when an `a2rl serve` is already up there)')
     .option('--json', 'print a JSON summary as the last line')
-    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; json?: boolean }) => {
+    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; baselineRepeats: string; serve?: boolean; json?: boolean }) => {
+      const baselineRepeats = parseRepeats(opts.baselineRepeats, '--baseline-repeats');
       if (!/^-?\d+$/.test(opts.seed)) throw new Error(`--seed must be an integer, got "${opts.seed}"`);
       if (!['free', 'sft-only', 'rl-oriented'].includes(opts.mode)) throw new Error(`--mode must be free, sft-only or rl-oriented, got "${opts.mode}"`);
       if (!opts.agent && opts.agentCommand === undefined) throw new Error('give --agent <id> or --agent-command \'<shell command>\'');
@@ -39,12 +44,14 @@ export function registerRunsCommands(program: Command): void {
       const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
       const allowNet = opts.allowNet === undefined ? [] : parseAllowlist(opts.allowNet);
-      await withRunApp(async (runs, gradingBaseUrl) => {
+      await withRunApp(async (runs, gradingBaseUrl, config, app) => {
         runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
+        const dashboard = await openDashboard(app, config, opts.serve === true);
         const result = await runs.run({
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
-          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(), limits, allowNet,
-        });
+          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(), limits, allowNet, baselineRepeats,
+          onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
+        }).finally(() => dashboard?.close());
         if (process.stderr.isTTY) process.stderr.write('\n');
         process.stdout.write(
           `run ${result.runId} (${result.task}, agent ${result.agent}): baseline ${num(result.baseline)}, best ${num(result.best)}, ` +

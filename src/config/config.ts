@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { authSettings } from '../../modules/access/auth-settings.js';
 import { ConfigError, type Settings } from '../../modules/settings/settings.port.js';
 
 // Configuration comes only from the environment. Every value is checked at start; a bad value
@@ -96,6 +97,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): A2rlConfig {
   const home = path.resolve(env.A2RL_HOME?.trim() || './.a2rl');
   const port = env.A2RL_HTTP_PORT?.trim() || '8080';
   if (!/^\d+$/.test(port) || Number(port) > 65535) throw new ConfigError('A2RL_HTTP_PORT', `not a TCP port: "${port}"`);
+  const httpHost = env.A2RL_HTTP_HOST?.trim() || '127.0.0.1';
   return {
     home,
     ledgerUrl: checkUrl('A2RL_LEDGER_URL', env.A2RL_LEDGER_URL?.trim() || `sqlite://${path.join(home, 'ledger.db')}`, LEDGER_SCHEMES),
@@ -103,7 +105,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): A2rlConfig {
     readModelUrl: checkUrl('A2RL_READMODEL_URL', env.A2RL_READMODEL_URL?.trim() || `sqlite://${path.join(home, 'readmodels.db')}`, READMODEL_SCHEMES),
     workspacesDir: path.resolve(env.A2RL_WORKSPACES_DIR?.trim() || path.join(home, 'workspaces')),
     httpPort: Number(port),
-    httpHost: env.A2RL_HTTP_HOST?.trim() || '127.0.0.1',
+    httpHost,
     treeHeadEvery: treeHeadEvery(env.A2RL_TREE_HEAD_EVERY),
+    // A2RL_AUTH (auto|required|off; off only on loopback) and the reverse-proxy identity header.
+    auth: authSettings(env, httpHost),
   };
 }

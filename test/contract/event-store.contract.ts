@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { assertValidEvent, buildEvent, EventTooLargeError, InvalidEventError } from '../../modules/ledger/events/envelope.js';
-import { campaignStreamName, streamName } from '../../modules/ledger/events/ids.js';
+import { accessStreamName, campaignStreamName, streamName } from '../../modules/ledger/events/ids.js';
 import { NonContiguousAppendError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type { EventStore, RecordedEvent, Subscription } from '../../modules/ledger/event-store.port.js';
 
@@ -30,6 +30,15 @@ export function agentEvent(runId: string, seq: number, command = `step ${seq}`):
 export function campaignEvents(campaignId: string, from: number, count: number): A2rlEvent[] {
   return Array.from({ length: count }, (_, i) =>
     from + i === 0 ? buildEvent('CampaignCancelled', campaignId, 0, T0, {}) : buildEvent('RunRequested', campaignId, from + i, T0, { cell: from + i, attempt: 1 }),
+  );
+}
+
+/** Access-stream events: the envelope's runId holds the stream's id (`log` in production). */
+export function accessEvents(id: string, from: number, count: number): A2rlEvent[] {
+  return Array.from({ length: count }, (_, i) =>
+    from + i === 0
+      ? buildEvent('TokenCreated', id, 0, T0, { tokenId: 'abcd1234', name: 'ci', role: 'viewer', sha256: 'a'.repeat(64), expiresAt: null })
+      : buildEvent('AccessRecorded', id, from + i, T0, { actor: { kind: 'token', id: 'abcd1234', name: 'ci', role: 'viewer' }, action: 'token-use', target: null, outcome: 'ok' }),
   );
 }
 
@@ -215,6 +224,47 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       await expect(store.append(campaignStreamName(campaign), campaignEvents(newRunId(), 0, 1), 'no_stream')).rejects.toThrow(/belongs to campaign/);
       expect(await store.streamRevision(streamName(run))).toBeNull();
       expect(await store.streamRevision(campaignStreamName(campaign))).toBeNull();
+    });
+
+    it('keeps an access stream out of every all-stream read and live subscription, and reads it back', async () => {
+      const run = newRunId();
+      const access = newRunId();
+      const sub = store.subscribeAll();
+      try {
+        const delivered = (async () => {
+          const got: RecordedEvent[] = [];
+          for await (const e of sub) {
+            got.push(e);
+            if (e.event.runId === run && e.event.seq === 0) break;
+          }
+          return got;
+        })();
+        await store.append(accessStreamName(access), accessEvents(access, 0, 2), 'no_stream');
+        await store.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
+        const got = await within(delivered, 10_000, () => {
+          throw new Error('live events not delivered');
+        });
+        expect(got.filter((e) => !e.stream.startsWith('run-')).map((e) => e.stream)).toEqual([]);
+      } finally {
+        await sub.close();
+      }
+      for (const category of ['run', 'campaign'] as const) {
+        expect((await collect(store.readAll({ category }))).filter(mine([access]))).toEqual([]);
+      }
+      expect(ids(await collect(store.readStream(accessStreamName(access))))).toEqual([`${access}/0`, `${access}/1`]);
+      expect(await store.streamRevision(accessStreamName(access))).toBe(1n);
+    });
+
+    it('refuses access events outside an access stream and other events in one', async () => {
+      const run = newRunId();
+      const campaign = newRunId();
+      const access = newRunId();
+      await expect(store.append(streamName(run), accessEvents(run, 0, 1), 'no_stream')).rejects.toThrow(/TokenCreated belongs to an access stream/);
+      await expect(store.append(campaignStreamName(campaign), accessEvents(campaign, 0, 1), 'no_stream')).rejects.toThrow(/TokenCreated belongs to an access stream/);
+      await expect(store.append(accessStreamName(access), [agentEvent(access, 0)], 'no_stream')).rejects.toThrow(/AgentStarted belongs to a run stream/);
+      await expect(store.append(accessStreamName(access), campaignEvents(access, 0, 1), 'no_stream')).rejects.toThrow(/CampaignCancelled belongs to a campaign stream/);
+      await expect(store.append(accessStreamName(access), accessEvents(newRunId(), 0, 1), 'no_stream')).rejects.toThrow(NonContiguousAppendError);
+      for (const stream of [streamName(run), campaignStreamName(campaign), accessStreamName(access)]) expect(await store.streamRevision(stream)).toBeNull();
     });
 
     it('refuses a wrong expected revision with a typed conflict that names the actual revision', async () => {

@@ -25,6 +25,7 @@ import {
 const SHA256 = /^[0-9a-f]{64}$/;
 /** ISO-8601 UTC with milliseconds or finer, as `Date.prototype.toISOString` writes it. */
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3,9}Z$/;
+const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** Reference to a blob in the artifact store; large payloads never travel inside events. */
 export class BlobRef {
@@ -76,6 +77,10 @@ export class Isolation {
   @IsObject() limits!: Record<string, number | null>;
   /** Whether memoryBytes is enforced (a cgroup of the run); where not, the limit is recorded but not applied. */
   @IsOptional() @IsBoolean() memoryEnforced?: boolean;
+  /** Device nodes bound into the sandbox: the GPUs the run holds and the NVIDIA driver's control nodes. */
+  @IsOptional() @IsArray() @ArrayMaxSize(64) @IsString({ each: true }) @MaxLength(300, { each: true }) devices?: string[];
+  /** The agent's Python environment (A2RL_AGENT_PYTHON…), read-only at this path. */
+  @IsOptional() @IsString() @MaxLength(4096) python?: string;
 }
 
 export class WorkspacePrepared {
@@ -386,11 +391,29 @@ export class AgentHomeArchived {
   @Matches(ISO_UTC) observedAt!: string;
 }
 
+/**
+ * One more grading of a checkpoint the run already graded, to measure evaluation noise (judges, live
+ * search, sampling): the base model again before the agent starts (`a2rl run --baseline-repeats k`),
+ * or a submission's archived checkpoint after the run (`a2rl regrade --repeat k`; a closed run is
+ * sealed again with a new head). `repeat` of `of` numbers it in its `series` (one request's k
+ * gradings). `score` when graded, `error` (the evaluator's failure, one line) when not.
+ */
+export class GradingRepeated {
+  @IsIn(['baseline', 'submission']) subject!: 'baseline' | 'submission';
+  @ValidateIf((d: GradingRepeated) => d.subject === 'submission') @IsString() @MinLength(1) @MaxLength(200) submissionId?: string;
+  @Matches(ID) series!: string;
+  @IsInt() @Min(1) repeat!: number;
+  @IsInt() @Min(1) @Max(1000) of!: number;
+  @ValidateIf((d: GradingRepeated) => d.error === undefined) @IsNumber() @Min(0) @Max(100) score?: number;
+  @IsOptional() @IsString() @MaxLength(4096) error?: string;
+  @IsOptional() @IsString() @MaxLength(200) evaluatorVersion?: string;
+  @IsOptional() @IsObject() details?: Record<string, unknown>;
+}
+
 // ── Campaign streams (`campaign-<campaignId>`; the envelope's `runId` holds the campaign id) ──────
 // A campaign is the matrix task × agent × driver × seed run as one job per cell; its stream records
 // the scheduling decisions, the queue only distributes the work (docs/campaigns.md).
 
-const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** One cell × seed of the matrix: the unit of work (one accepted run each). */
 export class CampaignCell {
@@ -422,6 +445,8 @@ export class CampaignScheduled {
   @IsOptional() @IsInt() @Min(1) @Max(1024) concurrency?: number;
   /** Every run grades its baseline afresh (no baseline cache): the task's noise floor. */
   @IsOptional() @IsBoolean() regradeBaseline?: boolean;
+  /** Every run grades its base model this many times in all before its agent starts (GradingRepeated). */
+  @IsOptional() @IsInt() @Min(2) @Max(100) baselineRepeats?: number;
 }
 
 /** A job for `attempt` of `cell` was put on the queue. */
@@ -483,6 +508,54 @@ export class CampaignCancelled {
   @IsOptional() @IsString() @MaxLength(4096) reason?: string;
 }
 
+// ── The access stream (`access-log`; the envelope's `runId` holds `log`) ──────────────────────────
+// Who may look (docs/security.md): API tokens (only their sha256 is kept) and every sign-in, export,
+// regrade, cancel and verify, and token use (coalesced), so an auditor can see who read what.
+
+const TOKEN_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+export const ACCESS_ROLES = ['viewer', 'operator'] as const;
+export type AccessRole = (typeof ACCESS_ROLES)[number];
+export const ACCESS_ACTIONS = ['sign-in', 'token-use', 'export', 'regrade', 'cancel', 'verify'] as const;
+export type AccessAction = (typeof ACCESS_ACTIONS)[number];
+
+export class TokenCreated {
+  @Matches(TOKEN_ID) tokenId!: string;
+  @IsString() @MinLength(1) @MaxLength(200) name!: string;
+  @IsIn(ACCESS_ROLES) role!: AccessRole;
+  /** SHA-256 of the whole secret (`a2rl_…`); the secret itself is printed once and never stored. */
+  @Matches(SHA256) sha256!: string;
+  @ValidateIf((_, v) => v !== null) @Matches(ISO_UTC) expiresAt!: string | null;
+}
+
+export class TokenRevoked {
+  @Matches(TOKEN_ID) tokenId!: string;
+}
+
+/** Who acted: a token (id = token id), a reverse proxy's user (id = user name), or nobody known (id = source address). */
+export class AccessActor {
+  @IsIn(['token', 'proxy', 'anonymous']) kind!: 'token' | 'proxy' | 'anonymous';
+  @IsString() @MinLength(1) @MaxLength(200) id!: string;
+  @IsString() @MinLength(1) @MaxLength(200) name!: string;
+  /** Absent for an anonymous caller that was refused. */
+  @IsOptional() @IsIn(ACCESS_ROLES) role?: AccessRole;
+}
+
+export class AccessTarget {
+  @IsOptional() @Matches(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/) runId?: string;
+  @IsOptional() @Matches(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/) campaignId?: string;
+}
+
+export class AccessRecorded {
+  @IsObject() @ValidateNested() @Type(() => AccessActor) actor!: AccessActor;
+  @IsIn(ACCESS_ACTIONS) action!: AccessAction;
+  @ValidateIf((_, v) => v !== null) @IsObject() @ValidateNested() @Type(() => AccessTarget) target!: AccessTarget | null;
+  /** 'ok': allowed (and, for export/cancel/regrade/verify, done); 'refused': 401/403, no data given. */
+  @IsIn(['ok', 'refused']) outcome!: 'ok' | 'refused';
+  /** For verify: whether the run's chain verified (absent for every other action). */
+  @IsOptional() @IsBoolean() verified?: boolean;
+  @IsOptional() @IsString() @MaxLength(1000) detail?: string;
+}
+
 /** Every event type, its payload class and its current schema version. */
 export const EVENT_CATALOG = {
   RunScheduled: { payload: RunScheduled, version: 1 },
@@ -509,6 +582,7 @@ export const EVENT_CATALOG = {
   SecretRedacted: { payload: SecretRedacted, version: 1 },
   LlmCallRecorded: { payload: LlmCallRecorded, version: 1 },
   AgentHomeArchived: { payload: AgentHomeArchived, version: 1 },
+  GradingRepeated: { payload: GradingRepeated, version: 1 },
   CampaignScheduled: { payload: CampaignScheduled, version: 1 },
   RunRequested: { payload: RunRequested, version: 1 },
   RunAssigned: { payload: RunAssigned, version: 1 },
@@ -516,6 +590,9 @@ export const EVENT_CATALOG = {
   RunRetried: { payload: RunRetried, version: 1 },
   CampaignCompleted: { payload: CampaignCompleted, version: 1 },
   CampaignCancelled: { payload: CampaignCancelled, version: 1 },
+  TokenCreated: { payload: TokenCreated, version: 1 },
+  TokenRevoked: { payload: TokenRevoked, version: 1 },
+  AccessRecorded: { payload: AccessRecorded, version: 1 },
 } as const;
 
 export type EventType = keyof typeof EVENT_CATALOG;

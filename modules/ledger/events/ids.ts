@@ -13,6 +13,17 @@ export const CAMPAIGN_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>([
   'CampaignScheduled', 'RunRequested', 'RunAssigned', 'RunFinished', 'RunRetried', 'CampaignCompleted', 'CampaignCancelled',
 ]);
 
+/**
+ * The access stream: `access-<id>`, in practice the one `access-log` (the envelope's `runId` holds
+ * `log`, which no run id can be: those are `<task>-<time>-<hex>`). Tokens and access records live
+ * there; it is neither a run nor a campaign stream, so no all-stream read or projection sees it.
+ */
+export const ACCESS_STREAM_PREFIX = 'access-';
+export const ACCESS_LOG_ID = 'log';
+
+/** The event types recorded in the access stream, and only there (run and campaign streams refuse them). */
+export const ACCESS_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>(['TokenCreated', 'TokenRevoked', 'AccessRecorded']);
+
 /** Deterministic event id: UUIDv5 of `runId/seq`, so a retried append carries the same ids. */
 export function eventId(runId: string, seq: number): string {
   return uuidv5(`${runId}/${seq}`, A2RL_EVENT_NAMESPACE);
@@ -32,4 +43,12 @@ export function campaignStreamName(campaignId: string): string {
 
 export function campaignIdOfStream(stream: string): string | null {
   return stream.startsWith(CAMPAIGN_STREAM_PREFIX) ? stream.slice(CAMPAIGN_STREAM_PREFIX.length) : null;
+}
+
+export function accessStreamName(id: string = ACCESS_LOG_ID): string {
+  return `${ACCESS_STREAM_PREFIX}${id}`;
+}
+
+export function accessIdOfStream(stream: string): string | null {
+  return stream.startsWith(ACCESS_STREAM_PREFIX) ? stream.slice(ACCESS_STREAM_PREFIX.length) : null;
 }

@@ -1,0 +1,41 @@
+import type { EventStore } from '../ledger/event-store.port.js';
+import { streamName } from '../ledger/events/ids.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
+import { ChainVerifier, sealFailure, sealRelevant, type VerificationFailure } from '../audit/verify-chain.js';
+
+/** At most this many failures are returned (the count is complete). */
+const MAX_FAILURES = 20;
+
+export interface ChainCheck {
+  runId: string;
+  ok: boolean;
+  events: number;
+  treeHeads: number;
+  /** The run ended (RunCompleted/RunInterrupted); an open run's unsigned tail is not a failure. */
+  sealed: boolean;
+  failureCount: number;
+  failures: VerificationFailure[];
+}
+
+/**
+ * POST /runs/:id/verify: the run's chain (every event valid and canonical, dense seqs, every signed
+ * head's root and signature, the last head covering everything of a sealed run), streamed from the
+ * store in bounded memory. The artifact, projection and regrade checks of `a2rl verify` are not
+ * run here: they can take minutes, this answers a request. Null for a run with no events.
+ */
+export async function checkRunChain(store: EventStore, runId: string, publicKeyPem: string | null): Promise<ChainCheck | null> {
+  const chain = new ChainVerifier(runId, publicKeyPem);
+  let heads = 0;
+  let last: Pick<A2rlEvent, 'seq' | 'type'> | undefined;
+  for await (const recorded of store.readStream(streamName(runId))) {
+    const event = chain.push({ bytes: recorded.bytes });
+    if (event?.type === 'TreeHeadSigned') heads++;
+    if (event && sealRelevant(event)) last = { seq: event.seq, type: event.type };
+  }
+  if (chain.size === 0) return null;
+  const sealed = sealFailure(last).length === 0 && last !== undefined;
+  const coverage = chain.finish();
+  // An open run signs heads at intervals: events after its last head (or before its first) are not yet covered, not altered.
+  const failures = sealed ? chain.failures : chain.failures.filter((f) => !coverage.includes(f));
+  return { runId, ok: failures.length === 0, events: chain.size, treeHeads: heads, sealed, failureCount: failures.length, failures: failures.slice(0, MAX_FAILURES) };
+}
