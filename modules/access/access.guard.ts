@@ -5,7 +5,7 @@ import { AccessControl, hasRole, type AccessRequest, type Target } from './acces
 import { PUBLIC_KEY, ROLE_KEY } from './access.decorators.js';
 
 /** Paths that never need a credential: liveness, and the dashboard's static files (the data they show comes from guarded routes). */
-const OPEN_PATHS = /^\/(health|index\.html|favicon\.ico|assets\/.*)?$/;
+const OPEN_PATHS = /^\/(health|index\.html|favicon\.ico|favicon\.svg|assets\/.*)?$/;
 
 const SIGN_IN = 'sign in: send "Authorization: Bearer <token>" (a2rl tokens create --role viewer) or POST /auth/login';
 

@@ -13,7 +13,7 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { BundleExportError, exportBundle } from '../audit/bundle/index.js';
 import { loadPublicKey } from '../audit/tree-head.js';
 import { CampaignService } from '../campaigns/campaign.service.js';
-import { RegradeService } from '../grading/regrade.service.js';
+import { RegradeRefusedError, RegradeService } from '../grading/regrade.service.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { EVENT_STORE } from '../ledger/tokens.js';
@@ -151,6 +151,7 @@ export class RunActionsController {
       if (err instanceof HttpException) throw err;
       const message = (err as Error).message.split('\n')[0];
       await this.access.notDone(caller, 'regrade', { runId }, message);
+      if (err instanceof RegradeRefusedError) throw new HttpException(message, err.status);
       throw new ConflictException(message);
     }
   }

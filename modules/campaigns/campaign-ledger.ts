@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { emptyCampaign, evolveCampaign, type CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
+import { acceptedRuns, emptyCampaign, evolveCampaign, type CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import { WrongExpectedRevisionError } from '../ledger/errors.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
@@ -36,6 +36,12 @@ export class CampaignLedger {
     }
     this.known.set(campaignId, state);
     return state;
+  }
+
+  /** The runs the campaign accepted (one per completed cell × seed), or null for an unknown campaign. */
+  async acceptedRunIds(campaignId: string): Promise<ReadonlySet<string> | null> {
+    const progress = await this.read(campaignId);
+    return progress.scheduled ? new Set(acceptedRuns(progress)) : null;
   }
 
   async events(campaignId: string): Promise<A2rlEvent[]> {

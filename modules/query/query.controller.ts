@@ -1,6 +1,8 @@
-import { Controller, Get, Inject, NotFoundException, Optional, Param, Query, Res } from '@nestjs/common';
+import { BadRequestException, Controller, Get, Inject, NotFoundException, Optional, Param, Query, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiNotFoundResponse, ApiBadRequestResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { CampaignLedger } from '../campaigns/campaign-ledger.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
+import { EVENT_TYPES, isEventType, type EventType } from '../ledger/events/catalog.js';
 import { failureClassOf } from '../../projections/run-analysis/analyze.js';
 import { filterRuns, scoreboard, scoreboardRuns } from '../../projections/scoreboard/scoreboard.js';
 import { liveRun, runsWithHarnessGone } from '../runs/run-liveness.js';
@@ -34,6 +36,7 @@ export class QueryController {
     private readonly source: RunSource,
     /** This machine's run locks: an open run whose harness is gone is listed interrupted (run-liveness.ts). */
     @Optional() @Inject(RUN_LOCKS) private readonly locks?: RunLocks,
+    @Optional() private readonly campaigns?: CampaignLedger,
   ) {
     this.pager = new TranscriptPager(source);
   }
@@ -63,7 +66,7 @@ export class QueryController {
   @ApiNotFoundResponse({ description: 'no such run' })
   async events(@Param('id') id: string, @Query() q: EventsQuery, @Res({ passthrough: true }) res: Response) {
     // Read from the store from revision after_seq + 1, at most limit events: never the whole run.
-    const page = await this.source.page(id, { afterSeq: q.after_seq, limit: q.limit });
+    const page = await this.source.page(id, { afterSeq: q.after_seq, limit: q.limit, types: typeFilter(q.type) });
     if (!page) throw new NotFoundException(`run "${id}" has no events`);
     if (q.format === 'json') return page;
     res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
@@ -104,14 +107,31 @@ export class QueryController {
   @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv; runs whose set-up failed or that were cancelled count only with include_unfinished=true' })
   async scoreboard(@Query() q: ScoreboardQuery, @Res({ passthrough: true }) res: Response) {
     const filter = { task: q.task, agent: q.agent, driver: q.driver, includeUnfinished: q.include_unfinished === 'true' };
-    const runs = await this.source.runs();
+    const runs = await this.campaignOnly(await this.source.runs(), q.campaign);
     if (q.format === 'json') return scoreboard(runs, filter);
     res.setHeader('Content-Type', 'text/csv; charset=utf-8');
     return resultsCsv(scoreboardRuns(runs, filter));
+  }
+
+  /** The runs a campaign accepted (one per completed cell × seed), or every run without a campaign. */
+  private async campaignOnly<T extends { runId: string }>(runs: T[], campaignId: string | undefined): Promise<T[]> {
+    if (campaignId === undefined) return runs;
+    const accepted = (await this.campaigns?.acceptedRunIds(campaignId)) ?? null;
+    if (!accepted) throw new NotFoundException(`no campaign "${campaignId}" in the ledger`);
+    return runs.filter((r) => accepted.has(r.runId));
   }
 
   private found<T>(id: string, value: T | null): T {
     if (value === null) throw new NotFoundException(`no run "${id}" in the ledger`);
     return value;
   }
+}
+
+/** `type=A,B` as a set of event types (400 naming an unknown one), or null for every type. */
+function typeFilter(list: string | undefined): ReadonlySet<EventType> | null {
+  if (list === undefined) return null;
+  const names = list.split(',');
+  const unknown = names.filter((n) => !isEventType(n));
+  if (unknown.length) throw new BadRequestException(`type: unknown event type ${unknown.map((n) => `"${n}"`).join(', ')} (known: ${EVENT_TYPES.join(', ')})`);
+  return new Set(names as EventType[]);
 }

@@ -1,6 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
 import { REPORT_FORMATS, type ReportFormat } from '../reports/render.js';
 import { RUN_STATES } from '../runs/run-lifecycle.js';
@@ -51,6 +51,9 @@ export class EventsQuery {
 
   @ApiPropertyOptional({ enum: ['json', 'ndjson'], default: 'json', description: 'JSON array or one canonical JSON event per line' })
   @IsOptional() @IsIn(['json', 'ndjson']) format: 'json' | 'ndjson' = 'json';
+
+  @ApiPropertyOptional({ description: 'only events of these types, comma-separated (e.g. SubmissionGraded,RunCompleted)' })
+  @IsOptional() @IsString() @MaxLength(2000) @Matches(/^[A-Za-z]+(,[A-Za-z]+)*$/, { message: 'type must be event type names separated by commas' }) type?: string;
 }
 
 export class ReportQuery {
@@ -77,4 +80,7 @@ export class ScoreboardQuery extends RunFilterQuery {
 
   @ApiPropertyOptional({ enum: ['json', 'csv'], default: 'json', description: 'csv: the paper\'s results.csv, one row per run' })
   @IsOptional() @IsIn(['json', 'csv']) format: 'json' | 'csv' = 'json';
+
+  @ApiPropertyOptional({ description: "only this campaign's accepted runs (the completed run of each cell × seed)" })
+  @IsOptional() @IsString() @Matches(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, { message: 'campaign must be a campaign id' }) campaign?: string;
 }

@@ -9,7 +9,7 @@ import type { LiveRun } from '../runs/run-liveness.js';
  */
 export function runSummary(r: LiveRun<ResultsRun>) {
   return {
-    runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, declaredDriver: r.declaredDriver ?? null, driverMismatch: r.driverMismatch ?? false, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt,
+    runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, declaredDriver: r.declaredDriver ?? null, driverMismatch: r.driverMismatch ?? false, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt, durationS: r.durationS,
     ...(r.harnessGone ? { harnessGone: true } : {}),
     baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions.length,
     failureClass: r.harnessGone ? null : failureClassOf(r), route: r.route.best, lastSeq: r.lastSeq,

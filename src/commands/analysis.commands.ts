@@ -9,7 +9,6 @@ import { RunSource } from '../../modules/query/run-source.js';
 import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../modules/reports/render.js';
 import { formatNumber, resultsCsv } from '../../modules/reports/results-csv.js';
 import { transcriptText } from '../../modules/reports/transcript-text.js';
-import { acceptedRuns } from '../../projections/campaign-progress/campaign-progress.js';
 import { scoreboard, scoreboardRuns, type ScoreboardFilter, type ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
 import { buildTranscript } from '../../projections/transcript/transcript.js';
 import { table, withApp } from './cli-support.js';
@@ -103,9 +102,8 @@ export async function printScoreboard(app: INestApplicationContext, opts: Scoreb
 /** The runs a campaign accepted (one per completed cell × seed), or every run without --campaign. */
 async function campaignOnly<T extends { runId: string }>(app: INestApplicationContext, runs: T[], campaignId: string | undefined): Promise<T[]> {
   if (campaignId === undefined) return runs;
-  const progress = await new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK)).read(campaignId);
-  if (!progress.scheduled) throw new Error(`no campaign "${campaignId}" in the ledger`);
-  const accepted = new Set(acceptedRuns(progress));
+  const accepted = await new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK)).acceptedRunIds(campaignId);
+  if (!accepted) throw new Error(`no campaign "${campaignId}" in the ledger`);
   return runs.filter((r) => accepted.has(r.runId));
 }
 
