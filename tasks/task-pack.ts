@@ -9,6 +9,7 @@
  * checkpoints under `output/` and submit their path to the grading API.
  */
 import type { RunLimits } from '../modules/runs/sandbox/limits.js';
+import type { EvalProtocol } from './paper-common/protocol.js';
 
 export type TaskLevel = 1 | 2 | 3;
 
@@ -137,6 +138,11 @@ export interface TaskPack {
   readonly baseModel: string;
   /** Bump when the evaluator or the private set changes: invalidates cached baselines. */
   readonly evaluatorVersion: string;
+  /**
+   * The paper tasks' evaluation protocol (`tasks/<task>/protocol.json`, checked at load): split,
+   * prompt, request settings, post-processing and named deviations. Its hash is part of the cache key.
+   */
+  readonly protocol?: EvalProtocol;
   /** Markdown shown to the agent as `description.md`. */
   readonly description: string;
   /** Writes the training data, base checkpoint and private set (deterministic). */

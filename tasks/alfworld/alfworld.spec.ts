@@ -10,7 +10,7 @@ import type { ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
 import { alfworld, TRAIN_GAMES_LIST } from './index.js';
-import { MAX_STEPS, PROMPT_KEYS, PROMPTS_FILE, reactPolicy, taskTypeKey } from './prompt.js';
+import { MAX_STEPS, processObservation, PROMPT_KEYS, PROMPTS_FILE, reactPolicy, taskTypeKey } from './prompt.js';
 
 const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
 const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
@@ -61,23 +61,35 @@ async function privateDirWithPrompts(): Promise<string> {
   return dir;
 }
 
-describe('the alfworld ReAct prompt', () => {
+describe('the alfworld ReAct prompt (the paper harness\'s text completion)', () => {
+  const reset = { observation: 'You are here.\nYour task is to: cool an egg.', admissibleActions: [], info: { task_type: 'pick_cool_then_place_in_recep-Egg-None-Microwave-5' } };
+
   it('maps game directories to their task type and puts that type\'s two examples (1 then 0) before the task', () => {
     expect(taskTypeKey('pick_two_obj_and_place-Pen-None-Drawer-3')).toBe('puttwo');
     expect(taskTypeKey('look_at_obj_in_light-Book-None-DeskLamp-1')).toBe('examine');
     expect(taskTypeKey('pick_heat_then_place_in_recep-Egg-None-Fridge-1')).toBe('heat');
     expect(taskTypeKey('slice_and_place')).toBeNull();
-    const message = reactPolicy(PROMPTS).firstMessage({ observation: 'You are here.\n\nYour task is to: cool an egg.', admissibleActions: [], info: { task_type: 'pick_cool_then_place_in_recep-Egg-None-Microwave-5' } });
-    expect(message).toBe(`Interact with a household to solve a task. Here are two examples.\n${PROMPTS.react_cool_1}${PROMPTS.react_cool_0}\nHere is the task.\nYou are here.\n\nYour task is to: cool an egg.\n>`);
-    expect(() => reactPolicy(PROMPTS).firstMessage({ observation: '', admissibleActions: [], info: { task_type: 'unknown' } })).toThrow(/unknown ALFWorld task type/);
+    const transcript = reactPolicy(PROMPTS).start(reset);
+    expect(transcript.input()).toEqual({ prompt: `Interact with a household to solve a task. Here are two examples.\n${PROMPTS.react_cool_1}${PROMPTS.react_cool_0}\nHere is the task.\nYou are here.\nYour task is to: cool an egg.\n>` });
+    expect(() => reactPolicy(PROMPTS).start({ observation: '', admissibleActions: [], info: { task_type: 'unknown' } })).toThrow(/unknown ALFWorld task type/);
   });
 
-  it('takes the first line of a reply as the action, drops a leading ">", and treats think: as thinking', () => {
-    const { parseReply } = reactPolicy(PROMPTS);
-    expect(parseReply('> go to fridge 1\n> open fridge 1')).toEqual({ action: 'go to fridge 1' });
-    expect(parseReply('\n  take apple 1 from table 1  ')).toEqual({ action: 'take apple 1 from table 1' });
-    expect(parseReply('> think: the apple is probably in the fridge')).toEqual({ think: true });
-    expect(parseReply('')).toEqual({ action: '' });
+  it('takes the stripped reply as the action, answers think: with OK., and grows the prompt by " <action>\\n<observation>\\n>"', () => {
+    const policy = reactPolicy(PROMPTS);
+    expect(policy.request).toEqual({ api: 'completion', maxTokens: 100, stop: ['\n'], temperature: 0 });
+    const transcript = policy.start(reset);
+    const init = (transcript.input() as { prompt: string }).prompt;
+    expect(transcript.parseReply('  go to fridge 1 ')).toEqual({ action: 'go to fridge 1' });
+    expect(transcript.parseReply('> go to fridge 1')).toEqual({ action: '> go to fridge 1' });
+    expect(transcript.parseReply('think: the egg is in the fridge')).toEqual({ think: true });
+    transcript.record(' think: the egg is in the fridge', null, null);
+    transcript.record('go to fridge 1', 'go to fridge 1', { observation: 'You arrive at loc 7. The fridge 1 is closed.', reward: 0, done: false, admissibleActions: [], info: {} });
+    expect((transcript.input() as { prompt: string }).prompt).toBe(`${init} think: the egg is in the fridge\nOK.\n> go to fridge 1\nThe fridge 1 is closed.\n>`);
+    expect(processObservation('You arrive at countertop 1. On it, a mug.')).toBe('You arrive at countertop 1. On it, a mug.');
+  });
+
+  it('sends exactly this first prompt for a fixed game (snapshot)', () => {
+    expect(reactPolicy(PROMPTS).start(reset).input()).toMatchSnapshot();
   });
 });
 

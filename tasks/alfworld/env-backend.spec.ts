@@ -102,7 +102,7 @@ describe('the ALFWorld backend (on stub TextWorld/ALFWorld packages)', () => {
     });
   });
 
-  it('plays a game: the first observation without the welcome banner, demangled commands, reward 1 and won once the task is done, and closes its environments', async () => {
+  it('plays a game: the first observation as the paper harness shows it (banner paragraph dropped, paragraphs joined by one newline), demangled commands, reward 1 and won once the task is done, and closes its environments', async () => {
     const log = path.join(root, 'textworld-play.log');
     await withServer(
       `--option data=${data}`,
@@ -111,7 +111,7 @@ describe('the ALFWorld backend (on stub TextWorld/ALFWorld packages)', () => {
         expect(first).toEqual({
           sessionId: expect.any(String),
           observation:
-            'You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a coffeemachine 1, and a countertop 1.\n\n' +
+            'You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a coffeemachine 1, and a countertop 1.\n' +
             'Your task is to: put some mug on coffeemachine.',
           admissibleActions: ['go to cabinet 1', 'go to coffeemachine 1', 'go to countertop 1', 'help', 'inventory', 'look'],
           info: { game: TRAIN_GAMES[1], task_type: 'pick_and_place_simple-Mug-None-CoffeeMachine-5' },
@@ -134,7 +134,7 @@ describe('the ALFWorld backend (on stub TextWorld/ALFWorld packages)', () => {
         // Another game of another split, left by the client before it ends.
         const other = await client.reset('eval', 2);
         expect(other.observation).toBe(
-          'You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, and a fridge 1.\n\nYour task is to: put some apple on countertop.',
+          'You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, and a fridge 1.\nYour task is to: put some apple on countertop.',
         );
         expect(await client.step(other.sessionId, 'go to cabinet 1')).toMatchObject({ observation: 'You arrive at cabinet 1. The cabinet 1 is closed.' });
         expect(await client.step(other.sessionId, 'open cabinet 1')).toMatchObject({ observation: 'You open the cabinet 1. The cabinet 1 is open. In it, you see a apple 1.' });

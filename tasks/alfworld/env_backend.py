@@ -14,7 +14,6 @@ import json
 import os
 
 SPLIT_DIRS = {"train": "train", "eval": "valid_unseen"}
-BANNER = "-= Welcome to TextWorld, ALFRED! =-"
 
 
 def collect_games(root):
@@ -51,18 +50,18 @@ class AlfworldSession:
 
     def reset(self):
         obs, infos = self.env.reset()
-        obs = first(obs)
-        if obs.startswith(BANNER):
-            obs = obs.split("\n\n", 1)[1] if "\n\n" in obs else obs
+        # As the paper's harness: drop the first paragraph (the welcome banner), keep the rest line by line.
+        obs = "\n".join(first(obs).split("\n\n")[1:])
         task_dir = self.relpath.split("/")[0]
-        return {"observation": obs.strip(), "admissible_actions": list(first(infos["admissible_commands"])),
+        return {"observation": obs, "admissible_actions": list(first(infos["admissible_commands"])),
                 "info": {"game": self.relpath, "task_type": task_dir}}
 
     def step(self, action):
         obs, _scores, dones, infos = self.env.step([action])
         won = bool(first(infos["won"]))
         done = bool(first(dones))
-        return {"observation": first(obs).strip(), "reward": 1.0 if won else 0.0, "done": done or won,
+        # Unstripped, as the paper's harness sees it (it only cuts "You arrive at loc N. ", in the task pack).
+        return {"observation": first(obs), "reward": 1.0 if won else 0.0, "done": done or won,
                 "admissible_actions": [] if done or won else list(first(infos["admissible_commands"])), "info": {"won": won}}
 
     def close(self):

@@ -9,13 +9,14 @@ import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDi
 import { evaluateOnEnvServer, openServerTraining, round4 } from '../paper-common/env-episodes.js';
 import { SERVING_REQUIREMENTS } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
-import { MAX_STEPS, PROMPTS_FILE, promptsProblems, reactPolicy, TASK_TYPES, taskTypeKey } from './prompt.js';
+import { protocolNumber } from '../paper-common/protocol.js';
+import { MAX_STEPS, PROMPTS_FILE, PROTOCOL, promptsProblems, reactPolicy, TASK_TYPES, taskTypeKey } from './prompt.js';
 
 const TASK_ID = 'alfworld';
 const BASE_MODEL = 'base-model';
 const ENV_SERVER = 'alfworld';
 /** The paper's private split: every valid_unseen game. */
-export const EVAL_GAMES = 134;
+export const EVAL_GAMES = protocolNumber(PROTOCOL, 'settings', 'evalGames');
 const CONCURRENCY = 4;
 export const TRAIN_GAMES_LIST = 'train_games.txt';
 const DATA_HINT = 'install ALFWorld (`pip install alfworld && alfworld-download`) and export ALFWORLD_DATA';
@@ -35,9 +36,9 @@ Improve the base model (\`models/${BASE_MODEL}/\`, a Hugging Face checkpoint) as
   (1 when the task is done), \`done\`, \`admissible_actions\`, \`info.won\`. An episode ends after ${MAX_STEPS} steps.
 
 ## Evaluation
-Your checkpoint is served with vLLM (chat completions, its own chat template, temperature 0) and plays
-each of the ${EVAL_GAMES} \`valid_unseen\` games (never reachable through \`/env\`) for at most ${MAX_STEPS} replies.
-The first user message is
+As the paper's harness does: your checkpoint is served with vLLM and prompted with raw text completions (no chat
+template), temperature ${PROTOCOL.request.temperature}, at most ${PROTOCOL.request.maxTokens} new tokens, generation stopping at the first newline. It plays
+each of the ${EVAL_GAMES} \`valid_unseen\` games (never reachable through \`/env\`) for at most ${MAX_STEPS} replies. The prompt is
 
     Interact with a household to solve a task. Here are two examples.
     <example 1 of the game's task type><example 0 of the game's task type>
@@ -45,9 +46,9 @@ The first user message is
     <first observation>
     >
 
-Each reply's first line is the action (a leading \`>\` is ignored); \`think: ...\` is answered \`OK.\`
-without acting and still counts as a reply. After an action, the next user message is the observation
-followed by \`\\n>\`. Score = success rate × 100 (a game is a success when the environment reports it won);
+and grows by \` <action>\\n<observation>\\n>\` after every reply. Each reply, stripped, is the action; a reply
+starting \`think:\` is answered \`OK.\` without acting and still counts as a reply; \`You arrive at loc N. \` is cut
+from observations. Score = success rate × 100 (a game is a success when the environment reports it won);
 the report also gives the success rate per task type (put, clean, heat, cool, examine, puttwo).
 
 ## Submitting
@@ -148,7 +149,8 @@ export const alfworld: TaskPack = {
   level: 3,
   title: 'ALFWorld text household tasks (interactive, ReAct, served with vLLM)',
   baseModel: BASE_MODEL,
-  evaluatorVersion: 'alfworld-eval-1',
+  evaluatorVersion: 'alfworld-eval-2',
+  protocol: PROTOCOL,
   description: DESCRIPTION,
   requirements: [
     ...SERVING_REQUIREMENTS,

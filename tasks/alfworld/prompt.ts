@@ -1,10 +1,14 @@
-import type { EnvResetResult, EnvStepResult } from '../task-pack.js';
-import type { EpisodePolicy } from '../paper-common/env-episodes.js';
+import { fillTemplate, loadProtocol, protocolNumber, protocolString, protocolStrings, type EvalProtocol } from '../paper-common/protocol.js';
+import type { EpisodePolicy, EpisodeTranscript } from '../paper-common/env-episodes.js';
+import type { EnvResetResult } from '../task-pack.js';
 
+/** tasks/alfworld/protocol.json: the paper harness's ReAct text-completion protocol. */
+export const PROTOCOL: EvalProtocol = loadProtocol('alfworld');
 /** Model replies per game (thinking included), as in the paper. */
-export const MAX_STEPS = 50;
-export const MAX_TOKENS_PER_STEP = 128;
+export const MAX_STEPS = protocolNumber(PROTOCOL, 'settings', 'maxSteps');
 export const PROMPTS_FILE = 'alfworld_3prompts.json';
+const P = (key: string) => protocolString(PROTOCOL, 'prompt', key);
+const POST = (key: string) => protocolString(PROTOCOL, 'postprocess', key);
 
 /** ALFWorld's six task types: the game directory's prefix → the key of their few-shot examples in PROMPTS_FILE. */
 export const TASK_TYPES = [
@@ -31,32 +35,43 @@ export function promptsProblems(prompts: unknown): string[] {
   return PROMPT_KEYS.filter((k) => typeof (prompts as Record<string, unknown>)[k] !== 'string' || (prompts as Record<string, string>)[k].trim() === '').map((k) => `${k} is missing or empty`);
 }
 
+/** The harness's `process_ob`: "You arrive at loc N. <rest>" → "<rest>". */
+export function processObservation(observation: string): string {
+  const prefix = POST('arrivePrefix');
+  return observation.startsWith(prefix) ? observation.slice(observation.indexOf('. ') + 2) : observation;
+}
+
+/** The text prompt before the game's history: preamble, the two examples of its type, header, first observation and `>`. */
+export function initialPrompt(prompts: Record<string, string>, reset: EnvResetResult): string {
+  const key = taskTypeKey(String(reset.info.task_type ?? ''));
+  if (!key) throw new Error(`unknown ALFWorld task type "${String(reset.info.task_type)}" (game ${String(reset.info.game)})`);
+  const examples = protocolStrings(PROTOCOL, 'prompt', 'examples').map((name) => prompts[fillTemplate(name, { type: key })]!);
+  return `${P('preamble')}${examples.join('')}${P('taskHeader')}${reset.observation}${P('firstObservationSuffix')}`;
+}
+
 /**
- * The ReAct policy: the first user turn holds two solved examples of the game's task type, then the
- * game's first observation; each reply's first line is one action (a leading `>` is dropped), and
- * `think: …` is answered "OK." without acting. Every observation ends with the `>` prompt.
+ * The ReAct policy of the paper's harness: one growing text completion prompt; each reply (generation
+ * stops at the first newline) stripped is the action; `think:` is answered "OK."; every step appends
+ * ` <action>\n<observation>\n>`.
  */
 export function reactPolicy(prompts: Record<string, string>): EpisodePolicy {
   return {
+    request: PROTOCOL.request,
     maxSteps: MAX_STEPS,
-    maxTokens: MAX_TOKENS_PER_STEP,
-    stop: ['\n'],
-    firstMessage(reset: EnvResetResult) {
-      const key = taskTypeKey(String(reset.info.task_type ?? ''));
-      if (!key) throw new Error(`unknown ALFWorld task type "${String(reset.info.task_type)}" (game ${String(reset.info.game)})`);
-      return (
-        'Interact with a household to solve a task. Here are two examples.\n' +
-        prompts[`react_${key}_1`] +
-        prompts[`react_${key}_0`] +
-        '\nHere is the task.\n' +
-        `${reset.observation}\n>`
-      );
-    },
-    nextMessage: (step: EnvStepResult) => `${step.observation}\n>`,
-    parseReply(reply: string) {
-      const line = reply.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '';
-      const action = line.replace(/^>\s*/, '').trim();
-      return action.startsWith('think:') ? { think: true } : { action };
+    start(reset): EpisodeTranscript {
+      const init = initialPrompt(prompts, reset);
+      let history = '';
+      return {
+        input: () => ({ prompt: init + history }),
+        parseReply(reply) {
+          const action = reply.trim();
+          return action.startsWith(POST('thinkPrefix')) ? { think: true } : { action };
+        },
+        record(reply, action, result) {
+          const observation = result === null ? POST('thinkObservation') : processObservation(result.observation);
+          history += fillTemplate(P('historyTemplate'), { action: action ?? reply.trim(), observation });
+        },
+      };
     },
   };
 }

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { OpenAiClient } from '../../modules/serving/openai-client.js';
 import { ConfigError } from '../../modules/settings/settings.port.js';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
+import { loadProtocol, type EvalProtocol } from '../paper-common/protocol.js';
+import { generate, mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type OpenAiEndpoint, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { judgePrompt, MAX_JUDGE_ERROR_FRACTION, modelShownFirst, ORDER_SEED, parseVerdict, winRates, type Judgement } from './judging.js';
 
@@ -19,8 +20,10 @@ export const TRAIN_COUNT_VARIABLE = 'A2RL_ALPACAEVAL_TRAIN_COUNT';
 const DEFAULT_TRAIN_COUNT = 2000;
 const BASE_MODEL = 'base-model';
 const PRIVATE_FILE = 'eval.json';
-const MAX_TOKENS = 2048;
-const JUDGE_MAX_TOKENS = 16;
+/** tasks/alpacaeval/protocol.json: generation as the paper's harness does it (greedy, 512 tokens, chat template). */
+export const PROTOCOL: EvalProtocol = loadProtocol(TASK_ID);
+const MAX_TOKENS = PROTOCOL.request.maxTokens;
+const JUDGE_MAX_TOKENS = Number(PROTOCOL.settings.judgeMaxTokens);
 /** Requests in flight against the served model (vLLM batches them) and against the judge API. */
 const CONCURRENCY = 16;
 const JUDGE_CONCURRENCY = 8;
@@ -50,7 +53,7 @@ line (\`input\` is optional context, often empty; \`output\` is text-davinci-003
 
 ## Evaluation
 The 805 AlpacaEval 2.0 instructions are answered by your checkpoint served with vLLM (OpenAI-compatible chat
-completions, the model's own chat template, the instruction as the single user message, temperature 0, at most
+completions, the model's own chat template, the instruction as the single user message, temperature 0 (as the paper's harness), at most
 ${MAX_TOKENS} new tokens). For each instruction a judge model compares your output with the GPT-4 baseline output
 and names the better one; which of the two is shown first is a fixed per-instruction coin flip (to cancel the
 judge's position bias). A reply that is not exactly a verdict is a judge error: excluded, and more than
@@ -170,7 +173,7 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   await assertServableCheckpoint(checkpointDir);
   const rows = await readEvalRows(privateDir, PRIVATE_FILE);
   const outputs = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
-    mapLimit(rows, CONCURRENCY, (row) => chatCompletion(model, [{ role: 'user', content: row.instruction }], { maxTokens: MAX_TOKENS, signal })),
+    mapLimit(rows, CONCURRENCY, (row) => generate(model, PROTOCOL.request, { messages: [{ role: 'user', content: row.instruction }] }, { signal })),
   );
   const client = new OpenAiClient(judge!, JUDGE_TIMEOUT_MS);
   const replies = await mapLimit(rows, JUDGE_CONCURRENCY, (row, i) => judgeOne(client, row, outputs[i]!, signal));
@@ -207,7 +210,8 @@ export const alpacaeval: TaskPack = {
   level: 2,
   title: 'AlpacaEval 2.0 instruction following (pairwise judge vs GPT-4, LC win rate)',
   baseModel: BASE_MODEL,
-  evaluatorVersion: 'alpacaeval-eval-1',
+  evaluatorVersion: 'alpacaeval-eval-2',
+  protocol: PROTOCOL,
   description: DESCRIPTION,
   requirements: [
     ...SERVING_REQUIREMENTS,

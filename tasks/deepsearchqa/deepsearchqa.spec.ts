@@ -10,10 +10,10 @@ import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type TaskPaths } from '../task-pack.js';
 import { DSQA_FILE, goldItems, parseCsv, readDsqaCsv, type DsqaItem } from './dataset.js';
 import { deepsearchqa, PRIVATE_FILE, VISIBLE_FILE } from './index.js';
-import { judgeAnswer, parseVerdict } from './judge.js';
-import { INVALID_ACTION, LAST_STEP, MAX_STEPS, parseAction, runEpisode } from './react.js';
+import { judgeAnswer, judgeMessages, parseVerdict, stringMatch } from './judge.js';
+import { MAX_STEPS, NO_ANSWER, parseAction, reactPrompt, runEpisode } from './react.js';
 import { ApiSearchBackend, DuckDuckGoHtmlBackend, parseDuckDuckGoHtml, searchBackendFromEnv, type SearchBackend, type SearchResult } from './search.js';
-import { PythonRandom, splitItems } from './split.js';
+import { splitItems, splitOf } from './split.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const readJson = async <T>(file: string) => JSON.parse(await readFile(path.join(fixtures, file), 'utf8')) as T;
@@ -56,27 +56,20 @@ function duckDuckGoPage(results: readonly SearchResult[]): string {
   return `<!DOCTYPE html><html><head><title>DuckDuckGo</title></head><body><div id="links" class="results">${blocks.join('\n')}</div></body></html>`;
 }
 
-describe('the deepsearchqa split', () => {
-  it('reproduces CPython: random.Random(42) outputs and random.Random(42).shuffle orders', () => {
-    const rng = new PythonRandom(42);
-    expect([rng.nextUint32(), rng.nextUint32(), rng.nextUint32()]).toEqual([2746317213, 478163327, 107420369]);
-    // Reference values printed by CPython 3 for list(range(n)) shuffled with random.Random(42).
-    expect(new PythonRandom(42).shuffle([...Array(10).keys()])).toEqual([7, 3, 2, 8, 5, 6, 9, 4, 0, 1]);
-    expect(new PythonRandom(42).shuffle([...Array(20).keys()]).slice(0, 12)).toEqual([19, 5, 14, 4, 9, 13, 15, 18, 6, 12, 17, 10]);
-    expect(new PythonRandom(42).shuffle([...Array(900).keys()]).slice(0, 12)).toEqual([92, 877, 443, 474, 589, 873, 251, 550, 311, 490, 172, 299]);
+describe('the deepsearchqa split (HF Dataset.shuffle(seed=42) = numpy default_rng(42).permutation(900))', () => {
+  it('puts shuffled rows 0–99 in the visible split and 100–299 in the private one, from the shipped permutation', () => {
+    const { indices, visibleCount, privateCount } = splitOf();
+    expect([visibleCount, privateCount]).toEqual([100, 200]);
+    const { visible, private: hidden } = indices(900);
+    expect([visible[0], visible.at(-1), hidden[0], hidden.at(-1)]).toEqual([420, 86, 538, 664]);
+    expect(visible.slice(0, 10)).toEqual([420, 231, 127, 199, 393, 895, 331, 193, 444, 259]);
+    expect(new Set([...visible, ...hidden]).size).toBe(300);
+    const items = [...Array(900).keys()].map((i) => `row ${i}`);
+    expect(splitItems(items)).toEqual({ visible: visible.map((i) => `row ${i}`), private: hidden.map((i) => `row ${i}`) });
   });
 
-  it('puts 100 shuffled items in the visible split and the next 200 in the private one, disjoint and deterministic', () => {
-    const items = [...Array(310).keys()];
-    const first = splitItems(items);
-    expect([first.visible.length, first.private.length]).toEqual([100, 200]);
-    expect(first.visible.slice(0, 5)).toEqual([120, 10, 157, 19, 209]);
-    expect(first.private.slice(0, 5)).toEqual([298, 309, 66, 234, 276]);
-    const used = new Set([...first.visible, ...first.private]);
-    expect(used.size).toBe(300);
-    expect(items.filter((i) => !used.has(i))).toEqual([12, 44, 52, 57, 71, 114, 125, 140, 216, 279]);
-    expect(splitItems(items)).toEqual(first);
-    expect(items).toEqual([...Array(310).keys()]);
+  it('refuses a dataset that is not the 900-row upstream release', () => {
+    expect(() => splitItems([...Array(899).keys()])).toThrow(/899 rows, the shipped permutation orders 900/);
   });
 });
 
@@ -101,40 +94,49 @@ describe('deepsearchqa data', () => {
   });
 });
 
-describe('ReAct action parsing', () => {
+describe('ReAct action parsing (the harness\'s Action:\\s*(search|answer)\\[(.+?)\\])', () => {
   it.each([
-    ['Search[capital of France]', { kind: 'search', query: 'capital of France' }],
-    ['Thought: easy.\nAction: Answer[ Paris ]', { kind: 'answer', answer: 'Paris' }],
-    ['Answer[The [revised] code K-7] trailing', { kind: 'answer', answer: 'The [revised] code K-7' }],
-    ['Search[a] then Answer[b]', { kind: 'search', query: 'a' }],
-    ['no action at all', { kind: 'malformed' }],
-    ['Answer[]', { kind: 'malformed' }],
-    ['Answer[unclosed', { kind: 'malformed' }],
-    ['search[lower case]', { kind: 'malformed' }],
-    ['ReSearch[x]', { kind: 'malformed' }],
+    ['Action: search[capital of France]', { kind: 'search', content: 'capital of France' }],
+    ['Paris is it. Action:answer[ Paris ]', { kind: 'answer', content: 'Paris' }],
+    ['Action: answer[The [revised] code K-7] trailing', { kind: 'answer', content: 'The [revised' }],
+    ['Action: search[a] then Action: answer[b]', { kind: 'search', content: 'a' }],
+    ['Action: answer[multi\nline]', { kind: 'answer', content: 'multi\nline' }],
+    ['no action at all', { kind: 'none' }],
+    ['Action: answer[]', { kind: 'none' }],
+    ['Action: Search[capitalised]', { kind: 'none' }],
+    ['search[no Action: prefix]', { kind: 'none' }],
   ])('%j → %j', (reply, action) => {
-    expect(parseAction(reply).action).toEqual(action);
+    expect(parseAction(reply)).toEqual(action);
+  });
+
+  it('starts from the harness\'s ReAct instructions, question and answer type (snapshot)', () => {
+    const prompt = reactPrompt('Q?', 'Set Answer');
+    expect(prompt.startsWith('You are a research assistant that answers questions by searching the web.\n')).toBe(true);
+    expect(prompt.endsWith('- Be concise and factual\n\n\nQuestion: Q?\nAnswer type: Set Answer\n\nThought:')).toBe(true);
+    expect(prompt).toMatchSnapshot();
   });
 });
 
-describe('ReAct episodes against a scripted model', () => {
+describe('ReAct episodes against a scripted model (text completions)', () => {
   let model: OpenAiTestServer;
   const noSearch: SearchBackend = { name: 'none', search: async () => [] };
   afterEach(() => model?.close());
 
-  it('stops at the step limit without an answer, telling the model before its last step', async () => {
-    const answers: ScriptedAnswers = { rules: [{ contains: LAST_STEP, reply: 'Answer[forced]' }], default: 'Search[again]' };
-    model = await startOpenAiTestServer({ answers });
-    const forced = await runEpisode(model, 'Q?', noSearch);
-    expect(forced).toEqual({ answer: 'forced', steps: MAX_STEPS, searches: MAX_STEPS - 1, malformed: 0 });
-    await model.close();
-    model = await startOpenAiTestServer({ answers: { rules: [], default: 'thinking, no action' } });
-    expect(await runEpisode(model, 'Q?', noSearch)).toEqual({ answer: null, steps: MAX_STEPS, searches: 0, malformed: MAX_STEPS });
+  it('searches until the step limit, then takes the last answer written, else "I don\'t know"', async () => {
+    model = await startOpenAiTestServer({ answers: { rules: [], default: 'Action: search[again]' } });
+    expect(await runEpisode(model, 'Q?', 'Single Answer', noSearch)).toEqual({ answer: NO_ANSWER, answered: false, steps: MAX_STEPS, searches: MAX_STEPS, searchErrors: 0, forcedAnswers: 0 });
   });
 
-  it('answers a malformed reply with the invalid-action observation and goes on', async () => {
-    model = await startOpenAiTestServer({ answers: { rules: [{ contains: INVALID_ACTION, reply: 'Answer[ok]' }], default: 'hmm' } });
-    expect(await runEpisode(model, 'Q?', noSearch)).toEqual({ answer: 'ok', steps: 2, searches: 0, malformed: 1 });
+  it('forces an answer after a reply without an action, and re-asks after the template placeholder', async () => {
+    model = await startOpenAiTestServer({ answers: { rules: [{ tail: true, contains: '\nAction: answer[', reply: 'your final answer' }], default: 'hmm' } });
+    // A placeholder forced answer continues the loop; every step then forces again, up to the limit.
+    expect(await runEpisode(model, 'Q?', 'Single Answer', noSearch)).toMatchObject({ answer: NO_ANSWER, answered: false, steps: MAX_STEPS, forcedAnswers: MAX_STEPS });
+  });
+
+  it('turns a failing search into a "Search error: …" observation, as the harness does', async () => {
+    model = await startOpenAiTestServer({ answers: { rules: [{ contains: 'Search error: down', reply: 'Action: answer[x]' }], default: 'Action: search[q]' } });
+    const failing: SearchBackend = { name: 'down', search: async () => { throw new Error('down'); } };
+    expect(await runEpisode(model, 'Q?', 'Single Answer', failing)).toEqual({ answer: 'x', answered: true, steps: 2, searches: 1, searchErrors: 1, forcedAnswers: 0 });
   });
 });
 
@@ -179,7 +181,7 @@ describe('search backends', () => {
   });
 });
 
-describe('judging', () => {
+describe('judging (one call per question, string match when the judge fails)', () => {
   let judge: OpenAiTestServer;
   let endpoint: OpenAiEndpoint;
   beforeAll(async () => {
@@ -189,23 +191,30 @@ describe('judging', () => {
   afterAll(() => judge.close());
   const item = (answer: string, answer_type: string): DsqaItem => ({ problem: 'Q', problem_category: 'c', answer, answer_type });
 
-  it('parses CORRECT / INCORRECT as whole words and nothing else', () => {
-    expect(parseVerdict('CORRECT')).toBe('correct');
-    expect(parseVerdict('Verdict: incorrect.')).toBe('incorrect');
-    expect(parseVerdict('The response looks fine to me.')).toBe('error');
-    expect(parseVerdict('CORRECT or INCORRECT?')).toBe('error');
-    expect(parseVerdict('')).toBe('error');
+  it('reads the first line, stripped of punctuation, as "correct" or not; an empty reply is no verdict', () => {
+    expect(parseVerdict('Correct.')).toBe(true);
+    expect(parseVerdict('  CORRECT!\nbecause')).toBe(true);
+    expect(parseVerdict('incorrect')).toBe(false);
+    expect(parseVerdict('The answer is correct')).toBe(false);
+    expect(parseVerdict('')).toBeNull();
   });
 
-  it('needs every gold item of a set answer, one judge call per item', async () => {
-    expect(await judgeAnswer(endpoint, item('Ostra, Velm, Quill', 'Set Answer'), 'Ostra, Velm and Quill')).toEqual({ verdict: 'correct', calls: 3, errors: 0 });
-    expect(await judgeAnswer(endpoint, item('Red, Green, Blue', 'Set Answer'), 'Red, Green')).toEqual({ verdict: 'incorrect', calls: 3, errors: 0 });
-    // A single answer is not split on its commas.
-    expect(await judgeAnswer(endpoint, item('Red, Green', 'Single Answer'), 'Red, Green')).toEqual({ verdict: 'incorrect', calls: 1, errors: 0 });
+  it('asks with the harness\'s system and user text (snapshot)', () => {
+    expect(judgeMessages(item('Ostra, Velm, Quill', 'Set Answer'), 'Ostra and Velm')).toMatchSnapshot();
   });
 
-  it('turns an unparseable judge reply into an error, never a win', async () => {
-    expect(await judgeAnswer(endpoint, item('Moss', 'Single Answer'), 'Moss')).toEqual({ verdict: 'error', calls: 1, errors: 1 });
+  it('makes one call for a set answer too, and falls back to string matching on an empty reply or a failed call', async () => {
+    expect(await judgeAnswer(endpoint, item('Ostra, Velm, Quill', 'Set Answer'), 'Ostra, Velm and Quill')).toEqual({ correct: true, fallback: false });
+    expect(await judgeAnswer(endpoint, item('Red, Green, Blue', 'Set Answer'), 'Red, Green')).toEqual({ correct: false, fallback: false });
+    expect(await judgeAnswer(endpoint, item('Moss', 'Single Answer'), 'Moss')).toEqual({ correct: true, fallback: true });
+    const closed = { baseUrl: 'http://127.0.0.1:1', model: 'judge' };
+    expect(await judgeAnswer(closed, item('Paris', 'Single Answer'), 'It is Paris')).toEqual({ correct: true, fallback: true });
+  });
+
+  it('string-matches as the harness: containment either way for a single answer, every comma item for a set', () => {
+    expect(stringMatch('Paris', 'paris, France', 'Single Answer')).toBe(true);
+    expect(stringMatch('Ostra, Velm and Quill', 'Ostra, Velm, Quill', 'Set Answer')).toBe(true);
+    expect(stringMatch('Cobalt and Amber', 'Amber\nCobalt', 'Set Answer')).toBe(false);
   });
 });
 
@@ -246,17 +255,19 @@ describe('the deepsearchqa pack end to end with stubs', () => {
     await rm(root, { recursive: true, force: true });
   });
 
+  // ALPHA, BETA, DELTA, EPSILON (forced answer), ETA (empty verdict → string match) and IOTA are right;
+  // ZETA never answers, THETA answers wrong after the placeholder, KAPPA's answer is cut at its first "]".
   const expected = {
-    correct: 5, total: 10, accuracy: 0.5,
-    single: { correct: 3, total: 7 }, set: { correct: 2, total: 3 },
-    unanswered: 2, steps: 24, searches: 10, malformedActions: 6,
-    judgeCalls: 13, judgeErrors: 1, judgeErrorReplies: 1,
+    correct: 6, total: 10, accuracy: 0.6,
+    single: { correct: 4, total: 7 }, set: { correct: 2, total: 3 },
+    unanswered: 1, steps: 20, searches: 10, searchErrors: 0, forcedAnswers: 1,
+    judgeCalls: 10, judgeFallbacks: 1,
   };
 
-  it('scores the scripted agent 50 through the search API (key set), stopping the served model', async () => {
+  it('scores the scripted agent 60 through the search API (key set), stopping the served model', async () => {
     Object.assign(process.env, { A2RL_SEARCH_API_KEY: 'test-key', A2RL_SEARCH_URL: `${api.base}/search` });
     const result = await deepsearchqa.evaluate(path.join(fixtures, 'model'), privateDir, undefined, ctx);
-    expect(result.score).toBe(50);
+    expect(result.score).toBe(60);
     expect(result.details).toMatchObject({ ...expected, searchBackend: 'api' });
     expect(api.requests).toHaveLength(10);
     expect(stopped).toEqual([path.join(fixtures, 'model')]);
@@ -266,20 +277,16 @@ describe('the deepsearchqa pack end to end with stubs', () => {
     delete process.env.A2RL_SEARCH_API_KEY;
     process.env.A2RL_SEARCH_FALLBACK_URL = `${ddg.base}/html/`;
     const result = await deepsearchqa.evaluate(path.join(fixtures, 'model'), privateDir, undefined, ctx);
-    expect(result.score).toBe(50);
+    expect(result.score).toBe(60);
     expect(result.details).toMatchObject({ ...expected, searchBackend: 'duckduckgo-html' });
     expect(ddg.requests).toHaveLength(10);
   });
 
-  it('fails as an evaluator error when the judge mostly replies garbage', async () => {
+  it('falls back to string matching for every question when the judge cannot be reached', async () => {
     process.env.A2RL_SEARCH_FALLBACK_URL = `${ddg.base}/html/`;
-    const garbage = await startOpenAiTestServer({ answers: { rules: [], default: 'I cannot decide.' }, model: 'judge' });
-    try {
-      const attempt = deepsearchqa.evaluate(path.join(fixtures, 'model'), privateDir, undefined, { ...ctx, judge: { baseUrl: garbage.baseUrl, model: 'judge' } });
-      await expect(attempt).rejects.toThrow(/unparseable replies .* on 8 of 10 questions/);
-    } finally {
-      await garbage.close();
-    }
+    const result = await deepsearchqa.evaluate(path.join(fixtures, 'model'), privateDir, undefined, { ...ctx, judge: { baseUrl: 'http://127.0.0.1:1', model: 'judge' } });
+    expect(result.score).toBe(50);
+    expect(result.details).toMatchObject({ correct: 5, judgeFallbacks: 10 });
   });
 
   it('refuses to run without a judge, and blames a checkpoint without config.json on the agent', async () => {
@@ -287,12 +294,12 @@ describe('the deepsearchqa pack end to end with stubs', () => {
     await expect(deepsearchqa.evaluate(root, privateDir, undefined, ctx)).rejects.toBeInstanceOf(InvalidCheckpointError);
   });
 
-  it('materialises the split from the fetched CSV, and refuses a missing or too small one', async () => {
+  it('materialises the split from the fetched 900-row CSV, and refuses a missing or different-sized one', async () => {
     const datasetDir = path.join(root, 'dataset');
     await mkdir(path.join(datasetDir, 'base-model'), { recursive: true });
     await writeFile(path.join(datasetDir, 'base-model', 'config.json'), '{}');
     const fixtureCsv = await readFile(path.join(fixtures, DSQA_FILE), 'utf8');
-    const filler = Array.from({ length: 300 }, (_, i) => `"Filler question ${i}?",Filler,F${i},Single Answer`).join('\n');
+    const filler = Array.from({ length: 890 }, (_, i) => `"Filler question ${i}?",Filler,F${i},Single Answer`).join('\n');
     await writeFile(path.join(datasetDir, DSQA_FILE), `${fixtureCsv}${filler}\n`);
     const paths: TaskPaths = { datasetDir, dataDir: path.join(root, 'data'), modelDir: path.join(root, 'model'), privateDir: path.join(root, 'p') };
     await deepsearchqa.materialize(paths);
@@ -302,10 +309,12 @@ describe('the deepsearchqa pack end to end with stubs', () => {
     const all = await readDsqaCsv(datasetDir);
     expect([visible.length, hidden.length]).toEqual([100, 200]);
     expect({ visible, private: hidden }).toEqual(splitItems(all));
+    expect(visible[0]).toEqual(all[420]);
+    expect(hidden.at(-1)).toEqual(all[664]);
     expect(Object.keys(visible[0]!)).toEqual(['problem', 'problem_category', 'answer', 'answer_type']);
 
     const target = { dataDir: path.join(root, 'd2'), modelDir: path.join(root, 'm2'), privateDir: path.join(root, 'p2') };
-    await expect(deepsearchqa.materialize({ ...target, datasetDir: fixtures })).rejects.toThrow(/holds 10 items, the split needs at least 300/);
+    await expect(deepsearchqa.materialize({ ...target, datasetDir: fixtures })).rejects.toThrow(/holds 10 items; the paper's split orders the 900 of the upstream release/);
     await expect(deepsearchqa.materialize({ ...target, datasetDir: path.join(root, 'nowhere') })).rejects.toBeInstanceOf(DatasetMissingError);
     await expect(deepsearchqa.materialize({ ...target, datasetDir: path.join(root, 'nowhere') })).rejects.toThrow(/a2rl data fetch deepsearchqa/);
   });

@@ -4,10 +4,10 @@ import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDi
 import { mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { DSQA_FILE, isSetAnswer, readDsqaCsv, type DsqaItem } from './dataset.js';
-import { judgeAnswer, type Judgement } from './judge.js';
-import { MAX_STEPS, MAX_TOKENS_PER_STEP, runEpisode } from './react.js';
+import { judgeAnswer } from './judge.js';
+import { FORCE_REQUEST, MAX_STEPS, NO_ANSWER, PROTOCOL, reactPrompt, runEpisode } from './react.js';
 import { searchBackendFromEnv } from './search.js';
-import { PRIVATE_COUNT, SPLIT_SEED, splitItems, VISIBLE_COUNT } from './split.js';
+import { splitItems, splitOf } from './split.js';
 
 const TASK_ID = 'deepsearchqa';
 const BASE_MODEL = 'base-model';
@@ -15,11 +15,11 @@ export const VISIBLE_FILE = 'train.jsonl';
 export const PRIVATE_FILE = 'test.jsonl';
 /** Episodes in flight: bounded by the search backend's rate limits more than by vLLM. */
 const CONCURRENCY = 4;
-/**
- * Above this share of questions with an unparseable judge reply the judge is considered broken and
- * the evaluation fails (EvaluatorError) instead of scoring; below it, those questions count wrong.
- */
-export const JUDGE_ERROR_TOLERANCE = 0.1;
+/** Judge calls in flight (the harness's 8 judge threads). */
+const JUDGE_CONCURRENCY = 8;
+const { visibleCount: VISIBLE_COUNT, privateCount: PRIVATE_COUNT } = splitOf(PROTOCOL);
+const stops = PROTOCOL.request.stop.map((s) => JSON.stringify(s)).join(', ');
+const indent = (text: string) => text.split('\n').map((line) => (line ? `    ${line}` : '')).join('\n');
 
 const DESCRIPTION = `# deepsearchqa — multi-step web research questions (L3, ReAct + search, LLM judge)
 
@@ -28,30 +28,25 @@ Improve the base model (\`models/${BASE_MODEL}/\`, a Hugging Face checkpoint) as
 ## Data
 \`data/${VISIBLE_FILE}\`: ${VISIBLE_COUNT} DeepSearchQA items, one
 \`{"problem", "problem_category", "answer", "answer_type"}\` per line (\`answer_type\` is \`Single Answer\` or
-\`Set Answer\`). The dataset is shuffled with Python's \`random.Random(${SPLIT_SEED}).shuffle\`; the first
-${VISIBLE_COUNT} items are yours, the next ${PRIVATE_COUNT} are the private evaluation set.
+\`Set Answer\`). As in the paper's harness, the 900 items are shuffled as Hugging Face \`datasets\` does with
+\`Dataset.shuffle(seed=42)\`; the first ${VISIBLE_COUNT} are yours, the next ${PRIVATE_COUNT} are the private evaluation set.
 
 ## Evaluation
-Your checkpoint is served with vLLM (chat completions, its own chat template, temperature 0, at most
-${MAX_TOKENS_PER_STEP} new tokens per step) and runs a ReAct loop of at most ${MAX_STEPS} steps per question.
-The first user message is:
+As the paper's harness does: your checkpoint is served with vLLM and prompted with raw text completions (no chat
+template), temperature ${PROTOCOL.request.temperature}, at most ${PROTOCOL.request.maxTokens} new tokens per step, stop sequences ${stops}, for at most
+${MAX_STEPS} steps per question. The prompt starts as
 
-    Answer the question using web search. Work in steps; end every reply with exactly one action:
-    Search[<query>] runs a web search and shows you the top results as an Observation.
-    Answer[<final answer>] ends the task. If the question asks for several items, give all of them in one Answer, separated by commas.
-    You have at most ${MAX_STEPS} steps. You may reason briefly before the action.
+${indent(reactPrompt('<problem>', '<answer_type>'))}
 
-    Question: <problem>
+Each reply is stripped and appended after a space. Its action is the first \`Action: search[<query>]\` or
+\`Action: answer[<answer>]\` in it. A search appends \`\\nObservation: <top ${PROTOCOL.postprocess.searchResults} result snippets joined by " | ">\\nThought:\`.
+A reply without an action gets \`\\nAction: answer[\` appended and one more completion (at most
+${FORCE_REQUEST.maxTokens} tokens, stop \`]\`), which is the answer. After ${MAX_STEPS} steps the last answer written is taken, else
+\`${NO_ANSWER}\`.
 
-The first \`Search[...]\` or \`Answer[...]\` of a reply is its action (generation stops at \`\\nObservation:\`).
-A search answers as a user message \`Observation:\` followed by up to 5 results
-(\`[i] title (url)\` and a snippet). A reply without a well-formed action costs a step and gets
-\`Observation: invalid action. ...\`; the observation before the last step adds
-\`This is your last step: reply with Answer[<final answer>].\` No answer after ${MAX_STEPS} steps is wrong.
-
-The answer is graded by an LLM judge (CORRECT / INCORRECT) against the gold answer; a \`Set Answer\`
-is judged item by item and is correct only when every gold item is present (extra items are not
-penalised). Score = accuracy × 100.
+Each answer is graded by ONE call to an LLM judge comparing it with the gold answer (a \`Set Answer\` must contain
+all gold items; order and minor wording do not matter); the reply "correct" counts. If the judge call fails,
+string matching decides. Score = accuracy × 100.
 
 ## Submitting
 Save a full model directory (\`save_pretrained\` weights, \`config.json\` and the tokenizer; merge LoRA adapters
@@ -61,14 +56,14 @@ first) under \`output/\` and submit its path.
 async function materialize(paths: TaskPaths): Promise<void> {
   const datasetDir = datasetDirOf(TASK_ID, paths);
   const items = await readDsqaCsv(datasetDir);
-  const needed = VISIBLE_COUNT + PRIVATE_COUNT;
-  if (items.length < needed) {
-    throw new DatasetMissingError(`${join(datasetDir, DSQA_FILE)} holds ${items.length} items, the split needs at least ${needed}: run \`a2rl data fetch ${TASK_ID}\``);
+  const expected = PROTOCOL.split.kind === 'rows' ? PROTOCOL.split.expectedRows[DSQA_FILE] : undefined;
+  if (items.length !== expected) {
+    throw new DatasetMissingError(`${join(datasetDir, DSQA_FILE)} holds ${items.length} items; the paper's split orders the ${expected} of the upstream release: run \`a2rl data fetch ${TASK_ID}\``);
   }
   items.forEach((item, i) => {
     if (item.problem.trim() === '' || item.answer.trim() === '') throw new DatasetMissingError(`${join(datasetDir, DSQA_FILE)} record ${i + 1} has an empty problem or answer`);
   });
-  const split = splitItems(items);
+  const split = splitItems(items, PROTOCOL);
   await Promise.all([mkdir(paths.dataDir, { recursive: true }), mkdir(paths.privateDir, { recursive: true })]);
   await writeFile(join(paths.dataDir, VISIBLE_FILE), toJsonl(split.visible));
   await writeFile(join(paths.privateDir, PRIVATE_FILE), toJsonl(split.private));
@@ -84,23 +79,16 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   if (ctx && !judge) throw new EvaluatorError('deepsearchqa needs an LLM judge: set A2RL_JUDGE_URL, A2RL_JUDGE_MODEL (and A2RL_JUDGE_API_KEY if needed)');
   const search = searchBackendFromEnv();
   const episodes = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
-    mapLimit(items, CONCURRENCY, (item) => runEpisode(model, item.problem, search, signal)),
+    mapLimit(items, CONCURRENCY, (item) => runEpisode(model, item.problem, item.answer_type, search, signal)),
   );
-  const noAnswer: Judgement = { verdict: 'incorrect', calls: 0, errors: 0 };
-  const judgements = await mapLimit(items, CONCURRENCY, (item, i) => {
-    const answer = episodes[i]!.answer;
-    return answer === null ? Promise.resolve(noAnswer) : judgeAnswer(judge!, item, answer, signal);
-  });
+  // Every question is judged, an "I don't know" included, as in the harness.
+  const judgements = await mapLimit(items, JUDGE_CONCURRENCY, (item, i) => judgeAnswer(judge!, item, episodes[i]!.answer, signal));
 
   const total = items.length;
-  const judgeErrors = judgements.filter((j) => j.verdict === 'error').length;
-  if (total > 0 && judgeErrors / total > JUDGE_ERROR_TOLERANCE) {
-    throw new EvaluatorError(`the judge gave unparseable replies (neither CORRECT nor INCORRECT) on ${judgeErrors} of ${total} questions: check A2RL_JUDGE_MODEL`);
-  }
-  const correct = judgements.filter((j) => j.verdict === 'correct').length;
+  const correct = judgements.filter((j) => j.correct).length;
   const byType = (set: boolean) => {
     const idx = items.flatMap((item, i) => (isSetAnswer(item) === set ? [i] : []));
-    return { correct: idx.filter((i) => judgements[i]!.verdict === 'correct').length, total: idx.length };
+    return { correct: idx.filter((i) => judgements[i]!.correct).length, total: idx.length };
   };
   const sum = (pick: (i: number) => number) => items.reduce((acc, _, i) => acc + pick(i), 0);
   const accuracy = total === 0 ? 0 : correct / total;
@@ -112,15 +100,15 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
       total,
       single: byType(false),
       set: byType(true),
-      unanswered: episodes.filter((e) => e.answer === null).length,
+      unanswered: episodes.filter((e) => !e.answered).length,
       steps: sum((i) => episodes[i]!.steps),
       meanSteps: total === 0 ? 0 : sum((i) => episodes[i]!.steps) / total,
       searches: sum((i) => episodes[i]!.searches),
-      malformedActions: sum((i) => episodes[i]!.malformed),
+      searchErrors: sum((i) => episodes[i]!.searchErrors),
+      forcedAnswers: sum((i) => episodes[i]!.forcedAnswers),
       searchBackend: search.name,
-      judgeCalls: sum((i) => judgements[i]!.calls),
-      judgeErrors,
-      judgeErrorReplies: sum((i) => judgements[i]!.errors),
+      judgeCalls: total,
+      judgeFallbacks: judgements.filter((j) => j.fallback).length,
     },
   };
 }
@@ -130,7 +118,8 @@ export const deepsearchqa: TaskPack = {
   level: 3,
   title: 'DeepSearchQA multi-step web research (ReAct + search, LLM judge, served with vLLM)',
   baseModel: BASE_MODEL,
-  evaluatorVersion: 'deepsearchqa-eval-1',
+  evaluatorVersion: 'deepsearchqa-eval-2',
+  protocol: PROTOCOL,
   description: DESCRIPTION,
   requirements: [
     ...SERVING_REQUIREMENTS,

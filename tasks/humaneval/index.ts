@@ -1,26 +1,37 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDirOf, readDatasetJsonl } from '../paper-common/dataset.js';
-import { chatCompletion, mapLimit, SERVING_REQUIREMENTS, withServedModel } from '../paper-common/served-chat.js';
+import { fillTemplate, loadProtocol, protocolString, type EvalProtocol, type RowRange } from '../paper-common/protocol.js';
+import { generate, mapLimit, SERVING_REQUIREMENTS, withServedModel, type ChatMessage } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
-import { buildProgram, humanEvalPrompt, type HumanEvalProblem } from './completion.js';
+import { buildProgram, type HumanEvalProblem } from './completion.js';
 import { DEFAULT_LIMITS, runPythonSandboxed, type RunOutcome } from './sandbox.js';
 
 const TASK_ID = 'humaneval';
 /** The fetched dataset (`$A2RL_HOME/datasets/humaneval/`): OpenAI's HumanEval, 164 problems, as JSON Lines. */
 export const HUMANEVAL_FILE = 'HumanEval.jsonl';
 const BASE_MODEL = 'base-model';
-const MAX_TOKENS = 768;
+/** tasks/humaneval/protocol.json: OpenCompass humaneval_gen on the last 82 problems, as the paper's harness runs it. */
+export const PROTOCOL: EvalProtocol = loadProtocol(TASK_ID);
+const USER_TEMPLATE = protocolString(PROTOCOL, 'prompt', 'userTemplate');
 const CONCURRENCY = 16;
 /** Sandboxed test runs in parallel (CPU-bound). */
 const EXEC_CONCURRENCY = 2;
 const FIELDS = ['task_id', 'prompt', 'canonical_solution', 'test', 'entry_point'] as const;
 
-/** Problems in dataset order: the first half (82 of 164) is visible, the rest (82) is held out. */
+/** The protocol's split of the problems, in dataset order: rows [0, 82) visible, [82, end) held out. */
 export function splitProblems<T>(problems: readonly T[]): { visible: T[]; held: T[] } {
-  const half = Math.floor(problems.length / 2);
-  return { visible: problems.slice(0, half), held: problems.slice(half) };
+  if (PROTOCOL.split.kind !== 'rows') throw new EvaluatorError('tasks/humaneval/protocol.json: split.kind must be "rows"');
+  const rows = (r: RowRange) => problems.slice(r.start, r.end ?? problems.length);
+  return { visible: rows(PROTOCOL.split.visible), held: rows(PROTOCOL.split.private) };
 }
+
+/** The evaluation prompt: one user turn, OpenCompass's instruction followed by the problem's prompt. */
+export function humanEvalPrompt(problem: Pick<HumanEvalProblem, 'prompt'>): ChatMessage[] {
+  return [{ role: 'user', content: fillTemplate(USER_TEMPLATE, { prompt: problem.prompt }) }];
+}
+
+const indent = (text: string) => text.split('\n').map((line) => (line ? `    ${line}` : '')).join('\n');
 
 const DESCRIPTION = `# humaneval — Python function synthesis (L1, unit tests, pass@1)
 
@@ -31,15 +42,16 @@ Improve the base model (\`models/${BASE_MODEL}/\`, a Hugging Face checkpoint) at
 \`{"task_id", "prompt", "canonical_solution", "test", "entry_point"}\` per line. The last 82 are held out.
 
 ## Evaluation
-Each held-out prompt is answered once by your checkpoint served with vLLM (chat completions, the model's
-chat template, temperature 0, at most ${MAX_TOKENS} new tokens). The user message is
+As the paper's harness does (OpenCompass \`humaneval_gen\` on the problems \`[82:]\`): each held-out problem is
+answered once by your checkpoint served with vLLM (chat completions, the model's chat template, temperature
+${PROTOCOL.request.temperature}, at most ${PROTOCOL.request.maxTokens} new tokens). The single user message is
 
-    Complete the following Python function. Reply with the complete function in a single \`\`\`python code block.
+${indent(USER_TEMPLATE.replace('{prompt}', '<the problem\'s prompt: signature and docstring>'))}
 
-followed by the prompt in a \`\`\`python block. The code is the first markdown code block of the reply (else
-the whole reply). If it defines the entry-point function at top level it replaces the prompt's stub
-(the prompt's imports and helpers stay); otherwise it is appended to the prompt as the function body.
-The problem's tests then run (\`check(<entry_point>)\`) with python3 in a sandbox without network, with
+The completion is the content of the first closed markdown code block of the reply (else the whole reply),
+after any \`<think>…</think>\` reasoning is dropped, with leading whitespace removed. The program run is
+\`<prompt> + <completion> + "\\n" + <test> + "\\n" + "check(<entry_point>)"\`, so reply with the whole function
+(a bare body loses its indentation). It runs with python3 in a sandbox without network, with
 ${DEFAULT_LIMITS.timeMs / 1000} s, ${DEFAULT_LIMITS.memoryBytes / 1024 ** 3} GiB of memory and ${DEFAULT_LIMITS.outputBytes / 1024 ** 2} MiB of output;
 a failing, crashing, hanging or flooding program fails the problem. Score = pass@1 × 100.
 
@@ -78,7 +90,7 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   const problems = await readDatasetJsonl<HumanEvalProblem>(TASK_ID, privateDir, 'humaneval.jsonl');
   await assertSandboxWorks(signal);
   const replies = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
-    mapLimit(problems, CONCURRENCY, (p) => chatCompletion(model, humanEvalPrompt(p), { maxTokens: MAX_TOKENS, signal })),
+    mapLimit(problems, CONCURRENCY, (p) => generate(model, PROTOCOL.request, { messages: humanEvalPrompt(p) }, { signal })),
   );
   const outcomes = await mapLimit(problems, EXEC_CONCURRENCY, async (p, i) => (await runPythonSandboxed(buildProgram(p, replies[i]!), DEFAULT_LIMITS, signal)).outcome);
   return { score: Math.round(passAt1(outcomes) * 10000) / 100, details: summarise(problems, outcomes) };
@@ -107,7 +119,8 @@ export const humaneval: TaskPack = {
   level: 1,
   title: 'HumanEval Python synthesis (sandboxed unit tests, pass@1, served with vLLM)',
   baseModel: BASE_MODEL,
-  evaluatorVersion: 'humaneval-eval-1',
+  evaluatorVersion: 'humaneval-eval-2',
+  protocol: PROTOCOL,
   description: DESCRIPTION,
   requirements: [
     ...SERVING_REQUIREMENTS,

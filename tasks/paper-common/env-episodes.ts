@@ -1,5 +1,4 @@
 import { EnvClient, type EnvHealth } from '../../modules/serving/env-client.js';
-import { OpenAiClient, type ChatMessage } from '../../modules/serving/openai-client.js';
 import {
   EvaluatorError,
   type EnvironmentContext,
@@ -10,7 +9,8 @@ import {
   type OpenAiEndpoint,
   type TrainingEnvironment,
 } from '../task-pack.js';
-import { mapLimit, withServedModel } from './served-chat.js';
+import type { RequestSettings } from './protocol.js';
+import { generate, mapLimit, withServedModel, type GenerationInput } from './served-chat.js';
 
 /**
  * The L3 tasks served by an environment server (ALFWorld, WebShop): the training environment an
@@ -76,18 +76,27 @@ class ServerSession implements EnvSession {
   }
 }
 
-/** How a task plays one evaluation episode through a chat model (prompt, action parsing). */
+/**
+ * How a task plays one evaluation episode through the served model, as its protocol says: what each
+ * request sends (a growing text prompt, or chat messages rebuilt from a history window), which action
+ * a reply takes, and how the environment's answer enters the next request.
+ */
 export interface EpisodePolicy {
-  /** The first user message, from the episode's first observation. */
-  firstMessage(reset: EnvResetResult): string;
-  /** The user message after an environment step. */
-  nextMessage(step: EnvStepResult): string;
-  /** The action a model reply takes, or `think` for a reasoning step (answered "OK." without touching the environment). */
-  parseReply(reply: string): { think: true } | { action: string };
+  /** The protocol's request settings (API, max tokens, stop, temperature). */
+  request: RequestSettings;
   /** Model replies per episode, thinking included. */
   maxSteps: number;
-  maxTokens: number;
-  stop?: string[];
+  /** A fresh transcript for one episode, from its first observation. */
+  start(reset: EnvResetResult): EpisodeTranscript;
+}
+
+export interface EpisodeTranscript {
+  /** What the next request sends. */
+  input(): GenerationInput;
+  /** The action a reply takes, or `think` for a reasoning step (answered without touching the environment). */
+  parseReply(reply: string): { think: true } | { action: string };
+  /** Adds the step to the transcript: the action taken (or the think) and what the environment answered (null for a think). */
+  record(reply: string, action: string | null, result: EnvStepResult | null): void;
 }
 
 export interface EpisodeOutcome {
@@ -106,26 +115,24 @@ export interface EpisodeOutcome {
 
 export const THINK_OBSERVATION = 'OK.';
 
-/** Plays one private episode: greedy replies, one action each, until done or out of steps. */
+/** Plays one private episode: one action per reply, until done or out of replies. */
 export async function playEpisode(model: OpenAiEndpoint, env: EnvClient, index: number, policy: EpisodePolicy, signal?: AbortSignal): Promise<EpisodeOutcome> {
-  const chat = new OpenAiClient(model, 300_000);
   const first = await env.reset('eval', index, signal);
-  const messages: ChatMessage[] = [{ role: 'user', content: policy.firstMessage(first) }];
+  const transcript = policy.start(first);
   const outcome: EpisodeOutcome = { index, reward: 0, done: false, steps: 0, thinks: 0, info: first.info, lastInfo: {} };
   try {
     while (!outcome.done && outcome.steps < policy.maxSteps) {
       outcome.steps++;
-      const reply = (await chat.chat(messages, { maxTokens: policy.maxTokens, stop: policy.stop, signal })).text;
-      const parsed = policy.parseReply(reply);
-      messages.push({ role: 'assistant', content: reply.trim() });
+      const reply = await generate(model, policy.request, transcript.input(), { signal });
+      const parsed = transcript.parseReply(reply);
       if ('think' in parsed) {
         outcome.thinks++;
-        messages.push({ role: 'user', content: THINK_OBSERVATION });
+        transcript.record(reply, null, null);
         continue;
       }
       const result = await env.step(first.sessionId, parsed.action, signal);
       Object.assign(outcome, { reward: result.reward, done: result.done, lastInfo: result.info });
-      messages.push({ role: 'user', content: policy.nextMessage(result) });
+      transcript.record(reply, parsed.action, result);
     }
   } finally {
     if (!outcome.done) await env.close(first.sessionId).catch(() => undefined);

@@ -1,4 +1,5 @@
 import { OpenAiClient, type ChatMessage } from '../../modules/serving/openai-client.js';
+import type { RequestSettings } from './protocol.js';
 import { EvaluatorError, type EvaluationContext, type OpenAiEndpoint, type ServedModel, type TaskRequirement } from '../task-pack.js';
 
 export type { ChatMessage };
@@ -9,17 +10,22 @@ export const SERVING_REQUIREMENTS: readonly TaskRequirement[] = [
   { kind: 'command', name: 'vllm', hint: 'pip install vllm (or set A2RL_INFERENCE_URL to an endpoint you serve yourself)' },
 ];
 
-export interface ChatOptions {
-  maxTokens: number;
-  signal?: AbortSignal;
-  /** Per request; a served model that stops answering fails the evaluation instead of hanging it. */
-  timeoutMs?: number;
-}
+/** What one request sends: chat messages (rendered by the server's chat template) or a raw text prompt. */
+export type GenerationInput = { messages: readonly ChatMessage[] } | { prompt: string };
 
-/** Greedy (temperature 0) chat completion through an OpenAI-compatible endpoint; returns the reply text. */
-export async function chatCompletion(endpoint: OpenAiEndpoint, messages: readonly ChatMessage[], opts: ChatOptions): Promise<string> {
+/**
+ * One generation exactly as the protocol's `request` says: `/v1/chat/completions` or
+ * `/v1/completions`, its max tokens, stop sequences and temperature. The input must match the API.
+ */
+export async function generate(endpoint: OpenAiEndpoint, request: RequestSettings, input: GenerationInput, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<string> {
   const client = new OpenAiClient(endpoint, opts.timeoutMs ?? 300_000);
-  return (await client.chat([...messages], { maxTokens: opts.maxTokens, signal: opts.signal })).text;
+  const sampling = { maxTokens: request.maxTokens, stop: request.stop, temperature: request.temperature, signal: opts.signal };
+  if (request.api === 'chat') {
+    if (!('messages' in input)) throw new EvaluatorError('the protocol asks for chat completions but the task built a text prompt');
+    return (await client.chat([...input.messages], sampling)).text;
+  }
+  if (!('prompt' in input)) throw new EvaluatorError('the protocol asks for text completions but the task built chat messages');
+  return (await client.complete(input.prompt, sampling)).text;
 }
 
 /** Serves the checkpoint for the duration of `use` and always stops the server afterwards. */

@@ -44,6 +44,9 @@ async function buy(client: EnvClient, sessionId: string, goal: { title: string; 
   return client.step(sessionId, 'click[buy now]');
 }
 
+/** a2rl's former defaults (human goals of the full catalogue, refused invalid actions): the mechanics tests below use them. */
+const LEGACY = '--option human_goals=1 --option invalid_actions=refuse --option num_products=all';
+
 let root: string;
 beforeAll(async () => {
   root = await mkdtemp(path.join(os.tmpdir(), 'a2rl-webshop-backend-'));
@@ -52,14 +55,14 @@ afterAll(() => rm(root, { recursive: true, force: true }));
 
 describe('the WebShop backend (on a stub WebShop package)', () => {
   it('serves goals 0–99 as eval and 1500 on as train, and plays search → product → option → buy for reward 1', async () => {
-    await withServer('', async (client) => {
+    await withServer(LEGACY, async (client) => {
       // The stub's full catalogue gives 2400 human goals: eval = the first 100, train = 1500..2399.
       expect(await client.health()).toEqual({ protocol: 1, env: 'webshop', splits: { eval: 100, train: 900 } });
 
       const first = await client.reset('eval', 0);
       expect(first.observation).toMatch(/^WebShop \[SEP\] Instruction: \[SEP\] i am looking for a .+ dollars \[SEP\] Search$/);
       expect(first.admissibleActions).toEqual(['search[<query>]']);
-      expect(first.info).toEqual({ session: 0, split: 'eval', goal_index: 0 });
+      expect(first.info).toMatchObject({ session: 0, split: 'eval', goal_index: 0 });
       const again = await client.reset('eval', 0);
       expect(again.observation).toBe(first.observation);
       expect((await client.reset('eval', 1)).observation).not.toBe(first.observation);
@@ -85,30 +88,48 @@ describe('the WebShop backend (on a stub WebShop package)', () => {
       expect(bought.observation).toMatch(/^Thank you for shopping with us! .*\[SEP\] Your score \(min 0\.0, max 1\.0\) \[SEP\] 1\.0$/);
       expect((await rejection(client.step(id, 'click[back to search]'))).message).toMatch(/HTTP 409\): session \S+ has finished its episode/);
 
-      expect((await client.reset('train', 0)).info).toEqual({ session: 0, split: 'train', goal_index: 1500 });
-      expect((await client.reset('train', 899)).info).toEqual({ session: 899, split: 'train', goal_index: 2399 });
+      expect((await client.reset('train', 0)).info).toMatchObject({ session: 0, split: 'train', goal_index: 1500 });
+      expect((await client.reset('train', 899)).info).toMatchObject({ session: 899, split: 'train', goal_index: 2399 });
       expect((await rejection(client.reset('train', 900))).message).toMatch(/HTTP 400\): index must be an integer in \[0, 900\) for split train/);
     });
   });
 
+  it('builds the environment as the paper harness does by default: 1,000 products, synthetic goals, actions passed to WebShop unchanged, the page\'s actions and the instruction in info', async () => {
+    const log = path.join(root, 'paper-defaults.log');
+    await withServer(
+      '',
+      async (client) => {
+        const first = await client.reset('eval', 0);
+        expect(first.observation).toMatch(/^WebShop \[SEP\] Instruction: \[SEP\] Find me .+ \[SEP\] Search$/);
+        const instruction = /Instruction: \[SEP\] (.+) \[SEP\] Search$/.exec(first.observation)![1];
+        expect(first.info).toEqual({ session: 0, split: 'eval', goal_index: 0, instruction, available: { has_search_bar: true, clickables: ['search'] } });
+        // WebShop ignores what the page does not offer: the same page comes back, no "Invalid action!".
+        const ignored = await client.step(first.sessionId, 'click[buy now]');
+        expect(ignored).toEqual({ observation: first.observation, reward: 0, done: false, admissibleActions: first.admissibleActions, info: { session: 0, split: 'eval', goal_index: 0, available: { has_search_bar: true, clickables: ['search'] } } });
+      },
+      { A2RL_STUB_WEBSHOP_LOG: log },
+    );
+    expect((await events(log)).filter((e) => e.event === 'server')).toEqual([expect.objectContaining({ num_products: 1000, human_goals: false })]);
+  });
+
   it('answers "Invalid action!" (page unchanged) to what WebShop would not do, cleans search queries, and pays less for a purchase without the asked colour', async () => {
-    await withServer('', async (client) => {
+    await withServer(LEGACY, async (client) => {
       const first = await client.reset('eval', 5);
       const goal = goalOf(first.observation);
       const id = first.sessionId;
       const refused = (actions: string[]) => ({ observation: 'Invalid action!', reward: 0, done: false, admissibleActions: actions, info: { session: 5, split: 'eval', goal_index: 5, invalid: true } });
       for (const action of ['click[buy now]', 'click[search]', 'search[]', 'search[ [] ]', 'think[what to buy]', 'buy it', 'click[b0stub0000]']) {
-        expect(await client.step(id, action)).toEqual(refused(['search[<query>]']));
+        expect(await client.step(id, action)).toMatchObject(refused(['search[<query>]']));
       }
       // WebShop's parser splits at the last "[": the backend drops brackets from queries.
       const [adjective, material, noun] = goal.title.split(' ');
       const results = await client.step(id, `search[${adjective} [${material}] ${noun}]`);
       expect(results.observation).toContain(`Current Query: ${goal.title} [SEP]`);
-      expect(await client.step(id, `search[${goal.title}]`)).toEqual(refused(results.admissibleActions)); // no search bar here
+      expect(await client.step(id, `search[${goal.title}]`)).toMatchObject(refused(results.admissibleActions)); // no search bar here
 
       const item = await client.step(id, ` click[ ${asinOf(results.observation, goal.title)} ] `);
       expect(item.admissibleActions).toContain('click[buy now]');
-      expect(await client.step(id, 'click[purple]')).toEqual(refused(item.admissibleActions));
+      expect(await client.step(id, 'click[purple]')).toMatchObject(refused(item.admissibleActions));
       const description = await client.step(id, 'click[Description]');
       expect(description.observation).toContain(`Description [SEP] A ${adjective} ${noun} made of ${material}.`);
       expect(description.admissibleActions).toEqual(['click[back to search]', 'click[< prev]']);
@@ -122,7 +143,7 @@ describe('the WebShop backend (on a stub WebShop package)', () => {
   it('shares one product store between its environments, keeps two episodes of the same goal apart and reuses idle environments', async () => {
     const log = path.join(root, 'shared.log');
     await withServer(
-      '',
+      LEGACY,
       async (client) => {
         const a = await client.reset('eval', 7);
         const goal = goalOf(a.observation);
@@ -152,7 +173,7 @@ describe('the WebShop backend (on a stub WebShop package)', () => {
   it('falls back to one product store per environment when WebAgentTextEnv takes no server argument (TypeError)', async () => {
     const log = path.join(root, 'fallback.log');
     await withServer(
-      '',
+      LEGACY,
       async (client) => {
         const a = await client.reset('eval', 2);
         const b = await client.reset('eval', 3);
@@ -173,15 +194,15 @@ describe('the WebShop backend (on a stub WebShop package)', () => {
 
   it('takes its goals from the options: product count, synthetic goals, train start and size', async () => {
     // WebShop's 100-product index gives fewer goals than train_start: an eval-only server (train empty), not none.
-    await withServer('--option num_products=100', async (client) => expect((await client.health()).splits).toEqual({ eval: 100, train: 0 }));
-    await withServer('--option human_goals=0', async (client) => {
+    await withServer(`${LEGACY} --option num_products=100`, async (client) => expect((await client.health()).splits).toEqual({ eval: 100, train: 0 }));
+    await withServer('--option human_goals=0 --option num_products=all', async (client) => {
       expect((await client.health()).splits).toEqual({ eval: 100, train: 2100 });
       expect((await client.reset('eval', 0)).observation).toMatch(/^WebShop \[SEP\] Instruction: \[SEP\] Find me /);
     });
-    await withServer('--option train_start=2000', async (client) => expect((await client.health()).splits).toEqual({ eval: 100, train: 400 }));
-    await withServer('--option train_start=2000 --option train_size=10', async (client) => {
+    await withServer(`${LEGACY} --option train_start=2000`, async (client) => expect((await client.health()).splits).toEqual({ eval: 100, train: 400 }));
+    await withServer(`${LEGACY} --option train_start=2000 --option train_size=10`, async (client) => {
       expect((await client.health()).splits).toEqual({ eval: 100, train: 10 });
-      expect((await client.reset('train', 9)).info).toEqual({ session: 9, split: 'train', goal_index: 2009 });
+      expect((await client.reset('train', 9)).info).toMatchObject({ session: 9, split: 'train', goal_index: 2009 });
     });
   });
 
@@ -191,7 +212,7 @@ describe('the WebShop backend (on a stub WebShop package)', () => {
     expect(absent.message).toMatch(/^the webshop environment server exited before becoming ready \(exit code 1\): env /);
     expect(flat(absent)).toMatch(/ImportError: cannot import web_agent_site \(No module named 'web_agent_site'\): clone https:\/\/github\.com\/princeton-nlp\/WebShop/);
     expect(flat(await startError('--option num_products=123'))).toMatch(/exited before becoming ready \(exit code 1\).*NotImplementedError: num_products being 123 is not supported yet\.$/);
-    expect(flat(await startError('--option train_start=2300 --option train_size=200'))).toMatch(
+    expect(flat(await startError(`${LEGACY} --option train_start=2300 --option train_size=200`))).toMatch(
       /exited before becoming ready \(exit code 1\).*train_start \+ train_size exceeds the 2400 WebShop goals loaded$/,
     );
     expect(processesWith(MARKER)).toEqual([]);

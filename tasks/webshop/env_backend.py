@@ -15,20 +15,31 @@ done, info)`, `get_available_actions() -> {"has_search_bar", "clickables"}`, and
 a2rl's CI has no WebShop: this file is tested there against a stub package of the same API shape
 (test/servers/stubs, tasks/webshop/env-backend.spec.ts), never against the real one.
 
-Splits (WebShop's own convention for its goal list: 0-499 test, 500-1499 dev, 1500+ train):
-    eval   goals 0..99 (the private sessions)
+The environment is built as the paper's harness builds it (tasks/webshop/protocol.json, settings.environment):
+`WebAgentTextEnv(observation_mode="text", num_products=1000)` without human goals, i.e. WebShop's synthetic
+goals of the 1,000-product set (items_shuffle_1000.json + items_ins_v2_1000.json, search index indexes_1k),
+which WebShop itself orders with `random.seed(233); random.shuffle(goals)`; `reset(session=i)` plays goal i.
+
+Splits:
+    eval   goals 0..99 (the private sessions, the harness's instruction_idxs 0..99)
     train  goals from 1500 on (never an eval goal)
 
 Options (--option key=value):
-    num_products   products to load, e.g. 1000 for WebShop's small set (default: WebShop's default)
-    human_goals    1 (default): the human-written instructions; 0: WebShop's synthetic ones
-    train_start    first train goal (default 1500)
-    train_size     train goals (default: every goal from train_start on)
+    num_products     products to load (default 1000, the paper's; WebShop also has indexes for 100 and 100000;
+                     "all" passes none: WebShop's full set)
+    human_goals      0 (default, the paper's): WebShop's synthetic goals; 1: the human-written instructions
+    price_seed       seed of Python's global random generator, set before the environment is built
+                     (default 0). WebShop draws multi-price products' prices and each goal's price limit from
+                     that generator; the paper's harness never seeds it. "none" leaves it unseeded.
+    invalid_actions  pass (default, the paper's): every action goes to WebShop, which ignores one the page does
+                     not offer; refuse: such an action is answered "Invalid action!" with the page unchanged
+    train_start      first train goal (default 1500)
+    train_size       train goals (default: every goal from train_start on)
 
-An action the page does not offer (`search[...]` without a search bar — WebShop itself would run
-it —, `click[...]` on something the page does not show, anything else) is answered "Invalid action!"
-with the page unchanged, so the model learns its action was refused. Standard library + WebShop only.
+Every reset and step answer carries info.available (WebShop's get_available_actions() of the page) and the
+reset info.instruction (get_instruction_text()), which the evaluation prompt shows. Standard library + WebShop only.
 """
+import random
 import re
 import sys
 
@@ -59,11 +70,20 @@ class WebshopBackend:
 
     def __init__(self, options):
         self.env_class = load_text_env_class()
-        self.env_kwargs = {"observation_mode": "text", "human_goals": options.get("human_goals", "1") == "1"}
-        if options.get("num_products"):
-            self.env_kwargs["num_products"] = int(options["num_products"])
+        self.env_kwargs = {"observation_mode": "text"}
+        products = options.get("num_products", "1000")
+        if products != "all":
+            self.env_kwargs["num_products"] = int(products)
+        # The paper's harness passes no human_goals: WebShop then uses its synthetic goals.
+        if options.get("human_goals", "0") == "1":
+            self.env_kwargs["human_goals"] = True
+        seed = options.get("price_seed", "0")
+        self.price_seed = None if seed == "none" else int(seed)
+        self.invalid_actions = options.get("invalid_actions", "pass")
+        if self.invalid_actions not in ("pass", "refuse"):
+            raise SystemExit(f"invalid_actions must be pass or refuse, not {self.invalid_actions!r}")
         # The first environment builds the product store and search engine (slow); later ones share it.
-        first = self.env_class(**self.env_kwargs)
+        first = self.build_env()
         self.server = getattr(first, "server", None)
         self.share_server = self.server is not None
         self.idle = [first]
@@ -80,7 +100,13 @@ class WebshopBackend:
             raise SystemExit(f"train_start + train_size exceeds the {goals} WebShop goals loaded")
         print(f"webshop backend: {goals} goals, eval {self.sizes['eval']}, train {self.sizes['train']} (from {train_start})", flush=True)
         if self.sizes["eval"] < EVAL_SESSIONS or self.sizes["train"] == 0:
-            print("webshop backend: WARNING fewer goals than the paper setting (full product set, human goals) gives", file=sys.stderr, flush=True)
+            print("webshop backend: WARNING fewer goals than the paper setting (1,000 products, synthetic goals) gives", file=sys.stderr, flush=True)
+
+    def build_env(self, **extra):
+        """A new environment; a new store (no shared server) draws its prices from a re-seeded generator too."""
+        if self.price_seed is not None and "server" not in extra:
+            random.seed(self.price_seed)
+        return self.env_class(**extra, **self.env_kwargs)
 
     def split_size(self, split):
         return self.sizes[split]
@@ -90,11 +116,11 @@ class WebshopBackend:
             return self.idle.pop()
         if self.share_server:
             try:
-                return self.env_class(server=self.server, **self.env_kwargs)
+                return self.build_env(server=self.server)
             except TypeError:
                 # A WebShop version without the `server` argument: one store per session (slow, memory-hungry).
                 self.share_server = False
-        return self.env_class(**self.env_kwargs)
+        return self.build_env()
 
     def new_session(self, split, index):
         self.opened += 1
@@ -118,6 +144,12 @@ class WebshopSession:
         self.available = {"has_search_bar": False, "clickables": []}
         self.closed = False
 
+    def instruction(self):
+        try:
+            return self.env.get_instruction_text()
+        except Exception:  # noqa: BLE001 - the evaluation reads it off the first page instead
+            return None
+
     def refresh(self):
         available = self.env.get_available_actions()
         self.available = {"has_search_bar": bool(available.get("has_search_bar")), "clickables": list(available.get("clickables") or [])}
@@ -128,7 +160,9 @@ class WebshopSession:
     def reset(self):
         self.env.session_prefix = self.prefix
         observation, _ = self.env.reset(session=self.goal)
-        return {"observation": observation, "admissible_actions": self.refresh(), "info": dict(self.info)}
+        actions = self.refresh()
+        return {"observation": observation, "admissible_actions": actions,
+                "info": {**self.info, "instruction": self.instruction(), "available": dict(self.available)}}
 
     def valid(self, action):
         match = ACTION.match(action.strip())
@@ -140,13 +174,18 @@ class WebshopSession:
         return arg != "search" and arg in self.available["clickables"]
 
     def step(self, action):
-        if not self.valid(action):
-            return {"observation": INVALID, "reward": 0.0, "done": False, "admissible_actions": self.refresh(), "info": {**self.info, "invalid": True}}
-        kind, arg = ACTION.match(action.strip()).groups()
-        arg = query(arg) if kind == "search" else arg.strip()
-        observation, reward, done, _ = self.env.step(f"{kind}[{arg}]")
-        return {"observation": observation, "reward": float(reward or 0.0), "done": bool(done),
-                "admissible_actions": [] if done else self.refresh(), "info": dict(self.info)}
+        if self.backend.invalid_actions == "refuse":
+            if not self.valid(action):
+                actions = self.refresh()
+                return {"observation": INVALID, "reward": 0.0, "done": False, "admissible_actions": actions,
+                        "info": {**self.info, "invalid": True, "available": dict(self.available)}}
+            kind, arg = ACTION.match(action.strip()).groups()
+            action = f"{kind}[{query(arg) if kind == 'search' else arg.strip()}]"
+        # pass: the action exactly as the model wrote it, as the paper's harness sends it.
+        observation, reward, done, _ = self.env.step(action)
+        actions = [] if done else self.refresh()
+        info = dict(self.info) if done else {**self.info, "available": dict(self.available)}
+        return {"observation": observation, "reward": float(reward or 0.0), "done": bool(done), "admissible_actions": actions, "info": info}
 
     def close(self):
         if not self.closed:

@@ -8,7 +8,7 @@ import { loadServingConfig } from '../../modules/serving/serving.config.js';
 import type { ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type EvaluationResult } from '../task-pack.js';
-import { firstMessage, INSTRUCTIONS, MAX_STEPS, parseReply, webshop } from './index.js';
+import { formatAvailable, MAX_STEPS, parseReply, PROTOCOL, userMessage, webshop, webshopPolicy } from './index.js';
 import { processesWith, rejection } from '../../test/servers/processes.js';
 
 const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
@@ -50,22 +50,21 @@ function context(envOptions = '', extra: NodeJS.ProcessEnv = {}) {
 }
 
 // Pages of the fake backend (test/servers/fake_env_backend.py, kind=webshop): session i asks for FAKE<i>;
-// its results page lists fake<i>, fake<i+1>, fake<i+2> in that order (for i < 8).
-const FIRST_PAGE = (i: number) => `the product FAKE${i},`;
-const RESULTS_PAGE = (i: number) => `(Total results: 3) [SEP] fake${i} [SEP]`;
-const ITEM_PAGE = 'Price: $10.00 [SEP] Buy Now';
+// its results page lists fake<i>, fake<i+1>, fake<i+2> in that order (for i < 8). Every request is a fresh
+// [system, user] chat whose user message ends with `Observation <n>: <page>\nAction <n>:`.
+const FIRST_PAGE = (i: number) => `FAKE${i}, price lower than 50.00 dollars [SEP] Search\nAction 1:`;
+const RESULTS_PAGE = (i: number) => `Product FAKE${i + 2} [SEP] $10.00\nAction 2:`;
+const ITEM_PAGE = 'Price: $10.00 [SEP] Buy Now\nAction 3:';
 
-/** Searches, opens product `pick(i)` and buys it; replies carry some text around the action. */
-function shopper(pick: (i: number) => number, firstReply?: (i: number) => string): ScriptedAnswers {
+/** Searches, opens product `pick(i)` and buys it; the buy reply has a second line, which the stop sequence "\n" cuts. */
+function shopper(pick: (i: number) => number, choose = 'Action: click'): ScriptedAnswers {
   return {
     rules: [
-      { contains: ITEM_PAGE, reply: 'This is it.\nclick[ buy now ]', last: true },
-      ...sessions.map((i) => ({ contains: RESULTS_PAGE(i), reply: `Action: click[fake${pick(i)}]`, last: true })),
-      ...sessions.map((i) => ({ contains: FIRST_PAGE(i), reply: firstReply ? firstReply(i) : `search[fake${i}]`, last: true })),
-      // Reached only after a first reply that was not a search (the whole conversation is matched).
-      ...sessions.map((i) => ({ contains: FIRST_PAGE(i), reply: `search[fake${i}]` })),
+      { contains: ITEM_PAGE, reply: 'click[buy now]\nThis is it.', tail: true },
+      ...sessions.map((i) => ({ contains: RESULTS_PAGE(i), reply: `${choose}[fake${pick(i)}]`, tail: true })),
+      ...sessions.map((i) => ({ contains: FIRST_PAGE(i), reply: `search[fake${i}]`, tail: true })),
     ],
-    default: 'think[I am lost]',
+    default: 'I am lost',
   };
 }
 
@@ -76,32 +75,49 @@ async function evaluateWith(answers: ScriptedAnswers, envOptions = ''): Promise<
   return { result, marker, dir };
 }
 
-describe('webshop replies', () => {
+describe('webshop replies and prompts (the paper harness\'s protocol)', () => {
   it.each([
-    ['search[red shoes]', { action: 'search[red shoes]', parsed: true }],
-    ['I should look.\nAction: Click[ B09ABC ] then click[x]', { action: 'click[B09ABC]', parsed: true }],
-    ['click[pack of 2 [x]] done', { action: 'click[pack of 2 [x]]', parsed: true }],
-    ['think[the [size] matters] click[buy now]', { think: true, parsed: true }],
-    ['think[cut off by the token lim', { think: true, parsed: true }],
-    ['research[x]', { action: 'research[x]', parsed: false }],
-    ['  buy it now\nplease ', { action: 'buy it now', parsed: false }],
-    ['click[unclosed', { action: 'click[unclosed', parsed: false }],
-    ['', { action: '', parsed: false }],
-  ])('%j → %j', (reply, expected) => {
-    expect(parseReply(reply)).toEqual(expected);
+    ['search[red shoes]', 'search[red shoes]'],
+    ['  Action: click[B09ABC] ', 'click[B09ABC]'],
+    ['choose[large]', 'click[large]'],
+    ['Action:choose[large]', 'click[large]'],
+    ['I should look. click[x]', 'I should look. click[x]'],
+    ['', ''],
+  ])('%j → action %j', (reply, expected) => {
+    expect(parseReply(reply)).toBe(expected);
   });
 
-  it('opens with the instructions, the first page and its actions', () => {
-    const message = firstMessage({ observation: 'WebShop [SEP] Instruction: [SEP] i need socks [SEP] Search', admissibleActions: ['search[<query>]'], info: {} });
-    expect(message).toBe(`${INSTRUCTIONS}\n\nObservation: WebShop [SEP] Instruction: [SEP] i need socks [SEP] Search\nAvailable actions: search[<query>]`);
-    expect(INSTRUCTIONS).toMatch(/search\[<query>\]/);
-    expect(INSTRUCTIONS).toMatch(/think\[<reasoning>\].*"OK\."/);
-    expect(INSTRUCTIONS).toMatch(/exactly one action per turn/);
+  it('lists the page\'s actions as the harness does: search[<your query>] when there is a search bar, then click[...] for every clickable', () => {
+    expect(formatAvailable({ has_search_bar: true, clickables: ['search'] })).toBe('  search[<your query>]\n  click[search]');
+    expect(formatAvailable({ has_search_bar: false, clickables: ['back to search', 'b0abc', 'buy now'] })).toBe('  click[back to search]\n  click[b0abc]\n  click[buy now]');
+  });
+
+  it('rebuilds one [system, user] chat per step with the last 5 steps and the current page (snapshot), greedy, 100 tokens, stop "\\n"', () => {
+    const policy = webshopPolicy();
+    expect(policy.request).toEqual({ api: 'chat', maxTokens: 100, stop: ['\n'], temperature: 0 });
+    const transcript = policy.start({
+      observation: 'WebShop [SEP] Instruction: [SEP] i need socks [SEP] Search', admissibleActions: ['search[<query>]'],
+      info: { instruction: 'i need socks', available: { has_search_bar: true, clickables: ['search'] } },
+    });
+    const first = transcript.input() as { messages: { role: string; content: string }[] };
+    expect(first.messages.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(first.messages[0]!.content).toBe(PROTOCOL.prompt.system);
+    expect(first.messages[1]!.content.endsWith('\nObservation 1: WebShop [SEP] Instruction: [SEP] i need socks [SEP] Search\nAction 1:')).toBe(true);
+    for (let k = 1; k <= 7; k++) {
+      transcript.record(`a${k}`, `click[a${k}]`, { observation: `page ${k}`, reward: 0, done: false, admissibleActions: [], info: { available: { has_search_bar: false, clickables: [`next${k}`] } } });
+    }
+    const later = (transcript.input() as { messages: readonly { content: string }[] }).messages[1]!.content;
+    expect(later).toContain('\nObservation 3: page 3\nAction 3: click[a3]\n');
+    expect(later).not.toContain('Observation 2:');
+    expect(later.endsWith('\nObservation 8: page 7\nAction 8:')).toBe(true);
+    expect(later).toMatchSnapshot();
+    expect(userMessage('i need socks', [], 'the page', { has_search_bar: true, clickables: [] })).toMatchSnapshot();
   });
 
   it('shows the agent the exact evaluation prompt in the description and data/README.md', async () => {
-    const indented = INSTRUCTIONS.split('\n').map((l) => (l ? `    ${l}` : '')).join('\n');
-    expect(webshop.description).toContain(indented);
+    const system = String(PROTOCOL.prompt.system);
+    expect(webshop.description).toContain(`    ${system}`);
+    expect(webshop.description).toContain('    Now it\'s your turn:');
     const datasetDir = path.join(root, 'dataset');
     await mkdir(path.join(datasetDir, 'base-model'), { recursive: true });
     await writeFile(path.join(datasetDir, 'base-model', 'config.json'), '{"model_type":"test"}');
@@ -109,7 +125,7 @@ describe('webshop replies', () => {
     await webshop.materialize(paths);
     expect(await readdir(paths.dataDir)).toEqual(['README.md']);
     const readme = await readFile(path.join(paths.dataDir, 'README.md'), 'utf8');
-    expect(readme).toContain(indented);
+    expect(readme).toContain(`    ${system}`);
     expect(readme).toMatch(/POST \$GRADING_SERVER_URL\/env\/reset/);
     expect(readme).toMatch(/never served/);
     expect(await readFile(path.join(paths.modelDir, 'config.json'), 'utf8')).toBe('{"model_type":"test"}');
@@ -119,7 +135,8 @@ describe('webshop replies', () => {
 
   it('declares level 3, its requirements and a 50-step environment', () => {
     expect(webshop.level).toBe(3);
-    expect(webshop.evaluatorVersion).toBe('webshop-eval-1');
+    expect(webshop.evaluatorVersion).toBe('webshop-eval-2');
+    expect(webshop.protocol).toBe(PROTOCOL);
     expect(webshop.requirements!.map((r) => r.kind)).toEqual(['gpu', 'command', 'dataset', 'env-server']);
     expect(webshop.requirements![3]).toMatchObject({ name: 'webshop', pythonModule: 'web_agent_site' });
     expect(webshop.environment).toMatchObject({ name: 'webshop/v1', maxSteps: 50 });
@@ -133,46 +150,22 @@ describe('evaluating webshop checkpoints on the scripted environment server', ()
     expect(result.score).toBe(100);
     expect(result.details).toEqual({
       episodes: EVAL, successes: EVAL, successRate: 1, meanReward: 1, meanSteps: 3,
-      outcomes: { bought: EVAL, ran_out_of_steps: 0 }, thinks: 0, unparsedReplies: 0, invalidActions: 0,
-      environment: 'fake-webshop', evalSessions: EVAL, fullEvalSet: false,
+      outcomes: { bought: EVAL, ran_out_of_steps: 0 }, environment: 'fake-webshop', evalSessions: EVAL, fullEvalSet: false,
     });
     expect(processesWith(marker)).toEqual([]);
     expect(processesWith(dir)).toEqual([]);
   });
 
-  it('scores 0 with mean reward 0.25 a checkpoint that buys the wrong product (success needs ≥ 0.5), counting a reply without an action', async () => {
-    const { result } = await evaluateWith(shopper((i) => i + 1, () => 'Let me look around first.'));
+  it('scores 0 with mean reward 0.25 a checkpoint that buys the wrong product (success needs ≥ 0.5), reading choose[ as click[', async () => {
+    const { result } = await evaluateWith(shopper((i) => i + 1, 'choose'));
     expect(result.score).toBe(0);
-    expect(result.details).toMatchObject({
-      successes: 0, successRate: 0, meanReward: 0.25, meanSteps: 4,
-      outcomes: { bought: EVAL, ran_out_of_steps: 0 }, unparsedReplies: EVAL, invalidActions: EVAL,
-    });
+    expect(result.details).toMatchObject({ successes: 0, successRate: 0, meanReward: 0.25, meanSteps: 3, outcomes: { bought: EVAL, ran_out_of_steps: 0 } });
   });
 
-  it('answers think[...] with "OK." without stepping the environment, and counts it as a reply', async () => {
-    const answers: ScriptedAnswers = {
-      rules: [
-        // Had a think reached the environment, it would answer "Invalid action!" and this rule would loop.
-        { contains: 'Observation: Invalid action!', reply: 'think[stuck]', last: true },
-        ...shopper((i) => i).rules.slice(0, 1 + EVAL),
-        ...sessions.map((i) => ({ contains: FIRST_PAGE(i), reply: `think[The customer wants FAKE${i}; search for it.]`, last: true })),
-        ...sessions.map((i) => ({ contains: `wants FAKE${i};`, reply: `search[fake${i}]` })),
-      ],
-      default: 'think[I am lost]',
-    };
-    // 3 environment steps per session: a 19th step would crash the backend.
-    const { result } = await evaluateWith(answers, `--option crash_after=${3 * EVAL}`);
-    expect(result.score).toBe(100);
-    expect(result.details).toMatchObject({ successRate: 1, meanSteps: 4, thinks: EVAL, invalidActions: 0 });
-  });
-
-  it('runs a checkpoint that only thinks out of its 50 replies without a single environment step', async () => {
-    const { result } = await evaluateWith({ rules: [], default: 'think[Maybe I should search. Or not.]' }, '--option crash_after=0');
+  it('sends every reply to the environment and runs a checkpoint without a valid action out of its 50 replies', async () => {
+    const { result } = await evaluateWith({ rules: [], default: 'I am lost\nreally' });
     expect(result.score).toBe(0);
-    expect(result.details).toMatchObject({
-      successes: 0, meanReward: 0, meanSteps: 50, thinks: 50 * EVAL,
-      outcomes: { bought: 0, ran_out_of_steps: EVAL }, invalidActions: 0, unparsedReplies: 0,
-    });
+    expect(result.details).toMatchObject({ successes: 0, meanReward: 0, meanSteps: 50, outcomes: { bought: 0, ran_out_of_steps: EVAL } });
   }, 60_000); // 300 model replies: slack for a loaded machine
 
   it('fails with EvaluatorError when the environment server crashes mid-evaluation, leaving no process', async () => {

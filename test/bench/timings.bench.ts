@@ -84,9 +84,9 @@ async function readinessTimeout(dir: string): Promise<Figure> {
 /** HumanEval's sandbox killing an infinite loop at its time limit (3 s). */
 async function humanevalTimeout(): Promise<Figure> {
   const limits = { timeMs: 3_000, memoryBytes: 512 * 1024 ** 2, outputBytes: 64 * 1024 };
-  const problem = { task_id: 'Bench/0', prompt: 'def f(x):\n', canonical_solution: '    return x\n', test: 'def check(c):\n    assert c(1) == 1\n', entry_point: 'f' };
+  const problem = { task_id: 'Bench/0', prompt: 'def f(x):\n    """Return x."""\n', canonical_solution: '    return x\n', test: 'def check(c):\n    assert c(1) == 1\n', entry_point: 'f' };
   const t0 = Date.now();
-  const result = await runPythonSandboxed(buildProgram(problem, '    while True:\n        pass\n'), limits);
+  const result = await runPythonSandboxed(buildProgram(problem, '```python\nwhile True:\n    pass\n```'), limits);
   if (result.outcome !== 'timeout') throw new Error(`humaneval sandbox: expected a timeout, got ${result.outcome}`);
   return figure(Date.now() - t0, limits.timeMs, limits.timeMs + 2_000);
 }

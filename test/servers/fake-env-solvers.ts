@@ -14,21 +14,24 @@ export function fakeAlfworldGame(split: 'train' | 'eval', index: number): { obje
 }
 
 /**
- * Solves fake ALFWorld eval games 0..games-1 through the ReAct prompt, answering the last message
- * only. The first reply carries a leading `>` and a second line, which the evaluator must ignore.
+ * Solves fake ALFWorld eval games 0..games-1 through the paper's ReAct text-completion prompt, keyed
+ * on how the prompt ends (`<observation>\n>`). Replies carry a second line, which the request's stop
+ * sequence "\n" must cut off.
  */
 export function fakeAlfworldSolver(games: number): ScriptedAnswers {
   const solver: ScriptedAnswers = {
-    rules: [{ last: true, contains: 'Here is the task.', reply: '> go to countertop 1\nObservation: made up' }],
+    rules: [],
     default: 'look',
   };
   for (let i = 0; i < games; i++) {
     const { object: o, receptacle: r } = fakeAlfworldGame('eval', i);
     solver.rules.push(
-      { last: true, contains: `you see a ${o} 1.`, reply: `take ${o} 1 from countertop 1` },
-      { last: true, contains: `You pick up the ${o} 1`, reply: `go to ${r} 1` },
-      { last: true, contains: `you carry the ${o} 1.`, reply: `put ${o} 1 in/on ${r} 1` },
+      { tail: true, contains: `you see a ${o} 1.\n>`, reply: `take ${o} 1 from countertop 1\nObservation: made up` },
+      { tail: true, contains: `You pick up the ${o} 1 from the countertop 1.\n>`, reply: `go to ${r} 1` },
+      { tail: true, contains: `you carry the ${o} 1.\n>`, reply: `put ${o} 1 in/on ${r} 1` },
     );
   }
+  // The first reply of a game (its prompt ends with the task), and of any other step.
+  solver.rules.push({ tail: true, contains: '.\n>', reply: 'go to countertop 1\nObservation: made up' });
   return solver;
 }

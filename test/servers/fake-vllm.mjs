@@ -2,7 +2,8 @@
 // A stand-in for `vllm serve` in tests: a deterministic OpenAI-compatible server whose replies come
 // from the served checkpoint's answers.json ({"rules": [{"contains", "reply", "last"?}], "default"}): the
 // first rule whose `contains` occurs in the prompt wins (with `"last": true`, in the last chat message
-// only: how multi-turn episodes are scripted). Plain Node ESM so the serve command
+// only: how multi-turn episodes are scripted; with `"tail": true`, the prompt must end with it: how growing
+// text-completion prompts are scripted). A request's `stop` strings cut the reply as a server would. Plain Node ESM so the serve command
 // template can start it without a TypeScript loader; test/servers/openai-test-server.ts reuses the
 // request handling in-process.
 //
@@ -29,7 +30,15 @@ export function loadAnswers(checkpointDir) {
 }
 
 export function replyFor(answers, prompt, lastMessage = prompt) {
-  return answers.rules.find((rule) => (rule.last ? lastMessage : prompt).includes(rule.contains))?.reply ?? answers.default;
+  const matches = (rule) => (rule.tail ? prompt.endsWith(rule.contains) : (rule.last ? lastMessage : prompt).includes(rule.contains));
+  return answers.rules.find(matches)?.reply ?? answers.default;
+}
+
+/** The reply up to the first of the request's stop strings (which is not included). */
+export function cutAtStop(text, stop) {
+  const stops = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop.filter((s) => typeof s === 'string' && s !== '') : [];
+  const at = Math.min(...stops.map((s) => text.indexOf(s)).filter((i) => i >= 0), text.length);
+  return text.slice(0, at);
 }
 
 const words = (text) => text.split(/\s+/).filter(Boolean).length;
@@ -68,7 +77,7 @@ export function createOpenAiHandler({ model, answers, onGenerated = () => {} }) 
         ? (Array.isArray(body.messages) ? body.messages : []).map((m) => String(m?.content ?? '')).join('\n')
         : String(Array.isArray(body.prompt) ? body.prompt[0] : (body.prompt ?? ''));
       const last = chat && Array.isArray(body.messages) && body.messages.length ? String(body.messages.at(-1)?.content ?? '') : prompt;
-      const text = replyFor(answers, prompt, last);
+      const text = cutAtStop(replyFor(answers, prompt, last), body.stop);
       const usage = { prompt_tokens: words(prompt), completion_tokens: words(text), total_tokens: words(prompt) + words(text) };
       const choice = chat
         ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }
