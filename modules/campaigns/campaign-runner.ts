@@ -122,7 +122,9 @@ export class CampaignRunner {
         campaign: { id: job.campaignId, cell: cell.cell, attempt: cell.attempt },
         freshBaseline: plan.regradeBaseline === true,
         ...(plan.baselineRepeats ? { baselineRepeats: plan.baselineRepeats } : {}),
-        gpus: ctx.gpus.length ? ctx.gpus : undefined,
+        // A worker that hands GPUs out gives the run exactly the ones it holds (none for a CPU job); the
+        // in-process pool holds none, and its runs see the host's GPUs.
+        gpus: ctx.worker.gpus.length ? ctx.gpus : undefined,
         warn: (m) => this.o.log?.(m),
         onScheduled: async (id) => {
           runId = id;

@@ -90,6 +90,7 @@ function header(r: RunReport): Block[] {
         ),
         row('Workspace', { code: run.workspace ?? 'unknown' }, ' ', { cite: run.evidence.workspace }),
         ...(r.integrity ? [row('Integrity', ...integritySummary(r.integrity))] : []),
+        ...(r.envCopy ? [row('Own environment', { strong: 'flagged' }, ` — ${[...new Set(r.envCopy.signals.map((s) => s.rule))].join(', ')}: episodes played outside /env are not recorded `, { cite: r.envCopy.evidence })] : []),
       ],
     },
     ...(r.run.driverMismatch ? [mismatchAlert(r)] : []),

@@ -120,6 +120,8 @@ export interface RunReport {
    */
   llm?: LlmAnalysis;
   transcript?: Transcript;
+  /** Signs of an own copy of the interactive environment (analysis.envCopy); absent when none. */
+  envCopy?: RunAnalysis['envCopy'];
 }
 
 /** Texts of the transcript (prompts, tool results and inputs, answers) are cut here in reports. */
@@ -353,5 +355,6 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
     timeline: timeline(input, at),
     ...(integrity ? { integrity } : {}),
     ...(llm ? { llm, transcript: reportTranscript(events) } : {}),
+    ...(a.envCopy ? { envCopy: a.envCopy } : {}),
   };
 }

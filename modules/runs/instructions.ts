@@ -57,6 +57,8 @@ export function agentInstructions(options: { task: string; baseModel: string; bu
       `## Environment API (interactive task)`,
       ``,
       `Collect rollouts only through \`POST $GRADING_SERVER_URL/env/reset\` and \`POST $GRADING_SERVER_URL/env/step\` (see data/README.md).`,
+      `Python training code can use the environment packages as usual: \`$PYTHONPATH\` puts a2rl's clients first, with ALFWorld's and`,
+      `WebShop's import paths and API (\`alfworld.agents.environment\`, \`web_agent_site.envs.WebAgentTextEnv\`), playing through this API.`,
     );
   }
   if (options.mode && options.mode !== 'free') lines.push(``, ...MODE_TEXT[options.mode]);

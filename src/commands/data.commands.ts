@@ -4,6 +4,7 @@ import { CommanderError, type Command } from 'commander';
 import { datasetDir, datasetSpec } from '../../modules/datasets/dataset-registry.js';
 import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-dataset.js';
 import { describeSandbox, sandboxPlan, type SandboxCheck } from '../../modules/runs/sandbox/capabilities.js';
+import { doctorAgentView } from '../../modules/runs/sandbox/agent-view.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
 import { packageRoot } from '../../modules/settings/package-root.js';
 import { TASKS } from '../../tasks/index.js';
@@ -78,7 +79,7 @@ export function registerDataCommands(program: Command): void {
     .option('--json', 'one JSON object: {version, sandbox: {mode, checks: [{name, status, detail}], notes}, tasks: [{task, implemented, ready, checks: [{name, status, detail, hint?}]}], ready} (no tasks with --sandbox); the exit status is the same')
     .action(async (opts: { task?: string; sandbox?: boolean; json?: boolean }) => {
       const plan = sandboxPlan();
-      const sandbox = { mode: plan.mode, checks: describeSandbox(plan), notes: plan.capabilities.notes };
+      const sandbox = { mode: plan.mode, checks: [...describeSandbox(plan), ...(await doctorAgentView(plan, process.env, opts.task))], notes: plan.capabilities.notes };
       if (!opts.json) printSandbox(sandbox);
       if (opts.sandbox) {
         if (opts.json) process.stdout.write(`${JSON.stringify({ version: packageVersion(), sandbox, ready: plan.mode !== 'none' })}\n`);

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
 import { memoryCgroupSupport } from './cgroup.js';
+import { probeHostGpus, type HostGpus } from './gpu-binding.js';
 import { noNewUserNamespacesFilter } from './seccomp.js';
 
 /**
@@ -28,8 +28,10 @@ export interface SandboxCapabilities {
   unprivilegedUserns: boolean;
   /** bwrap can run as root with its own mount, pid and network namespaces. */
   rootNamespaces: boolean;
-  /** NVIDIA device nodes that a sandbox binds in. */
+  /** NVIDIA device nodes of this machine (a run's sandbox binds those of the GPUs it holds: gpu-binding.ts). */
   gpuDevices: string[];
+  /** The driver's libraries, tools and render nodes (absent: none known). */
+  gpuDriver?: Omit<HostGpus, 'devices'>;
   /** Why a mode is not available, one line each. */
   notes: string[];
 }
@@ -83,7 +85,8 @@ export function probeSandbox(): SandboxCapabilities {
     if (!unprivilegedUserns && harnessUid !== 0) notes.push('unprivileged user namespaces are refused by this kernel (sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces or an AppArmor userns restriction): run the harness as root, or allow them');
     rootNamespaces = harnessUid === 0 && runs('bwrap', [...trial, 'true']);
   }
-  return { bwrap, harnessUid, setpriv, prlimit, unprivilegedUserns, rootNamespaces, gpuDevices: gpuDevices(), notes };
+  const { devices: gpuDevices, ...gpuDriver } = probeHostGpus();
+  return { bwrap, harnessUid, setpriv, prlimit, unprivilegedUserns, rootNamespaces, gpuDevices, gpuDriver, notes };
 }
 
 function runs(file: string, args: string[]): boolean {
@@ -91,13 +94,15 @@ function runs(file: string, args: string[]): boolean {
   return r.error === undefined && r.status === 0;
 }
 
-/** /dev/nvidia0…, nvidiactl, nvidia-uvm…: bound into the sandbox so training can use the GPUs. */
-function gpuDevices(): string[] {
-  if (!existsSync('/dev')) return [];
-  return readdirSync('/dev')
-    .filter((name) => /^nvidia(\d+|ctl|-uvm|-uvm-tools|-modeset)$/.test(name))
-    .map((name) => `/dev/${name}`)
-    .sort();
+function gpuCheck(c: SandboxCapabilities): SandboxCheck {
+  if (!c.gpuDevices.length) return { name: 'GPUs', status: 'optional', detail: 'no NVIDIA device nodes on this machine' };
+  const libs = c.gpuDriver?.libraries.length ?? 0;
+  const tools = c.gpuDriver?.binaries.map((b) => b.split('/').pop()).join(', ');
+  return {
+    name: 'GPUs',
+    status: 'ok',
+    detail: `a run's held GPUs are bound in (of ${c.gpuDevices.join(', ')}), CUDA_VISIBLE_DEVICES per run; ${libs} driver libraries read-only${tools ? `, ${tools}` : ''}`,
+  };
 }
 
 export interface SandboxCheck {
@@ -139,7 +144,7 @@ export function describeSandbox(plan: SandboxPlan): SandboxCheck[] {
         ? { name: 'memory limit', status: 'ok' as const, detail: `a cgroup v${cgroup.version} per run under ${cgroup.parent}` }
         : { name: 'memory limit', status: 'optional' as const, detail: 'no writable cgroup memory controller: memoryBytes is recorded, not enforced' };
     })(),
-    { name: 'GPUs', status: c.gpuDevices.length ? 'ok' : 'optional', detail: c.gpuDevices.length ? `bound into the sandbox: ${c.gpuDevices.join(', ')}` : 'no NVIDIA device nodes on this machine' },
+    gpuCheck(c),
   ];
   return checks;
 }

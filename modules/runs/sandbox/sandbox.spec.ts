@@ -1,13 +1,14 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { once } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeExtraFds } from '../agent-process.js';
 import { fakeTask } from '../testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../workspace.js';
+import { agentRuntime, dropInPackagesDir, runtimeEnv } from './agent-python.js';
 import { planFrom, probeSandbox, type SandboxPlan } from './capabilities.js';
 import { openLifeline } from './lifeline.js';
 import { DEFAULT_AGENT_UID, detectSandbox, sandboxCommand, type SandboxedCommand, type SandboxRequest } from './sandbox.js';
@@ -257,6 +258,38 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     expect(r.stdout.trim().split('\n')).toEqual(['gpu', 'sys', 'sys-ro']);
     const without = await run(`cat ${device} 2>/dev/null || echo no-device; ls /sys 2>/dev/null | wc -l`);
     expect(without.stdout.trim().split('\n')).toEqual(['no-device', '0']);
+  });
+
+  itRoot("binds only the held GPUs' device nodes, the driver's libraries and tools read-only, and renumbers CUDA_VISIBLE_DEVICES", async () => {
+    // Stand-ins for /dev/nvidia*, a driver library outside /usr and nvidia-smi (gpu-binding.spec.ts reads a fake /dev).
+    const dev = join(home, 'fake-dev');
+    const driver = join(home, 'fake-driver');
+    mkdirSync(dev, { recursive: true });
+    mkdirSync(driver, { recursive: true });
+    for (const n of ['nvidiactl', 'nvidia-uvm', 'nvidia0', 'nvidia1', 'nvidia2']) writeFileSync(join(dev, n), `${n}\n`, { mode: 0o666 });
+    writeFileSync(join(driver, 'libcuda.so.1'), 'elf\n', { mode: 0o644 });
+    writeFileSync(join(driver, 'nvidia-smi'), '#!/bin/sh\necho "GPU 0: Fake (UUID: GPU-1)"\n', { mode: 0o755 });
+    const withGpus = planFrom({ ...plan, gpuDevices: ['nvidiactl', 'nvidia-uvm', 'nvidia0', 'nvidia1', 'nvidia2'].map((n) => join(dev, n)), gpuDriver: { renderNodes: [], libraries: [join(driver, 'libcuda.so.1')], binaries: [join(driver, 'nvidia-smi')] } });
+    const script = `for n in nvidiactl nvidia-uvm nvidia0 nvidia1 nvidia2; do cat ${dev}/$n 2>/dev/null || echo "no $n"; done; cat ${driver}/libcuda.so.1; echo x > ${driver}/libcuda.so.1 2>/dev/null || echo lib-ro; nvidia-smi; echo "cuda=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER"`;
+    const cmd = sandboxCommand(request(script, { plan: withGpus, runtime: { python: null, pythonPackages: [], gpus: ['2', '0'] }, env: { CUDA_VISIBLE_DEVICES: '2,0' } }));
+    expect(cmd.devices).toEqual([join(dev, 'nvidiactl'), join(dev, 'nvidia-uvm'), join(dev, 'nvidia2'), join(dev, 'nvidia0')]);
+    const r = await exec(cmd, { cwd: ws.layout.root });
+    expect(r.stdout.trim().split('\n')).toEqual(['nvidiactl', 'nvidia-uvm', 'nvidia0', 'no nvidia1', 'nvidia2', 'elf', 'lib-ro', 'GPU 0: Fake (UUID: GPU-1)', 'cuda=0,1 order=PCI_BUS_ID']);
+    const none = await exec(sandboxCommand(request(`ls ${dev} 2>/dev/null | wc -l; echo "cuda=$CUDA_VISIBLE_DEVICES"`, { plan: withGpus, runtime: { python: null, pythonPackages: [], gpus: [] } })), { cwd: ws.layout.root });
+    expect(none.stdout.trim().split('\n')).toEqual(['0', 'cuda=']);
+  });
+
+  itRoot("mounts the agent's Python environment and the drop-in clients read-only, first on PATH and PYTHONPATH", async () => {
+    const prefix = join(home, 'envs', 'train');
+    const made = spawnSync('/usr/bin/python3', ['-m', 'venv', '--without-pip', prefix]);
+    expect(made.status).toBe(0);
+    const runtime = agentRuntime({ env: { A2RL_AGENT_PYTHON: prefix }, task: 'alfworld', interactive: true });
+    const env = runtimeEnv(runtime, { PATH: '/usr/bin:/bin' });
+    const probe = 'import sys, alfworld.agents.environment as e, web_agent_site.envs as w; print(sys.prefix); print(e.get_environment("AlfredTWEnv").__name__, w.WebAgentTextEnv.__name__); print(e.__file__)';
+    const r = await run(`command -v python; python -c '${probe}'; echo "venv=$VIRTUAL_ENV"; touch ${prefix}/x 2>/dev/null || echo env-ro; touch ${dropInPackagesDir()}/x 2>/dev/null || echo drop-in-ro; ls ${dirname(dropInPackagesDir())}`, { runtime, env });
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim().split('\n')).toEqual([`${prefix}/bin/python`, prefix, 'AlfredTWEnv WebAgentTextEnv', join(dropInPackagesDir(), 'alfworld/agents/environment/__init__.py'), `venv=${prefix}`, 'env-ro', 'drop-in-ro', 'python']);
+    expect(sandboxCommand(request('true', { runtime })).mounts).toEqual(expect.arrayContaining([{ path: prefix, access: 'ro' }, { path: dropInPackagesDir(), access: 'ro' }]));
   });
 
   it('lists what it exposes and returns the command unchanged without a sandbox', () => {

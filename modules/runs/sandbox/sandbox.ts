@@ -3,8 +3,10 @@ import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import path, { dirname } from 'node:path';
 import { packageRoot } from '../../settings/package-root.js';
 import type { WorkspaceLayout } from '../run-context.js';
+import type { AgentRuntime } from './agent-python.js';
 import { sandboxPlan, type IsolationMode, type SandboxPlan } from './capabilities.js';
 import { CGROUP_ENTER } from './cgroup.js';
+import { gpuBinding, visibleIds, type GpuBinding } from './gpu-binding.js';
 import { noNewUserNamespacesFilter } from './seccomp.js';
 import type { RunLimits } from './limits.js';
 
@@ -34,6 +36,8 @@ export interface SandboxedCommand {
    * can read; then the seccomp filter (`--seccomp 4`). The launcher writes each into a pipe.
    */
   fds?: Buffer[];
+  /** Device nodes bound in (the held GPUs' and the driver's control nodes); absent when unsandboxed. */
+  devices?: string[];
 }
 
 export interface SandboxRequest {
@@ -61,6 +65,8 @@ export interface SandboxRequest {
   binds?: string[];
   /** The agent's own home (its CLI's state and config, outside the workspace), read-write at SANDBOX_HOME. */
   home?: string;
+  /** Its Python environment and drop-in packages (read-only at their paths) and the GPUs it holds (agent-python.ts). */
+  runtime?: AgentRuntime;
 }
 
 /** Where the agent dir appears inside the sandbox. */
@@ -106,7 +112,9 @@ export function detectSandbox(): SandboxKind {
  * workspaces, the repository — does not exist inside. Pid, IPC, UTS, cgroup and network namespaces
  * are private: the network is loopback only, onto which the bridge forwards exactly `forwards`. The
  * agent runs as an unprivileged uid with no capabilities and `no_new_privs` (see IsolationMode).
- * The environment is exactly `env` plus defaults for PATH, HOME (the workspace) and LANG.
+ * The environment is exactly `env` plus defaults for PATH, HOME (the workspace) and LANG, and, with
+ * GPUs, CUDA_VISIBLE_DEVICES for the held GPUs as numbered inside (gpu-binding.ts). The agent's
+ * Python environment and drop-in packages (`runtime`) are bound read-only at their own paths.
  *
  * With kind 'none' the command is returned as is; the caller must warn loudly.
  */
@@ -117,22 +125,23 @@ export function sandboxCommand(req: SandboxRequest): SandboxedCommand {
   if (req.kind === 'none' || plan.mode === 'none') return { file, args: rest, mounts: [] };
 
   const uid = plan.mode === 'setuid' ? (req.agentUid ?? DEFAULT_AGENT_UID) : plan.capabilities.harnessUid;
-  const { options, mounts } = bwrapOptions(req, plan, uid);
+  const gpus = gpuBinding({ devices: plan.capabilities.gpuDevices, renderNodes: [], libraries: [], binaries: [], ...plan.capabilities.gpuDriver }, req.runtime?.gpus ?? visibleIds(process.env.CUDA_VISIBLE_DEVICES));
+  const { options, mounts } = bwrapOptions(req, plan, uid, gpus);
   const fds = [nulSeparated(options)];
   const filter = plan.mode === 'setuid' ? noNewUserNamespacesFilter() : null;
   if (filter) fds.push(filter);
   const bwrap = ['bwrap', '--args', '3', ...(filter ? ['--seccomp', '4'] : []), '--', ...agentCommand(req, plan.mode, uid)];
   const enter = req.cgroupProcs ? ['sh', '-c', CGROUP_ENTER, req.cgroupProcs] : [];
   const outer = [...enter, ...kernelLimits(req, plan), ...bwrap];
-  return { file: outer[0], args: outer.slice(1), mounts, fds };
+  return { file: outer[0], args: outer.slice(1), mounts, fds, devices: gpus.devices };
 }
 
 /** Everything bwrap is told: `--clearenv` first, then the environment (bwrap applies its options in order), then the namespaces and mounts. */
-function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number): { options: string[]; mounts: SandboxMount[] } {
+function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number, gpus: GpuBinding): { options: string[]; mounts: SandboxMount[] } {
   const ws = req.workspace;
   const node = nodePrefix();
   const options = ['--clearenv'];
-  const env = { PATH: defaultPath(node), HOME: ws.root, LANG: 'C.UTF-8', ...req.env };
+  const env = { PATH: defaultPath(node), HOME: ws.root, LANG: 'C.UTF-8', ...req.env, ...gpuEnv(gpus, req.env.PATH ?? defaultPath(node)) };
   for (const [key, value] of Object.entries(env)) options.push('--setenv', key, value);
   options.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
   if (plan.mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
@@ -152,6 +161,9 @@ function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number): { op
   if (!SYSTEM_DIRS.some((dir) => isWithin(node, dir))) ro(node);
   const shown = (dir: string) => SYSTEM_DIRS.some((sys) => isWithin(dir, sys)) || isWithin(dir, node);
   for (const dir of new Set(req.binds ?? [])) if (existsSync(dir) && !shown(dir)) ro(dir);
+  const python = req.runtime?.python;
+  const runtimeDirs = [python?.prefix, python?.interpreterPrefix, ...(req.runtime?.pythonPackages ?? [])];
+  for (const dir of new Set(runtimeDirs)) if (dir && existsSync(dir) && !shown(dir)) ro(dir);
   options.push('--bind', ws.root, ws.root);
   mounts.push({ path: ws.root, access: 'rw' });
   if (req.home) {
@@ -163,11 +175,12 @@ function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number): { op
   ro(req.agentDir, SANDBOX_AGENT_DIR);
   if (req.runDir) ro(req.runDir, SANDBOX_RUN_DIR);
   options.push('--ro-bind', bridgeScript(), SANDBOX_BRIDGE);
-  // GPUs: the device nodes (their drivers' libraries are under /usr) and, read-only, the sysfs the CUDA
-  // and NVML libraries enumerate devices through.
-  const gpus = plan.capabilities.gpuDevices;
-  for (const dev of gpus) options.push('--dev-bind', dev, dev);
-  if (gpus.length > 0 && existsSync('/sys')) ro('/sys');
+  // GPUs: the held GPUs' device nodes, the driver's libraries and tools where /usr does not hold them
+  // already, and, read-only, the sysfs the CUDA and NVML libraries enumerate devices through.
+  for (const dev of gpus.devices) options.push('--dev-bind', dev, dev);
+  // Not listed in `mounts` (there may be dozens): they are the host driver's, recorded as `devices` are.
+  for (const file of [...gpus.libraries, ...gpus.binaries]) if (existsSync(file) && !shown(file)) options.push('--ro-bind', file, file);
+  if (gpus.devices.length > 0 && existsSync('/sys')) ro('/sys');
   options.push('--chdir', ws.root);
   return { options: withTraversableParents(options), mounts };
 }
@@ -228,6 +241,17 @@ export function bridgeScript(): string {
 /** The node installation running the harness (`<prefix>/bin/node`): agents are Node programs. */
 function nodePrefix(): string {
   return dirname(dirname(realpathSync(process.execPath)));
+}
+
+/** CUDA numbers only the GPUs whose nodes it can open; the driver's tools on PATH when /usr does not hold them. */
+function gpuEnv(gpus: GpuBinding, basePath: string): Record<string, string> {
+  if (gpus.visibleDevices === null) return {};
+  const dirs = gpus.binaries.map((b) => path.posix.dirname(b)).filter((d) => !basePath.split(':').includes(d));
+  return {
+    CUDA_VISIBLE_DEVICES: gpus.visibleDevices,
+    CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
+    ...(dirs.length ? { PATH: [basePath, ...new Set(dirs)].join(':') } : {}),
+  };
 }
 
 function defaultPath(node: string): string {
