@@ -90,6 +90,27 @@ async function within<T>(promise: Promise<T>, ms: number, onTimeout: () => T | n
   }
 }
 
+/** What a live subscription delivers while `append` runs, up to the event `runId/seq`. */
+async function liveUntil(store: EventStore, runId: string, seq: number, append: () => Promise<void>): Promise<RecordedEvent[]> {
+  const sub = store.subscribeAll();
+  try {
+    const delivered = (async () => {
+      const got: RecordedEvent[] = [];
+      for await (const e of sub) {
+        got.push(e);
+        if (e.event.runId === runId && e.event.seq === seq) break;
+      }
+      return got;
+    })();
+    await append();
+    return await within(delivered, 10_000, () => {
+      throw new Error('live events not delivered');
+    });
+  } finally {
+    await sub.close();
+  }
+}
+
 const ids = (events: RecordedEvent[]) => events.map((e) => `${e.event.runId}/${e.event.seq}`);
 const mine = (runIds: string[]) => (e: RecordedEvent) => runIds.includes(e.event.runId);
 
@@ -190,26 +211,12 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       const campaign = newRunId();
       await store.append(campaignStreamName(campaign), campaignEvents(campaign, 0, 1), 'no_stream');
       await store.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
-      const sub = store.subscribeAll();
-      try {
-        const delivered = (async () => {
-          const got: RecordedEvent[] = [];
-          for await (const e of sub) {
-            got.push(e);
-            if (e.event.runId === run && e.event.seq === 1) break;
-          }
-          return got;
-        })();
+      const got = await liveUntil(store, run, 1, async () => {
         await store.append(campaignStreamName(campaign), campaignEvents(campaign, 1, 1), 0n);
         await store.append(streamName(run), [agentEvent(run, 1)], 0n);
-        const got = await within(delivered, 10_000, () => {
-          throw new Error('live events not delivered');
-        });
-        expect(got.filter((e) => !e.stream.startsWith('run-')).map((e) => e.stream)).toEqual([]);
-        expect(ids(got.filter(mine([run])))).toEqual([`${run}/0`, `${run}/1`]);
-      } finally {
-        await sub.close();
-      }
+      });
+      expect(got.filter((e) => !e.stream.startsWith('run-')).map((e) => e.stream)).toEqual([]);
+      expect(ids(got.filter(mine([run])))).toEqual([`${run}/0`, `${run}/1`]);
     });
 
     it('refuses campaign events in a run stream and run events in a campaign stream', async () => {
@@ -229,25 +236,11 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
     it('keeps an access stream out of every all-stream read and live subscription, and reads it back', async () => {
       const run = newRunId();
       const access = newRunId();
-      const sub = store.subscribeAll();
-      try {
-        const delivered = (async () => {
-          const got: RecordedEvent[] = [];
-          for await (const e of sub) {
-            got.push(e);
-            if (e.event.runId === run && e.event.seq === 0) break;
-          }
-          return got;
-        })();
+      const got = await liveUntil(store, run, 0, async () => {
         await store.append(accessStreamName(access), accessEvents(access, 0, 2), 'no_stream');
         await store.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
-        const got = await within(delivered, 10_000, () => {
-          throw new Error('live events not delivered');
-        });
-        expect(got.filter((e) => !e.stream.startsWith('run-')).map((e) => e.stream)).toEqual([]);
-      } finally {
-        await sub.close();
-      }
+      });
+      expect(got.filter((e) => !e.stream.startsWith('run-')).map((e) => e.stream)).toEqual([]);
       for (const category of ['run', 'campaign'] as const) {
         expect((await collect(store.readAll({ category }))).filter(mine([access]))).toEqual([]);
       }
