@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenLocal } from './local-http.js';
 import { Readable } from 'node:stream';
 import { createOpenAiHandler, type ScriptedAnswers } from './fake-vllm.mjs';
 import type { EvaluationContext, OpenAiEndpoint } from '../../tasks/task-pack.js';
@@ -38,20 +38,7 @@ export async function startRecordingOpenAiServer(answers: ScriptedAnswers, model
       handler(replay as unknown as http.IncomingMessage, res);
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    baseUrl: `http://127.0.0.1:${port}`,
-    model,
-    requests,
-    close: () => new Promise<void>((resolve, reject) => {
-      server.closeAllConnections();
-      server.close((err) => (err ? reject(err) : resolve()));
-    }),
-  };
+  return { ...(await listenLocal(server)), model, requests };
 }
 
 /** An evaluation context whose `serve` answers every checkpoint from `server` (never stopped by the evaluation). */

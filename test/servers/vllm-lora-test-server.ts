@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenLocal } from './local-http.js';
 import path from 'node:path';
 import { replyFor, type ScriptedAnswers } from './fake-vllm.mjs';
 
@@ -78,19 +78,5 @@ export async function startVllmLoraTestServer(options: { baseModel?: string; bas
       return send(200, { id: 'cmpl-test', object: chat ? 'chat.completion' : 'text_completion', created: 0, model, choices: [choice], usage: { prompt_tokens: 1, completion_tokens: 1 } });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    baseUrl: `http://127.0.0.1:${port}`,
-    requests,
-    loaded,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections();
-        server.close((err) => (err ? reject(err) : resolve()));
-      }),
-  };
+  return { ...(await listenLocal(server)), requests, loaded };
 }

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { describe } from '@jest/globals';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import { freePort } from '../../../modules/serving/server-process.js';
 import { A2RL_BIN } from '../a2rl-cli.js';
 
 // The dashboard's end-to-end specs drive Debian's Chromium (installed by .ci/run) through
@@ -112,17 +112,6 @@ export async function tabStops(page: Page, max = 400): Promise<FocusStop[]> {
   return stops;
 }
 
-/** A port that was free a moment ago (the server says so at once if it no longer is). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Server {
   url: string;
