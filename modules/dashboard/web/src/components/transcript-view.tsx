@@ -14,12 +14,12 @@ interface TranscriptPage {
   more?: boolean;
 }
 
-/** The run's model calls, 50 at a time; never the whole run. */
-function useTranscriptPages(runId: string) {
+/** The run's model calls, 50 at a time; never the whole run. `enabled` false: none to ask for. */
+function useTranscriptPages(runId: string, enabled: boolean) {
   const [entries, setEntries] = useState<TranscriptEntry[]>([]);
   const [next, setNext] = useState(-1);
   const [done, setDone] = useState(false);
-  const [loading, setLoading] = useState(true);
+  const [loading, setLoading] = useState(enabled);
   const [error, setError] = useState<string | null>(null);
   const base = `/runs/${encodeURIComponent(runId)}/transcript`;
 
@@ -43,9 +43,10 @@ function useTranscriptPages(runId: string) {
   useEffect(() => {
     setEntries([]);
     setNext(-1);
-    setDone(false);
-    void load(-1, true);
-  }, [runId]);
+    setDone(!enabled);
+    if (enabled) void load(-1, true);
+    else setLoading(false);
+  }, [runId, enabled]);
 
   return { entries, done, loading, error, more: () => load(next, false) };
 }
@@ -111,9 +112,13 @@ function Totals({ totals }: { totals: LlmTotals }) {
 
 const OUTPUT_TYPES = 'AgentOutput,ProcessStarted,ProcessExited';
 
-/** What the agent did: its model calls, or (an agent without a gateway) its output and processes. */
-export function TranscriptView({ runId, totals, liveTail }: { runId: string; totals: LlmTotals | null; liveTail: readonly LedgerEvent[] }) {
-  const pages = useTranscriptPages(runId);
+/**
+ * What the agent did: its model calls, or (an agent without a gateway) its output and processes.
+ * `noModelCalls`: the analysis says the run has none and will have none, so the transcript is not
+ * asked for (in a large run the server would scan every event to find none).
+ */
+export function TranscriptView({ runId, totals, liveTail, noModelCalls = false }: { runId: string; totals: LlmTotals | null; liveTail: readonly LedgerEvent[]; noModelCalls?: boolean }) {
+  const pages = useTranscriptPages(runId, !noModelCalls);
   const noCalls = !pages.loading && !pages.error && pages.entries.length === 0;
   return (
     <div data-testid="transcript">

@@ -56,7 +56,9 @@ export function RunPage({ runId }: { runId: string }) {
   const location = useLocation();
   const base = `/runs/${encodeURIComponent(runId)}`;
   const analysis = useJson<RunAnalysis>(base);
-  const report = useJson<RunReport>(`${base}/report?format=json`);
+  // The report is built from every event of the run (seconds for a large one): asked for once the
+  // header is shown, so that it never holds up the analysis or the first events page.
+  const report = useJson<RunReport>(analysis.data ? `${base}/report?format=json` : null);
   const [status, setStatus] = useState<LiveStatus | null>(null);
   const [tail, setTail] = useState<LedgerEvent[]>([]);
   const [ended, setEnded] = useState(false);
@@ -142,7 +144,7 @@ export function RunPage({ runId }: { runId: string }) {
           </section>
           <section aria-labelledby="transcript-title">
             <h2 id="transcript-title">Transcript</h2>
-            <TranscriptView runId={runId} totals={a.llm?.totals ?? null} liveTail={tail} />
+            <TranscriptView runId={runId} totals={a.llm?.totals ?? null} liveTail={tail} noModelCalls={noModelCalls(a)} />
           </section>
         </>
       ) : (
@@ -155,6 +157,11 @@ export function RunPage({ runId }: { runId: string }) {
       {drawerSeq !== null ? <EventDrawer runId={runId} seq={drawerSeq} onClose={() => setQuery({ seq: null })} /> : null}
     </article>
   );
+}
+
+/** No model calls, now or later: no gateway (calls go through it), or none by the end of the run. */
+function noModelCalls(a: RunAnalysis): boolean {
+  return !a.llm || (a.llm.totals.calls === 0 && a.state !== 'running' && a.state !== 'scheduled');
 }
 
 /** The timeline spans the budget while the run runs, and what the run took once it has ended. */
