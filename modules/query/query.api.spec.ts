@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type INestApplication, ValidationPipe } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import { CampaignLedger } from '../campaigns/campaign-ledger.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
 import { buildEvent } from '../ledger/events/envelope.js';
@@ -45,11 +46,14 @@ class FixtureSource extends RunSource {
   }
 }
 
+/** A campaign ledger that knows one campaign, which accepted fx-b. */
+const ACCEPTED = { acceptedRunIds: async (id: string) => (id === 'cmp-1' ? new Set(['fx-b']) : null) };
+
 let app: INestApplication;
 let base: string;
 
 beforeAll(async () => {
-  const moduleRef = await Test.createTestingModule({ controllers: [QueryController], providers: [{ provide: RunSource, useClass: FixtureSource }] }).compile();
+  const moduleRef = await Test.createTestingModule({ controllers: [QueryController], providers: [{ provide: RunSource, useClass: FixtureSource }, { provide: CampaignLedger, useValue: ACCEPTED }] }).compile();
   app = moduleRef.createNestApplication({ logger: false });
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true })); // as createHttpApp
   setupOpenApi(app);
@@ -107,6 +111,16 @@ describe('GET /runs/:id and its events', () => {
     expect(nd.text.trim().split('\n').map((l) => JSON.parse(l).seq)).toEqual([15, 16]);
     expect((await get('/runs/fx-a/events?after_seq=-2')).status).toBe(400);
   });
+
+  it('filters a page by event type, and refuses an unknown type', async () => {
+    const page = await json('/runs/fx-a/events?type=ProcessStarted,FileChanged&limit=3');
+    expect(page.map((e: { type: string }) => e.type).sort()).toEqual(expect.arrayContaining(['FileChanged', 'ProcessStarted']));
+    expect(page.every((e: { type: string }) => e.type === 'FileChanged' || e.type === 'ProcessStarted')).toBe(true);
+    const refused = await get('/runs/fx-a/events?type=ProcessStarted,NoSuchEvent');
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.text).message).toMatch(/unknown event type "NoSuchEvent"/);
+    expect((await get('/runs/fx-a/events?type=a;b')).status).toBe(400);
+  });
 });
 
 describe('GET /runs/:id/transcript', () => {
@@ -158,6 +172,12 @@ describe('GET /scoreboard', () => {
       '',
     ]);
     expect((await get('/scoreboard?format=xml')).status).toBe(400);
+  });
+
+  it("keeps a campaign's accepted runs with campaign=, 404 for an unknown campaign", async () => {
+    expect((await json('/scoreboard?campaign=cmp-1')).map((r: { runIds: string[] }) => r.runIds)).toEqual([['fx-b']]);
+    expect((await get('/scoreboard?campaign=cmp-none')).status).toBe(404);
+    expect((await get('/scoreboard?campaign=../x')).status).toBe(400);
   });
 });
 
