@@ -8,10 +8,11 @@ import { WorkspaceRevisionRow } from '../../projections/workspace-revisions/work
 import { CreateReadModels1767225600000 } from './migrations/1767225600000-create-read-models.js';
 import { CreateRunAnalysis1767312000000 } from './migrations/1767312000000-create-run-analysis.js';
 import { CreateWorkspaceRevisions1767398400000 } from './migrations/1767398400000-create-workspace-revisions.js';
+import { RunAnalysisFailureClassNullable1767484800000 } from './migrations/1767484800000-run-analysis-failure-class-nullable.js';
 
 /** Every read-model entity, listed explicitly (no globbing: the build must see what it ships). */
 export const READ_MODEL_ENTITIES = [ProjectionCheckpoint, RunListRow, RunAnalysisRow, WorkspaceRevisionRow];
-export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000, CreateRunAnalysis1767312000000, CreateWorkspaceRevisions1767398400000];
+export const READ_MODEL_MIGRATIONS = [CreateReadModels1767225600000, CreateRunAnalysis1767312000000, CreateWorkspaceRevisions1767398400000, RunAnalysisFailureClassNullable1767484800000];
 
 export class UnsupportedReadModelUrlError extends Error {
   override readonly name = 'UnsupportedReadModelUrlError';

@@ -148,7 +148,15 @@ function validated(stored: unknown): { event: A2rlEvent; canonical: Buffer } {
  * a chain cut right after an intermediate signed head would verify, hiding everything after it.
  */
 export function sealFailures(events: readonly A2rlEvent[]): VerificationFailure[] {
-  return sealFailure(events.filter((e) => e.type !== 'TreeHeadSigned').at(-1));
+  return sealFailure(events.filter(sealRelevant).at(-1));
+}
+
+/**
+ * Whether an event counts as the run's last for the seal check: not a head, and not a re-grading of
+ * a submission (`a2rl regrade`), which the lifecycle accepts only after the run closed.
+ */
+export function sealRelevant(e: A2rlEvent): boolean {
+  return e.type !== 'TreeHeadSigned' && !(e.type === 'GradingRepeated' && e.data.subject === 'submission');
 }
 
 /** sealFailures given only the run's last event that is not a head (what a streaming reader keeps). */

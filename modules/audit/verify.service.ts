@@ -23,11 +23,9 @@ import { streamName } from '../ledger/events/ids.js';
 import { RunSource } from '../query/run-source.js';
 import { ProjectionFailedError, ProjectionRunner } from '../readmodels/projection-runner.js';
 import type { ReadModelStores } from '../readmodels/read-models.port.js';
-import { materializeTask } from '../runs/workspace.js';
-import { createEvaluationContext } from '../serving/model-server.js';
-import { loadServingConfig } from '../serving/serving.config.js';
+import { ArchivedCheckpointGrader } from '../grading/archived-grading.js';
 import { LeafHashes, leafHash } from './merkle.js';
-import { ChainVerifier, parseBytes, sealFailure, type VerificationFailure } from './verify-chain.js';
+import { ChainVerifier, parseBytes, sealFailure, sealRelevant, type VerificationFailure } from './verify-chain.js';
 import { storedColumnFailures } from './verify-columns.js';
 import { integrityFailures } from './verify-integrity.js';
 
@@ -167,7 +165,9 @@ export class RunVerifier {
     try {
       scratch = await this.deps.readModelStores.openScratch(dir);
       const view = new VerifiedRunView(this.deps.store, runId, scan);
-      const runner = new ProjectionRunner(view, scratch, PROJECTIONS, { blobs });
+      // The view holds one run, whose whole event list the run analysis holds anyway: kept from the
+      // rebuild's own read instead of read (and leaf-checked) a second time.
+      const runner = new ProjectionRunner(view, scratch, PROJECTIONS, { blobs, heldRunBytes: Infinity });
       const total = scan.count - scan.decodeFailures.length;
       try {
         await runner.rebuild(undefined, (p) => progress({ stage: 'projections', done: p.processed, total }));
@@ -179,15 +179,17 @@ export class RunVerifier {
       for (const projection of PROJECTIONS) failures.push(...(await compareRows(projection, runId, scratch, this.deps.readModels)));
 
       // Both sides render from one read of the verified events (the stream the live `a2rl report`
-      // reads, as the scan checked it): what differs is the analysis row, rebuilt or live. Each
-      // report is kept as its digest only; one that differs is rendered again from both sides, to
-      // name the line.
-      const rebuiltSource = new ScratchRunSource(scratch, view, blobs);
+      // reads, as the scan checked it) and one blob reader: what differs is the analysis row, rebuilt
+      // or live. Each report is kept as its digest only; one that differs is rendered again from both
+      // sides, to name the line. Rendering is pure, so when the two analyses are the same JSON the
+      // inputs are identical and one rendering stands for both.
+      const rebuiltSource = new ScratchRunSource(scratch, view, this.deps.runs.blobs);
       let rebuilt: ReportDigests | null, live: ReportDigests | null, events: A2rlEvent[];
       try {
         events = await rebuiltSource.events(runId);
-        rebuilt = await reportDigests(await rebuiltSource.reportInput(runId, events));
-        live = await reportDigests(await this.deps.runs.reportInput(runId, events));
+        const [rebuiltInput, liveInput] = [await rebuiltSource.reportInput(runId, events), await this.deps.runs.reportInput(runId, events)];
+        rebuilt = await reportDigests(rebuiltInput);
+        live = sameReportInput(rebuiltInput, liveInput) ? rebuilt : await reportDigests(liveInput);
       } catch (error) {
         if (error instanceof EventStoreUnavailableError) throw error;
         return [...failures, { check: 'report', message: `the reports cannot be rendered: ${(error as Error).message}` }];
@@ -220,37 +222,29 @@ export class RunVerifier {
     } catch (error) {
       return { regraded: 0, failures: [{ check: 'regrade', seq: scheduled.seq, message: (error as Error).message }] };
     }
-    const { privateDir } = await materializeTask(task, this.deps.taskCacheDir, this.deps.datasetsDir);
+    // The same grading `a2rl regrade` does: restored from the artifact store, graded on the task cache's held-out set.
+    const grader = await ArchivedCheckpointGrader.open({ task, artifacts: this.deps.artifacts, taskCacheDir: this.deps.taskCacheDir, datasetsDir: this.deps.datasetsDir, tmpDir: this.deps.tmpDir });
     const received = new Map<string, Extract<A2rlEvent, { type: 'SubmissionReceived' }>>();
     for (const e of events) if (e.type === 'SubmissionReceived') received.set(e.data.submissionId, e);
     const recordedVersion = events.find((e) => e.type === 'BaselineEvaluated')?.data.evaluatorVersion;
-    const root = await mkdtemp(path.join(this.deps.tmpDir ?? os.tmpdir(), 'a2rl-regrade-'));
     let regraded = 0;
-    try {
-      for (const [i, grade] of graded.entries()) {
-        const submission = received.get(grade.data.submissionId);
-        if (!submission) {
-          failures.push({ check: 'regrade', seq: grade.seq, message: `submission ${grade.data.submissionId} was graded but never received` });
-          continue;
-        }
-        const dir = path.join(root, String(i));
-        try {
-          await restoreCheckpoint(this.deps.artifacts, submission.data.manifest, dir);
-          const { score } = await task.evaluate(dir, privateDir, undefined, createEvaluationContext(loadServingConfig(), 'cpu'));
-          regraded += 1;
-          if (score !== grade.data.score) {
-            const version = recordedVersion && recordedVersion !== task.evaluatorVersion ? ` (recorded with evaluator ${recordedVersion}, now ${task.evaluatorVersion})` : '';
-            failures.push({ check: 'regrade', seq: grade.seq, message: `submission ${grade.data.submissionId} re-grades to ${score}, the ledger records ${grade.data.score}${version}` });
-          }
-        } catch (error) {
-          failures.push({ check: 'regrade', seq: grade.seq, message: `submission ${grade.data.submissionId} (received at seq ${submission.seq}) could not be re-graded: ${(error as Error).message}` });
-        } finally {
-          await rm(dir, { recursive: true, force: true });
-        }
-        progress({ stage: 'regrade', done: i + 1, total: graded.length });
+    for (const [i, grade] of graded.entries()) {
+      const submission = received.get(grade.data.submissionId);
+      if (!submission) {
+        failures.push({ check: 'regrade', seq: grade.seq, message: `submission ${grade.data.submissionId} was graded but never received` });
+        continue;
       }
-    } finally {
-      await rm(root, { recursive: true, force: true });
+      try {
+        const { score } = await grader.grade(submission.data.manifest);
+        regraded += 1;
+        if (score !== grade.data.score) {
+          const version = recordedVersion && recordedVersion !== task.evaluatorVersion ? ` (recorded with evaluator ${recordedVersion}, now ${task.evaluatorVersion})` : '';
+          failures.push({ check: 'regrade', seq: grade.seq, message: `submission ${grade.data.submissionId} re-grades to ${score}, the ledger records ${grade.data.score}${version}` });
+        }
+      } catch (error) {
+        failures.push({ check: 'regrade', seq: grade.seq, message: `submission ${grade.data.submissionId} (received at seq ${submission.seq}) could not be re-graded: ${(error as Error).message}` });
+      }
+      progress({ stage: 'regrade', done: i + 1, total: graded.length });
     }
     return { regraded, failures };
   }
@@ -307,7 +301,7 @@ async function scanRun(store: EventStore, runId: string, publicKeyPem: string | 
     if (!event) return;
     scan.refs.add(event);
     if (event.type === 'TreeHeadSigned') scan.heads.push({ seq: event.seq, treeSize: event.data.treeSize });
-    else scan.lastNonHead = { seq: event.seq, type: event.type };
+    if (sealRelevant(event)) scan.lastNonHead = { seq: event.seq, type: event.type };
     if (KEPT_TYPES.has(event.type)) scan.kept.push(event);
   };
   const onUndecodable = (revision: bigint, error: Error) => {
@@ -456,27 +450,8 @@ async function hashStream(stream: AsyncIterable<unknown>): Promise<{ sha256: str
   return { sha256: hash.digest('hex'), size };
 }
 
-/** Writes a checkpoint's files from the artifact store into `dir`, checking each one's sha256. */
-export async function restoreCheckpoint(artifacts: ArtifactStore, manifest: EventData<'SubmissionReceived'>['manifest'], dir: string): Promise<void> {
-  for (const entry of manifest) {
-    const parts = entry.path.split('/');
-    if (path.isAbsolute(entry.path) || parts.some((p) => p === '' || p === '.' || p === '..')) {
-      throw new Error(`checkpoint path "${entry.path}" is not a plain relative path`);
-    }
-    const target = path.join(dir, ...parts);
-    await mkdir(path.dirname(target), { recursive: true });
-    const hash = createHash('sha256');
-    const hashing = new Transform({
-      transform(chunk: Buffer, _encoding, done) {
-        hash.update(chunk);
-        done(null, chunk);
-      },
-    });
-    await pipeline(await artifacts.get(entry.sha256), hashing, createWriteStream(target, { flags: 'wx' }));
-    const actual = hash.digest('hex');
-    if (actual !== entry.sha256) throw new Error(`checkpoint file ${entry.path}: blob ${artifactKey(entry.sha256)} hashes to ${actual}`);
-  }
-}
+/** Moved to the grading module, shared with `a2rl regrade`; re-exported for this module's callers. */
+export { restoreCheckpoint } from '../grading/archived-grading.js';
 
 /** Rows compared per query: memory holds a page of rebuilt rows and their live counterparts, not a projection's rows. */
 const ROWS_PER_PAGE = 2000;
@@ -540,6 +515,12 @@ function differingFields(live: object, rebuilt: object): string {
 }
 
 type ReportDigests = Record<ReportFormat, string>;
+
+/** Inputs a pure renderer turns into the same bytes: the same events and blob reader, level and analysis (as canonical JSON). */
+function sameReportInput(a: ReportInput | null, b: ReportInput | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.events === b.events && a.blobs === b.blobs && a.level === b.level && canonicalJson(a.analysis) === canonicalJson(b.analysis);
+}
 
 /** The sha256 of the run's report in every format (null: no analysis to render it from). */
 async function reportDigests(input: ReportInput | null): Promise<ReportDigests | null> {

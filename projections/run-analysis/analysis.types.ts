@@ -1,5 +1,7 @@
 import type { UsageTotals } from '../transcript/transcript.js';
 import type { RunState } from '../run-state.js';
+import type { RepeatSeries } from './grading-repeats.js';
+import type { EnvCopyFinding } from './env-copy.js';
 
 /**
  * What the post-hoc analysis of one run derives from its events (pure; see docs/analysis.md).
@@ -129,6 +131,8 @@ export interface RunAnalysis {
    * gradings make the scoreboard's noise floor), true when reused from the cache; null without one.
    */
   baselineCached: boolean | null;
+  /** Repeated gradings (GradingRepeated) by series; absent when the run has none (grading-repeats.ts). */
+  gradingRepeats?: RepeatSeries[];
   best: number | null;
   improvement: number | null;
   durationS: number | null;
@@ -147,6 +151,8 @@ export interface RunAnalysis {
   failure: { class: FailureClass; rule: string; evidence: Evidence };
   route: { best: Route; declared: Route; evidence: Evidence };
   llm: LlmAnalysis | null;
+  /** Signs the agent played an own copy of the interactive environment (unrecorded episodes); absent when none (env-copy.ts). */
+  envCopy?: EnvCopyFinding;
   eventCount: number;
   lastSeq: number;
 }

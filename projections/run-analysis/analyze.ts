@@ -5,6 +5,8 @@ import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, Submis
 import type { BlobReader } from './blob-reader.js';
 import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
 import { driverAttribution, llmAnalysis } from './llm.js';
+import { optionalRepeats } from './grading-repeats.js';
+import { optionalEnvCopy } from './env-copy.js';
 import { classifyProcesses, type RunProcessKinds } from './process-kind.js';
 import { declaredRoute, executedFamily, sortedUnique, type TextSource } from './routes.js';
 import { eventTime } from '../../modules/ledger/events/event-time.js';
@@ -68,6 +70,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
     scheduledAt: run.scheduled?.occurredAt ?? null,
     baseline: run.baseline,
     baselineCached: run.baselineEvent?.data.cached ?? null,
+    ...optionalRepeats(events),
     best,
     improvement: best !== null && run.baseline !== null ? round(best - run.baseline, 6) : null,
     durationS: run.agentStarted && run.agentExited ? run.secondsBetween(run.agentStarted, run.agentExited) : null,
@@ -80,6 +83,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
     failure,
     route,
     llm,
+    ...optionalEnvCopy(events),
     eventCount: events.length,
     lastSeq: events.length ? events[events.length - 1].seq : -1,
   };

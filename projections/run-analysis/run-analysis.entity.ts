@@ -34,8 +34,9 @@ export class RunAnalysisRow {
   @Column({ type: 'double precision', nullable: true })
   improvement: number | null;
 
-  @Column({ name: 'failure_class', type: 'varchar', length: 32 })
-  failureClass: FailureClass;
+  /** Null until the run has ended (failureClassOf): the taxonomy judges a whole run. */
+  @Column({ name: 'failure_class', type: 'varchar', length: 32, nullable: true })
+  failureClass: FailureClass | null;
 
   @Column({ name: 'route_best', type: 'varchar', length: 32 })
   routeBest: Route;

@@ -110,6 +110,20 @@ describe('run-analysis projection through the ProjectionRunner', () => {
     expect(await runner.catchUp()).toEqual([{ name: 'run-analysis', processed: 0 }]);
   });
 
+  it('stores no failure class while the run is still going, and its class once it has ended', async () => {
+    const { store, dataSource } = await setup();
+    const events = runEvents('a', [5]);
+    const running = events.length - 2; // everything before AgentExited and RunCompleted
+    await appendInSlices(store, events, 0, running);
+    const runner = new ProjectionRunner(store, dataSource, [runAnalysisProjection], { blobs });
+    await runner.catchUp();
+    const row = async () => (JSON.parse(await dumpReadModel(dataSource, runAnalysisProjection)) as RunAnalysisRow[])[0];
+    expect(await row()).toMatchObject({ runId: 'a', state: 'running', failureClass: null });
+    await appendInSlices(store, events, running, events.length);
+    await runner.catchUp();
+    expect(await row()).toMatchObject({ runId: 'a', state: 'completed', failureClass: 'training_diverged' });
+  });
+
   it('refuses a run projection without a BlobReader', async () => {
     const { store, dataSource } = await setup();
     expect(() => new ProjectionRunner(store, dataSource, [runAnalysisProjection])).toThrow(InvalidProjectionError);

@@ -1,6 +1,6 @@
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { defineRunProjection } from '../run-projection.js';
-import { analyzeRun } from './analyze.js';
+import { analyzeRun, failureClassOf } from './analyze.js';
 import { RunAnalysisRow } from './run-analysis.entity.js';
 
 /** The post-hoc analysis of every run (docs/analysis.md), recomputed from the run's stream. */
@@ -13,7 +13,8 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   //    infrastructure classes infra_setup, infra_llm_limit, infra_model_unreachable.
   // 6: baselineCached (BaselineEvaluated.cached: the scoreboard's noise floor counts fresh baseline gradings).
   // 7: states setup_failed and cancelled, failure class cancelled (RunInterrupted.cause, AgentExited.stoppedBy).
-  version: 7,
+  // 8: failureClass null until the run has ended (failureClassOf), not the provisional class of a run in progress.
+  version: 8,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     const a = await analyzeRun(events, blobs);
@@ -27,7 +28,7 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
       baseline: a.baseline,
       best: a.best,
       improvement: a.improvement,
-      failureClass: a.failure.class,
+      failureClass: failureClassOf(a),
       routeBest: a.route.best,
       validSubmissionRate: a.metrics.valid_submission_rate,
       submissions: a.submissions.length,

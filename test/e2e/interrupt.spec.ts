@@ -44,7 +44,7 @@ describe('interrupting a2rl run', () => {
     expect({ code, stderr }).toEqual({ code: 130, stderr: expect.stringContaining('a2rl: SIGINT: stopping the agent; its run is closed and sealed as usual') });
 
     const summary = JSON.parse(stdout.trim().split('\n').pop()!) as { runId: string; state: string };
-    expect(summary.state).toBe('completed');
+    expect(summary.state).toBe('cancelled'); // the operator stopped the agent: the run's real end state, not "completed"
     const events = (await runA2rl(['events', summary.runId, '--json'], { env: env() })).stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; data: Record<string, unknown> });
     expect(events.find((e) => e.type === 'AgentExited')?.data.reason).toBe('killed');
     expect(events.map((e) => e.type).slice(-2)).toEqual(['RunCompleted', 'TreeHeadSigned']);
