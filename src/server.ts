@@ -54,10 +54,25 @@ export async function serve(): Promise<INestApplication> {
     throw listenFailure(config, err);
   }
   console.log(`a2rl HTTP API listening on http://${config.httpHost}:${config.httpPort} (GET /health)`);
+  console.log(`  dashboard:   http://${browsable(config.httpHost)}:${config.httpPort}/`);
+  console.log(`  access:      ${accessLine(config)}`);
   console.log(`  ledger:      ${redact(config.ledgerUrl)}`);
   console.log(`  artifacts:   ${redact(config.artifactsUrl)}`);
   console.log(`  read models: ${redact(config.readModelUrl)}`);
   return app;
+}
+
+/** A host a browser can open: a wildcard bind is reached on loopback. */
+function browsable(host: string): string {
+  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+}
+
+/** Who may read this server: said at start so an operator sees at once whether tokens are needed. */
+function accessLine(config: A2rlConfig): string {
+  const auth = config.auth;
+  if (!auth?.required) return 'open on loopback (beyond it, API tokens are required: a2rl tokens create)';
+  const proxy = auth.proxy ? `, or the ${auth.proxy.header} header of the configured reverse proxy` : '';
+  return `API token required (a2rl tokens create --role viewer|operator; sign in at /#/sign-in${proxy}); every sign-in, export, regrade and refusal is recorded (a2rl access)`;
 }
 
 /** The one line for a port that cannot be listened on, naming the variable to change. */

@@ -82,6 +82,7 @@ export function registerRunsCommands(program: Command): void {
         process.stdout.write(`events:     ${redact(config.ledgerUrl)}   (a2rl events <run>, a2rl runs)\n`);
         process.stdout.write(`artifacts:  ${redact(config.artifactsUrl)}\n`);
         process.stdout.write(`workspaces: ${config.workspacesDir}\n`);
+        process.stdout.write(`dashboard:  npx a2rl serve, then open http://${config.httpHost}:${config.httpPort}/\n`);
         if (opts.json) for (const r of results) process.stdout.write(`${summaryJson(r)}\n`);
       });
     });
