@@ -10,6 +10,9 @@ import { PROJECTIONS } from '../../projections/index.js';
 import { REPORT_FORMATS, renderReport, type ReportFormat } from '../reports/render.js';
 import type { ReportInput } from '../reports/report-model.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
+import { AnalysisEvents } from '../../projections/run-analysis/analysis-events.js';
+import { analyzeRun } from '../../projections/run-analysis/analyze.js';
+import { analysisRow, runAnalysisProjection } from '../../projections/run-analysis/run-analysis.projection.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { artifactBlobReader, type BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import type { AnyProjection } from '../../projections/run-projection.js';
@@ -153,8 +156,8 @@ export class RunVerifier {
    * Rebuilds every projection from this run's events into a scratch store and compares rows and
    * reports with the live ones. The projections read the run again from the store through a view
    * that yields only the verified events: each one's bytes must hash to the leaf the scan recorded.
-   * Memory here is what the projections and the report need: the run-analysis projection and the
-   * report are computed over the run's whole event list (held once at a time, not with its bytes).
+   * That one read feeds the keyed projections (a batch at a time) and, folded as it goes, the run
+   * analysis and the reports: they get the events they read (AnalysisEvents), not the whole run.
    */
   private async checkProjections(runId: string, scan: RunScan, progress: (p: VerifyProgress) => void): Promise<VerificationFailure[]> {
     const failures: VerificationFailure[] = [];
@@ -165,12 +168,20 @@ export class RunVerifier {
     try {
       scratch = await this.deps.readModelStores.openScratch(dir);
       const view = new VerifiedRunView(this.deps.store, runId, scan);
-      // The view holds one run, whose whole event list the run analysis holds anyway: kept from the
-      // rebuild's own read instead of read (and leaf-checked) a second time.
-      const runner = new ProjectionRunner(view, scratch, PROJECTIONS, { blobs, heldRunBytes: Infinity });
+      const read = new AnalysisEvents();
+      let last: RecordedEvent | undefined;
+      view.tap = (recorded) => {
+        if (last && recorded.event.seq <= last.event.seq) return; // a second read of the view
+        read.add(recorded.event);
+        last = recorded;
+      };
+      // The run analysis is built below from the same read; any other run projection by the runner.
+      const runner = new ProjectionRunner(view, scratch, PROJECTIONS.filter((p) => p !== runAnalysisProjection), { blobs, heldRunBytes: Infinity });
       const total = scan.count - scan.decodeFailures.length;
       try {
         await runner.rebuild(undefined, (p) => progress({ stage: 'projections', done: p.processed, total }));
+        view.tap = undefined;
+        if (last) await this.rebuildAnalysis(scratch, read, last, blobs);
       } catch (error) {
         if (!(error instanceof ProjectionFailedError)) throw error;
         const seq = error.event.event.seq;
@@ -178,15 +189,14 @@ export class RunVerifier {
       }
       for (const projection of PROJECTIONS) failures.push(...(await compareRows(projection, runId, scratch, this.deps.readModels)));
 
-      // Both sides render from one read of the verified events (the stream the live `a2rl report`
-      // reads, as the scan checked it) and one blob reader: what differs is the analysis row, rebuilt
-      // or live. Each report is kept as its digest only; one that differs is rendered again from both
-      // sides, to name the line. Rendering is pure, so when the two analyses are the same JSON the
-      // inputs are identical and one rendering stands for both.
+      // Both sides render from the verified events the analysis read and one blob reader: what
+      // differs is the analysis row, rebuilt or live. Each report is kept as its digest only; one
+      // that differs is rendered again from both sides, to name the line. Rendering is pure, so when
+      // the two analyses are the same JSON the inputs are identical and one rendering stands for both.
       const rebuiltSource = new ScratchRunSource(scratch, view, this.deps.runs.blobs);
-      let rebuilt: ReportDigests | null, live: ReportDigests | null, events: A2rlEvent[];
+      const events = read.finish();
+      let rebuilt: ReportDigests | null, live: ReportDigests | null;
       try {
-        events = await rebuiltSource.events(runId);
         const [rebuiltInput, liveInput] = [await rebuiltSource.reportInput(runId, events), await this.deps.runs.reportInput(runId, events)];
         rebuilt = await reportDigests(rebuiltInput);
         live = sameReportInput(rebuiltInput, liveInput) ? rebuilt : await reportDigests(liveInput);
@@ -207,6 +217,21 @@ export class RunVerifier {
       if (scratch?.isInitialized) await scratch.destroy();
       await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * The run-analysis projection's row, rebuilt as the runner rebuilds it (analyze, then the row)
+   * from the events it reads, written to the scratch store; a failure is the runner's, at the run's last event.
+   */
+  private async rebuildAnalysis(scratch: DataSource, read: AnalysisEvents, last: RecordedEvent, blobs: BlobReader): Promise<void> {
+    let row: RunAnalysisRow;
+    try {
+      row = analysisRow(await analyzeRun(read.finish(), blobs, read.count));
+    } catch (cause) {
+      if (cause instanceof EventStoreUnavailableError) throw cause;
+      throw new ProjectionFailedError(runAnalysisProjection.name, last, { cause });
+    }
+    await scratch.getRepository(RunAnalysisRow).insert(row);
   }
 
   /** Restores each graded checkpoint from the artifact store and grades it again (from the scan's kept events). */
@@ -573,6 +598,8 @@ class ScratchRunSource extends RunSource {
  */
 class VerifiedRunView implements EventStore {
   private readonly stream: string;
+  /** Sees every event the view yields, in order (the verifier folds the analysis's events from the rebuild's read). */
+  tap: ((recorded: RecordedEvent) => void) | undefined;
 
   constructor(private readonly store: EventStore, private readonly runId: string, private readonly scan: RunScan) {
     this.stream = streamName(runId);
@@ -620,6 +647,7 @@ class VerifiedRunView implements EventStore {
       if (!leafHash(recorded.bytes).equals(this.scan.leaves.get(seq)!)) {
         throw new Error(`run ${this.runId}: the stored event at seq ${seq} changed while the run was being verified; verify again`);
       }
+      this.tap?.(recorded);
       yield recorded;
       if (--left <= 0) return;
     }

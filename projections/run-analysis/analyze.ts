@@ -49,7 +49,11 @@ interface CodeFile {
   seq: number;
 }
 
-export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise<RunAnalysis> {
+/**
+ * `eventCount`: how many events the run has when `input` holds only those the analysis reads
+ * (AnalysisEvents, analysis-events.ts: the run's first and last among them); default all of them.
+ */
+export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader, eventCount = input.length): Promise<RunAnalysis> {
   const events = [...input].sort((a, b) => a.seq - b.seq);
   const run = new RunFacts(events, new TextCache(blobs));
   const submissions = await run.submissionAnalyses();
@@ -84,7 +88,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader): Promise
     route,
     llm,
     ...optionalEnvCopy(events),
-    eventCount: events.length,
+    eventCount,
     lastSeq: events.length ? events[events.length - 1].seq : -1,
   };
 }

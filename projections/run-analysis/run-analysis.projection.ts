@@ -1,6 +1,7 @@
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { defineRunProjection } from '../run-projection.js';
 import { analyzeRun, failureClassOf } from './analyze.js';
+import type { RunAnalysis } from './analysis.types.js';
 import { RunAnalysisRow } from './run-analysis.entity.js';
 
 /** The post-hoc analysis of every run (docs/analysis.md), recomputed from the run's stream. */
@@ -17,24 +18,28 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   version: 8,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
-    const a = await analyzeRun(events, blobs);
-    return {
-      runId: a.runId,
-      task: a.task,
-      agent: a.agent,
-      driver: a.driver,
-      baseModel: a.baseModel,
-      state: a.state,
-      baseline: a.baseline,
-      best: a.best,
-      improvement: a.improvement,
-      failureClass: failureClassOf(a),
-      routeBest: a.route.best,
-      validSubmissionRate: a.metrics.valid_submission_rate,
-      submissions: a.submissions.length,
-      scheduledAt: a.scheduledAt,
-      lastSeq: a.lastSeq,
-      analysis: canonicalJson(a),
-    };
+    return analysisRow(await analyzeRun(events, blobs));
   },
 });
+
+/** The stored row of a run's analysis (`a2rl verify` builds it from AnalysisEvents, the runner from every event). */
+export function analysisRow(a: RunAnalysis): RunAnalysisRow {
+  return {
+    runId: a.runId,
+    task: a.task,
+    agent: a.agent,
+    driver: a.driver,
+    baseModel: a.baseModel,
+    state: a.state,
+    baseline: a.baseline,
+    best: a.best,
+    improvement: a.improvement,
+    failureClass: failureClassOf(a),
+    routeBest: a.route.best,
+    validSubmissionRate: a.metrics.valid_submission_rate,
+    submissions: a.submissions.length,
+    scheduledAt: a.scheduledAt,
+    lastSeq: a.lastSeq,
+    analysis: canonicalJson(a),
+  };
+}

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
 import type { EventType } from './catalog.js';
 
@@ -24,9 +25,23 @@ export const ACCESS_LOG_ID = 'log';
 /** The event types recorded in the access stream, and only there (run and campaign streams refuse them). */
 export const ACCESS_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>(['TokenCreated', 'TokenRevoked', 'AccessRecorded']);
 
-/** Deterministic event id: UUIDv5 of `runId/seq`, so a retried append carries the same ids. */
+const NAMESPACE_BYTES = Buffer.from(A2RL_EVENT_NAMESPACE.replace(/-/g, ''), 'hex');
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Deterministic event id: UUIDv5 of `runId/seq`, so a retried append carries the same ids. The
+ * RFC 9562 steps with node:crypto's SHA-1 (the uuid package hashes in JavaScript, several times
+ * slower, and verify checks every event's id); ids.spec.ts holds it to uuid's v5 byte for byte.
+ * A name uuid cannot encode (a lone surrogate) still goes to uuid, which refuses it.
+ */
 export function eventId(runId: string, seq: number): string {
-  return uuidv5(`${runId}/${seq}`, A2RL_EVENT_NAMESPACE);
+  const name = `${runId}/${seq}`;
+  if (LONE_SURROGATE.test(name)) return uuidv5(name, A2RL_EVENT_NAMESPACE);
+  const bytes = createHash('sha1').update(NAMESPACE_BYTES).update(name, 'utf8').digest();
+  bytes[6] = (bytes[6] & 0x0f) | 0x50;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = bytes.toString('hex', 0, 16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 export function streamName(runId: string): string {
