@@ -1,7 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +14,7 @@ import { initSigningKey, type SigningKey } from '../../modules/audit/tree-head.j
 import type { ArtifactStore } from '../../modules/artifacts/artifact-store.port.js';
 import type { BlobRef } from '../../modules/ledger/events/catalog.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
+import { freePort } from '../../modules/serving/server-process.js';
 
 // `npm run bench -- dashboard`: the run page of a large run in Chromium. A run of 100,000 events
 // (A2RL_BENCH_DASHBOARD_EVENTS to change it) is written into a SQLite ledger under a fresh A2RL_HOME
@@ -116,17 +116,6 @@ async function writeRun(store: SqliteEventStore, blobs: Blobs, key: SigningKey, 
   await w.add('RunCompleted', { submissions, ...(submissions ? { best } : {}) });
   await w.seal();
   return Number(await store.streamRevision(streamName(runId))) + 1;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /** `a2rl serve` (the built CLI) on a free loopback port, once GET /health answers. */
