@@ -113,6 +113,8 @@ describe('the splits a2rl derives (a2rl data split), pinned', () => {
     });
   });
 
+  // Skipped without numpy only: re-deriving needs numpy's PCG64 permutation itself (the shipped list's
+  // checksum and first/last indices are pinned above regardless). .ci/run installs python3-numpy.
   const numpy = spawnSync('python3', ['-c', 'import numpy'], { stdio: 'ignore' }).status === 0;
   (numpy ? it : it.skip)('re-derives the shipped permutation with numpy (tasks/deepsearchqa/derive-permutation.py --check)', () => {
     const out = execFileSync('python3', [path.resolve('tasks/deepsearchqa/derive-permutation.py'), '--check'], { encoding: 'utf8' });

@@ -15,7 +15,11 @@ export const hasChromium = existsSync(CHROMIUM);
 /** Screenshots are test artifacts, kept out of git (.gitignore). */
 export const ARTIFACTS_DIR = path.resolve('test-artifacts/dashboard');
 
-/** `describe`, or — without Chromium — `describe.skip` with one line saying why. */
+/**
+ * `describe`, or — without Chromium — `describe.skip` with one line saying why. Skipped only then:
+ * these tests drive a real browser and nothing stands in for one; `.ci/run` installs Debian's
+ * chromium, so CI always runs them, and a developer machine without it still runs the rest.
+ */
 export function describeWithBrowser(name: string, fn: () => void): void {
   if (hasChromium) {
     describe(name, fn);
