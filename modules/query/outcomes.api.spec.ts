@@ -1,14 +1,13 @@
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type INestApplication, ValidationPipe } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
+import type { INestApplication } from '@nestjs/common';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { analysisFixture, memoryBlobs } from '../../projections/run-analysis/testing/run-fixture.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import type { ResultsRun } from '../reports/results-csv.js';
 import { RUN_LOCKS, type RunLock, type RunLocks } from '../runs/run.ports.js';
-import { QueryController } from './query.controller.js';
 import { RunSource } from './run-source.js';
+import { startQueryApi } from './testing/query-api.js';
 
 // GET /runs and GET /scoreboard over outcomes: set-up failures and cancellations as their own states
 // (left off the scoreboard unless asked), no failure class before a run ends, and an open run whose
@@ -44,11 +43,7 @@ const runLocks: RunLocks = { list: () => locks, write: () => undefined, remove: 
 let app: INestApplication;
 let base: string;
 beforeAll(async () => {
-  const moduleRef = await Test.createTestingModule({ controllers: [QueryController], providers: [{ provide: RunSource, useClass: Source }, { provide: RUN_LOCKS, useValue: runLocks }] }).compile();
-  app = moduleRef.createNestApplication({ logger: false });
-  app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
-  await app.listen(0, '127.0.0.1');
-  base = `http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`;
+  ({ app, base } = await startQueryApi([{ provide: RunSource, useClass: Source }, { provide: RUN_LOCKS, useValue: runLocks }]));
 });
 afterAll(async () => {
   await app?.close();

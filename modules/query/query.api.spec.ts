@@ -3,8 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type INestApplication, ValidationPipe } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
+import type { INestApplication } from '@nestjs/common';
 import { CampaignLedger } from '../campaigns/campaign-ledger.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
@@ -14,9 +13,8 @@ import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import { sampleRun, memoryBlobs, TRAIN_V1, TRAIN_V2 } from '../../projections/run-analysis/testing/run-fixture.js';
 import type { ResultsRun } from '../reports/results-csv.js';
-import { setupOpenApi } from './openapi.js';
-import { QueryController } from './query.controller.js';
 import { RunSource } from './run-source.js';
+import { startQueryApi } from './testing/query-api.js';
 
 /** Two runs of the fixture (the second with another driver), served from memory. */
 class FixtureSource extends RunSource {
@@ -53,12 +51,7 @@ let app: INestApplication;
 let base: string;
 
 beforeAll(async () => {
-  const moduleRef = await Test.createTestingModule({ controllers: [QueryController], providers: [{ provide: RunSource, useClass: FixtureSource }, { provide: CampaignLedger, useValue: ACCEPTED }] }).compile();
-  app = moduleRef.createNestApplication({ logger: false });
-  app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true })); // as createHttpApp
-  setupOpenApi(app);
-  await app.listen(0, '127.0.0.1');
-  base = `http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`;
+  ({ app, base } = await startQueryApi([{ provide: RunSource, useClass: FixtureSource }, { provide: CampaignLedger, useValue: ACCEPTED }]));
 });
 afterAll(async () => {
   await app?.close();
