@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import Database from 'better-sqlite3';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -22,5 +23,16 @@ export async function runA2rl(args: string[], opts: { env: NodeJS.ProcessEnv; cw
   } catch (e) {
     const err = e as CliResult;
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+/** Waits (until `deadline`, epoch ms) for the run's AgentStarted to be in the home's SQLite ledger: a read-only peek at the file. */
+export async function agentStartedIn(home: string, runId: string, deadline: number): Promise<void> {
+  const ledger = new Database(path.join(home, 'ledger.db'), { readonly: true });
+  try {
+    const started = ledger.prepare("SELECT 1 FROM events WHERE stream = ? AND type = 'AgentStarted'");
+    while (!started.get(`run-${runId}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  } finally {
+    ledger.close();
   }
 }

@@ -5,9 +5,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import Database from 'better-sqlite3';
 import { buildWheel, fakeIndex, PKG, WHEEL } from '../../modules/runs/sandbox/testing/fake-index.js';
-import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
+import { A2RL_BIN, agentStartedIn, runA2rl } from './a2rl-cli.js';
 
 // A hostile ad-hoc agent against the built `a2rl` binary, with the harness as root (as in CI) and the
 // embedded default stores. Each attack class is its own test: the attack fails, and the ledger, the
@@ -241,13 +240,7 @@ describeRoot('a hostile agent, harness as root', () => {
     expect({ runId: runId !== undefined, stderr: runId ? '' : stderr }).toEqual({ runId: true, stderr: '' });
     const target = path.join(workspaces, runId!, 'data', 'train.jsonl');
     // Prepared and baselined once the agent's start is in the ledger (read-only peek at the file).
-    const ledger = new Database(path.join(home, 'ledger.db'), { readonly: true });
-    try {
-      const started = ledger.prepare("SELECT 1 FROM events WHERE stream = ? AND type = 'AgentStarted'");
-      while (!started.get(`run-${runId}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    } finally {
-      ledger.close();
-    }
+    await agentStartedIn(home, runId!, deadline);
     chmodSync(target, 0o644);
     writeFileSync(target, 'tampered\n');
     await new Promise((resolve) => child.once('exit', resolve));

@@ -5,10 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import Database from 'better-sqlite3';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { programKind, type ProcessFacts } from '../../projections/run-analysis/process-kind.js';
-import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
+import { A2RL_BIN, agentStartedIn, runA2rl } from './a2rl-cli.js';
 
 // Benchmark runs end to end through the built `a2rl` binary on the embedded default (SQLite ledger,
 // filesystem artifacts) with the bwrap sandbox that .ci/run installs.
@@ -206,13 +205,7 @@ describe('budget, driver attribution and interrupted runs', () => {
     }
     expect(runId).toBeDefined();
     // Kill the harness once the agent's start is durable in the ledger (read-only peek at the file).
-    const ledger = new Database(path.join(home, 'ledger.db'), { readonly: true });
-    try {
-      const started = ledger.prepare("SELECT 1 FROM events WHERE stream = ? AND type = 'AgentStarted'");
-      while (!started.get(`run-${runId}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    } finally {
-      ledger.close();
-    }
+    await agentStartedIn(home, runId!, deadline);
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     // bwrap --die-with-parent: gone as soon as the kernel has torn it down, however busy the machine.
