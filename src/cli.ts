@@ -1,38 +1,12 @@
 import 'reflect-metadata';
-import { Command, CommanderError } from 'commander';
-import { registerAccessCommands } from './commands/access.commands.js';
-import { registerAnalysisCommands } from './commands/analysis.commands.js';
-import { registerAuditCommands } from './commands/audit.commands.js';
-import { registerCampaignCommands } from './commands/campaign.commands.js';
-import { packageVersion, registerDataCommands } from './commands/data.commands.js';
-import { registerLedgerCommands } from './commands/ledger.commands.js';
-import { registerRegradeCommands } from './commands/regrade.commands.js';
-import { registerRunsCommands } from './commands/runs.commands.js';
-import { registerWorkerCommands } from './commands/worker.commands.js';
+import { CommanderError } from 'commander';
+import { buildCli } from './cli-program.js';
 import { reportFailure } from './config/open-errors.js';
 
 // The `a2rl` command line (commander); the commands live in src/commands/, one file per area.
 
-export function buildCli(): Command {
-  const program = new Command('a2rl')
-    .description('Agent² RL-Bench as an event-sourced audit ledger with replayable runs')
-    .version(packageVersion(), '-V, --version', 'print the a2rl version (package.json)')
-    .showHelpAfterError()
-    .exitOverride();
-  registerRunsCommands(program);
-  registerCampaignCommands(program);
-  registerWorkerCommands(program);
-  registerLedgerCommands(program);
-  registerAnalysisCommands(program);
-  registerAuditCommands(program);
-  registerAccessCommands(program);
-  registerRegradeCommands(program);
-  registerDataCommands(program);
-  return program;
-}
-
 export async function runCli(argv: string[]): Promise<number> {
-  const program = buildCli();
+  const program = await buildCli(argv[0]);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

@@ -1,7 +1,5 @@
 import path from 'node:path';
 import { Global, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
-import { openArtifactStore } from '../infra/artifacts/open-artifact-store.js';
-import { openEventStore } from '../infra/eventstore/open-event-store.js';
 import { openReadModels } from '../infra/readmodels/data-source.js';
 import { FsRunLocks } from '../infra/runs/fs-run-locks.js';
 import type { ArtifactStore } from '../modules/artifacts/artifact-store.port.js';
@@ -12,22 +10,14 @@ import { READ_MODEL_STORES, type ReadModelStores } from '../modules/readmodels/r
 import { RUN_LOCKS, type RunLocks } from '../modules/runs/run.ports.js';
 import { SETTINGS, type Settings } from '../modules/settings/settings.port.js';
 import { ConfigModule } from './config/config.module.js';
-import { openFailure, type OpenTarget } from './config/open-errors.js';
+import { openArtifacts, openLedger, opening } from './open-stores.js';
 
 // The composition root: the one place that chooses adapters (infra/) for the ports the modules
 // declare, from the settings, and opens them. Modules receive ports by injection and never import
 // infra/ or src/ (test/architecture.spec.ts holds them to it). Commands that work without Nest
-// (`a2rl export`) open their stores with the same functions.
+// (`a2rl export`, `a2rl verify`) open their stores with the same functions (open-stores.ts).
 
-/** The ledger the settings name (SQLite, PostgreSQL, KurrentDB, or in-memory). */
-export function openLedger(settings: Pick<Settings, 'ledgerUrl'>): Promise<EventStore> {
-  return opening({ variable: 'A2RL_LEDGER_URL', what: 'ledger', url: settings.ledgerUrl }, openEventStore);
-}
-
-/** The artifact store the settings name (filesystem or S3/MinIO). */
-export function openArtifacts(settings: Pick<Settings, 'artifactsUrl'>): Promise<ArtifactStore> {
-  return opening({ variable: 'A2RL_ARTIFACTS_URL', what: 'artifact store', url: settings.artifactsUrl }, openArtifactStore);
-}
+export { openArtifacts, openLedger };
 
 /** The read models the settings name; scratch stores are embedded SQLite files. */
 export function readModelStores(settings: Pick<Settings, 'readModelUrl'>): ReadModelStores {
@@ -35,18 +25,6 @@ export function readModelStores(settings: Pick<Settings, 'readModelUrl'>): ReadM
     open: () => opening({ variable: 'A2RL_READMODEL_URL', what: 'read models', url: settings.readModelUrl }, openReadModels),
     openScratch: (dir) => openReadModels(`sqlite://${path.join(path.resolve(dir), 'readmodels.db')}`),
   };
-}
-
-/**
- * Opens what `target.url` names; an adapter's failure becomes one OpenError line naming the
- * variable and what to do (src/cli.ts: exit 2, the adapter's stack only with A2RL_DEBUG=1).
- */
-async function opening<T>(target: OpenTarget, open: (url: string) => Promise<T>): Promise<T> {
-  try {
-    return await open(target.url);
-  } catch (err) {
-    throw openFailure(target, err);
-  }
 }
 
 /** Lock files of open runs, under `<home>/runs/` (outside every workspace). */

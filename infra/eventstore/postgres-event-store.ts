@@ -8,6 +8,7 @@ import type {
   ReadAllOptions,
   ReadStreamOptions,
   RecordedEvent,
+  StoredEvent,
   StreamCategory,
   Subscription,
 } from '../../modules/ledger/event-store.port.js';
@@ -151,6 +152,18 @@ export class PostgresEventStore implements EventStore {
     while (left > 0) {
       const rows = await this.query<EventRow>(this.sql.streamPage, [stream, String(from), Math.min(PAGE_SIZE, left)]);
       for (const row of rows) yield toRecorded(row);
+      if (rows.length < PAGE_SIZE) return;
+      from = BigInt(rows[rows.length - 1].revision) + 1n;
+      left -= rows.length;
+    }
+  }
+
+  async *readStreamStored(stream: string, options: ReadStreamOptions = {}): AsyncIterable<StoredEvent> {
+    let from = options.fromRevision ?? 0n;
+    let left = options.maxCount ?? Infinity;
+    while (left > 0) {
+      const rows = await this.query<EventRow>(this.sql.streamPage, [stream, String(from), Math.min(PAGE_SIZE, left)]);
+      for (const row of rows) yield { stream: row.stream, revision: BigInt(row.revision), bytes: row.data, stored: { id: row.id!, type: row.type! } };
       if (rows.length < PAGE_SIZE) return;
       from = BigInt(rows[rows.length - 1].revision) + 1n;
       left -= rows.length;

@@ -10,6 +10,7 @@ import type {
   ReadAllOptions,
   ReadStreamOptions,
   RecordedEvent,
+  StoredEvent,
   Subscription,
 } from '../../modules/ledger/event-store.port.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
@@ -79,6 +80,9 @@ export class SqliteEventStore implements EventStore {
   private readonly streamPageStmt = this.db.prepare<[string, number, number], EventRow>(
     'SELECT position, stream, revision, data, id, type FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
   );
+  private readonly storedPageStmt = this.db
+    .prepare<[string, number, number], [number, Buffer, string, string]>('SELECT revision, data, id, type FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?')
+    .raw(true);
   // GLOB rather than LIKE: case-sensitive, and '_' is not a wildcard. The unary `+` keeps SQLite
   // from using the (stream, revision) index for the filter, so it walks the primary key in order
   // instead of re-sorting every page.
@@ -170,6 +174,18 @@ export class SqliteEventStore implements EventStore {
       for (const row of rows) yield toRecorded(row);
       if (rows.length < PAGE_SIZE) return;
       from = rows[rows.length - 1].revision + 1;
+      left -= rows.length;
+    }
+  }
+
+  async *readStreamStored(stream: string, options: ReadStreamOptions = {}): AsyncIterable<StoredEvent> {
+    let from = Number(options.fromRevision ?? 0n);
+    let left = options.maxCount ?? Infinity;
+    while (left > 0) {
+      const rows = this.query(() => this.storedPageStmt.all(stream, from, Math.min(PAGE_SIZE, left)));
+      for (const [revision, bytes, id, type] of rows) yield { stream, revision: BigInt(revision), bytes, stored: { id, type } };
+      if (rows.length < PAGE_SIZE) return;
+      from = rows[rows.length - 1][0] + 1;
       left -= rows.length;
     }
   }

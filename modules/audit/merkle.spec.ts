@@ -46,3 +46,33 @@ describe('RFC 6962 Merkle tree', () => {
     expect(verifyInclusion(all[0], 0, 4, inclusionProof(all, 0, 4), treeRoot(all, 5))).toBe(false);
   });
 });
+
+describe('MerkleAccumulator.pushSubtree', () => {
+  const leaves = Array.from({ length: 300 }, (_, i) => leafHash(Buffer.from(`leaf ${i}`)));
+
+  it('builds the same tree from aligned parts built apart, with the same root at every size', () => {
+    for (const part of [1, 4, 16, 64]) {
+      const whole = new MerkleAccumulator();
+      const joined = new MerkleAccumulator();
+      let local = new MerkleAccumulator();
+      for (const [i, leaf] of leaves.entries()) {
+        if (i % part === 0 && local.size) {
+          for (const subtree of local.subtrees()) joined.pushSubtree(subtree);
+          local = new MerkleAccumulator();
+        }
+        const probe = joined.clone();
+        for (const subtree of local.subtrees()) probe.pushSubtree(subtree);
+        expect(probe.root()).toEqual(whole.root());
+        whole.push(leaf);
+        local.push(leaf);
+      }
+      expect(whole.root()).toEqual(treeRoot(leaves));
+    }
+  });
+
+  it('refuses a subtree that does not line up with the leaves so far', () => {
+    const tree = new MerkleAccumulator();
+    tree.push(leaves[0]);
+    expect(() => tree.pushSubtree({ size: 2, hash: leaves[1] })).toThrow(RangeError);
+  });
+});

@@ -135,7 +135,7 @@ export class ChainVerifier {
  * canonical bytes. An event at the current version is validated by validateAndEncode, whose bytes
  * are the canonical form: computed once, not once to validate and again to compare.
  */
-function validated(stored: unknown): { event: A2rlEvent; canonical: Buffer } {
+export function validated(stored: unknown): { event: A2rlEvent; canonical: Buffer } {
   const e = stored as { type?: unknown; schemaVersion?: unknown } | null;
   if (typeof e?.type === 'string' && isEventType(e.type) && e.schemaVersion === EVENT_CATALOG[e.type].version) {
     return { canonical: validateAndEncode(stored), event: stored as A2rlEvent };

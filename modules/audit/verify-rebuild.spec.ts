@@ -91,7 +91,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
   });
 
   it('passes the untouched run: every event, head, blob, projection row and report', async () => {
-    const result = await verifier().verify(RUN);
+    const result = await verifier().verify(RUN, { rebuild: true });
     expect(result.failures).toEqual([]);
     expect(result).toMatchObject({ ok: true, events: FILES + 5 + 3, treeHeads: 3, artifacts: 1 });
   }, 60_000);
@@ -105,7 +105,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
       await rows.delete({ id: first.id });
       await rows.update({ id: last.id }, { occurredAt: '2026-01-02T00:00:00.000Z' });
       await rows.insert({ ...last, id: `${RUN}/99999` });
-      const { failures } = await verifier().verify(RUN);
+      const { failures } = await verifier().verify(RUN, { rebuild: true });
       expect(failures.filter((f) => f.check === 'projection').map((f) => f.message)).toEqual([
         `workspace-revisions row ${RUN}/1000 is missing from the live read model`,
         expect.stringContaining(`workspace-revisions row ${RUN}/999 differs from its rebuild from zero (occurredAt: live "2026-01-02T00:00:00.000Z"`),
@@ -115,7 +115,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
       await rows.delete({ id: `${RUN}/99999` });
       await rows.save([first, last]);
     }
-    expect((await verifier().verify(RUN)).ok).toBe(true);
+    expect((await verifier().verify(RUN, { rebuild: true })).ok).toBe(true);
   }, 60_000);
 
   it('names the first line where a live report differs from the rebuilt one', async () => {
@@ -125,7 +125,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
     try {
       const analysis = JSON.parse(row.analysis) as RunAnalysis;
       await rows.update({ runId: RUN }, { analysis: JSON.stringify({ ...analysis, agent: 'someone-else' }) });
-      const { failures } = await verifier().verify(RUN);
+      const { failures } = await verifier().verify(RUN, { rebuild: true });
       expect(failures.filter((f) => f.check === 'report').map((f) => f.message)).toEqual([
         expect.stringMatching(/^the md report rendered from the live read models differs from the one rendered from a rebuild \(first difference on line \d+\)$/),
         expect.stringMatching(/^the json report .* \(first difference on line 1\)$/),
@@ -138,6 +138,6 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
 
   it('refuses to rebuild from an event that changed in the store after it was verified', async () => {
     // The first read is the verification; the projections' reads come after it.
-    await expect(verifier(changingStore(store, 10, 2)).verify(RUN)).rejects.toThrow(`run ${RUN}: the stored event at seq 10 changed while the run was being verified; verify again`);
+    await expect(verifier(changingStore(store, 10, 2)).verify(RUN, { rebuild: true })).rejects.toThrow(`run ${RUN}: the stored event at seq 10 changed while the run was being verified; verify again`);
   }, 60_000);
 });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { isMissing, openInWorkspace } from './file-access.js';
 import type { FromReader, ListEntry, ReadRequest, ReadResult, ReaderData, ToReader } from './file-read-worker.js';
-import { startWorker } from './worker-thread.js';
+import { startWorker } from '../settings/worker-thread.js';
 
 export type { ListEntry, ReadRequest, ReadResult } from './file-read-worker.js';
 
@@ -27,7 +27,7 @@ export async function startReader(data: ReaderData): Promise<FileReader> {
   const fallback = inProcessReader(data);
   let worker: Worker;
   try {
-    worker = startWorker('file-read-worker', data);
+    worker = startWorker(new URL('./file-read-worker.js', import.meta.url), data);
     await new Promise<void>((resolve, reject) => {
       worker.once('message', () => resolve());
       worker.once('error', reject);

@@ -1,5 +1,5 @@
 import type { Worker } from 'node:worker_threads';
-import { startWorker } from './worker-thread.js';
+import { startWorker } from '../settings/worker-thread.js';
 import type { FromWatchWorker, ToWatchWorker, WatchWorkerData } from './file-watch-worker.js';
 
 /** What a watch source tells the file watcher. */
@@ -52,7 +52,7 @@ export function workerWatchSource(opts: WorkerWatchOptions): WatchSource {
       const data: WatchWorkerData = { root: opts.root, ignore: opts.ignore, batchMs: opts.batchMs ?? 25, maxBatch: opts.maxBatch ?? 2000 };
       return new Promise<void>((resolve, reject) => {
         let ready = false;
-        worker = startWorker('file-watch-worker', data);
+        worker = startWorker(new URL('./file-watch-worker.js', import.meta.url), data);
         worker.on('message', (msg: FromWatchWorker) => {
           if (msg.t === 'paths') h.paths(msg.paths);
           else if (msg.t === 'fence') settle(msg.name, msg.ok); else if (msg.t === 'impaired') h.impaired(msg.reason);

@@ -5,7 +5,7 @@ import { basename, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { readAllStats, readArgv, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { FromWorker, ToWorker, TracerWorkerData } from './process-tracer-worker.js';
-import { startWorker } from './worker-thread.js';
+import { startWorker } from '../settings/worker-thread.js';
 
 export { parseCString, parseExecArgs } from './process-tracer-state.js';
 
@@ -114,7 +114,7 @@ export class StraceTracer {
       intervalMs: callbacks.intervalMs ?? 100,
       maxPendingBytes: callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES,
     };
-    this.worker = startWorker('process-tracer-worker', data);
+    this.worker = startWorker(new URL('./process-tracer-worker.js', import.meta.url), data);
     let isReady = false;
     let ready!: () => void;
     let failed!: (err: Error) => void;

@@ -28,6 +28,9 @@ export interface RecordedEvent {
   stored?: { id: string; type: string };
 }
 
+/** An event as the store keeps it, not decoded: its bytes and what the store files beside them. */
+export type StoredEvent = Pick<RecordedEvent, 'stream' | 'revision' | 'bytes' | 'stored'>;
+
 export interface AppendResult {
   /** Revision of the last event now in the stream (the expected revision for the next append). */
   nextExpectedRevision: bigint;
@@ -64,6 +67,11 @@ export interface EventStore {
   /** A stream's events in revision order; an unknown stream yields nothing. */
   readStream(stream: string, options?: ReadStreamOptions): AsyncIterable<RecordedEvent>;
   /**
+   * readStream without decoding (`a2rl verify` checks the bytes and columns itself, and decoding is
+   * most of a read's cost). Adapters that decode cheaply need not have it: see `storedEvents`.
+   */
+  readStreamStored?(stream: string, options?: ReadStreamOptions): AsyncIterable<StoredEvent>;
+  /**
    * Events of all run streams (or, with `category: 'campaign'`, of all campaign streams) in commit
    * order (gap-free: no later reader sees an earlier position appear). No other stream appears.
    */
@@ -73,4 +81,9 @@ export interface EventStore {
   /** Revision of the stream's last event, or null when the stream does not exist. */
   streamRevision(stream: string): Promise<bigint | null>;
   close(): Promise<void>;
+}
+
+/** A stream's stored events, undecoded where the adapter can skip decoding. */
+export function storedEvents(store: EventStore, stream: string, options?: ReadStreamOptions): AsyncIterable<StoredEvent> {
+  return store.readStreamStored ? store.readStreamStored(stream, options) : store.readStream(stream, options);
 }

@@ -4,13 +4,22 @@ import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
-import { RunSource } from '../../modules/query/run-source.js';
-import { TASKS } from '../../tasks/index.js';
-import { A2RL_CONFIG } from '../config/config.module.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
-import { checkOutputFile } from '../config/open-errors.js';
-import { withApp } from './cli-support.js';
+import { checkHome, checkOutputFile } from '../config/open-errors.js';
+import type { VerifyDeps, VerifyOptions, VerifyProgress, VerifyResult } from '../../modules/audit/verify.service.js';
+
+/**
+ * The app (Nest, TypeORM, every projection), loaded only by the commands here that use it: `a2rl
+ * verify`, export and the key commands start without it.
+ */
+async function appSide() {
+  const [{ withApp }, { ProjectionRunnerService }, { RunSource }] = await Promise.all([
+    import('./cli-support.js'),
+    import('../../modules/readmodels/readmodels.module.js'),
+    import('../../modules/query/run-source.js'),
+  ]);
+  return { withApp, ProjectionRunnerService, RunSource };
+}
 
 /** Commands for audit and forensics: keys, verify, replay, export, verify-bundle. */
 export function registerAuditCommands(program: Command): void {
@@ -75,46 +84,34 @@ export function registerAuditCommands(program: Command): void {
 
   program
     .command('verify')
-    .description("check a run end to end: dense seqs, every signed tree head (root and signature), every referenced blob's sha256, projections and reports rebuilt from zero equal to the live ones; exit 1 naming each failure")
+    .description("check a run's record: dense seqs, every signed tree head (root and signature), the stored columns against the signed bytes, the seal, every referenced blob's sha256, the workspace integrity checks; with --rebuild, also the projections and reports rebuilt from zero against the live ones; exit 1 naming each failure")
     .argument('<runId>', 'run id')
+    .option('--rebuild', 'also rebuild every projection of the run from zero and compare its rows and the md/json/html reports with the live ones (time and memory grow with the run)')
     .option('--regrade', "also re-grade every archived checkpoint with the task's evaluator and compare the scores")
     .option('--json', 'print the result as one JSON object')
-    .action(async (runId: string, opts: { regrade?: boolean; json?: boolean }) => {
-      const [{ RunVerifier }, { loadPublicKey }, { READ_MODELS, READ_MODEL_STORES }, { ARTIFACT_STORE }, { EVENT_STORE }, path] = await Promise.all([
-        import('../../modules/audit/verify.service.js'),
+    .action(async (runId: string, opts: { rebuild?: boolean; regrade?: boolean; json?: boolean }) => {
+      const [{ loadPublicKey }, path] = await Promise.all([
         import('../../modules/audit/tree-head.js'),
-        import('../../modules/readmodels/read-models.port.js'),
-        import('../../modules/artifacts/artifacts.module.js'),
-        import('../../modules/ledger/tokens.js'),
         import('node:path'),
       ]);
-      const result = await withApp(async (app) => {
-        const config = app.get<A2rlConfig>(A2RL_CONFIG);
-        const verifier = new RunVerifier({
-          store: app.get(EVENT_STORE),
-          artifacts: app.get(ARTIFACT_STORE),
-          readModels: app.get(READ_MODELS),
-          readModelStores: app.get(READ_MODEL_STORES),
-          runs: app.get(RunSource),
-          catchUp: () => app.get(ProjectionRunnerService).catchUp(),
-          publicKeyPem: loadPublicKey(config.home)?.publicKeyPem ?? null,
-          taskCacheDir: path.join(config.home, 'tasks'),
-          datasetsDir: path.join(config.home, 'datasets'),
-        });
-        let shown = '';
-        let lastAt = 0;
-        return verifier.verify(runId, {
-          regrade: opts.regrade,
-          onProgress: (p) => {
-            // Per stage on a terminal; otherwise a line when a stage starts and every 5 s.
-            const line = `verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`;
-            if (process.stderr.isTTY) process.stderr.write(`\r${line.padEnd(80)}`);
-            else if (p.stage !== shown || Date.now() - lastAt > 5000) process.stderr.write(`${line}\n`);
-            shown = p.stage;
-            lastAt = Date.now();
-          },
-        });
-      });
+      let shown = '';
+      let lastAt = 0;
+      const onProgress = (p: VerifyProgress) => {
+        // Per stage on a terminal; otherwise a line when a stage starts and every 5 s.
+        const line = `verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`;
+        if (process.stderr.isTTY) process.stderr.write(`\r${line.padEnd(80)}`);
+        else if (p.stage !== shown || Date.now() - lastAt > 5000) process.stderr.write(`${line}\n`);
+        shown = p.stage;
+        lastAt = Date.now();
+      };
+      const config = loadConfig();
+      const base = {
+        publicKeyPem: loadPublicKey(config.home)?.publicKeyPem ?? null,
+        taskCacheDir: path.join(config.home, 'tasks'),
+        datasetsDir: path.join(config.home, 'datasets'),
+      };
+      const options = { rebuild: opts.rebuild, regrade: opts.regrade, onProgress };
+      const result = opts.rebuild ? await verifyWithReadModels(base, runId, options) : await verifyRecord(config, base, runId, options);
       if (process.stderr.isTTY) process.stderr.write('\n');
       if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else {
@@ -125,7 +122,7 @@ export function registerAuditCommands(program: Command): void {
         const regraded = result.regraded === null ? '' : `, ${result.regraded} submissions re-graded`;
         process.stdout.write(
           `${result.ok ? 'OK' : 'FAILED'} ${runId}: ${result.events} events, ${result.treeHeads} signed tree head${result.treeHeads === 1 ? '' : 's'}, ${result.artifacts} artifacts` +
-            `${regraded}; ${result.ok ? 'chain, artifacts, projections and reports verified' : `${result.failures.length} failures`}\n`,
+            `${regraded}; ${result.ok ? (result.projections ? 'chain, artifacts, projections and reports verified' : 'chain, artifacts and integrity verified (read models not rebuilt: --rebuild)') : `${result.failures.length} failures`}\n`,
         );
       }
       if (!result.ok) throw new Error(`run ${runId} failed verification (${result.failures.length} failures)`);
@@ -155,6 +152,7 @@ export function registerAuditCommands(program: Command): void {
       ]);
       const at = opts.at === undefined ? undefined : parseReplayPoint(opts.at);
       const points = opts.diff?.map(parseReplayPoint);
+      const { withApp, ProjectionRunnerService } = await appSide();
       await withApp(async (app) => {
         const projections = app.get(ProjectionRunnerService);
         const replay = new ReplayService({
@@ -190,8 +188,9 @@ export function registerAuditCommands(program: Command): void {
       const [{ exportBundle }, { loadPublicKey, keysDir }, { openLedger, openArtifacts }] = await Promise.all([
         import('../../modules/audit/bundle/index.js'),
         import('../../modules/audit/tree-head.js'),
-        import('../composition.js'),
+        import('../open-stores.js'),
       ]);
+      const { TASKS } = await import('../../tasks/index.js');
       const config = loadConfig();
       checkOutputFile('-o', opts.output); // a bad path fails here, in one line, before any store is opened
       const key = loadPublicKey(config.home);
@@ -278,4 +277,52 @@ function byteCount(option: string, value: string): number {
   const n = m ? Number(m[1]) * 1024 ** ' kmgt'.indexOf((m[2] || ' ').toLowerCase()) : NaN;
   if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${option} takes a size in bytes such as 8G, 512M or 1048576, got "${value}"`);
   return n;
+}
+
+type VerifyBase = Pick<VerifyDeps, 'publicKeyPem' | 'taskCacheDir' | 'datasetsDir'>;
+
+/** verify without --rebuild: the ledger and the artifact store only, opened without the app (and its read models). */
+async function verifyRecord(config: A2rlConfig, base: VerifyBase, runId: string, options: VerifyOptions): Promise<VerifyResult> {
+  const [{ RunVerifier }, { openArtifacts, openLedger }, { threadedSegmentScanner }, os] = await Promise.all([
+    import('../../modules/audit/verify.service.js'),
+    import('../open-stores.js'),
+    import('../record-scan-threads.js'),
+    import('node:os'),
+  ]);
+  checkHome(config.home);
+  const store = await openLedger(config);
+  try {
+    const artifacts = await openArtifacts(config);
+    try {
+      // A long run is read in segments at once, one per core, each thread opening the ledger itself.
+      const parallelRead = store.backend === 'memory' ? undefined : { scanner: threadedSegmentScanner(config.ledgerUrl), threads: os.availableParallelism() };
+      return await new RunVerifier({ ...base, store, artifacts, parallelRead }).verify(runId, options);
+    } finally {
+      await artifacts.close();
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+/** verify --rebuild: with the app's live read models, brought up to date, to compare a rebuild with. */
+async function verifyWithReadModels(base: VerifyBase, runId: string, options: VerifyOptions): Promise<VerifyResult> {
+  const [{ RunVerifier }, { READ_MODELS, READ_MODEL_STORES }, { ARTIFACT_STORE }, { EVENT_STORE }] = await Promise.all([
+    import('../../modules/audit/verify.service.js'),
+    import('../../modules/readmodels/read-models.port.js'),
+    import('../../modules/artifacts/artifacts.module.js'),
+    import('../../modules/ledger/tokens.js'),
+  ]);
+  const { withApp, ProjectionRunnerService, RunSource } = await appSide();
+  return withApp((app) =>
+    new RunVerifier({
+      ...base,
+      store: app.get(EVENT_STORE),
+      artifacts: app.get(ARTIFACT_STORE),
+      readModels: app.get(READ_MODELS),
+      readModelStores: app.get(READ_MODEL_STORES),
+      runs: app.get(RunSource),
+      catchUp: () => app.get(ProjectionRunnerService).catchUp(),
+    }).verify(runId, options),
+  );
 }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { once } from 'node:events';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +30,7 @@ import type { ProjectionRunnerService } from '../../modules/readmodels/readmodel
 // - `a2rl verify` (the built CLI, in a child process, after the read models are caught up) against
 //   `sha256sum` of the same event bytes (the stream exported as events.ndjson), and verify's peak RSS.
 // Goals: page p99 ≤ 20 ms; verify ≤ 5× sha256sum; peak RSS ≤ 300 MB.
+// A2RL_BENCH_QUERY_HOME=<dir> keeps the run there (and reuses one already written) for profiling.
 
 const EVENTS = Number(process.env.A2RL_BENCH_QUERY_EVENTS ?? 1_000_000);
 const PAGE = 50;
@@ -161,13 +162,16 @@ async function cli(home: string, args: string[]): Promise<CliRun> {
 }
 
 export async function queryBench(): Promise<void> {
-  const home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-query-'));
+  const kept = process.env.A2RL_BENCH_QUERY_HOME;
+  const home = kept ? path.resolve(kept) : mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-query-'));
   try {
+    const reused = kept !== undefined && existsSync(path.join(home, 'ledger.db'));
+    mkdirSync(home, { recursive: true });
     const store = await SqliteEventStore.open(path.join(home, 'ledger.db'));
     const artifacts = await FsArtifactStore.open(path.join(home, 'artifacts'));
     let t = performance.now();
-    const events = await writeRun(store, artifacts, home);
-    console.log(`run: ${events} events (a signed head every ${DEFAULT_HEAD_EVERY_EVENTS} events and at seal) written in ${round((performance.now() - t) / 1000)} s`);
+    const events = reused ? Number(await store.streamRevision(streamName(RUN))) + 1 : await writeRun(store, artifacts, home);
+    console.log(`run: ${events} events (a signed head every ${DEFAULT_HEAD_EVERY_EVENTS} events and at seal) ${reused ? `reused from ${home}` : `written in ${round((performance.now() - t) / 1000)} s`}`);
 
     // The page read of GET /runs/:id/events (the controller adds only validation and serialisation).
     const source = new LedgerRunSource(undefined as unknown as ProjectionRunnerService, undefined as unknown as LedgerService, artifacts, store);
@@ -205,6 +209,6 @@ export async function queryBench(): Promise<void> {
       verify_vs_sha256sum: round(verify.seconds / sha256sum_s, 1), verify_peak_rss_mb: verify.peakRssMb,
     }));
   } finally {
-    rmSync(home, { recursive: true, force: true });
+    if (!kept) rmSync(home, { recursive: true, force: true });
   }
 }

@@ -94,7 +94,7 @@ describe('a2rl run --task alfworld with scripted stand-ins for ALFWorld and vLLM
     expect(processesWith(MARKER)).toEqual([]);
 
     // The archived checkpoint grades the same again (a fresh environment server, the same eval games).
-    const verify = await a2rl(['verify', summary.runId, '--regrade']);
+    const verify = await a2rl(['verify', summary.runId, '--rebuild', '--regrade']);
     expect({ code: verify.code, stdout: verify.stdout }).toEqual({ code: 0, stdout: expect.stringMatching(/1 submissions re-graded; chain, artifacts, projections and reports verified/) });
     expect(processesWith(MARKER)).toEqual([]);
   }, 240_000);

@@ -1,0 +1,128 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
+import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
+import { storedEvents, type EventStore } from '../ledger/event-store.port.js';
+import { streamName } from '../ledger/events/ids.js';
+import { SignedRunWriter } from './bundle/testing/signed-run.js';
+import { scanRecord, scanSegment, type SegmentScanner } from './record-scan.js';
+import { initSigningKey, type SigningKey } from './tree-head.js';
+
+// The fast check of a run's record: it vouches for an intact run, alone or in parallel segments,
+// and gives up (an anomaly, so that the full check names the failure) on anything else.
+
+const RUN = 'scan-1';
+const AT = '2026-01-01T00:00:00.000Z';
+const blob = (i: number) => ({ sha256: (i % 16).toString(16).repeat(64), size: 10 + i, key: `sha256/${(i % 16).toString(16).repeat(2)}/${(i % 16).toString(16).repeat(64)}` });
+
+async function writeRun(store: EventStore, key: SigningKey, runId: string, opts: { seal?: boolean; events?: number } = {}): Promise<void> {
+  const w = new SignedRunWriter(store, runId, key, { headEvery: 97, batch: 500 });
+  await w.add('RunScheduled', { task: 'ref-arith', agent: 'ref', baseModel: 'arith-cue-base', budgetSeconds: 60, seed: 0, mode: 'free' });
+  await w.add('AgentStarted', { command: 'bash start.sh' });
+  for (let i = 0; i < (opts.events ?? 1000); i++) {
+    if (i % 3 === 0) await w.add('FileChanged', { path: `logs/${i % 5}.log`, op: 'modify', ...blob(i), previousSha256: blob(i + 1).sha256, observedAt: AT });
+    else await w.add('AgentOutput', { stream: 'stdout', chunk: blob(i + 7), observedAt: AT });
+  }
+  if (opts.seal !== false) {
+    await w.add('AgentExited', { exitCode: 0, reason: 'completed', observedAt: AT });
+    await w.add('RunCompleted', { submissions: 0 });
+  }
+  await w.seal();
+}
+
+/** Scans segments in this thread, as a worker thread would (record-scan-threads.spec.ts runs real threads). */
+const inThread = (store: EventStore): SegmentScanner => (runId, from, count, chunkSize, onProgress) =>
+  scanSegment(storedEvents(store, streamName(runId), { fromRevision: BigInt(from), maxCount: count }), runId, from, count, chunkSize, onProgress);
+
+describe('scanRecord', () => {
+  let dir: string;
+  let file: string;
+  let store: SqliteEventStore;
+  let key: SigningKey;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-record-scan-'));
+    key = initSigningKey(dir);
+    file = path.join(dir, 'ledger.db');
+    store = await SqliteEventStore.open(file);
+    await writeRun(store, key, RUN);
+    await writeRun(store, key, 'open-run', { seal: false, events: 50 });
+  });
+  afterAll(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  type Row = { position: number; stream: string; revision: number; id: string; type: string; data: Buffer };
+
+  /** Runs `work` with the stored row of the first event of `type` after `after` changed by `change`, then restores it. */
+  async function tampered(type: string, after: number, change: (row: Row) => Partial<Row>, work: () => Promise<void>): Promise<void> {
+    const db = new Database(file);
+    const row = db.prepare("SELECT * FROM events WHERE stream = 'run-scan-1' AND type = ? AND revision > ? ORDER BY revision LIMIT 1").get(type, after) as Row;
+    const update = db.prepare('UPDATE events SET type = @type, data = @data WHERE position = @position');
+    try {
+      update.run({ ...row, ...change(row) });
+      await work();
+    } finally {
+      update.run(row);
+      db.close();
+    }
+  }
+
+  it('vouches for an intact run: its heads, its blobs once each, the events later checks read', async () => {
+    const record = await scanRecord(store, RUN, key.publicKeyPem);
+    expect(record).not.toBeNull();
+    if (!record || 'anomaly' in record) throw new Error(`expected a record, got ${JSON.stringify(record)}`);
+    expect(record.count).toBe(1004 + Math.ceil(1004 / 97));
+    expect(record.heads.map((h) => h.treeSize)).toEqual(Array.from({ length: Math.ceil(1004 / 97) }, (_, i) => Math.min(97 * (i + 1), 1004) + i));
+    expect(record.refs.map((r) => r.sha256).sort()).toEqual(Array.from({ length: 16 }, (_, i) => i.toString(16).repeat(64)).sort());
+    expect(record.kept.map((e) => e.type)).toEqual(['RunScheduled']);
+  });
+
+  it('joins parallel segments into exactly what one read finds', async () => {
+    const one = await scanRecord(store, RUN, key.publicKeyPem);
+    const progress: number[] = [];
+    const three = await scanRecord(store, RUN, key.publicKeyPem, { parallel: { scanner: inThread(store), threads: 3, minEvents: 0, chunkSize: 128 }, onProgress: (n) => progress.push(n) });
+    expect(three).toEqual(one);
+    expect(progress.length).toBeGreaterThan(0);
+  });
+
+  it('is null for a run with no events', async () => {
+    expect(await scanRecord(store, 'nope', key.publicKeyPem)).toBeNull();
+  });
+
+  it.each([
+    ['an edited event', 'AgentOutput', (r: Row) => ({ data: Buffer.from(r.data.toString().replace('"stdout"', '"stderr"')) }), 'does not verify'],
+    ['a changed type column', 'FileChanged', () => ({ type: 'AgentExited' }), 'type column'],
+    ['bytes that no longer parse', 'AgentOutput', () => ({ data: Buffer.from('{broken') }), 'do not parse'],
+  ])('gives up on %s, in whichever segment it lies', async (_what, type, change, anomaly) => {
+    for (const after of [3, 500, 990]) {
+      await tampered(type, after, change, async () => {
+        expect(await scanRecord(store, RUN, key.publicKeyPem)).toEqual({ anomaly: expect.stringContaining(anomaly) });
+        expect(await scanRecord(store, RUN, key.publicKeyPem, { parallel: { scanner: inThread(store), threads: 4, minEvents: 0, chunkSize: 64 } })).toEqual({ anomaly: expect.stringContaining(anomaly) });
+      });
+    }
+    expect(await scanRecord(store, RUN, key.publicKeyPem)).not.toHaveProperty('anomaly');
+  });
+
+  it('gives up on a run that is not sealed, on a head no key can check, and on a head signed by another key', async () => {
+    expect(await scanRecord(store, 'open-run', key.publicKeyPem)).toEqual({ anomaly: 'the run is not sealed' });
+    expect(await scanRecord(store, RUN, null)).toEqual({ anomaly: expect.stringContaining('no public key') });
+    const other = initSigningKey(path.join(dir, 'other'));
+    expect(await scanRecord(store, RUN, other.publicKeyPem)).toEqual({ anomaly: expect.stringContaining('does not verify') });
+  });
+
+  it('gives up on a run whose last events were deleted (the last head no longer covers it)', async () => {
+    const db = new Database(file);
+    const last = db.prepare("SELECT * FROM events WHERE stream = 'run-scan-1' ORDER BY revision DESC LIMIT 1").get() as Record<string, unknown>;
+    try {
+      db.prepare('DELETE FROM events WHERE position = ?').run(last.position);
+      expect(await scanRecord(store, RUN, key.publicKeyPem)).toEqual({ anomaly: expect.stringMatching(/cover|sealed/) });
+    } finally {
+      db.prepare('INSERT INTO events (position, stream, revision, id, type, data) VALUES (@position, @stream, @revision, @id, @type, @data)').run(last);
+      db.close();
+    }
+  });
+});
