@@ -109,7 +109,7 @@ function checkStored(stored: StoredEvent, stream: string, runId: string, seq: nu
     return 'the stored bytes do not parse';
   }
   if (typeof event !== 'object' || event === null || event.runId !== runId || event.seq !== seq || !isEventType(event.type)) return 'the bytes are not this event of the run';
-  if (stored.stream !== stream || stored.revision !== BigInt(seq)) return 'filed under another stream or revision';
+  if (stored.stream !== stream || Number(stored.revision) !== seq) return 'filed under another stream or revision';
   if (stored.stored && (stored.stored.id !== event.id || stored.stored.type !== event.type)) return "the store's id or type column differs from the bytes";
   // Read whole by later checks, or at an older schema version: validated (and upcast) one by one.
   if (event.type === 'TreeHeadSigned' || KEPT_TYPES.has(event.type) || event.schemaVersion !== EVENT_CATALOG[event.type].version) {
