@@ -276,6 +276,43 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
   });
 });
 
+describe('ProjectionRunner rebuild on SQLite read models', () => {
+  it('runs without fsyncs meanwhile and puts the connection\'s setting back, after a failed rebuild too', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'a2rl-rm-sync-'));
+    const store = await SqliteEventStore.open(path.join(dir, 'ledger.db'));
+    const dataSource = await openReadModels(`sqlite://${path.join(dir, 'readmodels.db')}`);
+    try {
+      await append(store, runEvents('r', 0, 12));
+      const synchronous = () => dataSource.query('PRAGMA synchronous') as Promise<Array<{ synchronous: number }>>;
+      const before = await synchronous();
+      expect(before).toEqual([{ synchronous: 1 }]); // NORMAL, as the DataSource sets it
+      const during: unknown[] = [];
+      const watching: Projection<RunListRow> = {
+        ...runListProjection,
+        evolve: (row, event) => {
+          if (event.seq === 0) during.push((dataSource.driver as unknown as { databaseConnection: { pragma(s: string, o: object): unknown } }).databaseConnection.pragma('synchronous', { simple: true }));
+          if (event.seq === 9) throw new Error('boom');
+          return runListProjection.evolve(row, event);
+        },
+      };
+      await expect(new ProjectionRunner(store, dataSource, [watching], { batchSize: 5 }).rebuild()).rejects.toThrow(ProjectionFailedError);
+      expect(during).toEqual([0]); // OFF
+      expect(await synchronous()).toEqual(before);
+      await new ProjectionRunner(store, dataSource, [runListProjection], { batchSize: 5 }).rebuild();
+      expect(await synchronous()).toEqual(before);
+      expect((await rows(dataSource))[0]).toMatchObject({ eventCount: 12 });
+    } finally {
+      await dataSource.destroy();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+async function rows(ds: DataSource): Promise<RunListRow[]> {
+  return JSON.parse(await dumpReadModel(ds, runListProjection)) as RunListRow[];
+}
+
 /** The store, with a count of its readStream calls. */
 function countingStreamReads(store: EventStore): { store: EventStore; streamReads(): number } {
   let reads = 0;

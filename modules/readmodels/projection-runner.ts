@@ -1,5 +1,4 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
 import type { KeyedRow, Projection } from '../../projections/projection.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import { isRunProjection, type AnyProjection, type RunProjection } from '../../projections/run-projection.js';
@@ -8,17 +7,16 @@ import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { streamName } from '../ledger/events/ids.js';
 import { KeyFilter } from './key-filter.js';
+import { withRebuildDurability } from './rebuild-durability.js';
 import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
+import { InvalidProjectionError, ROWS_PER_STATEMENT, rowTable, type RowTable } from './row-table.js';
+
+export { InvalidProjectionError };
 
 /** Events applied per transaction by default: large enough to amortise commits, small enough to bound memory. */
 const BATCH_SIZE = 1000;
 /** A live batch is flushed at most this long after its first event arrived. */
 const FLUSH_AFTER_MS = 50;
-/** Rows per load/insert/upsert statement (SQLite). Remainders are split into powers of two, so every
- *  projection uses few statement shapes and the driver's prepared-statement cache keeps them. */
-const ROWS_PER_STATEMENT = 256;
-/** Rows (or keys) per statement on PostgreSQL, where a statement binds them all as one parameter. */
-const ROWS_PER_JSON = 5000;
 
 export interface ProjectionProgress {
   name: string;
@@ -51,11 +49,6 @@ export class UnknownProjectionError extends Error {
   constructor(readonly projection: string, known: string[]) {
     super(`unknown projection "${projection}" (known: ${known.join(', ') || 'none'})`);
   }
-}
-
-/** A projection is not usable with this runner (duplicate name, entity not registered, composite key). */
-export class InvalidProjectionError extends Error {
-  override readonly name = 'InvalidProjectionError';
 }
 
 /** A projection's evolve/keyOf (or a run projection's analyze) threw; the batch holding the event was rolled back with its checkpoint. */
@@ -92,6 +85,7 @@ export class ProjectionRunner {
   private readonly batchSize: number;
   private readonly blobs: BlobReader | undefined;
   private readonly heldRunBytes: number;
+  private readonly advanceSql: ReturnType<typeof checkpointAdvance>;
 
   constructor(
     private readonly eventStore: EventStore,
@@ -102,6 +96,7 @@ export class ProjectionRunner {
     this.batchSize = options.batchSize ?? BATCH_SIZE;
     this.blobs = options.blobs;
     this.heldRunBytes = options.heldRunBytes ?? HELD_RUN_BYTES;
+    this.advanceSql = checkpointAdvance(dataSource);
     if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${this.batchSize}`);
     for (const p of projections) {
       if (this.tables.has(p.name)) throw new InvalidProjectionError(`projection name "${p.name}" is used twice`);
@@ -162,6 +157,7 @@ export class ProjectionRunner {
   /**
    * Deletes the projections' rows and resets their checkpoints in one transaction, then replays the
    * all-stream once for all of them (one read and decode of the ledger, however many projections).
+   * SQLite read models are written without fsyncs meanwhile (rebuild-durability.ts).
    */
   async rebuild(name?: string, onProgress?: (p: ProjectionProgress) => void): Promise<ProjectionProgress[]> {
     const selected = this.select(name);
@@ -169,7 +165,7 @@ export class ProjectionRunner {
       for (const projection of selected) await this.reset(manager, projection);
     });
     try {
-      return await this.replayFromStart(selected, onProgress);
+      return await withRebuildDurability(this.dataSource, (work) => this.serialized(work), () => this.replayFromStart(selected, onProgress));
     } catch (error) {
       // Another runner advanced a projection meanwhile: its rows and checkpoint are consistent,
       // so finishing is an ordinary catch-up from wherever each one stands.
@@ -299,13 +295,8 @@ export class ProjectionRunner {
    * lock before any read, and it proves no other writer moved the projection since we read it.
    */
   private async advance(manager: EntityManager, projection: AnyProjection, from: string | null, to: string, count: number): Promise<void> {
-    const moved = await manager
-      .createQueryBuilder()
-      .update(ProjectionCheckpoint)
-      .set({ position: to, eventsProcessed: () => `events_processed + ${count}` })
-      .where('name = :name', { name: projection.name })
-      .andWhere(from === null ? 'position IS NULL' : 'position = :from', { from })
-      .execute();
+    const [sql, parameters] = this.advanceSql(projection.name, from, to, count);
+    const moved = await manager.queryRunner!.query(sql, parameters, true);
     if (moved.affected !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved from ${from}`);
   }
 
@@ -371,32 +362,20 @@ export class ProjectionRunner {
    */
   private async applyRows(manager: EntityManager, projection: Projection, batch: RecordedEvent[], written?: KeyFilter): Promise<void> {
     const table = this.tables.get(projection.name)!;
-    const keys = new Map<RecordedEvent, string>();
-    for (const recorded of batch) {
-      const key = guard(projection, recorded, () => projection.keyOf(recorded.event));
-      if (key !== null) keys.set(recorded, key);
-    }
-    const wanted = [...new Set(keys.values())];
-    const rows = await table.load(manager, written ? wanted.filter((key) => written.mightHave(key)) : wanted);
+    const keyed = keyedEvents(projection, batch);
+    const rows = await table.load(manager, keysToLoad(keyed, written));
     const stored = new Set(rows.keys());
-    const changed = new Set<string>();
-    for (const recorded of batch) {
-      const key = keys.get(recorded);
-      if (key === undefined) continue;
-      const row = rows.get(key);
-      if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
-      rows.set(key, guard(projection, recorded, () => {
-        const next = projection.evolve(row, recorded.event);
-        // lastSeq is what makes re-delivery harmless; a projection that forgets it is a bug.
-        if (next.lastSeq !== recorded.event.seq) throw new Error(`evolve returned lastSeq ${next.lastSeq}, expected the event's seq`);
-        return next;
-      }));
-      changed.add(key);
+    const created: object[] = [];
+    const updated: object[] = [];
+    for (const key of evolveRows(projection, keyed, rows)) {
+      if (stored.has(key)) updated.push(rows.get(key)!);
+      else {
+        created.push(rows.get(key)!);
+        written?.add(key); // early is harmless: should this transaction fail, so does the rebuild
+      }
     }
-    const [updated, created] = partition([...changed], (key) => stored.has(key));
-    await table.insert(manager, created.map((key) => rows.get(key)!));
-    await table.upsert(manager, updated.map((key) => rows.get(key)!));
-    if (written) for (const key of created) written.add(key);
+    await table.insert(manager, created);
+    await table.upsert(manager, updated);
   }
 
   private follow(projection: AnyProjection, signal: AbortSignal): Promise<void> {
@@ -460,10 +439,32 @@ export class ProjectionRunner {
   }
 
   private transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    const result = (queues.get(this.dataSource) ?? Promise.resolve()).then(() => this.dataSource.transaction(work));
+    return this.serialized(() => this.dataSource.transaction(work));
+  }
+
+  /** Runs `work` after every transaction queued on this DataSource before it, and before those queued after. */
+  private serialized<T>(work: () => Promise<T> | T): Promise<T> {
+    const result = (queues.get(this.dataSource) ?? Promise.resolve()).then(work);
     queues.set(this.dataSource, result.catch(() => undefined));
     return result;
   }
+}
+
+/**
+ * The checkpoint UPDATE of `advance` and its parameters, its SQL written once: TypeORM's query
+ * builder took longer to build it than the database to run it, three times per batch.
+ */
+function checkpointAdvance(dataSource: DataSource): (name: string, from: string | null, to: string, count: number) => [string, unknown[]] {
+  const { driver } = dataSource;
+  const meta = dataSource.getMetadata(ProjectionCheckpoint);
+  const table = meta.tablePath.split('.').map((part) => driver.escape(part)).join('.');
+  const column = (property: string) => driver.escape(meta.findColumnWithPropertyName(property)!.databaseName);
+  const [p1, p2, p3, p4] = [0, 1, 2, 3].map((i) => driver.createParameter(`p${i}`, i));
+  const [name, position, processed] = [column('name'), column('position'), column('eventsProcessed')];
+  const update = `UPDATE ${table} SET ${position} = ${p1}, ${processed} = ${processed} + ${p2} WHERE ${name} = ${p3} AND ${position}`;
+  const fromStart = `${update} IS NULL`;
+  const fromPosition = `${update} = ${p4}`;
+  return (name, from, to, count) => (from === null ? [fromStart, [to, count, name]] : [fromPosition, [to, count, name, from]]);
 }
 
 /** Per DataSource, so that two runners sharing one SQLite connection never interleave transactions. */
@@ -480,6 +481,47 @@ function guard<T>(projection: Projection, recorded: RecordedEvent, fn: () => T):
   } catch (cause) {
     throw new ProjectionFailedError(projection.name, recorded, { cause });
   }
+}
+
+/** The batch's events that update a row of `projection`, each with that row's key. */
+function keyedEvents(projection: Projection, batch: RecordedEvent[]): Array<{ recorded: RecordedEvent; key: string }> {
+  const keyed: Array<{ recorded: RecordedEvent; key: string }> = [];
+  for (const recorded of batch) {
+    const key = guard(projection, recorded, () => projection.keyOf(recorded.event));
+    if (key !== null) keyed.push({ recorded, key });
+  }
+  return keyed;
+}
+
+/** Each key once; during a rebuild, only those `written` may already hold. */
+function keysToLoad(keyed: Array<{ key: string }>, written?: KeyFilter): string[] {
+  const keys = [...new Set(keyed.map(({ key }) => key))];
+  return written ? keys.filter((key) => written.mightHave(key)) : keys;
+}
+
+/** Applies the events to `rows` in order, skipping those a row has applied already; returns the changed keys. */
+function evolveRows(projection: Projection, keyed: Array<{ recorded: RecordedEvent; key: string }>, rows: Map<string, KeyedRow>): Set<string> {
+  const changed = new Set<string>();
+  for (const { recorded, key } of keyed) {
+    const row = rows.get(key);
+    if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
+    rows.set(key, evolved(projection, row, recorded));
+    changed.add(key);
+  }
+  return changed;
+}
+
+/** The row after `recorded`, as guard would run it (inline: once per event, on the rebuild's hot path). */
+function evolved(projection: Projection, row: KeyedRow | undefined, recorded: RecordedEvent): KeyedRow {
+  let next: KeyedRow;
+  try {
+    next = projection.evolve(row, recorded.event);
+    // lastSeq is what makes re-delivery harmless; a projection that forgets it is a bug.
+    if (next.lastSeq !== recorded.event.seq) throw new Error(`evolve returned lastSeq ${next.lastSeq}, expected the event's seq`);
+  } catch (cause) {
+    throw new ProjectionFailedError(projection.name, recorded, { cause });
+  }
+  return next;
 }
 
 /** guard for a run projection's analyze; `recorded` is the run's last event in the batch. */
@@ -558,130 +600,4 @@ function startDeadline(ms: number): Deadline {
     timer = setTimeout(() => resolve(DEADLINE), ms);
   });
   return { reached, cancel: () => clearTimeout(timer) };
-}
-
-/** Bulk load/insert/upsert of one entity's rows with SQL built once from its metadata. */
-interface RowTable {
-  load(manager: EntityManager, keys: string[]): Promise<Map<string, KeyedRow>>;
-  /** Rows whose keys are not in the table (cheaper than an upsert, which must check). */
-  insert(manager: EntityManager, rows: object[]): Promise<void>;
-  upsert(manager: EntityManager, rows: object[]): Promise<void>;
-  all(manager: EntityManager): Promise<KeyedRow[]>;
-}
-
-function rowTable(dataSource: DataSource, entity: Function): RowTable {
-  if (!dataSource.hasMetadata(entity)) {
-    throw new InvalidProjectionError(`entity ${entity.name} is not registered with the read-model DataSource`);
-  }
-  const meta = dataSource.getMetadata(entity);
-  if (meta.primaryColumns.length !== 1) throw new InvalidProjectionError(`entity ${entity.name} must have exactly one primary column`);
-  if (meta.relations.length || meta.embeddeds.length) throw new InvalidProjectionError(`entity ${entity.name} must be flat (no relations or embeddeds)`);
-  const driver = dataSource.driver;
-  const q = (name: string) => driver.escape(name);
-  const table = meta.tablePath.split('.').map(q).join('.');
-  const columns = meta.columns;
-  const key = meta.primaryColumns[0];
-  const list = columns.map((c) => q(c.databaseName)).join(', ');
-  const select = `SELECT ${list} FROM ${table}`;
-  const params = (count: number, offset = 0) => Array.from({ length: count }, (_, i) => driver.createParameter(`p${offset + i}`, offset + i)).join(', ');
-  const updates = columns.filter((c) => c !== key).map((c) => `${q(c.databaseName)} = EXCLUDED.${q(c.databaseName)}`).join(', ');
-
-  const insertInto = `INSERT INTO ${table} (${list})`;
-  const onConflict = `ON CONFLICT (${q(key.databaseName)}) DO UPDATE SET ${updates}`;
-  const loadSql = memo((n) => `${select} WHERE ${q(key.databaseName)} IN (${params(n)})`);
-  const valuesSql = (conflict: string) =>
-    memo((n) => {
-      const tuples = Array.from({ length: n }, (_, r) => `(${params(columns.length, r * columns.length)})`).join(', ');
-      return `${insertInto} VALUES ${tuples}${conflict}`;
-    });
-  const insertSql = valuesSql('');
-  const upsertSql = valuesSql(` ${onConflict}`);
-  // PostgreSQL takes a whole batch as one parameter: keys as an array, rows as a JSON array that the
-  // server turns into the table's row type. One short statement, parsed in no time, instead of a
-  // VALUES list of thousands of parameters; and JSON.stringify costs far less than pg's escaping.
-  const whole = driver.options.type === 'postgres';
-  const loadAnySql = `${select} WHERE ${q(key.databaseName)} = ANY($1)`;
-  const insertJsonSql = `${insertInto} SELECT ${list} FROM json_populate_recordset(NULL::${table}, $1::json)`;
-  const upsertJsonSql = `${insertJsonSql} ${onConflict}`;
-  const persisted = (row: object, c: ColumnMetadata) => driver.preparePersistentValue((row as Record<string, unknown>)[c.propertyName], c);
-  const asJson = (row: object) => {
-    const out: Record<string, unknown> = {};
-    for (const c of columns) out[c.databaseName] = jsonValue(persisted(row, c));
-    return out;
-  };
-  const write = async (manager: EntityManager, rows: object[], jsonSql: string, valuesSql: (n: number) => string) => {
-    if (whole) {
-      for (const chunk of slices(rows, ROWS_PER_JSON)) await manager.query(jsonSql, [JSON.stringify(chunk.map(asJson))]);
-      return;
-    }
-    for (const chunk of chunks(rows)) await manager.query(valuesSql(chunk.length), chunk.flatMap((row) => columns.map((c) => persisted(row, c))));
-  };
-  const hydrate = (raw: Record<string, unknown>): KeyedRow => {
-    const row: Record<string, unknown> = {};
-    for (const c of columns) row[c.propertyName] = driver.prepareHydratedValue(raw[c.databaseName], c);
-    return row as unknown as KeyedRow;
-  };
-  const keyOf = (row: KeyedRow) => String((row as unknown as Record<string, unknown>)[key.propertyName]);
-
-  return {
-    async load(manager, keys) {
-      const rows = new Map<string, KeyedRow>();
-      for (const chunk of whole ? slices(keys, ROWS_PER_JSON) : chunks(keys)) {
-        const raws: Record<string, unknown>[] = whole ? await manager.query(loadAnySql, [chunk]) : await manager.query(loadSql(chunk.length), chunk);
-        for (const raw of raws) {
-          const row = hydrate(raw);
-          rows.set(keyOf(row), row);
-        }
-      }
-      return rows;
-    },
-    insert: (manager, rows) => write(manager, rows, insertJsonSql, insertSql),
-    upsert: (manager, rows) => write(manager, rows, upsertJsonSql, upsertSql),
-    async all(manager) {
-      const rows = ((await manager.query(select)) as Record<string, unknown>[]).map(hydrate);
-      // Sorted here, not in SQL, so the order is the same code-unit order on every database collation.
-      return rows.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
-    },
-  };
-}
-
-function memo(build: (n: number) => string): (n: number) => string {
-  const cache = new Map<number, string>();
-  return (n) => {
-    let sql = cache.get(n);
-    if (sql === undefined) cache.set(n, (sql = build(n)));
-    return sql;
-  };
-}
-
-/** A column value as json_populate_recordset reads it back: what JSON has no literal for goes as the type's text form. */
-function jsonValue(value: unknown): unknown {
-  if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
-  if (typeof value === 'bigint') return String(value);
-  if (Buffer.isBuffer(value)) return `\\x${value.toString('hex')}`;
-  return value;
-}
-
-function partition<T>(items: T[], test: (item: T) => boolean): [T[], T[]] {
-  const yes: T[] = [];
-  const no: T[] = [];
-  for (const item of items) (test(item) ? yes : no).push(item);
-  return [yes, no];
-}
-
-function slices<T>(items: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-}
-
-/** Splits into slices of ROWS_PER_STATEMENT, then powers of two, to keep statement shapes few. */
-function chunks<T>(items: T[]): T[][] {
-  const out: T[][] = [];
-  let i = 0;
-  while (items.length - i >= ROWS_PER_STATEMENT) out.push(items.slice(i, (i += ROWS_PER_STATEMENT)));
-  for (let size = ROWS_PER_STATEMENT / 2; size >= 1; size /= 2) {
-    if (items.length - i >= size) out.push(items.slice(i, (i += size)));
-  }
-  return out;
 }

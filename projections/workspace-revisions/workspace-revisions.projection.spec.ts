@@ -1,4 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
+import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { workspaceRevisionsProjection as projection } from './workspace-revisions.projection.js';
 
@@ -54,5 +56,16 @@ describe('workspace-revisions projection', () => {
     const e = buildEvent('FileChanged', RUN, 3, at(3), { path: 'x', op: 'create', sha256: sha('f'), size: 1, observedAt: at(3) });
     const first = projection.evolve(undefined, e);
     expect(projection.evolve(first, e)).toEqual(first);
+  });
+
+  it('writes revisions as canonical JSON, whatever the paths hold, and as canonicalJson does for a malformed stored event', () => {
+    const paths = ['a "quoted" \\ path', 'ünïcødé/文件.py', 'tab\tnew\nline', '\u2028\u007f\u0000', 'emoji 😀', 'lone \ud800 surrogate'];
+    for (const [seq, path] of paths.entries()) {
+      const row = projection.evolve(undefined, buildEvent('FileChanged', RUN, seq, at(seq), { path, op: 'create', sha256: sha('a'), size: seq * 1_000_003, observedAt: at(seq) }));
+      expect(row.revisions).toBe(canonicalJson(JSON.parse(row.revisions)));
+    }
+    // Read back from storage, a payload is not validated again: a manifest entry without a size.
+    const stored = { type: 'WorkspacePrepared', runId: RUN, seq: 1, data: { dataManifest: [{ path: 'data/x', sha256: sha('c') }] } } as unknown as A2rlEvent;
+    expect(projection.evolve(undefined, stored).revisions).toBe(`[{"op":"provided","path":"data/x","sha256":"${sha('c')}"}]`);
   });
 });

@@ -18,7 +18,7 @@ export const workspaceRevisionsProjection = defineProjection<WorkspaceRevisionRo
   name: 'workspace-revisions',
   version: 1,
   entity: WorkspaceRevisionRow,
-  keyOf: (event) => (revisionsOf(event) ? revisionKey(event.runId, event.seq) : null),
+  keyOf: (event) => (REVISION_EVENTS.has(event.type) ? revisionKey(event.runId, event.seq) : null),
   evolve(_row, event) {
     const found = revisionsOf(event)!;
     return {
@@ -28,13 +28,32 @@ export const workspaceRevisionsProjection = defineProjection<WorkspaceRevisionRo
       occurredAt: event.occurredAt,
       eventType: event.type,
       replaces: found.replaces,
-      revisions: canonicalJson(found.revisions),
+      revisions: revisionsJson(found.revisions),
     };
   },
 });
 
 export function revisionKey(runId: string, seq: number): string {
   return `${runId}/${seq}`;
+}
+
+/** The event types whose revisionsOf is not null: keyOf need not build the revisions to know. */
+const REVISION_EVENTS = new Set<string>(['FileChanged', 'WorkspacePrepared', 'SubmissionReceived']);
+
+/**
+ * canonicalJson(revisions), written out for the one shape it takes: keys in canonical order, each
+ * value by JSON.stringify as canonicalize does. A rebuild writes one per file-changing event, and
+ * the generic walk (sorting every object's keys) was most of this projection's cost. A value of
+ * another type (an event stored malformed) goes to canonicalJson, which decides as it always did.
+ */
+function revisionsJson(revisions: PathRevision[]): string {
+  let out = '[';
+  for (const [i, { op, path, sha256, size }] of revisions.entries()) {
+    const plain = typeof op === 'string' && typeof path === 'string' && (sha256 === null || typeof sha256 === 'string') && (size === null || Number.isFinite(size));
+    if (!plain) return canonicalJson(revisions);
+    out += `${i ? ',' : ''}{"op":${JSON.stringify(op)},"path":${JSON.stringify(path)},"sha256":${JSON.stringify(sha256)},"size":${JSON.stringify(size)}}`;
+  }
+  return `${out}]`;
 }
 
 /** The file revisions an event records, or null when it changes no workspace file. */

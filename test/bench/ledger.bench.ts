@@ -158,6 +158,12 @@ async function rebuildRate(store: EventStore, readModelUrl: string): Promise<{ e
   try {
     // The bench's runs reference no blobs: an empty reader keeps the run-analysis projection pure.
     const runner = new ProjectionRunner(store, dataSource, PROJECTIONS, { blobs: { read: async () => null } });
+    // The floor under every rebuild: reading and decoding the ledger, with no projection.
+    const readStarted = process.hrtime.bigint();
+    let read = 0;
+    for await (const _ of store.readAll()) read += 1;
+    const readSeconds = Number(process.hrtime.bigint() - readStarted) / 1e9;
+    console.log(`         read of the ledger alone (readAll, no projection): ${fmt(read)} events in ${readSeconds.toFixed(2)} s = ${fmt(read / readSeconds)} events/s`);
     // Each projection alone, for the breakdown; the headline is `rebuild()` of all of them, which
     // reads the ledger once for every projection.
     for (const projection of PROJECTIONS) {

@@ -1,0 +1,209 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
+import type { KeyedRow } from '../../projections/projection.js';
+
+/** Rows (or keys) per statement on SQLite. Remainders are split into powers of two, so every
+ *  projection uses few statement shapes, each prepared once. */
+export const ROWS_PER_STATEMENT = 256;
+/** Rows (or keys) per statement on PostgreSQL, where a statement binds them all as one parameter. */
+const ROWS_PER_JSON = 5000;
+
+/** A projection is not usable with the runner (duplicate name, entity not registered, composite key, unsupported database). */
+export class InvalidProjectionError extends Error {
+  override readonly name = 'InvalidProjectionError';
+}
+
+/**
+ * Bulk load/insert/upsert of one entity's rows with SQL built once from its metadata. Called inside
+ * the runner's transaction (`manager`), so rows commit together with the checkpoint.
+ */
+export interface RowTable {
+  load(manager: EntityManager, keys: string[]): Promise<Map<string, KeyedRow>>;
+  /** Rows whose keys are not in the table (cheaper than an upsert, which must check). */
+  insert(manager: EntityManager, rows: object[]): Promise<void>;
+  upsert(manager: EntityManager, rows: object[]): Promise<void>;
+  /** Every row, ordered by key in code-unit order. */
+  all(manager: EntityManager): Promise<KeyedRow[]>;
+}
+
+/** The RowTable of `entity` for the DataSource's database: SQLite (better-sqlite3) or PostgreSQL. */
+export function rowTable(dataSource: DataSource, entity: Function): RowTable {
+  const sql = tableSql(dataSource, entity);
+  const type = dataSource.driver.options.type;
+  if (type === 'better-sqlite3') return sqliteRowTable(dataSource, sql);
+  if (type === 'postgres') return postgresRowTable(sql);
+  throw new InvalidProjectionError(`read models on "${type}" are not supported (SQLite through better-sqlite3, or PostgreSQL)`);
+}
+
+/** What both dialects need of an entity: quoted names, the SELECT, the conflict clause, value conversion. */
+interface TableSql {
+  dataSource: DataSource;
+  columns: ColumnMetadata[];
+  table: string;
+  keyColumn: string;
+  list: string;
+  select: string;
+  insertInto: string;
+  onConflict: string;
+  /** A row's values in column order, as the driver stores them. */
+  values(row: object): unknown[];
+  /** The rows' values one after the other (a multi-row statement's parameters). */
+  valuesOf(rows: object[]): unknown[];
+  /** A row from the database's column values. */
+  hydrate(raw: Record<string, unknown>): KeyedRow;
+  keyOf(row: KeyedRow): string;
+}
+
+function tableSql(dataSource: DataSource, entity: Function): TableSql {
+  if (!dataSource.hasMetadata(entity)) {
+    throw new InvalidProjectionError(`entity ${entity.name} is not registered with the read-model DataSource`);
+  }
+  const meta = dataSource.getMetadata(entity);
+  if (meta.primaryColumns.length !== 1) throw new InvalidProjectionError(`entity ${entity.name} must have exactly one primary column`);
+  if (meta.relations.length || meta.embeddeds.length) throw new InvalidProjectionError(`entity ${entity.name} must be flat (no relations or embeddeds)`);
+  const driver = dataSource.driver;
+  const q = (name: string) => driver.escape(name);
+  const table = meta.tablePath.split('.').map(q).join('.');
+  const columns = meta.columns;
+  const key = meta.primaryColumns[0];
+  const list = columns.map((c) => q(c.databaseName)).join(', ');
+  const updates = columns.filter((c) => c !== key).map((c) => `${q(c.databaseName)} = EXCLUDED.${q(c.databaseName)}`).join(', ');
+  return {
+    dataSource,
+    columns,
+    table,
+    keyColumn: q(key.databaseName),
+    list,
+    select: `SELECT ${list} FROM ${table}`,
+    insertInto: `INSERT INTO ${table} (${list})`,
+    onConflict: `ON CONFLICT (${q(key.databaseName)}) DO UPDATE SET ${updates}`,
+    values: (row) => columns.map((c) => driver.preparePersistentValue((row as Record<string, unknown>)[c.propertyName], c)),
+    valuesOf(rows) {
+      const out: unknown[] = [];
+      for (const row of rows) for (const c of columns) out.push(driver.preparePersistentValue((row as Record<string, unknown>)[c.propertyName], c));
+      return out;
+    },
+    hydrate(raw) {
+      const row: Record<string, unknown> = {};
+      for (const c of columns) row[c.propertyName] = driver.prepareHydratedValue(raw[c.databaseName], c);
+      return row as unknown as KeyedRow;
+    },
+    keyOf: (row) => String((row as unknown as Record<string, unknown>)[key.propertyName]),
+  };
+}
+
+/**
+ * SQLite: statements prepared once on better-sqlite3's connection, run directly. TypeORM's SQLite
+ * driver has that one connection, so they run inside the transaction the runner opened through
+ * `manager`; going around TypeORM's `query` spares its per-call work (parameter copies, logging,
+ * events) on every statement of a rebuild.
+ */
+function sqliteRowTable(dataSource: DataSource, sql: TableSql): RowTable {
+  const connection = () => (dataSource.driver as unknown as { databaseConnection: BetterSqlite3.Database }).databaseConnection;
+  const tuples = (n: number) => Array.from({ length: n }, () => `(${sql.columns.map(() => '?').join(', ')})`).join(', ');
+  const loadSql = memo((n) => `${sql.select} WHERE ${sql.keyColumn} IN (${Array(n).fill('?').join(', ')})`);
+  const insertSql = memo((n) => `${sql.insertInto} VALUES ${tuples(n)}`);
+  const upsertSql = memo((n) => `${insertSql(n)} ${sql.onConflict}`);
+  const write = (rows: object[], text: (n: number) => string) => {
+    for (const chunk of chunks(rows)) statement(connection(), text(chunk.length)).run(sql.valuesOf(chunk));
+  };
+  const hydrateAll = (raws: unknown[]) => (raws as Record<string, unknown>[]).map(sql.hydrate);
+  return {
+    async load(_manager, keys) {
+      const rows = new Map<string, KeyedRow>();
+      for (const chunk of chunks(keys)) {
+        for (const row of hydrateAll(statement(connection(), loadSql(chunk.length)).all(chunk))) rows.set(sql.keyOf(row), row);
+      }
+      return rows;
+    },
+    insert: async (_manager, rows) => write(rows, insertSql),
+    upsert: async (_manager, rows) => write(rows, upsertSql),
+    all: async () => sortedByKey(hydrateAll(statement(connection(), sql.select).all()), sql.keyOf),
+  };
+}
+
+/** Prepared statements per connection and SQL text: each prepared once, for as long as its connection lives. */
+const prepared = new WeakMap<BetterSqlite3.Database, Map<string, BetterSqlite3.Statement>>();
+
+function statement(connection: BetterSqlite3.Database, text: string): BetterSqlite3.Statement {
+  let statements = prepared.get(connection);
+  if (!statements) prepared.set(connection, (statements = new Map()));
+  let found = statements.get(text);
+  if (!found) statements.set(text, (found = connection.prepare(text)));
+  return found;
+}
+
+/**
+ * PostgreSQL takes a whole batch as one parameter: keys as an array, rows as a JSON array that the
+ * server turns into the table's row type. One short statement, parsed in no time, instead of a
+ * VALUES list of thousands of parameters; and JSON.stringify costs far less than pg's escaping.
+ */
+function postgresRowTable(sql: TableSql): RowTable {
+  const loadSql = `${sql.select} WHERE ${sql.keyColumn} = ANY($1)`;
+  const insertSql = `${sql.insertInto} SELECT ${sql.list} FROM json_populate_recordset(NULL::${sql.table}, $1::json)`;
+  const upsertSql = `${insertSql} ${sql.onConflict}`;
+  const asJson = (row: object) => {
+    const values = sql.values(row);
+    const out: Record<string, unknown> = {};
+    sql.columns.forEach((c, i) => (out[c.databaseName] = jsonValue(values[i])));
+    return out;
+  };
+  const write = async (manager: EntityManager, rows: object[], statement: string) => {
+    for (const chunk of slices(rows, ROWS_PER_JSON)) await manager.query(statement, [JSON.stringify(chunk.map(asJson))]);
+  };
+  return {
+    async load(manager, keys) {
+      const rows = new Map<string, KeyedRow>();
+      for (const chunk of slices(keys, ROWS_PER_JSON)) {
+        for (const raw of (await manager.query(loadSql, [chunk])) as Record<string, unknown>[]) {
+          const row = sql.hydrate(raw);
+          rows.set(sql.keyOf(row), row);
+        }
+      }
+      return rows;
+    },
+    insert: (manager, rows) => write(manager, rows, insertSql),
+    upsert: (manager, rows) => write(manager, rows, upsertSql),
+    all: async (manager) => sortedByKey(((await manager.query(sql.select)) as Record<string, unknown>[]).map(sql.hydrate), sql.keyOf),
+  };
+}
+
+/** Sorted here, not in SQL, so the order is the same code-unit order on every database collation. */
+function sortedByKey(rows: KeyedRow[], keyOf: (row: KeyedRow) => string): KeyedRow[] {
+  return rows.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+}
+
+function memo<T>(build: (n: number) => T): (n: number) => T {
+  const cache = new Map<number, T>();
+  return (n) => {
+    let value = cache.get(n);
+    if (value === undefined) cache.set(n, (value = build(n)));
+    return value;
+  };
+}
+
+/** A column value as json_populate_recordset reads it back: what JSON has no literal for goes as the type's text form. */
+function jsonValue(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
+  if (typeof value === 'bigint') return String(value);
+  if (Buffer.isBuffer(value)) return `\\x${value.toString('hex')}`;
+  return value;
+}
+
+function slices<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** Splits into slices of ROWS_PER_STATEMENT, then powers of two, to keep statement shapes few. */
+function chunks<T>(items: T[]): T[][] {
+  const out: T[][] = [];
+  let i = 0;
+  while (items.length - i >= ROWS_PER_STATEMENT) out.push(items.slice(i, (i += ROWS_PER_STATEMENT)));
+  for (let size = ROWS_PER_STATEMENT / 2; size >= 1; size /= 2) {
+    if (items.length - i >= size) out.push(items.slice(i, (i += size)));
+  }
+  return out;
+}
