@@ -534,7 +534,7 @@ function quoteIdent(name: string): string {
 
 function toRecorded(row: EventRow): RecordedEvent {
   const stored = row.type === undefined ? {} : { stored: { id: row.id!, type: row.type } };
-  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data), bytes: Buffer.from(row.data), ...stored };
+  return { stream: row.stream, revision: BigInt(row.revision), position: positionOf(cursorOf(row)), event: decodeEvent(row.data), bytes: row.data, ...stored }; // the driver's own Buffer, one per row: no copy
 }
 
 function cursorOf(row: Pick<EventRow, 'transaction_id' | 'global_position'>): Cursor {

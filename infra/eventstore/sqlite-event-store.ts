@@ -353,7 +353,7 @@ class SqliteSubscription implements Subscription {
 
 function toRecorded(row: EventRow): RecordedEvent {
   const stored = row.type === undefined ? {} : { stored: { id: row.id!, type: row.type } };
-  return { stream: row.stream, revision: BigInt(row.revision), position: String(row.position), event: decodeEvent(row.data), bytes: Buffer.from(row.data), ...stored };
+  return { stream: row.stream, revision: BigInt(row.revision), position: String(row.position), event: decodeEvent(row.data), bytes: row.data, ...stored }; // the driver's own Buffer, one per row: no copy
 }
 
 function parsePosition(position: string | null | undefined): number {

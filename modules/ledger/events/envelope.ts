@@ -141,6 +141,7 @@ export function encodeEvent(event: A2rlEvent): Buffer {
 
 /** Parses stored bytes and upcasts older schema versions to the current shape. */
 export function decodeEvent(bytes: Uint8Array | string): A2rlEvent {
-  const text = typeof bytes === 'string' ? bytes : Buffer.from(bytes).toString('utf8');
+  // A view, not a copy: decoding is on every read path.
+  const text = typeof bytes === 'string' ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   return upcast(JSON.parse(text) as A2rlEvent);
 }
