@@ -32,8 +32,8 @@ export { artifactRefs, type ArtifactRef } from './artifact-refs.js';
  *    longer parses is reported at its seq. What the store keeps beside the bytes (stream, revision,
  *    its id and type columns, the decoded event) must say what the bytes say (verify-columns.ts).
  * 2. Artifacts: every blob an event references exists and hashes to its sha256 (and size).
- * 3. With `rebuild` (the derived read models, not the record): every projection is rebuilt from zero into a scratch read-model store from
- *    this run's verified events only (a single-run view of the ledger that re-reads the stream and
+ * 3. With `rebuild` (the derived read models, not the record; verify-rebuild.ts): every projection
+ *    is rebuilt from zero into a scratch read-model store from this run's verified events only (a single-run view of the ledger that re-reads the stream and
  *    checks each event against its verified leaf hash: projections are per run, and a whole-ledger
  *    rebuild would cost time proportional to every other run); each
  *    rebuilt row must equal the live row as canonical JSON, and the md/json/html reports rendered
@@ -43,11 +43,10 @@ export { artifactRefs, type ArtifactRef } from './artifact-refs.js';
  * 5. Integrity: no WorkspaceIntegrityChecked found data/ or models/ different from the manifest
  *    (verify-integrity.ts); a run with no such check has nothing to contradict it.
  */
-/** The read-model dependencies are needed only to rebuild (`rebuild`). */
 export interface VerifyDeps {
   store: EventStore;
   artifacts: ArtifactStore;
-  /** The live read models (as `a2rl runs` / `a2rl report` read them). */
+  /** The live read models (as `a2rl runs` / `a2rl report` read them). This and the next three: for `rebuild` only. */
   readModels?: DataSource;
   /** Opens the scratch store the projections are rebuilt into (the read-model port). */
   readModelStores?: Pick<ReadModelStores, 'openScratch'>;
