@@ -200,6 +200,8 @@ describeWithBrowser('the dashboard in Chromium', () => {
     for (const [route, ready] of pages) {
       await open(route);
       await page.locator(ready).first().waitFor();
+      // The run page asks for its report after its first view: its links (the baseline's among them) come then.
+      await eventually('the run report', async () => ((await page.getByText('Loading the run report…').count()) === 0 ? true : undefined));
       const stops = await tabStops(page, 2000);
       const found = { unreached: await unreached(page), unnamed: stops.filter((s) => s.name === '') };
       if (found.unreached.length || found.unnamed.length) problems[route] = found;
