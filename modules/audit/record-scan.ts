@@ -32,9 +32,9 @@ export const KEPT_TYPES = new Set<A2rlEvent['type']>(['RunScheduled', 'BaselineE
  * Segments are cut at multiples of CHUNK events, and each chunk's part of the Merkle tree is built
  * where the chunk is read: a chunk starting at a multiple of 2^16 splits into perfect subtrees that
  * line up with the tree's own, so the join only adds a few subtrees a chunk (merkle.ts pushSubtree).
+ * Any power of two works: tests pass smaller ones to have several chunks in a small run.
  */
 export const CHUNK = 2 ** 16;
-// (A power of two; tests pass smaller ones to have several chunks in a small run.)
 
 export interface SegmentScan {
   /** Seq of the segment's first event (a multiple of CHUNK), and how many it has. */
