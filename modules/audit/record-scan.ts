@@ -1,9 +1,8 @@
-import { hash } from 'node:crypto';
 import { storedEvents, type EventStore, type StoredEvent } from '../ledger/event-store.port.js';
 import { EVENT_CATALOG, isEventType, type A2rlEvent, type EventData } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
 import { ArtifactRefs, type ArtifactRef } from './artifact-refs.js';
-import { MerkleAccumulator, type PerfectSubtree } from './merkle.js';
+import { leafHash, MerkleAccumulator, type PerfectSubtree } from './merkle.js';
 import { verifyTreeHead } from './tree-head.js';
 import { sealFailure, sealRelevant, validated } from './verify-chain.js';
 
@@ -85,7 +84,7 @@ export async function scanSegment(events: AsyncIterable<StoredEvent>, runId: str
     }
     if (event.type === 'TreeHeadSigned') scan.heads.push({ seq, data: event.data, before: chunk.subtrees() });
     else scan.lastNonHeadSeq = seq;
-    chunk.push(leafOf(stored.bytes));
+    chunk.push(leafHash(stored.bytes));
     scan.count += 1;
     if (onProgress && scan.count % 10_000 === 0) onProgress(scan.count);
     if (sealRelevant(event)) scan.lastSealRelevant = { seq, type: event.type };
@@ -122,15 +121,6 @@ function checkStored(stored: StoredEvent, stream: string, runId: string, seq: nu
     }
   }
   return event;
-}
-
-// leafHash (merkle.ts) with its own input buffer: segments may be scanned in several threads.
-let input = Buffer.alloc(64 * 1024);
-function leafOf(bytes: Uint8Array): Buffer {
-  if (bytes.length + 1 > input.length) input = Buffer.alloc(2 * (bytes.length + 1));
-  input[0] = 0;
-  input.set(bytes, 1);
-  return hash('sha256', input.subarray(0, bytes.length + 1), 'buffer');
 }
 
 /**
