@@ -105,6 +105,7 @@ export function registerAuditCommands(program: Command): void {
         lastAt = Date.now();
       };
       const config = loadConfig();
+      checkHome(config.home); // one line naming A2RL_HOME, before its keys or stores are read
       const base = {
         publicKeyPem: loadPublicKey(config.home)?.publicKeyPem ?? null,
         taskCacheDir: path.join(config.home, 'tasks'),
@@ -289,7 +290,6 @@ async function verifyRecord(config: A2rlConfig, base: VerifyBase, runId: string,
     import('../record-scan-threads.js'),
     import('node:os'),
   ]);
-  checkHome(config.home);
   const store = await openLedger(config);
   try {
     const artifacts = await openArtifacts(config);
