@@ -59,12 +59,12 @@ async function events(home: string, runId: string, env: Record<string, string> =
 }
 
 /** Polls until `check` yields a value; generous, since runs' timing depends on the machine's load. */
-async function until<T>(check: () => Promise<T | null | undefined>, what: string, timeoutMs = 120_000): Promise<T> {
+async function until<T>(check: () => Promise<T | null | undefined>, what: string, timeoutMs = 120_000, context?: () => string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${context ? ` (${context()})` : ''}`);
     await new Promise((r) => setTimeout(r, 300));
   }
 }
@@ -284,11 +284,11 @@ const redisUp = await checkQueue(REDIS).then(
     const first = worker();
     const scheduler = start(home, ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '6s'], env);
     children.push(scheduler.child);
-    const id = await until(async () => campaignIdIn(scheduler.stderr()), 'the campaign id on stderr');
+    const id = await until(async () => campaignIdIn(scheduler.stderr()), 'the campaign id on stderr', undefined, () => `scheduler stderr: ${scheduler.stderr()}; worker stderr: ${first.stderr()}`);
     const before = await until(async () => {
       const p = await status(home, id, env);
       return p.counts.completed >= 1 ? p : null;
-    }, 'a cell completed by the worker');
+    }, 'a cell completed by the worker', undefined, () => `scheduler stderr: ${scheduler.stderr()}; worker stderr: ${first.stderr()}`);
 
     // Everything in flight goes: the worker hands its job back (to the queue), the scheduler is
     // killed, then the queue itself is lost.
