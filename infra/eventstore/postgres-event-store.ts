@@ -347,9 +347,15 @@ export class PostgresEventStore implements EventStore {
         data            bytea  NOT NULL,
         UNIQUE (stream, revision)
       )`);
-      await client.query(`CREATE INDEX IF NOT EXISTS events_commit_order ON ${s}.events (transaction_id, global_position)`);
+      // CREATE INDEX IF NOT EXISTS takes a SHARE lock on the table before it sees the index exists, so
+      // it would wait behind any open append of another process (and that process's next append
+      // behind it): an index is created only when it is missing, which the advisory lock makes final.
+      const missing = async (index: string) => (await client.query<{ r: string | null }>('SELECT to_regclass($1) AS r', [`${s}.${quoteIdent(index)}`])).rows[0].r === null;
+      if (await missing('events_commit_order')) await client.query(`CREATE INDEX events_commit_order ON ${s}.events (transaction_id, global_position)`);
       // Campaign streams are a sliver of the ledger: their reads walk this partial index, not the run events.
-      await client.query(`CREATE INDEX IF NOT EXISTS events_campaign_commit_order ON ${s}.events (transaction_id, global_position) WHERE stream LIKE 'campaign-%'`);
+      if (await missing('events_campaign_commit_order')) {
+        await client.query(`CREATE INDEX events_campaign_commit_order ON ${s}.events (transaction_id, global_position) WHERE stream LIKE 'campaign-%'`);
+      }
       await client.query(`CREATE TABLE IF NOT EXISTS ${s}.streams (
         stream   text   PRIMARY KEY,
         revision bigint NOT NULL

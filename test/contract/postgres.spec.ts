@@ -214,6 +214,22 @@ describe('PostgresEventStore', () => {
     }
   });
 
+  it("opens an existing schema without waiting behind another process's open append", async () => {
+    // CREATE INDEX IF NOT EXISTS would wait for the SHARE lock this open transaction's insert blocks.
+    await writer.query('BEGIN');
+    await writer.query(`INSERT INTO "${schema}".events (stream, revision, id, type, data) VALUES ('run-held', 0, gen_random_uuid(), 'AgentStarted', '\\x7b7d')`);
+    try {
+      const started = Date.now();
+      const opened = await Promise.race([
+        PostgresEventStore.open(SERVER, { schema }).then(async (s) => (await s.close(), 'opened')),
+        new Promise((resolve) => setTimeout(() => resolve('still waiting after 20 s'), 20_000).unref()),
+      ]);
+      expect({ opened, quick: Date.now() - started < 20_000 }).toEqual({ opened: 'opened', quick: true });
+    } finally {
+      await writer.query('ROLLBACK');
+    }
+  });
+
   it('rejects a position it did not issue', () => {
     expect(() => store.subscribeAll({ after: '42' })).toThrow(RangeError);
   });
