@@ -54,9 +54,9 @@ export class ArtifactRefs {
     if (!this.refs.has(ref.sha256)) this.refs.set(ref.sha256, ref);
   }
 
-  /** Adds refs found elsewhere (another part of the same run, read in parallel), first reference winning. */
+  /** Adds the refs of a later part of the same run (read in parallel, joined in seq order): the first reference wins. */
   merge(refs: readonly ArtifactRef[]): void {
-    for (const ref of refs) if (!this.refs.get(ref.sha256) || this.refs.get(ref.sha256)!.seq > ref.seq) this.refs.set(ref.sha256, ref);
+    for (const ref of refs) this.use(ref);
   }
 }
 
