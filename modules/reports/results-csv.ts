@@ -1,4 +1,5 @@
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
+import { inertLine } from './inert-text.js';
 
 /** Fixed number formatting for text outputs: at most 4 decimals, no exponent, no trailing zeros. */
 export function formatNumber(n: number | null): string {
@@ -10,6 +11,23 @@ export function formatNumber(n: number | null): string {
 /** RFC 4180: quote a field containing a comma, quote, CR or LF; double inner quotes. */
 export function csvField(value: string): string {
   return /[",\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value;
+}
+
+/**
+ * What a spreadsheet reads as the start of a formula (OWASP CSV injection), full-width forms included
+ * (some spreadsheets fold them); OWASP's other two, tab and CR, are already shown escaped by inertLine.
+ */
+const FORMULA_START = /^[=+\-@\uff1d\uff0b\uff0d\uff20]/;
+const PLAIN_NUMBER = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+
+/**
+ * A cell a spreadsheet shows as text, never evaluates: recorded strings (a requested model name such
+ * as `=HYPERLINK(…)`) that would start a formula get a leading `'`; numbers such as -3.5 stay numbers.
+ * Control characters are shown escaped (inert-text.ts), so `cat results.csv` is safe too.
+ */
+export function csvCell(value: string): string {
+  const inert = inertLine(value);
+  return csvField(FORMULA_START.test(inert) && !PLAIN_NUMBER.test(inert) ? `'${inert}` : inert);
 }
 
 export const RESULTS_COLUMNS = [
@@ -36,7 +54,7 @@ export function resultsCsv(runs: readonly ResultsRun[]): string {
       formatNumber(a.baseline), formatNumber(a.best), formatNumber(a.improvement), String(a.submissions.length),
       formatNumber(a.durationS), String(a.failure.class === 'success'), a.workspace ?? '',
     ];
-    lines.push(cells.map(csvField).join(','));
+    lines.push(cells.map(csvCell).join(','));
   }
   return `${lines.join('\r\n')}\r\n`;
 }

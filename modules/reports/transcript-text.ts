@@ -1,16 +1,19 @@
 import type { Transcript, TranscriptEntry, TranscriptTotals } from '../../projections/transcript/transcript.js';
+import { inertLine, inertText } from './inert-text.js';
 import { fmt, thousands, usd } from './render.js';
 
 // The transcript as plain text for a terminal (`a2rl transcript`, GET /runs/:id/transcript?format=text):
 // one block per call, its texts whole (the gateway already cut them), continuation lines indented.
+// Every recorded string is shown inert (inert-text.ts): headers and labels on one line, so a model
+// name or tool name cannot start a block of its own; texts keep their line breaks, indented.
 
 const seconds = (ms: number | null) => (ms === null ? 'n/a' : `${fmt(ms / 1000, 2)} s`);
 const tokens = (n: number | null) => (n === null ? '?' : thousands(n));
 const plural = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
 
 function labelled(label: string, text: string): string {
-  const [first, ...rest] = text.split('\n');
-  return `  ${label}: ${first}\n${rest.map((line) => `      ${line}\n`).join('')}`;
+  const [first, ...rest] = inertText(text).split('\n');
+  return `  ${inertLine(label)}: ${first}\n${rest.map((line) => `      ${line}\n`).join('')}`;
 }
 
 function title(e: TranscriptEntry): string {
@@ -27,7 +30,7 @@ export function entryText(e: TranscriptEntry): string {
     `${tokens(u.inputTokens)} in / ${tokens(u.outputTokens)} out tokens${u.cacheReadTokens || u.cacheWriteTokens ? ` (cache ${tokens(u.cacheReadTokens)} read, ${tokens(u.cacheWriteTokens)} written)` : ''}`,
     e.costUsd === null ? 'cost unknown' : `$${fmt(e.costUsd, 6)}`,
   ].join(' · ');
-  const parts = [`${head}\n`];
+  const parts = [`${inertLine(head)}\n`];
   if (e.request.userText !== null) parts.push(labelled('user', e.request.userText));
   for (const r of e.request.toolResults) parts.push(labelled(`tool result${r.name ? ` ${r.name}` : ''}${r.id ? ` [${r.id}]` : ''}${r.isError ? ' (error)' : ''}`, r.output));
   if (e.answer.text !== null) parts.push(labelled('assistant', e.answer.text));
@@ -37,7 +40,7 @@ export function entryText(e: TranscriptEntry): string {
 }
 
 export function totalsText(t: TranscriptTotals): string {
-  const outcomes = Object.entries(t.outcomes).map(([outcome, n]) => `${outcome}×${n}`).join(', ');
+  const outcomes = inertLine(Object.entries(t.outcomes).map(([outcome, n]) => `${outcome}×${n}`).join(', '));
   return [
     `══ ${plural(t.calls, 'call')}: ${plural(t.turns, 'turn')}, ${t.sideCalls} on the side, ${t.failedCalls} failed`,
     `${plural(t.toolCalls, 'tool call')}, ${plural(t.toolResults, 'tool result')}`,

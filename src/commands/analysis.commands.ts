@@ -12,6 +12,7 @@ import { transcriptText } from '../../modules/reports/transcript-text.js';
 import { scoreboard, scoreboardRuns, type ScoreboardFilter, type ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
 import { buildTranscript } from '../../projections/transcript/transcript.js';
 import { table, withApp } from './cli-support.js';
+import { documentOut, jsonOut } from './terminal.js';
 
 /** Commands over the post-hoc analysis: scoreboard, report, transcript. */
 export function registerAnalysisCommands(program: Command): void {
@@ -43,7 +44,8 @@ export function registerAnalysisCommands(program: Command): void {
         if (!input) throw new Error(`no run "${runId}" in the ledger`);
         const text = await renderReport(input, opts.format as ReportFormat);
         if (!opts.output) {
-          process.stdout.write(text);
+          // md is inert as rendered; json and html keep their bytes unless shown on a terminal.
+          process.stdout.write(opts.format === 'json' ? jsonOut(text) : opts.format === 'html' ? documentOut(text) : text);
           return;
         }
         await writeFile(opts.output, text);
@@ -60,7 +62,7 @@ export function registerAnalysisCommands(program: Command): void {
     .action(async (runId: string, opts: { follow?: boolean; json?: boolean }) => {
       await withApp(async (app) => {
         const source = app.get(RunSource);
-        const write = (text: string) => void process.stdout.write(text);
+        const write = (text: string) => void process.stdout.write(opts.json ? jsonOut(text) : text); // text: inert as composed (transcript-text.ts)
         if (opts.follow) {
           await followTranscript(source, runId, write, { json: opts.json });
           return;
@@ -91,7 +93,7 @@ export async function printScoreboard(app: INestApplicationContext, opts: Scoreb
   }
   const rows = scoreboard(runs, filter);
   if (opts.json) {
-    process.stdout.write(`${canonicalJson(rows)}\n`);
+    process.stdout.write(jsonOut(`${canonicalJson(rows)}\n`));
     return;
   }
   process.stdout.write(rows.length ? `${scoreboardTable(rows)}\n` : 'no runs match\n');

@@ -6,6 +6,7 @@ import { AppModule } from '../app.module.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
 import { checkHome } from '../config/open-errors.js';
 import { formatSeconds } from '../../modules/settings/duration.js';
+import { inertLine } from '../../modules/reports/inert-text.js';
 import { createHttpApp, nestOptions } from '../server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
 
@@ -68,7 +69,7 @@ export function progressPrinter(): (p: RunProgress) => void {
     if (!tty && p.elapsedS - last < 10 && p.remainingS > 0) return;
     last = p.elapsedS;
     const best = p.best === null ? '-' : p.best.toFixed(1);
-    const line = `[${p.runId}] ${formatSeconds(p.elapsedS)} elapsed, ${formatSeconds(p.remainingS)} left · submissions ${p.submissions} · best ${best} (baseline ${p.baseline.toFixed(1)})`;
+    const line = inertLine(`[${p.runId}] ${formatSeconds(p.elapsedS)} elapsed, ${formatSeconds(p.remainingS)} left · submissions ${p.submissions} · best ${best} (baseline ${p.baseline.toFixed(1)})`);
     process.stderr.write(tty ? `\r${line.padEnd(110)}` : `${line}\n`);
   };
 }
@@ -79,12 +80,15 @@ export function summaryJson(r: RunSummary): string {
   return JSON.stringify({ runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions, state: r.state });
 }
 
+/** An event's data on one line, cut at `width` (shown inert: C1 and bidi characters pass JSON's escaping). */
 export function summary(data: unknown, width = 100): string {
-  const text = canonicalJson(data);
+  const text = inertLine(canonicalJson(data));
   return text.length > width ? `${text.slice(0, width - 1)}…` : text;
 }
 
+/** Columns padded to their widest cell; every cell shown inert, on one line (modules/reports/inert-text.ts: cells hold recorded data). */
 export function table(rows: string[][]): string {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]))).join('  ')).join('\n');
+  const cells = rows.map((r) => r.map(inertLine));
+  const widths = cells[0].map((_, c) => Math.max(...cells.map((r) => r[c].length)));
+  return cells.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]))).join('  ')).join('\n');
 }
