@@ -8,6 +8,7 @@ import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { REFERENCE_LIMITS } from '../runs/sandbox/limits.js';
 import { archiveCheckpoint } from './checkpoint-archive.js';
+import { openCheckpointDir } from './workspace-path.js';
 import { SubmissionRefusedError } from './submission-refused.error.js';
 import { post, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
 import { expectBlocks, hashOf, sparseFile } from '../artifacts/testing/sparse-file.js';
@@ -44,7 +45,16 @@ describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
     await rm(home, { recursive: true, force: true });
   });
 
-  const archive = (maxBytes?: number) => archiveCheckpoint({ dir: ckpt, workspaceRoot: ws, artifacts, stagingRoot: staging, maxBytes });
+  /** Archives `output/ck` of the workspace as /submit does: from the held checkpoint directory. */
+  const archiveWith = async (store: ArtifactStore, maxBytes?: number) => {
+    const checkpoint = await openCheckpointDir(ws, path.relative(ws, ckpt), 'output/ck');
+    try {
+      return await archiveCheckpoint({ checkpoint, artifacts: store, stagingRoot: staging, maxBytes });
+    } finally {
+      await checkpoint.close();
+    }
+  };
+  const archive = (maxBytes?: number) => archiveWith(artifacts, maxBytes);
 
   it('refuses a sparse checkpoint by its logical size before copying a byte (413, naming the limit and the size)', async () => {
     await writeFile(path.join(ckpt, 'manifest.json'), '{}');
@@ -92,7 +102,7 @@ describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
       put: { value: (...args: Parameters<ArtifactStore['put']>) => (puts++, artifacts.put(...args)) },
     });
     // 3 MiB of content under two names: within a 4 MiB limit only if counted once.
-    const archived = await archiveCheckpoint({ dir: ckpt, workspaceRoot: ws, artifacts: counting, stagingRoot: staging, maxBytes: 4 * MiB });
+    const archived = await archiveWith(counting, 4 * MiB);
     try {
       const sha256 = createHash('sha256').update(content).digest('hex');
       expect(archived.manifest).toEqual([

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
-import { constants, createReadStream, type Dirent, type Stats } from 'node:fs';
-import { link, lstat, mkdir, mkdtemp, open, opendir, readlink, rm, stat, type FileHandle } from 'node:fs/promises';
+import { createReadStream, type Stats } from 'node:fs';
+import { link, mkdir, mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { BeneathError, type HeldDir, utf8Name, withDirAt } from '../../infra/workspace-fs/held-dir.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { BlobRef, ManifestEntry } from '../ledger/events/catalog.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
 import { SparseWriter } from '../artifacts/sparse-writer.js';
 import { invalidCheckpoint, invalidPath, overLimit, SubmissionRefusedError } from './submission-refused.error.js';
-import { isWithin, resolveInside } from './workspace-path.js';
+import { type HeldCheckpoint, type Resolved, resolveInside, UnresolvedPath } from './workspace-path.js';
 
 /** Checkpoints with more files are refused: their manifest would not fit in one SubmissionReceived. */
 export const MAX_CHECKPOINT_FILES = 2000;
@@ -24,9 +25,12 @@ export interface ArchivedCheckpoint {
   stagedDir: string;
 }
 
+/** A file the walk found: where it is in the checkpoint (directories and name); `link` when it is a symlink there. */
 interface FoundFile {
   rel: string;
-  source: string;
+  dirs: string[];
+  name: string;
+  link: boolean;
 }
 
 /** A file already staged in this checkpoint, by inode: a hard link to it is staged as a link, not copied again. */
@@ -39,9 +43,11 @@ interface Staged {
 /**
  * Copies a checkpoint directory to a private staging directory, hashing as it copies, puts every
  * file into the artifact store and returns the manifest. Only regular files are taken; a symlink is
- * followed only to a regular file inside the workspace. Each file is opened and then checked by
- * where its descriptor really points, so swapping a path for a link between the walk and the copy
- * gains nothing.
+ * taken only when it leads to a regular file inside the workspace (its text interpreted, never
+ * followed: see resolveInside). The walk and the copy go from the held checkpoint directory one
+ * component at a time through directory descriptors (infra/workspace-fs), refusing links: swapping
+ * a sub-directory for a link at any moment makes the harness refuse the checkpoint, never open or
+ * list what the link points to. Refusals name entries by their path inside the checkpoint only.
  *
  * Size: before any byte is copied, the logical sizes of the files found (a sparse file at its full
  * size, a file reached twice through hard links or symlinks once) are summed against `maxBytes`;
@@ -51,15 +57,15 @@ interface Staged {
  * the staged copy, as they do in the filesystem artifact store.
  */
 export async function archiveCheckpoint(opts: {
-  dir: string;
-  workspaceRoot: string;
+  /** From resolveCheckpointDir / openCheckpointDir; the caller closes it. */
+  checkpoint: HeldCheckpoint;
   artifacts: ArtifactStore;
   stagingRoot: string;
   /** The run's `checkpointBytes`; absent or null: not limited. */
   maxBytes?: number | null;
 }): Promise<ArchivedCheckpoint> {
   const max = opts.maxBytes ?? Infinity;
-  const { files, logicalBytes } = await walk(opts.dir, opts.workspaceRoot);
+  const { files, logicalBytes } = await walk(opts.checkpoint);
   if (files.length === 0) throw invalidCheckpoint('the checkpoint directory holds no files');
   if (logicalBytes > max) throw tooLarge(logicalBytes, max, files.length);
   await mkdir(opts.stagingRoot, { recursive: true });
@@ -71,7 +77,7 @@ export async function archiveCheckpoint(opts: {
     for (const file of files) {
       const staged = path.join(stagedDir, ...file.rel.split('/'));
       await mkdir(path.dirname(staged), { recursive: true });
-      const entry = await stageFile(file, staged, opts.workspaceRoot, byInode, { copied, max });
+      const entry = await stageFile(opts.checkpoint, file, staged, byInode, { copied, max });
       if (entry.copied) {
         copied += entry.size;
         await opts.artifacts.put(createReadStream(staged), { sha256: entry.sha256, size: entry.size });
@@ -107,56 +113,112 @@ function tooLarge(logicalBytes: number, max: number, files: number | null): Subm
 }
 
 /** The checkpoint's files (at most MAX_CHECKPOINT_FILES) and their total logical size, each inode counted once. */
-async function walk(dir: string, workspaceRoot: string): Promise<{ files: FoundFile[]; logicalBytes: number }> {
+async function walk(ck: HeldCheckpoint): Promise<{ files: FoundFile[]; logicalBytes: number }> {
   const found: FoundFile[] = [];
   const inodes = new Set<string>();
   let logicalBytes = 0;
-  const visit = async (abs: string, rel: string, depth: number): Promise<void> => {
+  let dirCount = 0;
+  const visit = async (dir: HeldDir, dirs: string[], depth: number): Promise<void> => {
     if (depth > MAX_DEPTH) throw invalidCheckpoint(`the checkpoint is nested more than ${MAX_DEPTH} directories deep`);
-    for await (const entry of await opendir(abs)) {
-      const childAbs = path.join(abs, entry.name);
-      const childRel = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) {
-        await visit(childAbs, childRel, depth + 1);
+    for (const raw of await listed(dir, dirs)) {
+      const name = utf8Name(raw);
+      const rel = [...dirs, name ?? raw.toString('utf8')].join('/');
+      if (name === null) throw invalidCheckpoint(`checkpoint entry ${rel} has a name that is not UTF-8`);
+      const st = await dir.lstat(name).catch(() => unreadable(rel));
+      if (st === null) continue; // removed since it was listed
+      if (st.isDirectory()) {
+        if (++dirCount > MAX_CHECKPOINT_FILES) throw invalidCheckpoint(`the checkpoint has more than ${MAX_CHECKPOINT_FILES} directories`);
+        const sub = await dir.openDir(name).catch((err: unknown) => refused(err, rel));
+        try {
+          await visit(sub, [...dirs, name], depth + 1);
+        } finally {
+          await sub.close();
+        }
         continue;
       }
-      const st = await fileStat(entry, childAbs, childRel, workspaceRoot);
-      const inode = `${st.dev}:${st.ino}`;
-      if (!inodes.has(inode)) {
-        inodes.add(inode);
-        logicalBytes += st.size;
-      }
-      found.push({ rel: childRel, source: childAbs });
+      const file: FoundFile = { rel, dirs, name, link: st.isSymbolicLink() };
+      if (!file.link && !st.isFile()) throw invalidCheckpoint(`checkpoint entry ${rel} is not a regular file or directory`);
+      const size = file.link ? await linkedFileSize(ck, file, inodes) : countOnce(inodes, st);
+      logicalBytes += size;
+      found.push(file);
       if (found.length > MAX_CHECKPOINT_FILES) {
         throw invalidCheckpoint(`the checkpoint has more than ${MAX_CHECKPOINT_FILES} files; submit a directory with at most ${MAX_CHECKPOINT_FILES}`);
       }
     }
   };
-  await visit(dir, '', 0);
+  await visit(ck.dir, [], 0);
   return { files: found, logicalBytes };
 }
 
-/** The stat of a regular file, or of the regular file inside the workspace a symlink leads to; refuses anything else. */
-async function fileStat(entry: Dirent, abs: string, rel: string, workspaceRoot: string): Promise<Stats> {
-  if (entry.isSymbolicLink()) {
-    // Resolved without looking outside the workspace: whether a host path exists is never told.
-    let target: string;
-    try {
-      target = await resolveInside(workspaceRoot, path.relative(workspaceRoot, abs), rel);
-    } catch (err) {
-      if (err instanceof SubmissionRefusedError && err.status === 403) throw invalidPath(403, `checkpoint file ${rel} is a symlink leading outside the workspace`);
-      throw invalidPath(404, `checkpoint file ${rel} is a dangling symlink`);
-    }
-    const st = await stat(target);
-    if (!st.isFile()) throw invalidCheckpoint(`checkpoint entry ${rel} is a symlink to something other than a regular file`);
-    return st;
-  }
-  if (!entry.isFile()) throw invalidCheckpoint(`checkpoint entry ${rel} is not a regular file or directory`);
+/** The names in a held checkpoint directory; `dirs` is where it is in the checkpoint, for the message. */
+async function listed(dir: HeldDir, dirs: string[]): Promise<Buffer[]> {
+  return dir.list().catch(() => unreadable(dirs.join('/') || '.'));
+}
+
+/** The size of a file not yet counted (by inode), else 0. */
+function countOnce(inodes: Set<string>, st: Stats): number {
+  const inode = `${st.dev}:${st.ino}`;
+  if (inodes.has(inode)) return 0;
+  inodes.add(inode);
+  return st.size;
+}
+
+/** A symlink in the checkpoint: the size of the regular file inside the workspace it leads to (counted once). */
+async function linkedFileSize(ck: HeldCheckpoint, file: FoundFile, inodes: Set<string>): Promise<number> {
+  const handle = await openFound(ck, file);
   try {
-    return await lstat(abs);
-  } catch (err) {
-    throw invalidCheckpoint(`cannot read checkpoint file ${rel} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    return countOnce(inodes, await handle.stat());
+  } finally {
+    await handle.close();
   }
+}
+
+/**
+ * Opens a found file for reading: through the held directories below the checkpoint, never by path,
+ * refusing a link (a swap since the walk); a symlink the walk found is resolved inside the workspace
+ * only (resolveInside), to a regular file. Refusals name the file by its path in the checkpoint.
+ */
+async function openFound(ck: HeldCheckpoint, file: FoundFile): Promise<FileHandle> {
+  if (!file.link) {
+    try {
+      return await withDirAt(ck.dir, file.dirs, (dir) => dir.openFile(file.name));
+    } catch (err) {
+      return refused(err, file.rel);
+    }
+  }
+  let target: Resolved;
+  try {
+    target = await resolveInside(ck.root, [...ck.names, ...file.dirs, file.name], ck.paths);
+  } catch (err) {
+    if (!(err instanceof UnresolvedPath)) throw err;
+    if (err.kind === 'outside') throw invalidPath(403, `checkpoint file ${file.rel} is a symlink leading outside the workspace`);
+    if (err.kind === 'special') throw invalidCheckpoint(`checkpoint entry ${file.rel} is a symlink to something other than a regular file`);
+    if (err.kind === 'unreadable') unreadable(file.rel);
+    throw invalidPath(404, `checkpoint file ${file.rel} is a dangling symlink`);
+  }
+  if ('file' in target) return target.file;
+  await target.close();
+  throw invalidCheckpoint(`checkpoint entry ${file.rel} is a symlink to something other than a regular file`);
+}
+
+/** A component refused while walking: the refusal names the entry by its path in the checkpoint, and nothing else. */
+function refused(err: unknown, rel: string): never {
+  if (!(err instanceof BeneathError)) throw err;
+  switch (err.refusal) {
+    case 'link':
+      throw invalidCheckpoint(`checkpoint entry ${rel} was replaced by a symlink while it was being read; submit a checkpoint that is not changing`);
+    case 'missing':
+      throw invalidCheckpoint(`checkpoint entry ${rel} disappeared while it was being read; submit a checkpoint that is not changing`);
+    case 'not-directory':
+    case 'not-file':
+      throw invalidCheckpoint(`checkpoint entry ${rel} changed kind while it was being read, or is not a regular file or directory`);
+    default:
+      return unreadable(rel);
+  }
+}
+
+function unreadable(rel: string): never {
+  throw invalidCheckpoint(`cannot read checkpoint entry ${rel}`);
 }
 
 /**
@@ -164,26 +226,15 @@ async function fileStat(entry: Dirent, abs: string, rel: string, workspaceRoot: 
  * it is staged as a hard link to that copy with the same hash. `limit`: bytes copied so far and the most allowed.
  */
 async function stageFile(
+  ck: HeldCheckpoint,
   file: FoundFile,
   staged: string,
-  workspaceRoot: string,
   byInode: Map<string, Staged>,
   limit: { copied: number; max: number },
 ): Promise<{ sha256: string; size: number; copied: boolean }> {
-  let handle;
+  const handle = await openFound(ck, file);
   try {
-    // O_NONBLOCK: a FIFO swapped in after the walk must not hang the grading server.
-    handle = await open(file.source, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (err) {
-    throw invalidCheckpoint(`cannot read checkpoint file ${file.rel} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
-  }
-  try {
-    const opened = await descriptorPath(handle.fd);
-    if (opened !== null && !isWithin(workspaceRoot, opened)) {
-      throw invalidPath(403, `checkpoint file ${file.rel} leads outside the workspace`);
-    }
     const st = await handle.stat();
-    if (!st.isFile()) throw invalidCheckpoint(`checkpoint entry ${file.rel} is not a regular file`);
     const inode = `${st.dev}:${st.ino}`;
     const same = byInode.get(inode);
     if (same) {
@@ -219,14 +270,5 @@ async function copyHashed(handle: FileHandle, staged: string, limit: { copied: n
     return { sha256: hash.digest('hex'), size: await sparse.end() };
   } finally {
     await out.close();
-  }
-}
-
-/** Where an open descriptor really points (Linux /proc); null where that cannot be asked. */
-async function descriptorPath(fd: number): Promise<string | null> {
-  try {
-    return await readlink(`/proc/self/fd/${fd}`);
-  } catch {
-    return null;
   }
 }

@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { hashOpenFile, HeldDir, utf8Name } from '../../infra/workspace-fs/held-dir.js';
 
 export interface FileDigest {
   /** Relative to the hashed directory, posix separators. */
@@ -73,7 +74,11 @@ export class HashMemo {
 /** One memo per process for callers that keep none of their own. */
 const processMemo = new HashMemo();
 
-/** Every regular file under `dir` (symlinks followed, as the pack's copy dereferences them), sorted by path. */
+/**
+ * Every regular file under `dir` (symlinks followed, as the pack's copy dereferences them), sorted by
+ * path. Only for trees the harness or the operator made (task sources, base models, staged copies);
+ * a tree the agent could have written goes through agentDirectoryDigests.
+ */
 export async function directoryDigests(dir: string, memo: HashMemo = processMemo): Promise<FileDigest[]> {
   const out: FileDigest[] = [];
   const walk = async (abs: string, rel: string): Promise<void> => {
@@ -88,6 +93,52 @@ export async function directoryDigests(dir: string, memo: HashMemo = processMemo
   await walk(dir, '');
   await memo.save();
   return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
+ * Every regular file under `dir`, a tree the agent could have written (a workspace's models/, say),
+ * sorted by path: walked and read through directory descriptors (infra/workspace-fs), so no link is
+ * followed and nothing outside `dir` is opened or listed, whatever is swapped meanwhile. Links,
+ * special files and names that are not UTF-8 are left out (a file replaced by a link then hashes
+ * differently). No memo: the owner of a file can set its mtime back.
+ */
+export async function agentDirectoryDigests(dir: string): Promise<FileDigest[]> {
+  const out: FileDigest[] = [];
+  const walk = async (held: HeldDir, rel: string): Promise<void> => {
+    for (const raw of await held.list()) {
+      const name = utf8Name(raw);
+      if (name === null) continue;
+      const childRel = rel ? `${rel}/${name}` : name;
+      const info = await held.lstat(name);
+      if (info?.isDirectory()) {
+        const sub = await held.openDir(name);
+        try {
+          await walk(sub, childRel);
+        } finally {
+          await sub.close();
+        }
+      } else if (info?.isFile()) {
+        const file = await held.openFile(name);
+        try {
+          out.push({ path: childRel, ...(await hashOpenFile(file)) });
+        } finally {
+          await file.close();
+        }
+      }
+    }
+  };
+  const root = await HeldDir.open(dir);
+  try {
+    await walk(root, '');
+  } finally {
+    await root.close();
+  }
+  return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/** The content hash of a tree the agent could have written (see agentDirectoryDigests); comparable with directoryHash of the same files. */
+export async function agentDirectoryHash(dir: string): Promise<string> {
+  return digestListHash(await agentDirectoryDigests(dir));
 }
 
 /** A stable hash of a file list: sha256 over `path NUL size NUL sha256 LF` lines in path order. */

@@ -68,13 +68,16 @@ export class SubmissionService {
         throw new SubmissionRefusedError(409, 'budget_exhausted', `the run's budget is exhausted (deadline ${run.deadline.toISOString()}); no more submissions are graded`);
       }
       const target = await resolveCheckpointDir(run.ctx.workspace, modelPath);
-      archived = await archiveCheckpoint({
-        dir: target.abs,
-        workspaceRoot: target.root,
-        artifacts: run.ctx.artifacts,
-        stagingRoot: this.options.stagingDir,
-        maxBytes: run.ctx.limits?.checkpointBytes,
-      });
+      try {
+        archived = await archiveCheckpoint({
+          checkpoint: target,
+          artifacts: run.ctx.artifacts,
+          stagingRoot: this.options.stagingDir,
+          maxBytes: run.ctx.limits?.checkpointBytes,
+        });
+      } finally {
+        await target.close();
+      }
       await record(run, 'SubmissionReceived', {
         submissionId,
         modelPath: target.rel,

@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { BeneathError, HeldDir, withDirAt } from '../../infra/workspace-fs/held-dir.js';
 import type { DataSource } from 'typeorm';
 import { diffFiles, MAX_DIFF_BYTES, type FileDiff } from '../../projections/run-analysis/line-diff.js';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
@@ -136,14 +134,17 @@ export class ReplayService {
   async materialize(runId: string, at: ReplayPoint, outDir: string, opts: { force?: boolean } = {}): Promise<MaterializeResult> {
     const { at: point, files } = await this.state(runId, at);
     const root = path.resolve(outDir);
-    await prepareOutDir(root, opts.force ?? false);
+    const out = await openOutDir(root, opts.force ?? false);
     const list = [...files.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
     let bytes = 0;
-    const dirs = new Set<string>();
-    await forEachLimited(list, WRITE_CONCURRENCY, async (file) => {
-      const written = await this.writeFile(root, file, dirs);
-      bytes += written;
-    });
+    try {
+      await forEachLimited(list, WRITE_CONCURRENCY, async (file) => {
+        const written = await this.writeFile(out, file);
+        bytes += written;
+      });
+    } finally {
+      await out.close();
+    }
     return { runId, at: point, outDir: root, files: list.length, bytes };
   }
 
@@ -195,36 +196,52 @@ export class ReplayService {
   }
 
   /**
-   * Writes one blob to its path under `root` and returns its size. Small blobs are read and checked
-   * before anything is written; larger ones are streamed, hashed on the way, and removed on a mismatch.
+   * Writes one blob to its path under the held output directory and returns its size. Every directory
+   * is created and opened through its parent's descriptor and the file created with O_EXCL|O_NOFOLLOW
+   * (infra/workspace-fs): a link planted in the output directory, by the agent or anyone, is refused,
+   * never written through. Small blobs are read and checked before anything is written; larger ones
+   * are streamed, hashed on the way, and removed on a mismatch.
    */
-  private async writeFile(root: string, file: WorkspaceFile, dirs: Set<string>): Promise<number> {
-    const target = path.join(root, ...safeSegments(file.path));
-    const parent = path.dirname(target);
-    if (!dirs.has(parent)) {
-      await mkdir(parent, { recursive: true });
-      dirs.add(parent);
+  private async writeFile(out: HeldDir, file: WorkspaceFile): Promise<number> {
+    const dirs = safeSegments(file.path);
+    const name = dirs.pop()!;
+    try {
+      return await withDirAt(out, dirs, (dir) => this.writeBlob(dir, name, file), { create: true });
+    } catch (error) {
+      if (!(error instanceof BeneathError)) throw error;
+      throw new ReplayError(`cannot write ${file.path}: ${error.refusal === 'link' ? 'a symbolic link stands in its way' : `${error.component} is ${error.refusal}${error.code ? ` (${error.code})` : ''}`}`);
     }
+  }
+
+  private async writeBlob(dir: HeldDir, name: string, file: WorkspaceFile): Promise<number> {
     if (file.size !== null && file.size <= BUFFERED_BLOB_BYTES) {
       const body = await this.readBlob(file);
-      await writeFile(target, body, { flag: 'wx' });
+      const handle = await dir.createFile(name);
+      try {
+        await handle.writeFile(body);
+      } finally {
+        await handle.close();
+      }
       return body.length;
     }
     const source = await this.openBlob(file);
     const hash = createHash('sha256');
     let size = 0;
-    const hasher = new Transform({
-      transform(chunk: Buffer, _encoding, done) {
-        hash.update(chunk);
-        size += chunk.length;
-        done(null, chunk);
-      },
-    });
-    await pipeline(source, hasher, createWriteStream(target, { flags: 'wx' }));
+    const handle = await dir.createFile(name);
+    try {
+      for await (const chunk of source) {
+        const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+        hash.update(bytes);
+        for (let done = 0; done < bytes.length; ) done += (await handle.write(bytes, done, bytes.length - done, size + done)).bytesWritten;
+        size += bytes.length;
+      }
+    } finally {
+      await handle.close();
+    }
     try {
       checkContent(file, hash.digest('hex'), size);
     } catch (error) {
-      await unlink(target);
+      await dir.remove(name);
       throw error;
     }
     return size;
@@ -268,19 +285,33 @@ function safeSegments(recorded: string): string[] {
   return segments;
 }
 
-async function prepareOutDir(root: string, force: boolean): Promise<void> {
-  let entries: string[];
+/**
+ * The output directory, held: created when missing, emptied with `force` (links inside removed as
+ * links, never followed), refused when it is itself a link or not a directory.
+ */
+async function openOutDir(root: string, force: boolean): Promise<HeldDir> {
+  let out: HeldDir;
   try {
-    if (!(await stat(root)).isDirectory()) throw new ReplayError(`output path ${root} exists and is not a directory`);
-    entries = await readdir(root);
+    out = await HeldDir.open(root);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    await mkdir(root, { recursive: true });
-    return;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') {
+      await mkdir(root, { recursive: true });
+      out = await HeldDir.open(root);
+    } else if (code === 'ENOTDIR' || code === 'ELOOP') {
+      const link = (await lstat(root)).isSymbolicLink();
+      throw new ReplayError(link ? `output path ${root} is a symbolic link; name a real directory` : `output path ${root} exists and is not a directory`);
+    } else throw error;
   }
-  if (!entries.length) return;
-  if (!force) throw new OutDirNotEmptyError(root);
-  for (const entry of entries) await rm(path.join(root, entry), { recursive: true, force: true });
+  try {
+    const entries = await out.list();
+    if (entries.length && !force) throw new OutDirNotEmptyError(root);
+    for (const entry of entries) await out.remove(entry);
+  } catch (error) {
+    await out.close();
+    throw error;
+  }
+  return out;
 }
 
 /** Runs `work` over `items`, `limit` at a time; after a failure no new item starts, and a failure is rethrown once all have settled. */

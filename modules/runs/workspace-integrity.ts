@@ -1,17 +1,17 @@
-import { constants, fstat, type BigIntStats } from 'node:fs';
-import { lstat, open, readdir, realpath } from 'node:fs/promises';
+import { fstat, type BigIntStats } from 'node:fs';
+import { realpath } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
+import { BeneathError, hashOpenFile, HeldDir, withDirAt } from '../../infra/workspace-fs/held-dir.js';
 import type { EventData } from '../ledger/events/catalog.js';
-import { openInWorkspace } from '../instrumentation/file-access.js';
 import type { WorkspaceLayout } from './run-context.js';
 import type { ManifestEntry } from './workspace.js';
 
 /**
  * Integrity of the read-only world: the files under `<workspace>/data` and `<workspace>/models`
  * against the manifest recorded in WorkspacePrepared. The agent is an adversary that may have
- * escaped the read-only binds, so nothing here follows a link: directories are opened with
- * O_NOFOLLOW and read through their descriptor (/proc/self/fd/N), entries are lstat'ed inside the
- * already-open directory, and files are hashed through openInWorkspace (no-follow, location proven).
+ * escaped the read-only binds, so nothing here follows a link: every directory and file is opened
+ * through its parent's descriptor, refusing links (infra/workspace-fs/held-dir.ts), entries are
+ * lstat'ed inside the already-open directory, and files are hashed from such descriptors.
  *
  * Two strengths. `full` re-hashes every file (tens of GB for paper tasks: the end-of-run check).
  * Otherwise a file whose stat fingerprint (dev, inode, size, mtime, ctime, to the nanosecond) equals
@@ -26,8 +26,6 @@ const DIFFERENCES_BYTES = 128 * 1024;
 /** Files hashed at once: enough to keep a fast disk busy, few enough for the threadpool's other users. */
 const HASH_CONCURRENCY = 4;
 const STAT_CONCURRENCY = 16;
-/** The directory itself, never a link to one, and no blocking open (FIFOs cannot be directories, but cheap to be sure). */
-const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 /** What stands at a path instead of a readable regular file. */
 export type FoundInstead = 'symlink' | 'directory' | 'other' | 'unreadable';
@@ -85,14 +83,22 @@ type Hashed = { sha256: string; fingerprint: Fingerprint } | { sha256: null; fou
  */
 export async function checkWorkspaceIntegrity(layout: WorkspaceLayout, manifest: readonly ManifestEntry[], opts: IntegrityOptions): Promise<IntegrityResult> {
   const root = layout.root;
-  const realRoot = await realpath(root);
   const tops = [layout.dataDir, layout.modelsDir].map((dir) => toPosix(relative(root, dir)));
   assertManifest(manifest, tops);
-  const found = await walkTops(realRoot, tops);
+  const rootDir = await HeldDir.open(await realpath(root));
+  try {
+    return await compare(rootDir, tops, manifest, opts);
+  } finally {
+    await rootDir.close();
+  }
+}
+
+async function compare(rootDir: HeldDir, tops: readonly string[], manifest: readonly ManifestEntry[], opts: IntegrityOptions): Promise<IntegrityResult> {
+  const found = await walkTops(rootDir, tops);
   const previous = opts.full ? {} : (opts.previous?.files ?? {});
   const baseline: IntegrityBaseline = { files: {} };
   const hash = async (path: string): Promise<Hashed> => {
-    const hashed = await hashFile(root, realRoot, path);
+    const hashed = await hashFile(rootDir, path);
     if (hashed.sha256 !== null) baseline.files[path] = { ...hashed.fingerprint, sha256: hashed.sha256 };
     return hashed;
   };
@@ -157,10 +163,10 @@ export async function checkWorkspaceIntegrity(layout: WorkspaceLayout, manifest:
  * out, so the next check hashes (and reports) it.
  */
 export async function captureIntegrityBaseline(layout: WorkspaceLayout, manifest: readonly ManifestEntry[]): Promise<IntegrityBaseline> {
-  const realRoot = await realpath(layout.root);
   const tops = [layout.dataDir, layout.modelsDir].map((dir) => toPosix(relative(layout.root, dir)));
   assertManifest(manifest, tops);
-  const found = await walkTops(realRoot, tops);
+  const rootDir = await HeldDir.open(await realpath(layout.root));
+  const found = await walkTops(rootDir, tops).finally(() => rootDir.close());
   const files: IntegrityBaseline['files'] = {};
   for (const entry of manifest) {
     const at = found.get(entry.path);
@@ -217,55 +223,50 @@ export async function integrityAtEnd(layout: WorkspaceLayout, manifest: readonly
 // ---- walking without following links ----
 
 /** Everything under the top directories, by workspace-relative path (the tops themselves included when not directories). */
-async function walkTops(realRoot: string, tops: readonly string[]): Promise<Map<string, Found>> {
+async function walkTops(rootDir: HeldDir, tops: readonly string[]): Promise<Map<string, Found>> {
   const found = new Map<string, Found>();
-  const rootDir = await open(realRoot, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    for (const top of tops) {
-      const name = Buffer.from(top);
-      const at = await lstatIn(rootDir.fd, name);
-      if (at === null) continue;
-      if (at === 'unreadable') {
-        found.set(top, { kind: at });
-        continue;
-      }
-      const kind = kindOf(at);
-      if (kind !== 'directory') found.set(top, kind === 'file' ? { kind, fingerprint: fingerprintOf(at) } : { kind });
-      else await walkDir(rootDir.fd, name, top, found);
+  for (const top of tops) {
+    const name = Buffer.from(top);
+    const at = await lstatIn(rootDir, name);
+    if (at === null) continue;
+    if (at === 'unreadable') {
+      found.set(top, { kind: at });
+      continue;
     }
-  } finally {
-    await rootDir.close();
+    const kind = kindOf(at);
+    if (kind !== 'directory') found.set(top, kind === 'file' ? { kind, fingerprint: fingerprintOf(at) } : { kind });
+    else await walkDir(rootDir, name, top, found);
   }
   return found;
 }
 
 /**
- * Lists `name` (inside the open directory `parentFd`) and below; `path` is its workspace-relative
+ * Lists `name` (inside the held directory `parent`) and below; `path` is its workspace-relative
  * path. Names are handled as bytes, so a name that is not UTF-8 is still found (its path, decoded
  * lossily, then names no file to hash: it is reported without a hash, never skipped).
  */
-async function walkDir(parentFd: number, name: Buffer, path: string, found: Map<string, Found>): Promise<void> {
-  let dir;
+async function walkDir(parent: HeldDir, name: Buffer, path: string, found: Map<string, Found>): Promise<void> {
+  let dir: HeldDir;
   try {
     // Through the parent's descriptor: no component is looked up by its name in the workspace again.
-    dir = await open(inDir(parentFd, name), DIR_FLAGS);
+    dir = await parent.openDir(name);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return; // removed since it was listed
+    const refusal = err instanceof BeneathError ? err.refusal : 'unreadable';
+    if (refusal === 'missing') return; // removed since it was listed
     // Swapped for a link or a file since it was listed.
-    if (code === 'ELOOP' || code === 'ENOTDIR') return void found.set(path, { kind: 'other' });
+    if (refusal === 'link' || refusal === 'not-directory') return void found.set(path, { kind: 'other' });
     // Not readable (EACCES, or out of descriptors in an absurdly deep tree): its files cannot be vouched for.
     return void found.set(path, { kind: 'unreadable' });
   }
   try {
     let names: Buffer[];
     try {
-      names = (await readdir(`/proc/self/fd/${dir.fd}`, { encoding: 'buffer' })).sort(Buffer.compare);
+      names = await dir.list();
     } catch {
       return void found.set(path, { kind: 'unreadable' });
     }
     const stats = new Map<Buffer, BigIntStats | 'unreadable' | null>();
-    await forEachLimit(names, STAT_CONCURRENCY, async (child) => void stats.set(child, await lstatIn(dir.fd, child)));
+    await forEachLimit(names, STAT_CONCURRENCY, async (child) => void stats.set(child, await lstatIn(dir, child)));
     for (const child of names) {
       const st = stats.get(child);
       if (!st) continue;
@@ -277,7 +278,7 @@ async function walkDir(parentFd: number, name: Buffer, path: string, found: Map<
       const kind = kindOf(st);
       if (kind === 'directory') {
         found.set(childPath, { kind });
-        await walkDir(dir.fd, child, childPath, found);
+        await walkDir(dir, child, childPath, found);
       } else found.set(childPath, kind === 'file' ? { kind, fingerprint: fingerprintOf(st) } : { kind });
     }
   } finally {
@@ -285,17 +286,12 @@ async function walkDir(parentFd: number, name: Buffer, path: string, found: Map<
   }
 }
 
-/** An entry of an open directory, resolved through the descriptor (bytes: names need not be UTF-8). */
-function inDir(dirFd: number, name: Buffer): Buffer {
-  return Buffer.concat([Buffer.from(`/proc/self/fd/${dirFd}/`), name]);
-}
-
-/** lstat of an entry of an open directory; null when it is gone, `unreadable` when it cannot be stat'ed. */
-async function lstatIn(dirFd: number, name: Buffer): Promise<BigIntStats | 'unreadable' | null> {
+/** lstat of an entry of a held directory; null when it is gone, `unreadable` when it cannot be stat'ed. */
+async function lstatIn(dir: HeldDir, name: Buffer): Promise<BigIntStats | 'unreadable' | null> {
   try {
-    return await lstat(inDir(dirFd, name), { bigint: true });
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : 'unreadable';
+    return await dir.lstat(name, { bigint: true });
+  } catch {
+    return 'unreadable';
   }
 }
 
@@ -317,29 +313,39 @@ function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
 // ---- hashing ----
 
 /**
- * Hashes one workspace file from a no-follow descriptor whose location is proven, in 1 MiB steps
- * through the threadpool. The fingerprint is taken from the descriptor before reading: if the file
- * changes while it is read, the next cheap check sees a different stat and hashes it again.
+ * Hashes one workspace file, opened component by component from the held root (no link followed,
+ * nothing outside opened), in 1 MiB steps through the threadpool. The fingerprint is taken from the
+ * descriptor before reading: if the file changes while it is read, the next cheap check sees a
+ * different stat and hashes it again.
  */
-async function hashFile(root: string, realRoot: string, path: string): Promise<Hashed> {
-  let opened;
+async function hashFile(rootDir: HeldDir, path: string): Promise<Hashed> {
+  const parts = path.split('/');
+  const name = parts.pop()!;
   try {
-    opened = await openInWorkspace(root, realRoot, path);
-  } catch {
-    return { sha256: null, found: 'unreadable' }; // cannot be verified: a difference, never a pass
-  }
-  if (opened.kind === 'absent') return { sha256: null };
-  if (opened.kind === 'dir') return { sha256: null, found: 'directory' };
-  if (opened.kind === 'unreadable') return { sha256: null, found: 'unreadable' };
-  const { file } = opened;
-  try {
-    const fingerprint = fingerprintOf(await fstatBig(file.fd));
-    const { sha256 } = await file.snapshot();
-    return { sha256, fingerprint };
-  } catch {
+    return await withDirAt(rootDir, parts, async (dir) => {
+      let file;
+      try {
+        file = await dir.openFile(name);
+      } catch (err) {
+        if (!(err instanceof BeneathError) || err.refusal !== 'not-file') throw err;
+        const st = await dir.lstat(name).catch(() => null);
+        return { sha256: null, found: st?.isDirectory() ? 'directory' : 'other' };
+      }
+      try {
+        const fingerprint = fingerprintOf(await fstatBig(file.fd));
+        const { sha256 } = await hashOpenFile(file);
+        return { sha256, fingerprint };
+      } finally {
+        await file.close();
+      }
+    });
+  } catch (err) {
+    // Cannot be verified: a difference, never a pass.
+    const refusal = err instanceof BeneathError ? err.refusal : 'unreadable';
+    if (refusal === 'missing') return { sha256: null };
+    if (refusal === 'link') return { sha256: null, found: 'symlink' };
+    if (refusal === 'not-directory') return { sha256: null, found: 'other' };
     return { sha256: null, found: 'unreadable' };
-  } finally {
-    file.close();
   }
 }
 
