@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { EvaluatorError, type EnvServer } from '../../tasks/task-pack.js';
 import { EnvClient } from './env-client.js';
-import { freePort, ServerProcess, type StartTimings } from './server-process.js';
+import { confineServer, type ServerIsolation } from './confinement.js';
+import { refuseMissingCommand, ServerProcess, type StartTimings } from './server-process.js';
 import { renderCommand, type ServingConfig } from './serving.config.js';
 
 /**
@@ -9,7 +10,7 @@ import { renderCommand, type ServingConfig } from './serving.config.js';
  * fresh bearer token in `A2RL_ENV_TOKEN` so nothing else on the machine can drive it) and waits for
  * `GET /health`; or connects to the configured URL of a server someone else runs (never stopped).
  */
-export async function startEnvServer(config: ServingConfig, name: string, t: StartTimings, signal?: AbortSignal): Promise<EnvServer> {
+export async function startEnvServer(config: ServingConfig, name: string, t: StartTimings, signal?: AbortSignal, started: ServerIsolation[] = []): Promise<EnvServer> {
   const server = config.envServers[name];
   if (!server) throw new EvaluatorError(`no environment server is configured under the name "${name}" (known: ${Object.keys(config.envServers).join(', ')})`);
   if (server.kind === 'url') {
@@ -20,12 +21,23 @@ export async function startEnvServer(config: ServingConfig, name: string, t: Sta
     return { ...endpoint, stop: async () => undefined };
   }
   if (signal?.aborted) throw new EvaluatorError(`cancelled before the ${name} environment server started`);
-  const port = await freePort();
+  const what = `the ${name} environment server`;
+  refuseMissingCommand(server.command[0]!, what, server.variable);
   const token = randomBytes(24).toString('base64url');
-  const argv = renderCommand(server.command, { port: String(port) });
-  const child = new ServerProcess(argv, { ...process.env, A2RL_ENV_TOKEN: token }, t.stopGraceMs, `the ${name} environment server`, server.variable);
+  // Confined as model servers are: it answers what the agent sends. It grades on no GPU.
+  const launch = await confineServer({
+    what,
+    command: (port) => renderCommand(server.command, { port: String(port) }),
+    checkpoints: [],
+    env: { A2RL_ENV_TOKEN: token },
+    passEnv: server.passEnv,
+    device: 'cpu',
+    config: config.server,
+  });
+  started.push(launch.isolation);
+  const child = new ServerProcess(launch, t.stopGraceMs, what, server.variable);
   await child.started;
-  const endpoint = { baseUrl: `http://127.0.0.1:${port}`, token };
+  const endpoint = { baseUrl: `http://127.0.0.1:${launch.port}`, token };
   const client = new EnvClient(endpoint, 5_000);
   await child.waitUntilReady(async () => (await client.probe(signal)) !== null, config.envReadyTimeoutMs, t.pollMs, 'A2RL_ENV_READY_TIMEOUT', signal);
   return { ...endpoint, stop: () => child.stop() };

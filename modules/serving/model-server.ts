@@ -4,7 +4,8 @@ import path from 'node:path';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type ServedModel } from '../../tasks/task-pack.js';
 import { directoryHash } from '../grading/content-hash.js';
 import { startEnvServer } from './env-server.js';
-import { freePort, ServerProcess, type StartTimings } from './server-process.js';
+import { confineServer, type ServerIsolation } from './confinement.js';
+import { refuseMissingCommand, ServerProcess, type StartTimings } from './server-process.js';
 import { INFERENCE_URL_REFUSAL, renderCommand, type ServingConfig } from './serving.config.js';
 
 /** Name the started server serves the checkpoint under (`--served-model-name {name}`, or the LoRA module's name). */
@@ -35,20 +36,27 @@ export interface EvaluationContextOptions {
  * by a started server; a LoRA adapter is applied to the base model (started server:
  * `--enable-lora --lora-modules`; external vLLM: its runtime `/v1/load_lora_adapter`).
  */
-export function createEvaluationContext(config: ServingConfig, device: string, timings: Partial<ServeTimings> = {}, options: EvaluationContextOptions = {}): EvaluationContext {
+export function createEvaluationContext(config: ServingConfig, device: string, timings: Partial<ServeTimings> = {}, options: EvaluationContextOptions = {}): ServingContext {
   const t = { ...DEFAULT_TIMINGS, ...timings };
+  const servers: ServerIsolation[] = [];
   return {
     device,
     judge: config.judge,
-    envServer: (name, signal) => startEnvServer(config, name, t, signal),
+    servers,
+    envServer: (name, signal) => startEnvServer(config, name, t, signal, servers),
     serve: async (checkpointDir, signal) => {
       const checkpoint = await inspectCheckpoint(checkpointDir);
       if (config.inferenceUrl) return useExternalEndpoint(config, checkpoint, options.baseModelDir, signal);
-      if (checkpoint.kind === 'full') return startServer(config, device, checkpointDir, t, signal);
+      if (checkpoint.kind === 'full') return startServer(config, device, checkpointDir, t, servers, signal);
       if (!options.baseModelDir) throw new EvaluatorError('a LoRA adapter was submitted but the harness gave no base model to apply it to');
-      return startServer(config, device, options.baseModelDir, t, signal, checkpoint);
+      return startServer(config, device, options.baseModelDir, t, servers, signal, checkpoint);
     },
   };
+}
+
+/** The context, with how each server it started was confined (in start order), for the grading's record. */
+export interface ServingContext extends EvaluationContext {
+  readonly servers: readonly ServerIsolation[];
 }
 
 const WEIGHTS = /\.(safetensors|bin|pt|pth|gguf)$/;
@@ -171,17 +179,31 @@ async function postJson(url: string, body: unknown, signal?: AbortSignal): Promi
 
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim().slice(0, 300);
 
-async function startServer(config: ServingConfig, device: string, modelDir: string, t: ServeTimings, signal?: AbortSignal, adapter?: Extract<Checkpoint, { kind: 'adapter' }>): Promise<ServedModel> {
+async function startServer(
+  config: ServingConfig,
+  device: string,
+  modelDir: string,
+  t: ServeTimings,
+  started: ServerIsolation[],
+  signal?: AbortSignal,
+  adapter?: Extract<Checkpoint, { kind: 'adapter' }>,
+): Promise<ServedModel> {
   if (signal?.aborted) throw new EvaluatorError('the evaluation was cancelled before the model server started');
-  const port = await freePort();
-  const argv = [
-    ...renderCommand(config.serveCommand, { model_path: modelDir, port: String(port), name: adapter ? BASE_SERVED_NAME : SERVED_MODEL_NAME }),
-    ...(adapter ? ['--enable-lora', '--lora-modules', `${SERVED_MODEL_NAME}=${adapter.dir}`, '--max-lora-rank', String(adapter.rank)] : []),
-  ];
-  const env = { ...process.env, ...(device === 'cpu' ? {} : { CUDA_VISIBLE_DEVICES: device }) };
-  const server = new ServerProcess(argv, env, t.stopGraceMs, 'the model server', 'A2RL_SERVE_COMMAND');
+  refuseMissingCommand(config.serveCommand[0]!, 'the model server', 'A2RL_SERVE_COMMAND');
+  const launch = await confineServer({
+    what: 'the model server',
+    command: (port) => [
+      ...renderCommand(config.serveCommand, { model_path: modelDir, port: String(port), name: adapter ? BASE_SERVED_NAME : SERVED_MODEL_NAME }),
+      ...(adapter ? ['--enable-lora', '--lora-modules', `${SERVED_MODEL_NAME}=${adapter.dir}`, '--max-lora-rank', String(adapter.rank)] : []),
+    ],
+    checkpoints: [modelDir, ...(adapter ? [adapter.dir] : [])],
+    device,
+    config: config.server,
+  });
+  started.push(launch.isolation);
+  const server = new ServerProcess(launch, t.stopGraceMs, 'the model server', 'A2RL_SERVE_COMMAND');
   await server.started;
-  const baseUrl = `http://127.0.0.1:${port}`;
+  const baseUrl = `http://127.0.0.1:${launch.port}`;
   const onAbort = () => void server.stop();
   signal?.addEventListener('abort', onAbort, { once: true });
   try {

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { EvaluatorError } from '../../tasks/task-pack.js';
+import type { ConfinedLaunch } from './confinement.js';
+import { resolveExecutable } from './server-view.js';
 
 const LOG_TAIL_LINES = 20;
 
@@ -17,12 +19,16 @@ process.on('exit', () => {
   for (const pgid of live) killGroup(pgid, 'SIGKILL');
 });
 
+/** What to start: the spawn (a confined one, see confinement.ts) and the command as configured, for messages. */
+export type ServerLaunch = Pick<ConfinedLaunch, 'argv' | 'file' | 'args' | 'fds' | 'spawnEnv'> & Partial<Pick<ConfinedLaunch, 'close'>>;
+
 /**
  * One started helper server (model server, environment server) in its own process group, with the
  * tail of its output kept for error messages. `what` names it in errors ("the model server").
  */
 export class ServerProcess {
   readonly started: Promise<void>;
+  readonly argv: readonly string[];
   exit: string | null = null;
   private readonly child: ChildProcess;
   private readonly exited: Promise<void>;
@@ -32,14 +38,20 @@ export class ServerProcess {
   private reaper: ChildProcess | null = null;
 
   constructor(
-    readonly argv: readonly string[],
-    env: NodeJS.ProcessEnv,
+    private readonly launch: ServerLaunch,
     private readonly graceMs: number,
     readonly what: string,
     /** The variable configuring the command, named when it cannot be started. */
     variable: string,
   ) {
-    this.child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+    const argv = (this.argv = launch.argv);
+    const fds = launch.fds ?? [];
+    this.child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe', ...fds.map(() => 'pipe' as const)], env: launch.spawnEnv });
+    fds.forEach((bytes, i) => {
+      const pipe = this.child.stdio[3 + i] as NodeJS.WritableStream & { on(event: 'error', fn: () => void): unknown };
+      pipe.on('error', () => undefined);
+      pipe.end(bytes);
+    });
     for (const [i, stream] of [this.child.stdout!, this.child.stderr!].entries()) {
       stream.setEncoding('utf8');
       stream.on('data', (chunk: string) => this.keep(i, chunk));
@@ -50,10 +62,14 @@ export class ServerProcess {
         this.reaper = startReaper(this.child.pid!);
         resolve();
       });
-      this.child.once('error', (err) => reject(new EvaluatorError(`cannot start ${what} "${argv[0]}" (${variable}): ${err.message}`)));
+      this.child.once('error', (err) => {
+        void this.release();
+        reject(new EvaluatorError(`cannot start ${what} "${argv[0]}" (${variable}): ${err.message}`));
+      });
     });
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, sig) => {
+        // 125: the sandbox or its bridge could not start the command (its message is in the output).
         this.exit = sig ? `killed by ${sig}` : `exit code ${code}`;
         resolve();
       });
@@ -81,6 +97,7 @@ export class ServerProcess {
     try {
       for (;;) {
         if (signal?.aborted) throw new EvaluatorError(`the evaluation was cancelled while ${this.what} was starting`);
+        if (this.exit) await this.stop(); // its memory report first
         if (this.exit) throw new EvaluatorError(`${this.what} exited before becoming ready (${this.exit}): ${this.argv.join(' ')}${this.tail()}`);
         if (await ready()) return;
         if (Date.now() >= deadline) {
@@ -110,8 +127,17 @@ export class ServerProcess {
       this.reaper?.stdin?.end(DISARM);
       this.child.stdout?.destroy();
       this.child.stderr?.destroy();
+      await this.release();
     })();
     return this.stopping;
+  }
+
+  /** Frees what the launch holds (its port, socket directory, cgroup); notes an out-of-memory kill. */
+  async release(): Promise<void> {
+    const close = this.launch.close;
+    this.launch.close = undefined;
+    const report = await close?.().catch(() => null);
+    if (report?.oomKills) this.exit = `${this.exit ?? 'stopped'}; ${report.oomKills} process(es) killed for exceeding the memory limit (A2RL_SERVER_MEMORY)`;
   }
 
   /** Keeps the last lines of stdout (0) and stderr (1); a line split across chunks is joined first. */
@@ -172,4 +198,9 @@ export function freePort(): Promise<number> {
       probe.close(() => resolve(port));
     });
   });
+}
+
+/** A command that is nowhere on PATH fails before any sandbox is built, naming the variable that configures it. */
+export function refuseMissingCommand(file: string, what: string, variable: string): void {
+  if (!resolveExecutable(file, process.env.PATH ?? '')) throw new EvaluatorError(`cannot start ${what} "${file}" (${variable}): not found (spawn ${file} ENOENT)`);
 }

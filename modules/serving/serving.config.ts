@@ -1,8 +1,12 @@
+import os from 'node:os';
 import path from 'node:path';
+import { parseLimitOverrides } from '../runs/sandbox/limits.js';
 import { parseDuration } from '../settings/duration.js';
 import { packageRoot } from '../settings/package-root.js';
 import { ConfigError } from '../settings/settings.port.js';
 import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
+import type { ServerConfinementConfig } from './confinement.js';
+import { passableName } from './server-view.js';
 
 /**
  * How submitted checkpoints are served for evaluation (paper tasks), read from the environment:
@@ -24,6 +28,12 @@ import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
  *   interactive tasks' environment server is started (a template with `{port}`; default: the
  *   bundled Python server with that task's backend) or where one already runs;
  *   `A2RL_ENV_READY_TIMEOUT` bounds its start-up (default 600s: WebShop indexes its products first).
+ * - Servers a2rl starts run confined (confinement.ts; docs/security.md "What each server can reach"):
+ *   `A2RL_SERVER_MEMORY` (a size such as `48G`, or `none`; default three quarters of this machine's
+ *   memory) and `A2RL_SERVER_MAX_PROCESSES` (default 4096, threads included) limit each one;
+ *   `A2RL_SERVER_ENV` names further harness variables they get (never credentials or A2RL_*), and
+ *   `A2RL_SERVER_BINDS` (`:`-separated absolute paths) further host paths they see read-only.
+ *   The serve command may never carry `--trust-remote-code`.
  */
 export interface ServingConfig {
   /** The split template; placeholders are still in place. */
@@ -36,15 +46,19 @@ export interface ServingConfig {
   /** Environment servers of the interactive paper tasks, by name (`alfworld`, `webshop`). */
   envServers: Record<string, EnvServerConfig>;
   envReadyTimeoutMs: number;
+  /** How started servers are confined. */
+  server: ServerConfinementConfig;
 }
 
 /** Either a command to start (template words, `{port}` still in place) or the URL of a running server. */
 export type EnvServerConfig =
-  | { kind: 'command'; command: string[]; variable: string }
+  | { kind: 'command'; command: string[]; variable: string; passEnv: string[] }
   | { kind: 'url'; baseUrl: string; token: string | null; variable: string };
 
 /** The environment servers a2rl knows; each task's Python backend lives at `tasks/<name>/env_backend.py`. */
 export const ENV_SERVER_NAMES = ['alfworld', 'webshop'] as const;
+/** The harness variables an environment server of that name is given (paths they name are bound read-only). */
+const ENV_SERVER_VARIABLES: Record<string, string[]> = { alfworld: ['ALFWORLD_DATA'], webshop: [] };
 export const DEFAULT_ENV_READY_TIMEOUT = '600s';
 
 /** The bundled server: `python3 tasks/paper-common/env_server.py --backend tasks/<name>/env_backend.py --port {port}`. */
@@ -53,8 +67,10 @@ export function defaultEnvCommand(name: string): string[] {
   return ['python3', path.join(root, 'tasks', 'paper-common', 'env_server.py'), '--backend', path.join(root, 'tasks', name, 'env_backend.py'), '--port', '{port}'];
 }
 
+/** Weights are read from safetensors only: vLLM never unpickles a `.bin`/`.pt` file the agent left beside them. */
 export const DEFAULT_SERVE_COMMAND =
-  'vllm serve {model_path} --host 127.0.0.1 --port {port} --served-model-name {name} --seed 0 --gpu-memory-utilization 0.85';
+  'vllm serve {model_path} --host 127.0.0.1 --port {port} --served-model-name {name} --seed 0 --gpu-memory-utilization 0.85 --load-format safetensors';
+export const DEFAULT_SERVER_MAX_PROCESSES = 4096;
 export const DEFAULT_READY_TIMEOUT = '600s';
 
 const PLACEHOLDERS = ['model_path', 'port', 'name'] as const;
@@ -94,13 +110,15 @@ function envServerConfig(name: string, env: NodeJS.ProcessEnv): EnvServerConfig 
   const command = env[`${prefix}_COMMAND`]?.trim();
   if (url && command) throw new ConfigError(`${prefix}_URL`, `set either ${prefix}_URL (a running server) or ${prefix}_COMMAND (one to start), not both`);
   if (url) return { kind: 'url', baseUrl: baseUrl(`${prefix}_URL`, url), token: env[`${prefix}_TOKEN`]?.trim() || null, variable: `${prefix}_URL` };
-  if (command) return { kind: 'command', command: commandTemplate(`${prefix}_COMMAND`, command, ['port'], ['port']), variable: `${prefix}_COMMAND` };
-  return { kind: 'command', command: defaultEnvCommand(name), variable: `${prefix}_COMMAND` };
+  const passEnv = ENV_SERVER_VARIABLES[name] ?? [];
+  if (command) return { kind: 'command', command: commandTemplate(`${prefix}_COMMAND`, command, ['port'], ['port']), variable: `${prefix}_COMMAND`, passEnv };
+  return { kind: 'command', command: defaultEnvCommand(name), variable: `${prefix}_COMMAND`, passEnv };
 }
 
 export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): ServingConfig {
   const template = env.A2RL_SERVE_COMMAND?.trim() || DEFAULT_SERVE_COMMAND;
   const serveCommand = commandTemplate('A2RL_SERVE_COMMAND', template, PLACEHOLDERS, ['model_path', 'port']);
+  refuseRemoteCode(serveCommand);
   const readyTimeoutMs = durationMs('A2RL_SERVE_READY_TIMEOUT', env.A2RL_SERVE_READY_TIMEOUT, DEFAULT_READY_TIMEOUT);
 
   const inferenceUrl = env.A2RL_INFERENCE_URL?.trim() ? baseUrl('A2RL_INFERENCE_URL', env.A2RL_INFERENCE_URL.trim()) : null;
@@ -119,7 +137,38 @@ export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): Serving
 
   const envServers = Object.fromEntries(ENV_SERVER_NAMES.map((name) => [name, envServerConfig(name, env)]));
   const envReadyTimeoutMs = durationMs('A2RL_ENV_READY_TIMEOUT', env.A2RL_ENV_READY_TIMEOUT, DEFAULT_ENV_READY_TIMEOUT);
-  return { serveCommand, inferenceUrl, inferenceLora, readyTimeoutMs, judge, envServers, envReadyTimeoutMs };
+  return { serveCommand, inferenceUrl, inferenceLora, readyTimeoutMs, judge, envServers, envReadyTimeoutMs, server: serverConfinement(env) };
+}
+
+/** A checkpoint's own Python (`auto_map` in config.json) must never run: vLLM and transformers run it only when asked to trust it. */
+function refuseRemoteCode(words: readonly string[]): void {
+  if (words.some((w) => /trust[-_]remote[-_]code/i.test(w))) {
+    throw new ConfigError('A2RL_SERVE_COMMAND', 'must not enable trust_remote_code: a submitted checkpoint\'s Python code would run in the model server');
+  }
+}
+
+function serverConfinement(env: NodeJS.ProcessEnv): ServerConfinementConfig {
+  const limit = (variable: string, name: 'memoryBytes' | 'maxProcesses', value: string) => {
+    try {
+      return parseLimitOverrides([`${name}=${value}`])[name];
+    } catch (err) {
+      throw new ConfigError(variable, (err as Error).message.replace(/^--limit \w+: /, ''));
+    }
+  };
+  const memory = env.A2RL_SERVER_MEMORY?.trim();
+  const processes = env.A2RL_SERVER_MAX_PROCESSES?.trim();
+  const passEnv = (env.A2RL_SERVER_ENV ?? '').split(/[\s,]+/).filter(Boolean);
+  for (const name of passEnv) {
+    if (!passableName(name)) throw new ConfigError('A2RL_SERVER_ENV', `${name} cannot be given to servers (a2rl's own variables and credentials never are)`);
+  }
+  const binds = (env.A2RL_SERVER_BINDS ?? '').split(':').map((p) => p.trim()).filter(Boolean);
+  for (const p of binds) if (!path.isAbsolute(p)) throw new ConfigError('A2RL_SERVER_BINDS', `${p} is not an absolute path`);
+  return {
+    memoryBytes: memory ? (limit('A2RL_SERVER_MEMORY', 'memoryBytes', memory) ?? null) : Math.floor((os.totalmem() * 3) / 4),
+    maxProcesses: processes ? (limit('A2RL_SERVER_MAX_PROCESSES', 'maxProcesses', processes) ?? DEFAULT_SERVER_MAX_PROCESSES) : DEFAULT_SERVER_MAX_PROCESSES,
+    passEnv,
+    binds,
+  };
 }
 
 /** Why an external endpoint alone cannot grade submissions (one line, for config errors, doctor and gradings). */

@@ -96,7 +96,7 @@ export function agentUidFor(runId: string): number {
   return FIRST_AGENT_UID + (digest.readUInt32BE(0) % AGENT_UIDS);
 }
 
-const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/etc'];
+export const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/etc'];
 
 /** 'bwrap' when this machine can sandbox the agent (see capabilities.ts for how). */
 export function detectSandbox(): SandboxKind {
@@ -190,7 +190,7 @@ function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number, gpus:
  * not cross: create them first, world-traversable (they are empty directories of the sandbox's own
  * root, not the host's).
  */
-function withTraversableParents(options: string[]): string[] {
+export function withTraversableParents(options: string[]): string[] {
   const destinations: string[] = [];
   for (let i = 0; i < options.length; i++) {
     if (['--bind', '--ro-bind', '--dev-bind', '--symlink'].includes(options[i])) destinations.push(options[i + 2]);
@@ -215,7 +215,7 @@ function agentCommand(req: SandboxRequest, mode: IsolationMode, uid: number): st
   return [...drop, ...bridge, ...req.command];
 }
 
-function setprivTo(uid: number): string[] {
+export function setprivTo(uid: number): string[] {
   return ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--inh-caps=-all', '--ambient-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
 }
 
@@ -228,7 +228,7 @@ function kernelLimits(req: SandboxRequest, plan: SandboxPlan): string[] {
   return [...args, '--'];
 }
 
-function nulSeparated(args: string[]): Buffer {
+export function nulSeparated(args: string[]): Buffer {
   for (const arg of args) if (arg.includes('\0')) throw new TypeError(`sandbox argument contains a NUL byte: ${JSON.stringify(arg.slice(0, 40))}`);
   return Buffer.from(args.map((a) => `${a}\0`).join(''));
 }
@@ -239,7 +239,7 @@ export function bridgeScript(): string {
 }
 
 /** The node installation running the harness (`<prefix>/bin/node`): agents are Node programs. */
-function nodePrefix(): string {
+export function nodePrefix(): string {
   return dirname(dirname(realpathSync(process.execPath)));
 }
 
