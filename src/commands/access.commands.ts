@@ -7,6 +7,7 @@ import { openLedger, systemClock } from '../composition.js';
 import { loadConfig } from '../config/config.js';
 import { checkHome } from '../config/open-errors.js';
 import { table } from './cli-support.js';
+import { jsonOut } from './terminal.js';
 
 /** Commands over the access stream (docs/security.md, "Who may look"): API tokens and the access records. */
 export function registerAccessCommands(program: Command): void {
@@ -63,7 +64,8 @@ export function registerAccessCommands(program: Command): void {
     .option('--json', 'NDJSON: one event per line (token events without their hash)')
     .action(async (opts: { run?: string; json?: boolean }) => {
       const events = (await withAccess((ledger) => ledger.events())).filter((e) => !opts.run || (e.type === 'AccessRecorded' && e.data.target?.runId === opts.run));
-      if (opts.json) for (const e of events) process.stdout.write(`${JSON.stringify(withoutHash(e))}\n`);
+      // Sign-in records carry names anyone who reaches POST /auth/login typed: table() shows them inert.
+      if (opts.json) for (const e of events) process.stdout.write(jsonOut(`${JSON.stringify(withoutHash(e))}\n`));
       else if (!events.length) process.stdout.write(opts.run ? `no access records for run ${opts.run}\n` : 'the access stream is empty\n');
       else process.stdout.write(`${table([['TIME', 'WHO', 'WHAT', 'TARGET', 'OUTCOME'], ...events.map(row)])}\n`);
     });

@@ -7,6 +7,8 @@ import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
 import { checkHome, checkOutputFile } from '../config/open-errors.js';
 import type { VerifyDeps, VerifyOptions, VerifyProgress, VerifyResult } from '../../modules/audit/verify.service.js';
+import { inertLine, inertText } from '../../modules/reports/inert-text.js';
+import { jsonOut } from './terminal.js';
 
 /**
  * The app (Nest, TypeORM, every projection), loaded only by the commands here that use it: `a2rl
@@ -98,7 +100,7 @@ export function registerAuditCommands(program: Command): void {
       let lastAt = 0;
       const onProgress = (p: VerifyProgress) => {
         // Per stage on a terminal; otherwise a line when a stage starts and every 5 s.
-        const line = `verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`;
+        const line = inertLine(`verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`);
         if (process.stderr.isTTY) process.stderr.write(`\r${line.padEnd(80)}`);
         else if (p.stage !== shown || Date.now() - lastAt > 5000) process.stderr.write(`${line}\n`);
         shown = p.stage;
@@ -114,15 +116,16 @@ export function registerAuditCommands(program: Command): void {
       const options = { rebuild: opts.rebuild, regrade: opts.regrade, onProgress };
       const result = opts.rebuild ? await verifyWithReadModels(base, runId, options) : await verifyRecord(config, base, runId, options);
       if (process.stderr.isTTY) process.stderr.write('\n');
-      if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+      if (opts.json) process.stdout.write(jsonOut(`${JSON.stringify(result)}\n`));
       else {
+        // Failure messages quote recorded data (paths, names): each is one inert line, and the verdict comes last.
         for (const f of result.failures) {
           const where = [f.seq !== undefined ? `seq ${f.seq}` : '', f.artifact ?? ''].filter(Boolean).join(' ');
-          process.stdout.write(`FAIL ${f.check}${where ? ` (${where})` : ''}: ${f.message}\n`);
+          process.stdout.write(`${inertLine(`FAIL ${f.check}${where ? ` (${where})` : ''}: ${f.message}`)}\n`);
         }
         const regraded = result.regraded === null ? '' : `, ${result.regraded} submissions re-graded`;
         process.stdout.write(
-          `${result.ok ? 'OK' : 'FAILED'} ${runId}: ${result.events} events, ${result.treeHeads} signed tree head${result.treeHeads === 1 ? '' : 's'}, ${result.artifacts} artifacts` +
+          `${result.ok ? 'OK' : 'FAILED'} ${inertLine(runId)}: ${result.events} events, ${result.treeHeads} signed tree head${result.treeHeads === 1 ? '' : 's'}, ${result.artifacts} artifacts` +
             `${regraded}; ${result.ok ? (result.projections ? 'chain, artifacts, projections and reports verified' : 'chain, artifacts and integrity verified (read models not rebuilt: --rebuild)') : `${result.failures.length} failures`}\n`,
         );
       }
@@ -164,13 +167,13 @@ export function registerAuditCommands(program: Command): void {
         });
         if (at !== undefined) {
           const result = await replay.materialize(runId, at, opts.out!, { force: opts.force });
-          process.stdout.write(opts.json ? `${canonicalJson(result)}\n` : format.renderMaterialized(result));
+          process.stdout.write(opts.json ? jsonOut(`${canonicalJson(result)}\n`) : inertText(format.renderMaterialized(result)));
         } else if (points) {
           const diff = await replay.diff(runId, points[0], points[1]);
-          process.stdout.write(opts.json ? `${canonicalJson(diff)}\n` : format.renderDiff(diff));
+          process.stdout.write(opts.json ? jsonOut(`${canonicalJson(diff)}\n`) : inertText(format.renderDiff(diff)));
         } else {
           const entries = await replay.timeline(runId);
-          process.stdout.write(opts.json ? format.timelineJson(entries) : format.renderTimeline(entries));
+          process.stdout.write(opts.json ? jsonOut(format.timelineJson(entries)) : inertText(format.renderTimeline(entries)));
         }
       });
     });
@@ -246,15 +249,17 @@ export function registerAuditCommands(program: Command): void {
       if (result.ok && result.keyTrust === 'embedded') {
         process.stderr.write(`note: signed by key ${result.keyId}, the key inside the bundle, which was not checked against a trust list (--trust-embedded-key): a bundle re-signed with another key passes too; pin the signer's key with --pubkey <file> or \`a2rl keys trust <file>\`\n`);
       }
-      if (opts.json) process.stdout.write(`${JSON.stringify({ ...result, failures: result.failures.map((f) => ({ ...f, text: describeFailure(f) })) })}\n`);
+      if (opts.json) process.stdout.write(jsonOut(`${JSON.stringify({ ...result, failures: result.failures.map((f) => ({ ...f, text: describeFailure(f) })) })}\n`));
+      // The verdict is ours and last: the failure is one inert line (describeFailure) after "failed
+      // verification:", so no bundle text can break the line, move the cursor or recolour it.
       if (!result.ok) {
         const more = result.failures.length > 1 ? ` (and ${result.failures.length - 1} more${opts.json ? '' : '; --json lists all'})` : '';
-        throw new Error(`bundle ${file} failed verification: ${describeFailure(result.failures[0])}${more}`);
+        throw new Error(`bundle ${inertLine(file)} failed verification: ${describeFailure(result.failures[0])}${more}`);
       }
       if (!opts.json) {
         const omitted = result.omittedBlobs ? ` (${result.omittedBlobs} checkpoint files not included)` : '';
         const key = { pubkey: 'the --pubkey key', trusted: 'a trusted key', embedded: 'the embedded key, unchecked', untrusted: '' }[result.keyTrust!];
-        process.stdout.write(`OK ${file}: run ${result.runId}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; chain, proofs, artifacts and reports verified; signed by key ${result.keyId} (${key})\n`);
+        process.stdout.write(`OK ${inertLine(file)}: run ${inertLine(result.runId ?? '')}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; chain, proofs, artifacts and reports verified; signed by key ${result.keyId} (${key})\n`);
       }
     });
 }

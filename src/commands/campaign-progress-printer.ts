@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { CampaignProgress, CellProgress } from '../../projections/campaign-progress/campaign-progress.js';
+import { inertLine } from '../../modules/reports/inert-text.js';
 import { num } from './cli-support.js';
 
 // Live progress of campaigns on stderr: on a terminal a cli-progress bar per campaign (cells ended /
@@ -129,9 +130,10 @@ export class CampaignProgressPrinter {
     else tracked.bar.update(ended(progress), payload);
   }
 
-  /** Prints a line above the bars (or plainly, without them). */
+  /** Prints a line above the bars (or plainly, without them); inert, since reasons and runner lines quote recorded errors. */
   log(line: string): void {
-    if (this.bars) this.bars.log(`${line}\n`);
-    else (this.opts.stream ?? process.stderr).write(`${line}\n`);
+    const inert = inertLine(line);
+    if (this.bars) this.bars.log(`${inert}\n`);
+    else (this.opts.stream ?? process.stderr).write(`${inert}\n`);
   }
 }

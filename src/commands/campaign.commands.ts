@@ -22,6 +22,8 @@ import { printScoreboard } from './analysis.commands.js';
 import { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { num, table, withApp, withRunApp } from './cli-support.js';
 import { dashboardBase, openDashboard, serverUp } from './dashboard-link.js';
+import { inertLine } from '../../modules/reports/inert-text.js';
+import { jsonOut } from './terminal.js';
 import { reachQueue } from './worker.commands.js';
 
 // `a2rl campaign …`: the matrix task × agent × driver × seed as one campaign (modules/campaigns). The
@@ -131,7 +133,7 @@ export function registerCampaignCommands(program: Command): void {
             : await followed(ledger, id, new CampaignProgressPrinter({ printExisting: true }));
           if (opts.json) return;
         }
-        process.stdout.write(opts.json ? `${canonicalJson(progress)}\n` : statusText(progress));
+        process.stdout.write(opts.json ? jsonOut(`${canonicalJson(progress)}\n`) : statusText(progress));
       });
     });
 
@@ -175,7 +177,7 @@ export function registerCampaignCommands(program: Command): void {
       await withApp(async (app) => {
         const all = (await campaigns(app).service.list()).filter((p) => p.scheduled);
         if (opts.json) {
-          process.stdout.write(`${canonicalJson(all.map(listEntry))}\n`);
+          process.stdout.write(jsonOut(`${canonicalJson(all.map(listEntry))}\n`));
           return;
         }
         if (!all.length) {
@@ -362,7 +364,7 @@ async function followed(ledger: CampaignLedger, id: string, printer: CampaignPro
 async function followJson(ledger: CampaignLedger, id: string): Promise<CampaignProgress> {
   const interrupt = interruptSignal({ exitCodes: true });
   try {
-    return await ledger.follow(id, (p) => void process.stdout.write(`${canonicalJson(p)}\n`), interrupt.signal);
+    return await ledger.follow(id, (p) => void process.stdout.write(jsonOut(`${canonicalJson(p)}\n`)), interrupt.signal);
   } finally {
     interrupt.dispose();
   }
@@ -405,7 +407,7 @@ async function finish(app: INestApplicationContext, progress: CampaignProgress, 
   const { completed, failed, cancelled, running, pending } = progress.counts;
   process.stderr.write(`campaign ${progress.campaignId}: ${progress.status}, ${completed} completed, ${failed} failed${cancelled ? `, ${cancelled} cancelled` : ''}${running + pending ? `, ${running + pending} still owed` : ''}\n`);
   if (completed) await printScoreboard(app, { campaign: progress.campaignId });
-  if (json) process.stdout.write(`${campaignJson(progress)}\n`);
+  if (json) process.stdout.write(jsonOut(`${campaignJson(progress)}\n`));
   if (failed || cancelled || progress.status === 'cancelled') process.exitCode ??= 1;
 }
 
@@ -435,7 +437,7 @@ export function statusText(p: CampaignProgress): string {
   for (const cell of p.cells) {
     rows.push([String(cell.cell), cell.task, cell.agent, cell.driver ?? '-', String(cell.seed), cell.status, String(cell.attempt), cell.worker?.host ?? '-', cell.runId ?? '-', num(cell.best)]);
   }
-  const reasons = p.cells.filter((cell) => cell.reason && cell.status !== 'completed').map((cell) => `  cell ${cell.cell}: ${cell.reason}`);
+  const reasons = p.cells.filter((cell) => cell.reason && cell.status !== 'completed').map((cell) => `  cell ${cell.cell}: ${inertLine(cell.reason!)}`);
   return `${head}${table(rows)}\n${reasons.length ? `\n${reasons.join('\n')}\n` : ''}`;
 }
 

@@ -16,6 +16,7 @@ import { failureClassOf } from '../../projections/run-analysis/analyze.js';
 import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { serve } from '../server.js';
 import { summary, table, withApp } from './cli-support.js';
+import { jsonOut } from './terminal.js';
 
 /** Commands over the ledger and its read models: serve, events, runs, projections. */
 export function registerLedgerCommands(program: Command): void {
@@ -66,7 +67,7 @@ export function registerLedgerCommands(program: Command): void {
         await projections.catchUp();
         const runs = await matchingRuns(projections, filter, runsWithHarnessGone(app.get<RunLocks>(RUN_LOCKS)));
         if (opts.json) {
-          for (const run of runs) process.stdout.write(`${canonicalJson(run)}\n`);
+          for (const run of runs) process.stdout.write(jsonOut(`${canonicalJson(run)}\n`));
           return;
         }
         if (!runs.length) {
@@ -156,7 +157,7 @@ async function printEvents(store: EventStore, backend: string, runId: string, fi
   const rows = [['SEQ', 'OCCURRED AT', 'TYPE', 'DATA']];
   let count = 0;
   for await (const event of runEventsFrom(store, runId, filter)) {
-    if (json) process.stdout.write(`${canonicalJson(event)}\n`);
+    if (json) process.stdout.write(jsonOut(`${canonicalJson(event)}\n`));
     else rows.push([String(event.seq), event.occurredAt, event.type, summary(event.data)]);
     count += 1;
   }
@@ -183,7 +184,8 @@ async function followEvents(source: RunSource, runId: string, filter: EventFilte
   let printed = 0;
   const print = (event: A2rlEvent): boolean => {
     if (!matches(filter, event)) return true;
-    process.stdout.write(json ? `${canonicalJson(event)}\n` : `${String(event.seq).padEnd(6)}  ${event.occurredAt}  ${event.type.padEnd(TYPE_WIDTH)}  ${summary(event.data)}\n`);
+    // summary() shows the data inert; the other fields are the harness's own.
+    process.stdout.write(json ? jsonOut(`${canonicalJson(event)}\n`) : `${String(event.seq).padEnd(6)}  ${event.occurredAt}  ${event.type.padEnd(TYPE_WIDTH)}  ${summary(event.data)}\n`);
     return ++printed < filter.limit;
   };
   try {

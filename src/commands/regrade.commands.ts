@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { RegradeService, type RegradeResult } from '../../modules/grading/regrade.service.js';
+import { inertLine } from '../../modules/reports/inert-text.js';
 import { num, withApp } from './cli-support.js';
+import { jsonOut } from './terminal.js';
 
 /** `a2rl regrade`: the evaluation noise of a closed run's submissions (GradingRepeated events). */
 export function registerRegradeCommands(program: Command): void {
@@ -20,7 +22,7 @@ export function registerRegradeCommands(program: Command): void {
         return Number(n);
       });
       const result = await withApp((app) => app.get(RegradeService).regrade(runId, { repeat, ...(submissions ? { submissions } : {}) }));
-      process.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : describe(result));
+      process.stdout.write(opts.json ? jsonOut(`${JSON.stringify(result)}\n`) : describe(result));
     });
 }
 
@@ -31,5 +33,5 @@ function describe(r: RegradeResult): string {
     const failed = s.failures.length ? `, ${s.failures.length} failed (first: ${s.failures[0]})` : '';
     lines.push(`  ${s.submissionId}: recorded ${num(s.recorded)}; regraded n=${s.n} mean ${num(s.mean)} std ${s.std === null ? '-' : s.std.toFixed(2)} min ${num(s.min)} max ${num(s.max)}${failed}`);
   }
-  return `${lines.join('\n')}\n`;
+  return `${lines.map(inertLine).join('\n')}\n`; // a grading failure quotes the evaluator's output of agent code
 }

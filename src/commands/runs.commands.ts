@@ -11,6 +11,8 @@ import { redact } from '../server.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
 import { openDashboard } from './dashboard-link.js';
+import { inertText } from '../../modules/reports/inert-text.js';
+import { jsonOut } from './terminal.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -53,12 +55,12 @@ export function registerRunsCommands(program: Command): void {
           onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
         }).finally(() => dashboard?.close());
         if (process.stderr.isTTY) process.stderr.write('\n');
-        process.stdout.write(
+        process.stdout.write(inertText(
           `run ${result.runId} (${result.task}, agent ${result.agent}): baseline ${num(result.baseline)}, best ${num(result.best)}, ` +
             `improvement ${num(result.improvement)}, ${result.submissions} submissions, agent ${result.exitReason}, sandbox ${result.sandbox}\n` +
             `  events: a2rl events ${result.runId}   workspace: ${result.workspace}\n`,
-        );
-        if (opts.json) process.stdout.write(`${summaryJson(result)}\n`);
+        ));
+        if (opts.json) process.stdout.write(jsonOut(`${summaryJson(result)}\n`));
       });
     });
 
@@ -83,7 +85,7 @@ export function registerRunsCommands(program: Command): void {
         process.stdout.write(`artifacts:  ${redact(config.artifactsUrl)}\n`);
         process.stdout.write(`workspaces: ${config.workspacesDir}\n`);
         process.stdout.write(`dashboard:  npx a2rl serve, then open http://${config.httpHost}:${config.httpPort}/\n`);
-        if (opts.json) for (const r of results) process.stdout.write(`${summaryJson(r)}\n`);
+        if (opts.json) for (const r of results) process.stdout.write(jsonOut(`${summaryJson(r)}\n`));
       });
     });
 

@@ -13,6 +13,7 @@ import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
 import { OpenError } from '../config/open-errors.js';
 import { withRunApp } from './cli-support.js';
+import { inertLine } from '../../modules/reports/inert-text.js';
 
 // `a2rl worker`: one machine's share of a distributed campaign. It takes jobs from the Redis queue
 // (infra/queue/redis-worker.ts) and runs each as `a2rl run` would, recording into the shared ledger;
@@ -111,9 +112,9 @@ function warnWithoutSharedKey(home: string): void {
   );
 }
 
-/** One line on stderr, time-stamped: a worker's log is read long after. */
+/** One line on stderr, time-stamped: a worker's log is read long after (inert: runner lines quote recorded errors). */
 function log(line: string): void {
-  process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+  process.stderr.write(`${new Date().toISOString()} ${inertLine(line)}\n`);
 }
 
 /** Resolves on the first SIGTERM/SIGINT (withRunApp's own handler sets the exit code and stops the agents). */

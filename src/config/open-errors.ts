@@ -2,6 +2,7 @@ import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { ConfigError, redact, sqlitePath } from './config.js';
+import { inertLine, inertText } from '../../modules/reports/inert-text.js';
 
 // Failures to open what the configuration names (a backend, A2RL_HOME, a path given on the command
 // line) are the operator's to fix, not bugs: each becomes one OpenError line that names the variable
@@ -22,8 +23,9 @@ export class OpenError extends Error {
  */
 export function reportFailure(err: unknown, env: NodeJS.ProcessEnv = process.env): number {
   const message = err instanceof ConfigError ? `configuration error: ${err.message}` : messageOf(err);
-  process.stderr.write(`a2rl: ${message}\n`);
-  if (env.A2RL_DEBUG === '1') process.stderr.write(`${inspect(err, { depth: 6 })}\n`);
+  // Messages can quote recorded data (a run id, a bundle's file names): one inert line (modules/reports/inert-text.ts).
+  process.stderr.write(`a2rl: ${inertLine(message)}\n`);
+  if (env.A2RL_DEBUG === '1') process.stderr.write(`${inertText(inspect(err, { depth: 6 }))}\n`);
   return err instanceof ConfigError || err instanceof OpenError ? 2 : 1;
 }
 

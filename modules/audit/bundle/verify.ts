@@ -2,6 +2,7 @@ import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import { inertLine } from '../../reports/inert-text.js';
 import { keyIdOf } from '../tree-head.js';
 import { sealFailures, verifyEventChain, type VerificationFailure } from '../verify-chain.js';
 import { integrityFailures } from '../verify-integrity.js';
@@ -47,11 +48,15 @@ export interface BundleVerification {
   failures: VerificationFailure[];
 }
 
-/** One failure as one line, naming the bundle line, blob or file it concerns. */
+/**
+ * One failure as one line, naming the bundle line, blob or file it concerns. Inert (inert-text.ts):
+ * file names, JSON parse errors and event fields in it come from the bundle, which a forger wrote,
+ * and must not repaint the reader's terminal or start a line of their own (a green "OK … verified").
+ */
 export function describeFailure(f: VerificationFailure): string {
-  if (f.line !== undefined) return `${EVENTS_FILE} line ${f.line}: ${f.message}`;
-  if (f.artifact !== undefined) return `${f.artifact}: ${f.message}`;
-  return f.message;
+  if (f.line !== undefined) return inertLine(`${EVENTS_FILE} line ${f.line}: ${f.message}`);
+  if (f.artifact !== undefined) return inertLine(`${f.artifact}: ${f.message}`);
+  return inertLine(f.message);
 }
 
 /**
