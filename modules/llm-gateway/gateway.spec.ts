@@ -39,6 +39,8 @@ const testCodec: ProviderCodec = {
     return null;
   },
   upstreamPath: (path) => path,
+  forwardedHeaders: ['anthropic-version'],
+  queryParameters: ['beta', 'key'],
   credential: (headers) => (typeof headers['x-api-key'] === 'string' ? headers['x-api-key'] : undefined),
   authorize(headers, _query, key) {
     headers['x-api-key'] = key;
@@ -201,6 +203,12 @@ function within<T>(promise: Promise<T>, ms: number, value: T): Promise<T> {
 
 const REQUEST = { model: 'claude-sonnet-4-5', stream: true, messages: [{ role: 'user', content: 'hi' }], prompt: 'hi' };
 
+/** Waits until `ready()` (checked every 20 ms, for at most 20 s): a missed step then fails the assertion after it. */
+async function until(ready: () => boolean): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!ready() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
 // ── specs ──────────────────────────────────────────────────────────────────────────────────────
 
 describe('LLM gateway', () => {
@@ -260,18 +268,18 @@ describe('LLM gateway', () => {
     expect(gw.gateway.totals()).toEqual({ calls: 1, tokens: 150, costUsd: call.costUsd });
   });
 
-  it('sends the harness key upstream and never the agent token', async () => {
+  it('sends the harness key upstream with only the protocol headers, never the agent token', async () => {
     const upstream = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ text: 'ok' })));
     const gw = await startGateway(upstream.url);
     const reply = await send(gw.socketPath, {
       path: `/anthropic/v1/messages?beta=true&key=${TOKEN}`,
-      headers: { authorization: `Bearer ${TOKEN}`, 'x-extra': 'kept', 'accept-encoding': 'gzip', connection: 'keep-alive' },
+      headers: { authorization: `Bearer ${TOKEN}`, 'x-extra': 'dropped', 'anthropic-version': '2023-06-01', 'user-agent': 'cli/1', 'accept-encoding': 'gzip', connection: 'keep-alive' },
       body: { model: 'claude-haiku-4-5' },
     });
     expect(reply.status).toBe(200);
     const [seen] = upstream.seen;
     expect(seen.headers['x-api-key']).toBe(KEY);
-    expect(seen.headers['x-extra']).toBe('kept');
+    expect(Object.keys(seen.headers).sort()).toEqual(['accept-encoding', 'anthropic-version', 'connection', 'content-length', 'content-type', 'host', 'user-agent', 'x-api-key']);
     expect(seen.headers['accept-encoding']).toBe('identity');
     expect(seen.url).toBe('/v1/messages?beta=true');
     const everything = JSON.stringify(seen);
@@ -369,19 +377,34 @@ describe('LLM gateway', () => {
     ]);
   });
 
-  it('aborts the upstream call when the agent hangs up', async () => {
-    const upstreamSawClose = signal<boolean>();
+  it('reads the answer to its end when the agent hangs up, and records the usage the provider reported', async () => {
+    const agentGone = signal();
+    let ended = false;
     const upstream = await startUpstream((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(sse({ model: 'claude-sonnet-4-5', text: 'first' }));
-      res.on('close', () => upstreamSawClose.fire(true));
+      void within(agentGone.fired, 10_000, undefined).then(() => res.end(sse({ text: ' second', usage: { in: 700, out: 300 } }), () => (ended = true)));
     });
     const gw = await startGateway(upstream.url);
     const reply = await send(gw.socketPath, { body: REQUEST, onChunk: (_chunk, req) => req.destroy() });
     expect(reply.broken).toBe(true);
-    expect(await within(upstreamSawClose.fired, 10_000, false)).toBe(true);
+    await until(() => gw.gateway.pending().agentGone === 1);
+    agentGone.fire();
+    await until(() => gw.records.length === 1); // (closing the gateway first would end the call)
     const [call] = await gw.finish();
-    expect(call).toMatchObject({ outcome: 'client_aborted', status: 200, outputText: 'first' });
+    expect(ended).toBe(true);
+    expect(call).toMatchObject({ outcome: 'client_aborted', status: 200, outputText: 'first second', usage: { inputTokens: 700, outputTokens: 300 }, usageSource: 'provider', deliveredBytes: sse({ model: 'claude-sonnet-4-5', text: 'first' }).length });
+    expect(gw.gateway.totals().tokens).toBe(1000);
+  });
+
+  it('records the worst case of the reservation, marked estimated, when the answer never gives its usage', async () => {
+    const upstream = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(sse({ model: 'claude-sonnet-4-5', text: 'no usage' })));
+    const gw = await startGateway(upstream.url, { limits: { maxTokens: 1_000_000, defaultReserveTokens: 5000 } });
+    const body = JSON.stringify(REQUEST);
+    expect((await send(gw.socketPath, { body })).status).toBe(200);
+    const [call] = await gw.finish();
+    expect(call).toMatchObject({ outcome: 'ok', usageSource: 'estimated', reservedTokens: Buffer.byteLength(body) + 5000, usage: { inputTokens: Buffer.byteLength(body), outputTokens: 5000 } });
+    expect(gw.gateway.totals().tokens).toBe(Buffer.byteLength(body) + 5000);
   });
 
   it('close() aborts a call in flight and resolves once it is recorded', async () => {

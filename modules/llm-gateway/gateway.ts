@@ -5,8 +5,10 @@ import type { AddressInfo } from 'node:net';
 import type { EventData } from '../ledger/events/catalog.js';
 import PQueue from 'p-queue';
 import { listenUnix, type SocketOwner } from '../runs/sandbox/unix-socket.js';
-import { costOf, priceTable } from './prices.js';
+import { SpendGate, roundUsd, type Reservation, type SpendLimit } from './budget.js';
+import { costOf, priceTable, worstCostOf } from './prices.js';
 import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type Provider, type ProviderCodec, type RequestFacts, type ResponseFacts, type Usage } from './protocol.js';
+import { modelNameProblem, requestTarget } from './request-checks.js';
 
 /**
  * The run's LLM gateway: the agent's only way to its model. It serves `/<provider>/<path>` with
@@ -24,12 +26,18 @@ export interface LlmGatewayOptions {
   upstreams: Partial<Record<Provider, { url: string; key: string }>>;
   /** Default: every provider's codec (upstreams.ts `defaultCodecs`). */
   codecs?: ProviderCodec[];
-  limits?: { maxTokens?: number | null; maxCostUsd?: number | null };
+  /**
+   * The run's spend limits. A billable call holds a reservation from its admission to its end: its
+   * body's size in bytes (a byte-level tokenizer makes at most one token of a byte) plus the output
+   * maximum it asks for, or `defaultReserveTokens` when it asks for none (default: the environment's
+   * A2RL_LLM_DEFAULT_RESERVE_TOKENS, else DEFAULT_RESERVE_TOKENS). See budget.ts.
+   */
+  limits?: { maxTokens?: number | null; maxCostUsd?: number | null; defaultReserveTokens?: number };
   record: (data: EventData<'LlmCallRecorded'>) => Promise<unknown>;
   /** The run's redacting artifact store. */
   storeBlob: (body: Buffer) => Promise<{ sha256: string; size: number; key: string }>;
-  /** Called once per limit, when the run's calls first reach it. */
-  onLimit?: (limit: 'llmTokens' | 'llmCostUsd', value: number, max: number) => void;
+  /** Called once per limit, when the run's calls first reach it: the spend, the limit, the call (callId) whose spend reached it. */
+  onLimit?: (limit: SpendLimit, value: number, max: number, callId: string) => void;
   clock?: () => Date;
   /** No byte from the upstream for this long: 504 in the provider's shape, outcome upstream_timeout. Default 600000. */
   upstreamTimeoutMs?: number;
@@ -41,6 +49,8 @@ export interface LlmGateway {
   url?: string;
   /** Calls recorded, their tokens (input + output + cache read + cache write) and cost (null when a call's model has no price). */
   totals(): { calls: number; tokens: number; costUsd: number | null };
+  /** Billable calls now in flight and the tokens they hold; calls waiting for room under the limits; calls in flight whose agent hung up. */
+  pending(): { inFlight: number; heldTokens: number; waiting: number; agentGone: number };
   /** Stops accepting, aborts the calls in flight (recorded gateway_closed) and resolves once every record is written. */
   close(): Promise<void>;
 }
@@ -52,12 +62,16 @@ const MIN_TOKEN_LENGTH = 16;
 /** What `status` says when the agent got no answer (it hung up first): nginx's "client closed request". */
 const CLIENT_CLOSED_STATUS = 499;
 const CUT = { text: 2000, output: 4000, name: 300, error: 1000, stopReason: 100, model: 300, items: 100 };
+/** Output tokens a call that sets no maximum reserves (A2RL_LLM_DEFAULT_RESERVE_TOKENS overrides it). */
+export const DEFAULT_RESERVE_TOKENS = 32_768;
 
 export async function startLlmGateway(options: LlmGatewayOptions): Promise<LlmGateway> {
   // The token is also scrubbed from every forwarded header and parameter, so it must be unguessable and long.
   if (options.token.length < MIN_TOKEN_LENGTH) throw new Error(`the LLM gateway token must have at least ${MIN_TOKEN_LENGTH} characters`);
-  const codecs = options.codecs ?? (await import('./upstreams.js')).defaultCodecs();
-  const gateway = new Gateway(options, codecs);
+  const upstreams = await import('./upstreams.js');
+  const codecs = options.codecs ?? upstreams.defaultCodecs();
+  const defaultReserveTokens = options.limits?.defaultReserveTokens ?? upstreams.reserveFromEnv(process.env) ?? DEFAULT_RESERVE_TOKENS;
+  const gateway = new Gateway({ ...options, limits: { ...options.limits, defaultReserveTokens } }, codecs);
   await gateway.listen();
   return gateway;
 }
@@ -74,6 +88,12 @@ interface UpstreamTarget {
   key: string;
 }
 
+/** What a billable call holds while in flight: its reservation and the input and output it is made of. */
+interface Hold extends Reservation {
+  inputTokens: number;
+  outputTokens: number;
+}
+
 /** One routed request from its arrival to its record. */
 interface Call {
   id: string;
@@ -87,12 +107,29 @@ interface Call {
   startedAt: Date;
   body: Buffer;
   facts: RequestFacts;
+  /** The upstream's status (null before its answer). */
   status: number | null;
+  /** The status the agent got (null: it got none, having hung up first). */
+  agentStatus: number | null;
   ttftMs: number | null;
   latencyMs: number;
-  /** The copy of what the agent got (capped). */
+  /** The copy of the answer: what the agent got, and after it hung up the rest the upstream sent (capped). */
   sent: Buffer[];
   sentBytes: number;
+  /** The agent closed its connection before the answer ended; the upstream's answer is still read to its end. */
+  agentGone: boolean;
+  /** Bytes of the answer written to the agent's connection. */
+  deliveredBytes: number;
+  /** The upstream's answer ended normally (its whole body was read). */
+  upstreamComplete: boolean;
+  /** The upstream's answer, while it is paused for an agent that reads slowly. */
+  paused?: IncomingMessage;
+  /** The reservation the call holds once admitted (billable calls under limits). */
+  hold?: Hold;
+  /** Takes the call out of the limits' queue while it waits. */
+  cancelWait?: () => void;
+  /** `facts` were read from the body (before forwarding); otherwise they are read when the call ends. */
+  factsRead?: boolean;
   truncated: boolean;
   /** The body came from the gateway (a refusal or an error it made), not from the upstream. */
   ownBody: boolean;
@@ -122,7 +159,9 @@ class Gateway implements LlmGateway {
   /** Records are appended in callId order: each call takes its place at arrival and is written when it ends. */
   private readonly records = new PQueue({ concurrency: 1 });
   private closing?: Promise<void>;
-  private sum = { calls: 0, tokens: 0, costUsd: 0, unpriced: 0 };
+  private calls = 0;
+  private readonly gate: SpendGate;
+  private readonly defaultReserveTokens: number;
   private readonly limitsNoted = new Set<string>();
   private removeSocket?: () => Promise<void>;
 
@@ -135,6 +174,8 @@ class Gateway implements LlmGateway {
     this.tokenHash = digest(options.token);
     this.clock = options.clock ?? (() => new Date());
     this.timeoutMs = options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
+    this.gate = new SpendGate(options.limits);
+    this.defaultReserveTokens = options.limits?.defaultReserveTokens ?? DEFAULT_RESERVE_TOKENS;
     this.server = http.createServer({ noDelay: true }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => this.failed(err, res));
     });
@@ -156,8 +197,13 @@ class Gateway implements LlmGateway {
   }
 
   totals(): { calls: number; tokens: number; costUsd: number | null } {
-    const { calls, tokens, costUsd, unpriced } = this.sum;
-    return { calls, tokens, costUsd: unpriced > 0 ? null : round(costUsd) };
+    const { tokens, costUsd, unpriced } = this.gate.spent;
+    return { calls: this.calls, tokens, costUsd: unpriced > 0 ? null : round(costUsd) };
+  }
+
+  pending(): { inFlight: number; heldTokens: number; waiting: number; agentGone: number } {
+    const calls = [...this.inflight];
+    return { inFlight: this.gate.held.calls, heldTokens: this.gate.held.tokens, waiting: calls.filter((c) => c.cancelWait).length, agentGone: calls.filter((c) => c.agentGone).length };
   }
 
   close(): Promise<void> {
@@ -185,22 +231,62 @@ class Gateway implements LlmGateway {
   // ── one request ────────────────────────────────────────────────────────────────────────────────
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://gateway');
-    const provider = /^\/([^/]+)(\/.*)?$/.exec(url.pathname);
-    const codec = provider ? this.codecs.get(provider[1]) : undefined;
-    const path = provider?.[2] ?? '/';
-    const route = codec?.route(req.method ?? 'GET', path) ?? null;
-    if (!codec || !route) return notFound(res, codec, url.pathname);
+    // The target as sent, not as a URL parser would normalise it: what is checked is what goes upstream.
+    const target = requestTarget(req.url ?? '/', (provider) => this.codecs.get(provider)?.queryParameters);
+    const codec = typeof target === 'string' ? this.codecs.get(/^\/([^/?#]*)/.exec(req.url ?? '')?.[1] ?? '') : this.codecs.get(target.provider);
+    if (typeof target === 'string') return badRequest(res, codec, target);
+    const route = codec?.route(req.method ?? 'GET', target.path) ?? null;
+    if (!codec || !route) return notFound(res, codec, `/${target.provider}${target.path}`);
+    const pathModel = route.model === undefined ? null : modelNameProblem(route.model, 'path');
+    if (pathModel) return badRequest(res, codec, pathModel);
 
-    const call = this.open(codec, route, path, url.searchParams, req, res);
+    const call = this.open(codec, route, target.path, target.query, req, res);
     if (this.closing) return this.answer(call, 503, 'upstream', 'gateway_closed', 'the LLM gateway is closing', { connection: 'close' });
     if (!(await this.readBody(call))) return;
-    if (!this.authorized(codec.credential(req.headers, url.searchParams))) return this.answer(call, 401, 'auth', 'refused', 'missing or invalid gateway token');
+    if (!this.authorized(codec.credential(req.headers, target.query))) return this.answer(call, 401, 'auth', 'refused', 'missing or invalid gateway token');
     const upstream = this.upstreams.get(codec.provider);
     if (!upstream) return this.answer(call, 503, 'upstream', 'upstream_unreachable', `no upstream is configured for ${codec.provider} (A2RL_LLM_${codec.provider.toUpperCase()}_KEY)`);
-    const over = route.billable ? this.limitExceeded() : null;
-    if (over) return this.answer(call, 429, 'limit', 'limit_exceeded', over);
+    call.facts = requestFactsOf(call);
+    call.factsRead = true;
+    const bodyModel = call.facts.model !== null && call.facts.model !== route.model ? modelNameProblem(call.facts.model, 'body') : null;
+    if (bodyModel) {
+      call.facts.model = null; // the name stays in the request blob only
+      return this.answer(call, 400, 'bad_request', 'refused', bodyModel);
+    }
+    if (route.billable && !(await this.admitted(call))) return;
     this.forward(call, upstream);
+  }
+
+  /**
+   * Waits for room under the run's limits (budget.ts) and holds the call's reservation; false when
+   * the call ended meanwhile (the agent hung up, the gateway closed) or was refused (429).
+   */
+  private async admitted(call: Call): Promise<boolean> {
+    const hold = this.reservationOf(call);
+    const { admission, cancel } = this.gate.admit(hold);
+    call.cancelWait = cancel;
+    const decided = await admission;
+    call.cancelWait = undefined;
+    if (decided === null) return false;
+    if (call.outcome) {
+      if (decided.go) this.gate.settle(hold, { tokens: 0, costUsd: 0 });
+      return false;
+    }
+    if (decided.go) {
+      call.hold = hold;
+      return true;
+    }
+    this.noteLimit(decided.limit, decided.value, decided.max, call.id);
+    this.answer(call, 429, 'limit', 'limit_exceeded', limitMessage(decided.limit, decided.value, decided.max));
+    return false;
+  }
+
+  /** The most the call may spend: its body's bytes as input, its output maximum (or the default), and their cost. */
+  private reservationOf(call: Call): Hold {
+    const inputTokens = call.body.length;
+    const outputTokens = call.facts.maxOutputTokens ?? this.defaultReserveTokens;
+    const usage = { inputTokens, outputTokens, cacheReadTokens: null, cacheWriteTokens: null };
+    return { inputTokens, outputTokens, tokens: inputTokens + outputTokens, costUsd: worstCostOf(call.facts.model ?? call.route.model, usage, this.prices) };
   }
 
   /** Registers a routed request: its callId, its place in the record order, its client's hang-up. */
@@ -224,10 +310,14 @@ class Gateway implements LlmGateway {
       body: Buffer.alloc(0),
       facts: { model: route.model ?? null, stream: route.streamByPath ?? false, messages: 0, toolResults: [] },
       status: null,
+      agentStatus: null,
       ttftMs: null,
       latencyMs: 0,
       sent: [],
       sentBytes: 0,
+      agentGone: false,
+      deliveredBytes: 0,
+      upstreamComplete: false,
       truncated: false,
       ownBody: false,
       streamed: false,
@@ -236,10 +326,27 @@ class Gateway implements LlmGateway {
     this.inflight.add(call);
     res.on('close', () => {
       if (call.outcome || res.writableFinished) return;
-      this.finish(call, 'client_aborted', 'the agent closed the connection before the answer ended');
-      call.upstream?.destroy();
+      this.agentHungUp(call);
     });
     return call;
+  }
+
+  /**
+   * The agent closed its connection first. A call not yet sent ends here; a call sent upstream is
+   * read to the end of its answer (the provider bills it whole), and recorded with the usage it reports.
+   */
+  private agentHungUp(call: Call): void {
+    call.agentGone = true;
+    if (!call.upstream) {
+      call.cancelWait?.();
+      return this.finish(call, 'client_aborted', 'the agent closed the connection before the call was sent upstream');
+    }
+    const paused = call.paused;
+    call.paused = undefined;
+    if (paused) {
+      paused.resume();
+      this.armTimer(call);
+    }
   }
 
   /** Reads the request body (≤ 32 MiB, else 413); false when the call already ended. */
@@ -278,30 +385,21 @@ class Gateway implements LlmGateway {
     return credential !== undefined && timingSafeEqual(digest(credential), this.tokenHash);
   }
 
-  /** The first limit the run's calls have reached, as the refusal's message; null when none. */
-  private limitExceeded(): string | null {
-    this.noteLimits();
+  /** Tells `onLimit`, once per limit, that the run's calls have reached it. */
+  private noteLimits(callId: string): void {
     const { maxTokens, maxCostUsd } = this.options.limits ?? {};
-    if (maxTokens != null && this.sum.tokens >= maxTokens) return `LLM token limit reached: ${this.sum.tokens} of ${maxTokens} tokens used (--max-llm-tokens)`;
-    if (maxCostUsd != null && this.sum.costUsd >= maxCostUsd) return `LLM cost limit reached: $${round(this.sum.costUsd)} of $${maxCostUsd} spent (--max-llm-cost)`;
-    return null;
+    const { tokens, costUsd } = this.gate.spent;
+    if (maxTokens != null && tokens >= maxTokens) this.noteLimit('llmTokens', tokens, maxTokens, callId);
+    if (maxCostUsd != null && costUsd >= maxCostUsd) this.noteLimit('llmCostUsd', roundUsd(costUsd), maxCostUsd, callId);
   }
 
-  /** Tells `onLimit`, once per limit, that the run's calls have reached it. */
-  private noteLimits(): void {
-    const { maxTokens, maxCostUsd } = this.options.limits ?? {};
-    const reached: Array<['llmTokens' | 'llmCostUsd', number, number | null | undefined]> = [
-      ['llmTokens', this.sum.tokens, maxTokens],
-      ['llmCostUsd', round(this.sum.costUsd), maxCostUsd],
-    ];
-    for (const [limit, value, max] of reached) {
-      if (max == null || value < max || this.limitsNoted.has(limit)) continue;
-      this.limitsNoted.add(limit);
-      try {
-        this.options.onLimit?.(limit, value, max);
-      } catch (err) {
-        this.options.onError?.(err);
-      }
+  private noteLimit(limit: SpendLimit, value: number, max: number, callId: string): void {
+    if (this.limitsNoted.has(limit)) return;
+    this.limitsNoted.add(limit);
+    try {
+      this.options.onLimit?.(limit, value, max, callId);
+    } catch (err) {
+      this.options.onError?.(err);
     }
   }
 
@@ -328,11 +426,15 @@ class Gateway implements LlmGateway {
     request.end(call.body.length > 0 ? call.body : undefined);
   }
 
-  /** The agent's headers as the upstream gets them: hop-by-hop ones and the agent's token gone, the harness's key in. */
+  /**
+   * The headers the upstream gets: of the agent's, only those the protocol needs (FORWARDED_HEADERS and
+   * the codec's own: never an organisation, project, billing, cookie or forwarding header), then the
+   * harness's key; the agent's token nowhere.
+   */
   private upstreamHeaders(call: Call, query: URLSearchParams, key: string): Record<string, string> {
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(call.req.headers)) {
-      if (value === undefined || DROPPED_REQUEST_HEADERS.has(name)) continue;
+      if (value === undefined || !(FORWARDED_HEADERS.includes(name) || call.codec.forwardedHeaders.includes(name))) continue;
       headers[name] = Array.isArray(value) ? value.join(', ') : value;
     }
     headers['accept-encoding'] = 'identity'; // the gateway reads the stream it passes on
@@ -349,37 +451,48 @@ class Gateway implements LlmGateway {
     for (const [name, value] of [...query]) if (value.includes(token)) query.delete(name, value);
   }
 
-  /** Passes the upstream's answer on chunk by chunk, keeping a capped copy. */
+  /** Passes the upstream's answer on chunk by chunk, keeping a capped copy; reads it to its end even once the agent is gone. */
   private relay(call: Call, upstream: IncomingMessage): void {
     if (call.outcome) return void upstream.destroy();
     const { res } = call;
     call.status = upstream.statusCode ?? 502;
     call.streamed = /^text\/event-stream/i.test(String(upstream.headers['content-type'] ?? ''));
     this.armTimer(call);
-    res.writeHead(call.status, responseHeaders(upstream.headers));
-    res.flushHeaders();
+    if (!call.agentGone) {
+      res.writeHead(call.status, responseHeaders(upstream.headers));
+      res.flushHeaders();
+      call.agentStatus = call.status;
+    }
     upstream.on('data', (chunk: Buffer) => {
       if (call.outcome) return;
       call.ttftMs ??= performance.now() - call.t0;
       keep(call, chunk);
+      if (call.agentGone) return this.armTimer(call);
+      call.deliveredBytes += chunk.length;
       if (res.write(chunk)) return this.armTimer(call);
       // The agent reads slower than the upstream sends: wait for it, without counting that as upstream silence.
       upstream.pause();
+      call.paused = upstream;
       clearTimeout(call.timer);
       call.timerPaused = true;
       res.once('drain', () => {
+        if (call.paused !== upstream) return; // the agent hung up meanwhile: agentHungUp resumed it
+        call.paused = undefined;
         upstream.resume();
         this.armTimer(call);
       });
     });
     upstream.on('end', () => {
       if (call.outcome) return;
+      call.upstreamComplete = true;
+      if (call.agentGone) return this.finish(call, 'client_aborted', `the agent closed the connection before the answer ended; the upstream's answer (${call.status}) was read to its end`);
       res.end();
       const ok = call.status! >= 200 && call.status! < 300;
       this.finish(call, ok ? 'ok' : 'upstream_error');
     });
     upstream.on('close', () => {
       if (call.outcome || upstream.complete) return;
+      if (call.agentGone) return this.finish(call, 'client_aborted', 'the agent closed the connection before the answer ended; then the upstream connection broke before it ended');
       this.finish(call, 'upstream_error', 'the upstream connection broke before the answer ended');
       res.destroy();
     });
@@ -388,6 +501,7 @@ class Gateway implements LlmGateway {
 
   private upstreamFailed(call: Call, err: NodeJS.ErrnoException, upstream: UpstreamTarget): void {
     if (call.outcome) return;
+    if (call.agentGone) return this.finish(call, 'client_aborted', `the agent closed the connection before the answer; then the upstream connection failed: ${err.message}`);
     // A kept-alive connection the upstream closed just as it was reused: once more on a fresh one.
     if (call.upstream?.reusedSocket && err.code === 'ECONNRESET' && !call.res.headersSent && !call.retried) {
       call.retried = true;
@@ -408,7 +522,8 @@ class Gateway implements LlmGateway {
   private timedOut(call: Call): void {
     if (call.outcome) return;
     const message = `no byte from the upstream for ${this.timeoutMs} ms`;
-    if (!call.res.headersSent) this.answer(call, 504, 'timeout', 'upstream_timeout', message);
+    if (call.agentGone) this.finish(call, 'client_aborted', `the agent closed the connection before the answer ended; then ${message}`);
+    else if (!call.res.headersSent) this.answer(call, 504, 'timeout', 'upstream_timeout', message);
     else {
       this.finish(call, 'upstream_timeout', message);
       call.res.destroy();
@@ -418,7 +533,9 @@ class Gateway implements LlmGateway {
 
   private abortForClose(call: Call): void {
     if (call.outcome) return;
-    if (!call.res.headersSent) this.answer(call, 503, 'upstream', 'gateway_closed', 'the LLM gateway closed', { connection: 'close' });
+    call.cancelWait?.();
+    if (call.agentGone) this.finish(call, 'client_aborted', 'the agent closed the connection before the answer ended; then the LLM gateway closed before it ended');
+    else if (!call.res.headersSent) this.answer(call, 503, 'upstream', 'gateway_closed', 'the LLM gateway closed', { connection: 'close' });
     else {
       this.finish(call, 'gateway_closed', 'the LLM gateway closed before the answer ended');
       call.res.destroy();
@@ -434,6 +551,8 @@ class Gateway implements LlmGateway {
     call.ownBody = true;
     keep(call, body);
     if (!call.res.headersSent) call.res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.length, ...extra });
+    call.agentStatus = call.agentGone ? call.agentStatus : status;
+    call.deliveredBytes += body.length;
     call.res.end(body);
     this.finish(call, outcome, message);
   }
@@ -448,21 +567,37 @@ class Gateway implements LlmGateway {
     call.latencyMs = performance.now() - call.t0;
     clearTimeout(call.timer);
     this.inflight.delete(call);
-    call.facts = requestFactsOf(call); // read off the critical path: nothing before forwarding needs it
+    if (!call.factsRead) call.facts = requestFactsOf(call); // read off the critical path when nothing before forwarding needed it
     const answer = this.responseFactsOf(call);
+    const spent = this.spentBy(call, answer);
+    answer.usage = spent.usage;
     const costUsd = call.route.billable ? costOf(answer.model ?? call.facts.model, answer.usage, this.prices) : 0;
     this.account(call, answer.usage, costUsd);
-    void this.record(call, answer, costUsd);
+    void this.record(call, answer, costUsd, spent.source);
+  }
+
+  /**
+   * The usage a call is recorded and counted with. A billable call that reached the upstream is billed
+   * whatever the agent got: with the usage the provider reported in a complete answer ('provider'), else
+   * (no answer, an answer cut before its final usage, or none reported) with the worst case its
+   * reservation allows ('estimated'). A complete error answer is the provider's (billed nothing).
+   */
+  private spentBy(call: Call, answer: ResponseFacts): { usage: Usage; source?: 'provider' | 'estimated' } {
+    const reached = call.upstream !== undefined && call.route.billable && call.outcome !== 'upstream_unreachable';
+    if (!reached) return { usage: answer.usage };
+    const known = [answer.usage.inputTokens, answer.usage.outputTokens].some((n) => n !== null);
+    const final = answer.usageFinal ?? known;
+    const errorAnswer = call.upstreamComplete && !(call.status! >= 200 && call.status! < 300);
+    if ((call.upstreamComplete && final) || errorAnswer) return { usage: answer.usage, source: 'provider' };
+    return { usage: worstCase(answer.usage, call.hold ?? this.reservationOf(call)), source: 'estimated' };
   }
 
   private account(call: Call, usage: Usage, costUsd: number | null): void {
-    this.sum.calls += 1;
-    if (!call.route.billable) return;
-    const tokens = (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0) + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
-    this.sum.tokens += tokens;
-    if (costUsd !== null) this.sum.costUsd += costUsd;
-    else if (tokens > 0) this.sum.unpriced += 1;
-    this.noteLimits();
+    this.calls += 1;
+    const spent = { tokens: call.route.billable ? tokensOf(usage) : 0, costUsd: call.route.billable ? costUsd : 0 };
+    if (call.hold) this.gate.settle(call.hold, spent);
+    else this.gate.spend(spent);
+    this.noteLimits(call.id);
   }
 
   private responseFactsOf(call: Call): ResponseFacts {
@@ -475,21 +610,28 @@ class Gateway implements LlmGateway {
     }
   }
 
-  private async record(call: Call, answer: ResponseFacts, costUsd: number | null): Promise<void> {
+  private async record(call: Call, answer: ResponseFacts, costUsd: number | null, usageSource: 'provider' | 'estimated' | undefined): Promise<void> {
     let data: EventData<'LlmCallRecorded'> | undefined;
     try {
       const [request, response] = await Promise.all([
         this.options.storeBlob(call.body),
         call.sentBytes > 0 ? this.options.storeBlob(Buffer.concat(call.sent)) : Promise.resolve(undefined),
       ]);
-      data = this.recordOf(call, answer, costUsd, request, response);
+      data = this.recordOf(call, answer, costUsd, usageSource, request, response);
     } catch (err) {
       this.options.onError?.(err);
     }
     call.deliver(data);
   }
 
-  private recordOf(call: Call, answer: ResponseFacts, costUsd: number | null, request: BlobRef, response: BlobRef | undefined): EventData<'LlmCallRecorded'> {
+  private recordOf(
+    call: Call,
+    answer: ResponseFacts,
+    costUsd: number | null,
+    usageSource: 'provider' | 'estimated' | undefined,
+    request: BlobRef,
+    response: BlobRef | undefined,
+  ): EventData<'LlmCallRecorded'> {
     const { facts } = call;
     const error = errorOf(call, answer);
     return {
@@ -499,11 +641,14 @@ class Gateway implements LlmGateway {
       modelRequested: cutOrNull(facts.model ?? call.route.model ?? null, CUT.model),
       modelAnswered: cutOrNull(answer.model, CUT.model),
       stream: facts.stream || call.route.streamByPath === true,
-      status: call.status ?? CLIENT_CLOSED_STATUS,
+      status: call.agentStatus ?? CLIENT_CLOSED_STATUS,
       outcome: call.outcome!,
       ...(error ? { error: cut(error, CUT.error) } : {}),
       stopReason: cutOrNull(answer.stopReason, CUT.stopReason),
       usage: answer.usage,
+      ...(usageSource ? { usageSource } : {}),
+      ...(call.hold ? { reservedTokens: call.hold.tokens } : {}),
+      ...(call.agentGone ? { deliveredBytes: call.deliveredBytes } : {}),
       costUsd,
       priceTable: this.prices.version,
       latencyMs: round3(call.latencyMs),
@@ -541,8 +686,8 @@ class Gateway implements LlmGateway {
 // ── helpers ──────────────────────────────────────────────────────────────────────────────────────
 
 
-/** Not forwarded: hop-by-hop headers, the agent's view of the host and length, and encodings the gateway could not read. */
-const DROPPED_REQUEST_HEADERS = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding', 'expect']);
+/** The agent's headers every protocol forwards; each codec adds its own (ProviderCodec.forwardedHeaders). */
+const FORWARDED_HEADERS: readonly string[] = ['content-type', 'accept', 'user-agent'];
 const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -589,6 +734,35 @@ function errorOf(call: Call, answer: ResponseFacts): string | undefined {
   let error = call.error;
   if (call.outcome === 'upstream_error' && !error) error = answer.error ?? `the upstream answered ${call.status}`;
   return [error, truncated].filter(Boolean).join('; ') || undefined;
+}
+
+function limitMessage(limit: SpendLimit, value: number, max: number): string {
+  return limit === 'llmTokens'
+    ? `LLM token limit reached: ${value} of ${max} tokens used (--max-llm-tokens)`
+    : `LLM cost limit reached: $${value} of $${max} spent (--max-llm-cost)`;
+}
+
+const tokensOf = (usage: Usage) => (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0) + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+
+/**
+ * The most a call without the provider's final usage can have been billed: its reservation's input
+ * (less the cached part the answer reported) and output, or what the answer reported where that is more.
+ */
+function worstCase(usage: Usage, hold: Hold): Usage {
+  const cached = (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+  return {
+    inputTokens: Math.max(usage.inputTokens ?? 0, hold.inputTokens - cached),
+    outputTokens: Math.max(usage.outputTokens ?? 0, hold.outputTokens),
+    cacheReadTokens: usage.cacheReadTokens,
+    cacheWriteTokens: usage.cacheWriteTokens,
+  };
+}
+
+/** A request the gateway will not forward as sent (its target or model name): 400, not recorded, as it is no model call. */
+function badRequest(res: ServerResponse, codec: ProviderCodec | undefined, message: string): void {
+  const body = JSON.stringify(codec ? codec.errorBody('bad_request', 400, message) : { error: { type: 'invalid_request_error', message } });
+  res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }
 
 function notFound(res: ServerResponse, codec: ProviderCodec | undefined, path: string): void {

@@ -104,3 +104,28 @@ export function costOf(model: string | null | undefined, usage: Usage, table: Pr
     cacheWrite * (rates.cacheWrite ?? rates.input);
   return Math.round(micro * 1e4) / 1e10; // per-million rates: dollars = micro / 1e6, kept to 1e-10 $
 }
+
+/**
+ * The most a call can cost: its model's price, or for a model the table does not price the dearest
+ * rates of the table (every kind of token at the highest rate any entry has, long-context ones
+ * included), so a limit on cost is not sidestepped with an unpriced model name.
+ */
+export function worstCostOf(model: string | null | undefined, usage: Usage, table: PriceTable = priceTable()): number {
+  const known = costOf(model, usage, table);
+  if (known !== null) return known;
+  const rates = dearestRates(table);
+  const micro = (usage.inputTokens ?? 0) * rates.input + (usage.outputTokens ?? 0) * rates.output + ((usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0)) * rates.input;
+  return Math.round(micro * 1e4) / 1e10;
+}
+
+function dearestRates(table: PriceTable): { input: number; output: number } {
+  let input = 0;
+  let output = 0;
+  for (const entry of table.models) {
+    for (const rates of entry.longContext ? [entry, entry.longContext] : [entry]) {
+      input = Math.max(input, rates.input, rates.cacheRead ?? 0, rates.cacheWrite ?? 0);
+      output = Math.max(output, rates.output);
+    }
+  }
+  return { input, output };
+}

@@ -50,6 +50,11 @@ export interface RequestFacts {
   userText?: string;
   /** Tool results at the end of the request: the answers to the previous call's tool calls. */
   toolResults: ToolResult[];
+  /**
+   * The most tokens the request lets the model generate over all the answers it asks for (the
+   * protocol's maximum times its number of choices); null when the request sets no maximum.
+   */
+  maxOutputTokens?: number | null;
 }
 
 export interface ResponseFacts {
@@ -61,6 +66,11 @@ export interface ResponseFacts {
   toolCalls: ToolCall[];
   /** The provider's error message when the body is an error. */
   error?: string;
+  /**
+   * The answer carried the provider's final usage (a stream's last usage event, a whole JSON
+   * answer's usage). Absent: final when any count is known.
+   */
+  usageFinal?: boolean;
 }
 
 /** Facts before anything of a response is read: every codec starts from these. */
@@ -71,6 +81,7 @@ export function emptyResponseFacts(): ResponseFacts {
     stopReason: null,
     text: null,
     toolCalls: [],
+    usageFinal: false,
   };
 }
 
@@ -91,6 +102,13 @@ export interface ProviderCodec {
    * (`https://api.openai.com/v1`, a vLLM or LiteLLM server's `/v1`, OpenRouter's `/api/v1`).
    */
   upstreamPath(path: string): string;
+  /**
+   * The agent's headers that go upstream besides content-type, accept and user-agent (lower case):
+   * the protocol's own (version, beta flags), never account, organisation, project or billing ones.
+   */
+  readonly forwardedHeaders: readonly string[];
+  /** The query parameters the provider's routes take (others are answered 400 and never forwarded). */
+  readonly queryParameters: readonly string[];
   /** The credential the agent sent (API-key header, bearer token, or `key` query parameter). */
   credential(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined;
   /** Headers to send upstream with the harness's key (the agent's credential removed; the query too). */

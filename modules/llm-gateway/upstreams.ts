@@ -26,6 +26,15 @@ export function upstreamsFromEnv(env: NodeJS.ProcessEnv, codecs: readonly Provid
   return upstreams;
 }
 
+/** A2RL_LLM_DEFAULT_RESERVE_TOKENS: the output tokens a call without a maximum reserves; undefined when unset. */
+export function reserveFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env.A2RL_LLM_DEFAULT_RESERVE_TOKENS;
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`A2RL_LLM_DEFAULT_RESERVE_TOKENS must be a positive integer, not ${JSON.stringify(raw)}`);
+  return n;
+}
+
 function checkedUrl(url: string, variable: string): string {
   let parsed: URL;
   try {

@@ -365,6 +365,12 @@ export class LlmCallRecorded {
   @IsOptional() @IsString() @MaxLength(1000) error?: string;
   @ValidateIf((d: LlmCallRecorded) => d.stopReason !== null) @IsString() @MaxLength(100) stopReason!: string | null;
   @ValidateNested() @Type(() => LlmUsage) usage!: LlmUsage;
+  /** Where `usage` comes from for a billable call that reached the upstream: the provider's complete answer, or the worst case of the call's reservation (no final usage came). */
+  @IsOptional() @IsIn(['provider', 'estimated']) usageSource?: 'provider' | 'estimated';
+  /** Tokens the call held against the run's limits while in flight (its body's bytes plus its output maximum). */
+  @IsOptional() @IsInt() @Min(0) reservedTokens?: number;
+  /** Present when the agent hung up first: bytes of `response` written to it before it did (the rest the gateway read to the end alone). */
+  @IsOptional() @IsInt() @Min(0) deliveredBytes?: number;
   @ValidateIf((d: LlmCallRecorded) => d.costUsd !== null) @IsNumber() @Min(0) costUsd!: number | null;
   @IsString() @MinLength(1) @MaxLength(100) priceTable!: string;
   @IsNumber() @Min(0) latencyMs!: number;

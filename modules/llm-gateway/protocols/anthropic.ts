@@ -26,6 +26,9 @@ export const anthropicCodec: ProviderCodec = {
   },
 
   upstreamPath: (path) => path,
+  forwardedHeaders: ['anthropic-version', 'anthropic-beta'],
+  // Claude Code's `?beta=true`, and the model listing's paging.
+  queryParameters: ['beta', 'limit', 'after_id', 'before_id'],
 
   credential(headers: IncomingHttpHeaders, _query) {
     const apiKey = first(headers['x-api-key']);
@@ -52,6 +55,7 @@ export const anthropicCodec: ProviderCodec = {
       stream: request.stream === true,
       messages: messages.length,
       toolResults: trailing.filter((b) => b.type === 'tool_result').map((b) => toolResultOf(b, messages[messages.length - 2])),
+      maxOutputTokens: count(request.max_tokens),
     };
     const userText = userTextOf(trailing);
     if (userText !== null) facts.userText = userText;
@@ -132,11 +136,13 @@ function readJson(facts: ResponseFacts, route: ApiRoute, body: Json): void {
   if (readError(facts, body)) return;
   if (route.api === 'count_tokens') {
     facts.usage.inputTokens = count(body.input_tokens);
+    facts.usageFinal = true;
     return;
   }
   if (route.api !== 'messages') return;
   if (typeof body.model === 'string') facts.model = body.model;
   mergeUsage(facts.usage, asObject(body.usage));
+  facts.usageFinal = count(asObject(body.usage).output_tokens) !== null;
   if (typeof body.stop_reason === 'string') facts.stopReason = body.stop_reason;
   const blocks = asArray(body.content).map(asObject);
   facts.text = joinTexts(blocks.map((b) => (b.type === 'text' && typeof b.text === 'string' ? b.text : null)));
@@ -180,6 +186,8 @@ function readStream(facts: ResponseFacts, events: Json[]): void {
       const stop = asObject(event.delta).stop_reason;
       if (typeof stop === 'string') facts.stopReason = stop;
       mergeUsage(facts.usage, asObject(event.usage));
+      // message_start's usage is a running count (output_tokens 1); message_delta's is the final one.
+      if (count(asObject(event.usage).output_tokens) !== null) facts.usageFinal = true;
     }
   }
   const ordered = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => block);

@@ -32,6 +32,9 @@ export const geminiCodec: ProviderCodec = {
   },
 
   upstreamPath: (path) => path,
+  // Never x-goog-user-project: it chooses the project the harness's key bills.
+  forwardedHeaders: [],
+  queryParameters: ['alt', 'key', 'pageSize', 'pageToken'],
 
   credential(headers: IncomingHttpHeaders, query) {
     const header = headers['x-goog-api-key'];
@@ -59,6 +62,7 @@ export const geminiCodec: ProviderCodec = {
       stream: route.streamByPath === true,
       messages: contents.length,
       toolResults: trailing.filter((p) => p.functionResponse).map((p) => toolResultOf(asObject(p.functionResponse))),
+      maxOutputTokens: maxOutputTokensOf(asObject(request.generationConfig)),
     };
     const userText = textOf(trailing, '\n');
     if (userText !== null) facts.userText = userText;
@@ -69,8 +73,10 @@ export const geminiCodec: ProviderCodec = {
     const facts = emptyResponseFacts();
     if (route.api === 'models') return facts;
     const chunks = streamed ? sseData(body) : jsonChunks(body);
-    if (route.api === 'countTokens') facts.usage.inputTokens = count(chunks[0]?.totalTokens);
-    else chunks.forEach((chunk) => addChunk(facts, chunk));
+    if (route.api === 'countTokens') {
+      facts.usage.inputTokens = count(chunks[0]?.totalTokens);
+      facts.usageFinal = facts.usage.inputTokens !== null;
+    } else chunks.forEach((chunk) => addChunk(facts, chunk));
     // An error is the whole body, or the last event of a stream that failed midway.
     const error = chunks.map((c) => asObject(c.error)).find((e) => Object.keys(e).length > 0);
     if (error || status >= 400) facts.error = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
@@ -91,6 +97,12 @@ const ERROR_STATUS: Record<GatewayErrorKind, string> = {
   upstream: 'INTERNAL',
   timeout: 'DEADLINE_EXCEEDED',
 };
+
+/** generationConfig's maxOutputTokens for each of its candidateCount answers; null without one. */
+function maxOutputTokensOf(config: Json): number | null {
+  const max = count(config.maxOutputTokens);
+  return max === null ? null : max * Math.max(1, count(config.candidateCount) ?? 1);
+}
 
 function decodeModel(segment: string): string {
   try {
@@ -119,6 +131,8 @@ function addChunk(facts: ResponseFacts, chunk: Json): void {
   mergeUsage(facts.usage, asObject(chunk.usageMetadata));
   const candidate = asObject(asArray(chunk.candidates)[0]);
   if (typeof candidate.finishReason === 'string') facts.stopReason = candidate.finishReason;
+  // Every chunk repeats the usage so far: the counts are final from the chunk that finishes the answer on.
+  if (facts.stopReason !== null && count(asObject(chunk.usageMetadata).promptTokenCount) !== null) facts.usageFinal = true;
   const parts = asArray(asObject(candidate.content).parts).map(asObject);
   const text = textOf(parts, '');
   if (text !== null) facts.text = (facts.text ?? '') + text;

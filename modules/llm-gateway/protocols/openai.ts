@@ -12,7 +12,7 @@ import { parseJson, sseData, count, asObject, asArray, type Json } from './json.
  */
 
 
-const MODEL_LISTING = /^\/v1\/models(?:\/(.+))?$/;
+const MODEL_LISTING = /^\/v1\/models(?:\/([^/]+))?$/;
 
 /** Items of a Responses input that answer a tool call, and the calls they answer. */
 const CALL_OUTPUTS = new Set(['function_call_output', 'custom_tool_call_output', 'local_shell_call_output']);
@@ -31,6 +31,9 @@ export const openaiCodec: ProviderCodec = {
   },
 
   upstreamPath: (path) => path.replace(/^\/v1(?=\/|$)/, ''),
+  // Never OpenAI-Organization or OpenAI-Project: they choose whom the harness's key bills.
+  forwardedHeaders: ['openai-beta'],
+  queryParameters: [],
 
   credential(headers: IncomingHttpHeaders) {
     const bearer = /^Bearer\s+(.+)$/i.exec(headers.authorization ?? '');
@@ -53,8 +56,14 @@ export const openaiCodec: ProviderCodec = {
       messages: 0,
       toolResults: [],
     };
-    if (route.api === 'chat.completions') chatRequestFacts(facts, asArray(request.messages).map(asObject));
-    else if (route.api === 'responses') responsesRequestFacts(facts, request.input);
+    if (route.api === 'chat.completions') {
+      chatRequestFacts(facts, asArray(request.messages).map(asObject));
+      const max = count(request.max_completion_tokens) ?? count(request.max_tokens);
+      facts.maxOutputTokens = max === null ? null : max * Math.max(1, count(request.n) ?? 1);
+    } else if (route.api === 'responses') {
+      responsesRequestFacts(facts, request.input);
+      facts.maxOutputTokens = count(request.max_output_tokens);
+    }
     return facts;
   },
 
@@ -166,6 +175,7 @@ function contentText(content: unknown, partType: string): string | null {
 function addChatCompletion(facts: ResponseFacts, completion: Json): void {
   if (typeof completion.model === 'string') facts.model = completion.model;
   setChatUsage(facts.usage, asObject(completion.usage));
+  facts.usageFinal = count(asObject(completion.usage).completion_tokens) !== null;
   const choice = asObject(asArray(completion.choices)[0]);
   if (typeof choice.finish_reason === 'string') facts.stopReason = choice.finish_reason;
   const message = asObject(choice.message);
@@ -186,7 +196,10 @@ function addChatChunks(facts: ResponseFacts, chunks: Json[]): void {
 /** One streamed chunk: text deltas appended, the finish reason and usage (its own last chunk) kept. */
 function addChatChunk(facts: ResponseFacts, chunk: Json): void {
   if (typeof chunk.model === 'string' && chunk.model) facts.model = chunk.model;
-  if (chunk.usage) setChatUsage(facts.usage, asObject(chunk.usage));
+  if (chunk.usage) {
+    setChatUsage(facts.usage, asObject(chunk.usage));
+    if (count(asObject(chunk.usage).completion_tokens) !== null) facts.usageFinal = true;
+  }
   const error = errorMessage(chunk);
   if (error !== null) facts.error = error;
   const choice = asObject(asArray(chunk.choices)[0]);
@@ -250,6 +263,7 @@ function addResponseEvents(facts: ResponseFacts, events: Json[]): void {
 function addResponse(facts: ResponseFacts, response: Json, withOutput: boolean): void {
   if (typeof response.model === 'string' && response.model) facts.model = response.model;
   setResponsesUsage(facts.usage, asObject(response.usage));
+  facts.usageFinal = count(asObject(response.usage).output_tokens) !== null;
   const reason = asObject(response.incomplete_details).reason;
   if (typeof reason === 'string') facts.stopReason = reason;
   else if (typeof response.status === 'string') facts.stopReason = response.status;

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { serveFake, sse, usageOf } from './serve.js';
+import { endAnswer, requestSeen, serveFake, sse, usageOf } from './serve.js';
 import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
 
 /**
@@ -11,7 +11,7 @@ import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
  */
 export function startFakeAnthropic(options: FakeLlmOptions): Promise<FakeLlmServer> {
   let answers = 0;
-  return serveFake(options, (req, body, res, calls) => {
+  return serveFake(options, async (req, body, res, calls) => {
     const path = (req.url ?? '/').split('?')[0];
     const request = (body ?? {}) as MessagesRequest;
     const call: FakeLlmCall = {
@@ -21,6 +21,7 @@ export function startFakeAnthropic(options: FakeLlmOptions): Promise<FakeLlmServ
       status: 0,
       authOk: !options.expectKey || keyOf(req) === options.expectKey,
       tools: (request.tools ?? []).map((t) => t.name),
+      ...requestSeen(req),
     };
     calls.push(call);
     const api = apiOf(req.method ?? 'GET', path);
@@ -31,11 +32,12 @@ export function startFakeAnthropic(options: FakeLlmOptions): Promise<FakeLlmServ
     if (options.mode === 'hang') return; // never answered: close() ends the connection
     if (options.mode === 'error') return reply(res, call, 500, errorJson('api_error', 'Internal server error'));
     if (api === 'count_tokens') return reply(res, call, 200, { input_tokens: tokenEstimate(body) });
-    const usage = usageOf(options, answers++);
+    const usage = usageOf(options, answers++, body);
     call.usage = usage;
     const message = answerTo(request, options, usage, call);
-    if (call.stream) streamMessage(res, call, message);
-    else reply(res, call, 200, message);
+    if (call.stream) return streamMessage(res, call, message, options);
+    await options.hold?.(call);
+    reply(res, call, 200, message);
   });
 }
 
@@ -87,8 +89,8 @@ function errorJson(type: string, message: string): unknown {
 
 function reply(res: ServerResponse, call: FakeLlmCall, status: number, body: unknown): void {
   call.status = status;
-  if (body === null) return void res.writeHead(status).end();
-  res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake_${Date.now()}` }).end(JSON.stringify(body));
+  if (body === null) return void endAnswer(res.writeHead(status), call);
+  endAnswer(res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake_${Date.now()}` }), call, JSON.stringify(body));
 }
 
 function modelList(options: FakeLlmOptions): unknown {
@@ -144,8 +146,8 @@ function answerTo(request: MessagesRequest, options: FakeLlmOptions, usage: { in
   };
 }
 
-/** The message as Anthropic streams it: start, each block (tool input in two JSON fragments), delta, stop. */
-function streamMessage(res: ServerResponse, call: FakeLlmCall, message: Message): void {
+/** The message as Anthropic streams it: start, each block (tool input in two JSON fragments), (hold,) delta with the final usage, stop. */
+async function streamMessage(res: ServerResponse, call: FakeLlmCall, message: Message, options: FakeLlmOptions): Promise<void> {
   call.status = 200;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'request-id': `req_fake_${Date.now()}` });
   const { usage } = message;
@@ -153,9 +155,10 @@ function streamMessage(res: ServerResponse, call: FakeLlmCall, message: Message)
   sse(res, { type: 'message_start', message: start }, 'message_start');
   sse(res, { type: 'ping' }, 'ping');
   message.content.forEach((block, index) => streamBlock(res, block, index));
+  await options.hold?.(call);
   sse(res, { type: 'message_delta', delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: usage.output_tokens } }, 'message_delta');
   sse(res, { type: 'message_stop' }, 'message_stop');
-  res.end();
+  endAnswer(res, call);
 }
 
 function streamBlock(res: ServerResponse, block: Block, index: number): void {

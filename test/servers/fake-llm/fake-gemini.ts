@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { serveFake, sse, usageOf } from './serve.js';
+import { endAnswer, requestSeen, serveFake, sse, usageOf } from './serve.js';
 import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -14,10 +14,10 @@ type Json = Record<string, unknown>;
  */
 export async function startFakeGemini(options: FakeLlmOptions): Promise<FakeLlmServer> {
   let answers = 0;
-  const nextUsage = () => usageOf(options, answers++);
+  const nextUsage = (request: Json) => usageOf(options, answers++, request);
   return serveFake(options, (req, body, res, calls) => {
     const url = new URL(req.url ?? '/', 'http://fake');
-    const call: FakeLlmCall = { path: url.pathname, model: null, stream: false, status: 200, authOk: keyOk(req, url, options), tools: [] };
+    const call: FakeLlmCall = { path: url.pathname, model: null, stream: false, status: 200, authOk: keyOk(req, url, options), tools: [], ...requestSeen(req) };
     calls.push(call);
     const method = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):(generateContent|streamGenerateContent|countTokens)$/.exec(url.pathname);
     const request = (body ?? {}) as Json;
@@ -53,11 +53,11 @@ function generate(
   res: ServerResponse,
   call: FakeLlmCall,
   options: FakeLlmOptions,
-  nextUsage: () => { input: number; output: number },
-): void {
+  nextUsage: (request: Json) => { input: number; output: number },
+): Promise<void> | void {
   const declarations = functionDeclarations(request);
   const parts = answerParts(request, declarations, options, call);
-  const usage = nextUsage();
+  const usage = nextUsage(request);
   call.usage = usage;
   const model = options.model ?? call.model ?? 'gemini-unknown';
   const final = {
@@ -66,16 +66,15 @@ function generate(
     modelVersion: model,
     responseId: `fake-${call.path.length}-${usage.input}`,
   };
-  if (!call.stream) return answerJson(res, final);
-  if (url.searchParams.get('alt') !== 'sse') return answerJson(res, [final]);
-  streamAnswer(res, final, parts, usage.input, model);
+  if (url.searchParams.get('alt') === 'sse' && call.stream) return streamAnswer(res, call, final, parts, usage.input, model, options);
+  return Promise.resolve(options.hold?.(call)).then(() => answerJson(res, call.stream ? [final] : final, call));
 }
 
 /**
  * Streams as the Gemini API does: a text's first half in an event whose usageMetadata holds only the
  * prompt count, then the last event with the rest (function calls whole), finishReason and full usage.
  */
-function streamAnswer(res: ServerResponse, final: Json, parts: Json[], input: number, model: string): void {
+async function streamAnswer(res: ServerResponse, call: FakeLlmCall, final: Json, parts: Json[], input: number, model: string, options: FakeLlmOptions): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   const text = parts.find((p) => typeof p.text === 'string')?.text as string | undefined;
   let rest = parts;
@@ -84,8 +83,9 @@ function streamAnswer(res: ServerResponse, final: Json, parts: Json[], input: nu
     sse(res, { candidates: [{ content: { role: 'model', parts: [{ text: text.slice(0, half) }] }, index: 0 }], usageMetadata: { promptTokenCount: input, totalTokenCount: input }, modelVersion: model });
     rest = parts.map((p) => (p.text === text ? { text: text.slice(half) } : p));
   }
+  await options.hold?.(call);
   sse(res, { ...final, candidates: [{ content: { role: 'model', parts: rest }, finishReason: 'STOP', index: 0 }] });
-  res.end();
+  endAnswer(res, call);
 }
 
 /** The script's next command as a shell call, a JSON object for a schema, or a short text. */
@@ -143,8 +143,10 @@ function modelListing(): Json {
   return { models: [model('gemini-2.5-pro'), model('gemini-2.5-flash'), model('gemini-2.5-flash-lite')] };
 }
 
-function answerJson(res: ServerResponse, body: unknown): void {
-  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+function answerJson(res: ServerResponse, body: unknown, call?: FakeLlmCall): void {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  if (call) endAnswer(res, call, JSON.stringify(body));
+  else res.end(JSON.stringify(body));
 }
 
 function answerError(res: ServerResponse, call: FakeLlmCall, code: number, status: string, message: string): void {

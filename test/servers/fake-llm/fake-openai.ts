@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { serveFake, sse, usageOf } from './serve.js';
+import { endAnswer, requestSeen, serveFake, sse, usageOf } from './serve.js';
 import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
 
 /**
@@ -12,7 +12,7 @@ import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
  */
 export async function startFakeOpenAI(options: FakeLlmOptions): Promise<FakeLlmServer> {
   let answered = 0;
-  return serveFake(options, (req, body, res, calls) => {
+  return serveFake(options, async (req, body, res, calls) => {
     const path = (req.url ?? '/').split('?')[0];
     const request = (body ?? {}) as Json;
     const call: FakeLlmCall = {
@@ -22,6 +22,7 @@ export async function startFakeOpenAI(options: FakeLlmOptions): Promise<FakeLlmS
       status: 0,
       authOk: !options.expectKey || bearerOf(req) === options.expectKey,
       tools: toolsOf(request).map((t) => t.name),
+      ...requestSeen(req),
     };
     calls.push(call);
     const api = apiOf(req.method ?? 'GET', path);
@@ -30,15 +31,17 @@ export async function startFakeOpenAI(options: FakeLlmOptions): Promise<FakeLlmS
     if (!api) return answerError(res, call, 404, `Invalid URL (${req.method} ${path})`, 'invalid_request_error', null);
     if (options.mode === 'hang') return; // never answered: close() ends the connection
     if (options.mode === 'error') return answerError(res, call, 500, 'The server had an error while processing your request.', 'server_error', null);
-    const usage = usageOf(options, answered++);
+    const usage = usageOf(options, answered++, body);
     const answer = planAnswer(options, request, api);
     call.status = 200;
     call.usage = usage;
     if (answer.tool) call.toolCall = { name: answer.tool.name, command: answer.tool.command };
     const model = options.model ?? call.model ?? 'gpt-5';
     const reply = { ...answer, model, usage, id: `${answered}${Date.now().toString(36)}` };
-    if (api === 'chat') return call.stream ? streamChat(res, reply, includeUsage(request)) : json(res, 200, chatJson(reply));
-    return call.stream ? streamResponses(res, reply) : json(res, 200, responseObject(reply, 'completed'));
+    const hold = () => options.hold?.(call);
+    if (call.stream) return api === 'chat' ? streamChat(res, call, reply, includeUsage(request), hold) : streamResponses(res, call, reply, hold);
+    await hold();
+    json(res, 200, api === 'chat' ? chatJson(reply) : responseObject(reply, 'completed'), call);
   });
 }
 
@@ -123,8 +126,10 @@ function includeUsage(request: Json): boolean {
   return (request.stream_options as Json | undefined)?.include_usage === true;
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+function json(res: ServerResponse, status: number, body: unknown, call?: FakeLlmCall): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  if (call) endAnswer(res, call, JSON.stringify(body));
+  else res.end(JSON.stringify(body));
 }
 
 function answerError(res: ServerResponse, call: FakeLlmCall, status: number, message: string, type: string, code: string | null): void {
@@ -175,7 +180,7 @@ function chatJson(reply: Reply): Json {
 }
 
 /** `data: {chunk}` lines, a last chunk with the finish reason, the usage chunk when asked for, then `data: [DONE]`. */
-function streamChat(res: ServerResponse, reply: Reply, withUsage: boolean): void {
+async function streamChat(res: ServerResponse, call: FakeLlmCall, reply: Reply, withUsage: boolean, hold: () => Promise<void> | undefined): Promise<void> {
   startSse(res);
   const base = { id: `chatcmpl-${reply.id}`, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model: reply.model, system_fingerprint: 'fp_a2rl_fake' };
   const chunk = (delta: Json, finish: string | null = null) =>
@@ -188,9 +193,10 @@ function streamChat(res: ServerResponse, reply: Reply, withUsage: boolean): void
     for (const part of pieces(reply.text ?? '')) chunk({ content: part });
   }
   chunk({}, reply.tool ? 'tool_calls' : 'stop');
+  await hold();
   if (withUsage) sse(res, { ...base, choices: [], usage: chatUsage(reply.usage) });
   sse(res, '[DONE]');
-  res.end();
+  endAnswer(res, call);
 }
 
 // ---- Responses ----
@@ -233,7 +239,7 @@ function responseObject(reply: Reply, status: 'in_progress' | 'completed'): Json
 }
 
 /** The typed events, each with its `event:` line and sequence number: created … output item … completed. */
-function streamResponses(res: ServerResponse, reply: Reply): void {
+async function streamResponses(res: ServerResponse, call: FakeLlmCall, reply: Reply, hold: () => Promise<void> | undefined): Promise<void> {
   startSse(res);
   let sequence = 0;
   const emit = (type: string, fields: Json) => sse(res, { type, sequence_number: sequence++, ...fields }, type);
@@ -253,6 +259,7 @@ function streamResponses(res: ServerResponse, reply: Reply): void {
     emit('response.content_part.done', { ...at, part: { type: 'output_text', text, annotations: [], logprobs: [] } });
   }
   emit('response.output_item.done', { output_index: 0, item: outputItem(reply, true) });
+  await hold();
   emit('response.completed', { response: responseObject(reply, 'completed') });
-  res.end();
+  endAnswer(res, call);
 }

@@ -50,8 +50,32 @@ export async function serveFake(options: FakeLlmOptions, handle: FakeHandler): P
 }
 
 /** The usage of the n-th answer (FakeLlmOptions.usage, or the documented default). */
-export function usageOf(options: FakeLlmOptions, n: number): { input: number; output: number } {
-  return options.usage ? options.usage(n) : { input: 1000 + 100 * n, output: 50 + n };
+export function usageOf(options: FakeLlmOptions, n: number, request?: unknown): { input: number; output: number } {
+  return options.usage ? options.usage(n, request) : { input: 1000 + 100 * n, output: 50 + n };
+}
+
+/**
+ * Usage as a provider that keeps to the request would report it: input about a token per four bytes
+ * of the body, output the request's own maximum (max_tokens, max_output_tokens,
+ * generationConfig.maxOutputTokens), else `output`.
+ */
+export function usageFromRequest(output = 50): (n: number, request: unknown) => { input: number; output: number } {
+  return (_n, request) => {
+    const body = (request ?? {}) as Record<string, unknown>;
+    const config = (body.generationConfig ?? {}) as Record<string, unknown>;
+    const max = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, config.maxOutputTokens].find((v) => typeof v === 'number');
+    return { input: Math.ceil(Buffer.byteLength(JSON.stringify(request ?? '')) / 4), output: typeof max === 'number' ? max : output };
+  };
+}
+
+/** The FakeLlmCall fields every fake fills from the request itself. */
+export function requestSeen(req: IncomingMessage): Pick<FakeLlmCall, 'headers' | 'url' | 'finished'> {
+  return { headers: { ...req.headers }, url: req.url ?? '/', finished: false };
+}
+
+/** Ends the answer, noting whether it went out whole (the client may have gone). */
+export function endAnswer(res: ServerResponse, call: FakeLlmCall, last?: string): void {
+  res.end(last, (err?: Error | null) => (call.finished = !err));
 }
 
 /** Writes one server-sent event (`event:` line only when named). */

@@ -13,8 +13,17 @@ export interface FakeLlmOptions {
   finalText?: string;
   /** normal: follow the script; hang: accept every request and never answer; error: answer 500 in the provider's error shape. */
   mode?: 'normal' | 'hang' | 'error';
-  /** Usage reported for the n-th answer (0-based over all answers). Default: input 1000 + 100·n, output 50 + n. */
-  usage?: (n: number) => { input: number; output: number };
+  /**
+   * Usage reported for the n-th answer (0-based over all answers), given the request's body. Default:
+   * input 1000 + 100·n, output 50 + n. `usageFromRequest` (serve.ts) reports a provider's honest shape.
+   */
+  usage?: (n: number, request: unknown) => { input: number; output: number };
+  /**
+   * Awaited before the part of an answer that carries its final usage: a stream sends its content,
+   * then waits (a slow provider); a JSON answer waits before it is sent. The answer is then sent to
+   * its end even when the client has gone (FakeLlmCall.finished says whether it was written whole).
+   */
+  hold?: (call: FakeLlmCall) => Promise<void>;
   /** The model the answers name. Default: the model requested. */
   model?: string;
   /** The API key the fake requires (the harness's upstream key); other keys get 401. Default: any. */
@@ -36,6 +45,12 @@ export interface FakeLlmCall {
   toolCall?: { name: string; command: string };
   /** Usage the answer reported; absent for errors, hangs and non-model endpoints. */
   usage?: { input: number; output: number };
+  /** The request's headers as they arrived (lower-case names). */
+  headers: Record<string, string | string[] | undefined>;
+  /** The request target as it arrived (path and query). */
+  url: string;
+  /** The answer was written to its end (false while it is held, or when the connection broke first). */
+  finished: boolean;
 }
 
 export interface FakeLlmServer {
