@@ -115,9 +115,9 @@ async function writeRuns(store: MemoryEventStore, home: string): Promise<void> {
   }
 }
 
-async function call(s: Server, method: string, p: string, opts: { token?: string; headers?: Record<string, string>; body?: unknown } = {}) {
+async function call(s: Server, method: string, p: string, opts: { token?: string; headers?: Record<string, string>; body?: unknown; raw?: string } = {}) {
   const headers: Record<string, string> = { ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}), ...(opts.body ? { 'content-type': 'application/json' } : {}), ...opts.headers };
-  const res = await fetch(`${s.base}${p}`, { method, headers, body: opts.body ? JSON.stringify(opts.body) : undefined });
+  const res = await fetch(`${s.base}${p}`, { method, headers, body: opts.raw ?? (opts.body ? JSON.stringify(opts.body) : undefined) });
   const bytes = Buffer.from(await res.arrayBuffer());
   return { status: res.status, headers: res.headers, bytes, text: bytes.toString('utf8') };
 }
@@ -240,6 +240,29 @@ describe('where a credential is required', () => {
     const signIns = (await records(req)).filter((r) => r.action === 'sign-in');
     expect(signIns.map((r) => r.outcome)).toEqual(['refused', 'ok']);
     expect((await call(req, 'POST', '/auth/logout')).headers.get('set-cookie')).toMatch(/^a2rl_session=; Path=\/; Expires=Thu, 01 Jan 1970/);
+  });
+
+  it('refuses a cross-site form post to /auth/login (403) and any body but JSON (415), while the JSON sign-in from the own page works', async () => {
+    minutes(req, 2);
+    const form = (headers: Record<string, string>) => call(req, 'POST', '/auth/login', { headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: undefined, raw: `token=${viewer}` });
+    const crossSite = await form({ origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' });
+    expect(crossSite.status).toBe(403);
+    expect(crossSite.headers.get('set-cookie')).toBeNull();
+    expect((await form({ origin: 'https://evil.example' })).status).toBe(403); // a browser without Sec-Fetch-Site
+    expect((await form({ 'sec-fetch-site': 'same-site', origin: 'http://127.0.0.1:1' })).status).toBe(403); // another port of this host
+    const sameOriginForm = await form({ origin: req.base, 'sec-fetch-site': 'same-origin' });
+    expect(sameOriginForm.status).toBe(415);
+    expect(sameOriginForm.headers.get('set-cookie')).toBeNull();
+    const textPlain = await call(req, 'POST', '/auth/login', { headers: { 'content-type': 'text/plain' }, raw: JSON.stringify({ token: viewer }) });
+    expect(textPlain.status).toBe(415);
+    expect((await call(req, 'POST', '/auth/logout', { headers: { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
+    // The dashboard's own sign-in (fetch with JSON from the same origin), and a script's (no browser headers).
+    const own = await call(req, 'POST', '/auth/login', { body: { token: viewer }, headers: { origin: req.base, 'sec-fetch-site': 'same-origin' } });
+    expect(own.status).toBe(204);
+    expect(own.headers.get('set-cookie')).toMatch(/^a2rl_session=a2rl_/);
+    expect((await call(req, 'POST', '/auth/login', { body: { token: viewer } })).status).toBe(204);
+    const refused = (await records(req)).filter((r) => r.action === 'sign-in' && r.outcome === 'refused').at(-1);
+    expect(refused?.detail).toMatch(/POST \/auth\/login from 127\.0\.0\.1: Sec-Fetch-Site is cross-site/);
   });
 
   it('honours the reverse proxy header only with the proxy secret, and only where configured', async () => {

@@ -1,10 +1,11 @@
-import { Body, Controller, Get, HttpCode, Post, Query, Req, Res, UnauthorizedException } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Post, Query, Req, Res, UnauthorizedException, UseGuards } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { AccessControl, SESSION_COOKIE, sourceOf, type AccessRequest, type Identity } from './access-control.js';
 import { Public, Role } from './access.decorators.js';
 import { AccessQuery, LoginBody } from './access.dto.js';
 import { withoutHash } from './access-state.js';
+import { SameOriginSignIn } from './sign-in-origin.js';
 
 /** What these routes use of Express's request and response. */
 type Request = AccessRequest & { secure: boolean };
@@ -26,9 +27,13 @@ interface Response {
 export class AccessController {
   constructor(private readonly access: AccessControl) {}
 
-  /** Signs the browser in with a token: an HttpOnly, SameSite=Strict session cookie holding it (revoking the token ends the session). */
+  /**
+   * Signs the browser in with a token: an HttpOnly, SameSite=Strict session cookie holding it (revoking
+   * the token ends the session). JSON only, never from another site's page (sign-in-origin.ts).
+   */
   @Post('auth/login')
   @Public()
+  @UseGuards(SameOriginSignIn)
   @HttpCode(204)
   async login(@Body() body: LoginBody, @Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<void> {
     const found = await this.access.tokenIdentity(body.token);
@@ -44,6 +49,7 @@ export class AccessController {
 
   @Post('auth/logout')
   @Public()
+  @UseGuards(SameOriginSignIn)
   @HttpCode(204)
   logout(@Req() req: Request, @Res({ passthrough: true }) res: Response): void {
     res.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: 'strict', secure: req.secure, path: '/' });
