@@ -8,6 +8,10 @@ import { join } from 'node:path';
 import type { EventData } from '../ledger/events/catalog.js';
 import { validatePayload } from '../ledger/events/envelope.js';
 import { startFakeAnthropic } from '../../test/servers/fake-llm/fake-anthropic.js';
+import { startFakeGemini } from '../../test/servers/fake-llm/fake-gemini.js';
+import { startFakeOpenAI } from '../../test/servers/fake-llm/fake-openai.js';
+import { usageFromRequest } from '../../test/servers/fake-llm/serve.js';
+import type { FakeLlmOptions, FakeLlmServer } from '../../test/servers/fake-llm/types.js';
 import { startLlmGateway, type LlmGatewayOptions } from './gateway.js';
 import { priceTable } from './prices.js';
 import type { ProviderCodec, ResponseFacts } from './protocol.js';
@@ -549,6 +553,215 @@ describe('LLM gateway', () => {
     expect(message.costUsd).toBeCloseTo((1000 * 3 + 50 * 15) / 1e6, 12);
     expect(count).toMatchObject({ api: 'count_tokens', outcome: 'ok', costUsd: 0 });
     expect(gw.gateway.totals().tokens).toBe(1050); // counting tokens is free and not a use of them
+  });
+});
+
+// ── the real codecs against the scripted providers (test/servers/fake-llm) ─────────────────────────
+
+/** The three scripted providers behind one gateway (real codecs), each with `options`. */
+async function startProviders(options: Partial<FakeLlmOptions> = {}, extra: Partial<LlmGatewayOptions> = {}) {
+  const start = async (fake: (o: FakeLlmOptions) => Promise<FakeLlmServer>) => {
+    const server = await fake({ script: [], expectKey: KEY, ...options });
+    cleanups.push(() => server.close());
+    return server;
+  };
+  const [anthropic, openai, gemini] = [await start(startFakeAnthropic), await start(startFakeOpenAI), await start(startFakeGemini)];
+  const upstreams = { anthropic: { url: anthropic.url, key: KEY }, openai: { url: `${openai.url}/v1`, key: KEY }, gemini: { url: gemini.url, key: KEY } };
+  const gw = await startGateway(anthropic.url, { codecs: undefined, upstreams, ...extra });
+  return { gw, fakes: { anthropic, openai, gemini }, all: () => [...anthropic.calls, ...openai.calls, ...gemini.calls] };
+}
+
+const MESSAGES = (extra: Record<string, unknown> = {}) => ({ model: 'claude-sonnet-4-5', max_tokens: 400, stream: true, messages: [{ role: 'user', content: 'hi' }], ...extra });
+const tokensOf = (r: Recorded) => (r.usage.inputTokens ?? 0) + (r.usage.outputTokens ?? 0) + (r.usage.cacheReadTokens ?? 0) + (r.usage.cacheWriteTokens ?? 0);
+
+describe('LLM gateway against the scripted providers', () => {
+  it('holds a token limit against 10 concurrent calls: in flight they never hold more than the limit', async () => {
+    const MAX = 3000;
+    const released = signal();
+    let open = false;
+    const { gw, fakes } = await startProviders({ usage: usageFromRequest(), hold: () => (open ? undefined : released.fired) }, { limits: { maxTokens: MAX } });
+    const replies = Array.from({ length: 10 }, () => send(gw.socketPath, { body: MESSAGES() }));
+    // Every call is either at the provider (held before its usage) or waiting for room at the gateway.
+    await until(() => {
+      const p = gw.gateway.pending();
+      return p.inFlight > 0 && p.inFlight === fakes.anthropic.calls.length && p.inFlight + p.waiting === 10;
+    });
+    const inFlight = gw.gateway.pending();
+    open = true;
+    released.fire();
+    const statuses = (await Promise.all(replies)).map((r) => r.status);
+    const records = await gw.finish();
+
+    const answered = records.filter((r) => r.outcome === 'ok');
+    const usages = fakes.anthropic.calls.map((c) => c.usage!);
+    const largest = Math.max(...answered.map(tokensOf));
+    expect({
+      concurrent: inFlight.inFlight > 1 && inFlight.inFlight < 10,
+      heldWithinLimit: inFlight.heldTokens <= MAX,
+      refused: statuses.filter((s) => s === 429).length > 0,
+      // Bound: calls that fit their reservations end under MAX; one more may go alone while the spend is under MAX.
+      withinBound: gw.gateway.totals().tokens <= MAX - 1 + largest,
+      everyAnsweredCallReachedTheProvider: answered.length === fakes.anthropic.calls.length,
+      recordedAsReported: answered.map((r) => [r.usage.inputTokens, r.usage.outputTokens, r.usageSource]),
+    }).toEqual({
+      concurrent: true,
+      heldWithinLimit: true,
+      refused: true,
+      withinBound: true,
+      everyAnsweredCallReachedTheProvider: true,
+      recordedAsReported: usages.map((u) => [u.input, u.output, 'provider']),
+    });
+    expect(records.filter((r) => r.outcome === 'limit_exceeded').map((r) => [r.status, r.error?.includes('--max-llm-tokens')])).toEqual(statuses.filter((s) => s === 429).map(() => [429, true]));
+    expect(gw.limits).toEqual([['llmTokens', gw.gateway.totals().tokens, MAX]]);
+  });
+
+  it('lets a call through a cap smaller than its reservation when it is alone (a small cap still works)', async () => {
+    const { gw, fakes } = await startProviders({ usage: () => ({ input: 20, output: 10 }) }, { limits: { maxTokens: 3000 } });
+    const first = await send(gw.socketPath, { body: MESSAGES({ max_tokens: undefined }) }); // reserves 32768 + its bytes
+    const second = await send(gw.socketPath, { body: MESSAGES({ max_tokens: undefined }) });
+    expect([first.status, second.status, fakes.anthropic.calls.length]).toEqual([200, 200, 2]);
+    expect((await gw.finish()).map((r) => [r.outcome, r.usageSource, tokensOf(r)])).toEqual([
+      ['ok', 'provider', 30],
+      ['ok', 'provider', 30],
+    ]);
+  });
+
+  it('records what the provider reported when the agent hangs up after the content, before the final usage', async () => {
+    const agentGone = signal();
+    const { gw, fakes } = await startProviders({ usage: () => ({ input: 4321, output: 987 }), hold: () => within(agentGone.fired, 20_000, undefined) });
+    // Anthropic: message_delta (the usage) comes after the content; OpenAI Chat: the usage chunk (include_usage) after the finish chunk.
+    const cuts = [
+      send(gw.socketPath, { body: MESSAGES(), onChunk: (chunk, req) => chunk.includes('content_block_stop') && req.destroy() }),
+      send(gw.socketPath, {
+        path: '/openai/v1/chat/completions',
+        token: null,
+        headers: { authorization: `Bearer ${TOKEN}` },
+        body: { model: 'gpt-5', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] },
+        onChunk: (chunk, req) => chunk.includes('"finish_reason":"stop"') && req.destroy(),
+      }),
+    ];
+    const replies = await Promise.all(cuts);
+    await until(() => gw.gateway.pending().agentGone === 2);
+    agentGone.fire();
+    await until(() => gw.records.length === 2);
+    const records = await gw.finish();
+    expect(replies.map((r) => [r.broken, r.body.includes('987')])).toEqual([
+      [true, false],
+      [true, false],
+    ]);
+    expect(records.map((r) => [r.provider, r.outcome, r.usage.inputTokens, r.usage.outputTokens, r.usageSource, r.deliveredBytes! < r.response!.size])).toEqual([
+      ['anthropic', 'client_aborted', 4321, 987, 'provider', true],
+      ['openai', 'client_aborted', 4321, 987, 'provider', true],
+    ]);
+    expect([...fakes.anthropic.calls, ...fakes.openai.calls].map((c) => c.finished)).toEqual([true, true]);
+  });
+
+  it('never forwards organisation, project, workspace, billing, cookie or forwarding headers', async () => {
+    const { gw, all } = await startProviders();
+    const agentHeaders = {
+      'OpenAI-Organization': 'org-attacker',
+      'OpenAI-Project': 'proj-attacker',
+      'anthropic-workspace': 'wrk-attacker',
+      'x-goog-user-project': 'attacker-project',
+      'x-forwarded-for': '203.0.113.9',
+      forwarded: 'for=203.0.113.9',
+      cookie: 'session=attacker',
+      'x-stainless-os': 'attacker',
+      'anthropic-version': '2023-06-01',
+      'anthropic-beta': 'prompt-caching-2024-07-31',
+      'openai-beta': 'responses=v1',
+    };
+    const bearer = { authorization: `Bearer ${TOKEN}` };
+    const statuses = [
+      (await send(gw.socketPath, { headers: agentHeaders, body: MESSAGES({ stream: false }) })).status,
+      (await send(gw.socketPath, { path: '/openai/v1/responses', token: null, headers: { ...agentHeaders, ...bearer }, body: { model: 'gpt-5', input: 'hi' } })).status,
+      (await send(gw.socketPath, { path: '/gemini/v1beta/models/gemini-2.5-pro:generateContent', token: null, headers: { ...agentHeaders, 'x-goog-api-key': TOKEN }, body: { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] } })).status,
+    ];
+    expect(statuses).toEqual([200, 200, 200]);
+    const seen = all().map((c) => Object.keys(c.headers).filter((h) => !['host', 'connection', 'content-length', 'content-type', 'accept', 'accept-encoding'].includes(h)).sort());
+    expect(seen).toEqual([['anthropic-beta', 'anthropic-version', 'x-api-key'], ['authorization', 'openai-beta'], ['x-goog-api-key']]);
+    expect(all().every((c) => c.authOk)).toBe(true);
+    await gw.finish();
+  });
+
+  it('answers bad model names and path tricks 400 without forwarding them; path tricks leave no record, bad names no model', async () => {
+    const { gw, all } = await startProviders();
+    const gemini = { token: null, headers: { 'x-goog-api-key': TOKEN }, body: { contents: [] } };
+    const tricks = [
+      { path: '/anthropic/v1/../v1/messages', body: MESSAGES() },
+      { path: '/anthropic/v1/./messages', body: MESSAGES() },
+      { path: '/anthropic/v1//messages', body: MESSAGES() },
+      { path: '/anthropic/v1/messages%2F..%2Fcount_tokens', body: MESSAGES() },
+      { path: '/anthropic/v1\\messages', body: MESSAGES() },
+      { path: '/anthropic/v1/messages?beta=true&beta=false', body: MESSAGES() },
+      { path: '/anthropic/v1/messages?beta=true&anthropic_org=evil', body: MESSAGES() },
+      { path: '/openai/v1/chat/completions?api-version=2024-01-01', token: null, headers: { authorization: `Bearer ${TOKEN}` }, body: { model: 'gpt-5' } },
+      { path: '/gemini/v1beta/models/..%2F..%2Fv1%2Ffiles:generateContent', ...gemini },
+      { path: '/gemini/v1beta/models/gemini-2.5-pro%3AgenerateContent', ...gemini },
+      { path: '/gemini/v1beta/models/gemini-2.5-pro:generateContent?alt=sse&upload_protocol=raw', ...gemini },
+      { path: '/gemini/v1beta/models/gem~ini:generateContent', ...gemini },
+      { path: '/gemini/v1beta/models/gemini-2.5-pro:generateContent#frag', ...gemini },
+    ];
+    const trickStatuses = [];
+    for (const trick of tricks) trickStatuses.push((await send(gw.socketPath, trick)).status);
+    expect(trickStatuses).toEqual(tricks.map(() => 400));
+    const badNames = ['../../v1/files', 'gpt-4o\u001b[31mred', 'a'.repeat(201), '', 'model?x=1', 'claude sonnet', '/abs', 'a//b', 'openai/../x'];
+    const nameReplies = [];
+    for (const model of badNames) nameReplies.push(await send(gw.socketPath, { body: MESSAGES({ model }) }));
+    expect(nameReplies.map((r) => [r.status, JSON.parse(r.body).error.type])).toEqual(badNames.map(() => [400, 'invalid_request_error']));
+    expect(all().length).toBe(0);
+    // Names that are ids still go: a provider prefix in a body (OpenRouter, LiteLLM), a fine-tune id, a dated snapshot.
+    const bearer = { token: null, headers: { authorization: `Bearer ${TOKEN}` } };
+    for (const model of ['openai/gpt-4o', 'ft:gpt-4o-mini:org:custom:abc123']) expect((await send(gw.socketPath, { path: '/openai/v1/chat/completions', ...bearer, body: { model, messages: [] } })).status).toBe(200);
+    expect((await send(gw.socketPath, { body: MESSAGES({ model: 'claude-sonnet-4-5@20250929', stream: false }) })).status).toBe(200);
+    const records = await gw.finish();
+    expect(records.map((r) => [r.outcome, r.status, r.modelRequested])).toEqual([
+      ...badNames.map(() => ['refused', 400, null]),
+      ['ok', 200, 'openai/gpt-4o'],
+      ['ok', 200, 'ft:gpt-4o-mini:org:custom:abc123'],
+      ['ok', 200, 'claude-sonnet-4-5@20250929'],
+    ]);
+    expect(gw.gateway.totals().tokens).toBe(records.filter((r) => r.outcome === 'ok').reduce((n, r) => n + tokensOf(r), 0));
+  });
+
+  it('honest control: every provider\'s usage is recorded as it reported it, marked provider', async () => {
+    const { gw, all } = await startProviders({ model: 'answered-model' });
+    const bearer = { token: null, headers: { authorization: `Bearer ${TOKEN}` } };
+    const gemini = { token: null, headers: { 'x-goog-api-key': TOKEN }, body: { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] } };
+    const calls = [
+      { body: MESSAGES() },
+      { body: MESSAGES({ stream: false }) },
+      { path: '/openai/v1/chat/completions', ...bearer, body: { model: 'gpt-5', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] } },
+      { path: '/openai/v1/chat/completions', ...bearer, body: { model: 'gpt-5', messages: [{ role: 'user', content: 'hi' }] } },
+      { path: '/openai/v1/responses', ...bearer, body: { model: 'gpt-5', stream: true, input: 'hi' } },
+      { path: '/openai/v1/responses', ...bearer, body: { model: 'gpt-5', input: 'hi' } },
+      { path: '/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse', ...gemini },
+      { path: '/gemini/v1beta/models/gemini-2.5-pro:generateContent', ...gemini },
+    ];
+    for (const call of calls) expect((await send(gw.socketPath, call)).status).toBe(200);
+    const records = await gw.finish();
+    expect(records.map((r) => [r.usage.inputTokens, r.usage.outputTokens, r.usageSource, r.modelAnswered])).toEqual(all().map((c) => [c.usage!.input, c.usage!.output, 'provider', 'answered-model']));
+  });
+
+  it('an agent that hangs up while its call waits for room is recorded 499 and never reaches the provider', async () => {
+    const released = signal();
+    const { gw, fakes } = await startProviders({ hold: () => released.fired }, { limits: { maxTokens: 100_000, defaultReserveTokens: 60_000 } });
+    const first = send(gw.socketPath, { body: MESSAGES({ max_tokens: undefined }) });
+    await until(() => fakes.anthropic.calls.length === 1);
+    const waiting = http.request({ socketPath: gw.socketPath, method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': TOKEN, 'content-type': 'application/json' }, agent: false });
+    waiting.on('error', () => undefined);
+    waiting.end(JSON.stringify(MESSAGES({ max_tokens: undefined })));
+    await until(() => gw.gateway.pending().waiting === 1);
+    waiting.destroy();
+    await until(() => gw.gateway.pending().waiting === 0);
+    released.fire();
+    expect((await first).status).toBe(200);
+    const records = await gw.finish();
+    expect(records.map((r) => [r.outcome, r.status])).toEqual([
+      ['ok', 200],
+      ['client_aborted', 499],
+    ]);
+    expect(fakes.anthropic.calls.length).toBe(1);
   });
 });
 

@@ -79,12 +79,12 @@ describe('anthropicCodec.requestFacts', () => {
         },
       ],
     });
-    expect(facts).toEqual({ model: 'claude-sonnet-4-6', stream: true, messages: 1, userText: 'Train the model and submit it.', toolResults: [] });
+    expect(facts).toEqual({ maxOutputTokens: 32000, model: 'claude-sonnet-4-6', stream: true, messages: 1, userText: 'Train the model and submit it.', toolResults: [] });
   });
 
   it('reads a plain string prompt, and a request that does not stream', () => {
     const facts = codec.requestFacts(MESSAGES, { model: 'claude-haiku-4-5', max_tokens: 512, messages: [{ role: 'user', content: 'Write a title.' }] });
-    expect(facts).toEqual({ model: 'claude-haiku-4-5', stream: false, messages: 1, userText: 'Write a title.', toolResults: [] });
+    expect(facts).toEqual({ maxOutputTokens: 512, model: 'claude-haiku-4-5', stream: false, messages: 1, userText: 'Write a title.', toolResults: [] });
   });
 
   it('reads the tool results that end the request, named after the tool_use they answer', () => {
@@ -144,12 +144,12 @@ describe('anthropicCodec.requestFacts', () => {
         { role: 'assistant', content: '{' },
       ],
     });
-    expect(facts).toEqual({ model: 'claude-sonnet-4-6', stream: false, messages: 2, toolResults: [] });
+    expect(facts).toEqual({ maxOutputTokens: null, model: 'claude-sonnet-4-6', stream: false, messages: 2, toolResults: [] });
   });
 
   it('survives a body that is not a Messages request', () => {
-    expect(codec.requestFacts(MESSAGES, undefined)).toEqual({ model: null, stream: false, messages: 0, toolResults: [] });
-    expect(codec.requestFacts(COUNT, { model: 7, messages: 'x' })).toEqual({ model: null, stream: false, messages: 0, toolResults: [] });
+    expect(codec.requestFacts(MESSAGES, undefined)).toEqual({ maxOutputTokens: null, model: null, stream: false, messages: 0, toolResults: [] });
+    expect(codec.requestFacts(COUNT, { model: 7, messages: 'x' })).toEqual({ maxOutputTokens: null, model: null, stream: false, messages: 0, toolResults: [] });
   });
 });
 
@@ -165,7 +165,7 @@ describe('anthropicCodec.responseFacts (JSON)', () => {
       stop_sequence: null,
       usage: { input_tokens: 12, output_tokens: 6, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
     });
-    expect(codec.responseFacts(MESSAGES, 200, body, false)).toEqual({
+    expect(codec.responseFacts(MESSAGES, 200, body, false)).toEqual({ usageFinal: true,
       model: 'claude-sonnet-4-6',
       usage: { inputTokens: 12, outputTokens: 6, cacheReadTokens: 0, cacheWriteTokens: 0 },
       stopReason: 'end_turn',
@@ -219,7 +219,7 @@ describe('anthropicCodec.responseFacts (JSON)', () => {
   it('reads nothing billable from a model listing', () => {
     const body = '{"data":[{"type":"model","id":"claude-sonnet-4-6","display_name":"Claude Sonnet 4.6"}],"has_more":false}';
     const facts = codec.responseFacts({ api: 'models', billable: false }, 200, body, false);
-    expect(facts).toEqual({
+    expect(facts).toEqual({ usageFinal: false,
       model: null,
       usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null },
       stopReason: null,
@@ -241,7 +241,7 @@ describe('anthropicCodec.responseFacts (stream)', () => {
       { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 15 } },
       { type: 'message_stop' },
     );
-    expect(codec.responseFacts(MESSAGES, 200, body, true)).toEqual({
+    expect(codec.responseFacts(MESSAGES, 200, body, true)).toEqual({ usageFinal: true,
       model: 'claude-sonnet-4-6',
       usage: { inputTokens: 25, outputTokens: 15, cacheReadTokens: 0, cacheWriteTokens: 0 },
       stopReason: 'end_turn',

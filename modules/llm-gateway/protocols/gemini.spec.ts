@@ -63,7 +63,7 @@ describe('geminiCodec.requestFacts', () => {
       tools: [{ functionDeclarations: [{ name: 'run_shell_command' }] }],
       generationConfig: { temperature: 1 },
     };
-    expect(geminiCodec.requestFacts(STREAM, body)).toEqual({
+    expect(geminiCodec.requestFacts(STREAM, body)).toEqual({ maxOutputTokens: null,
       model: 'gemini-2.5-pro',
       stream: true,
       messages: 1,
@@ -86,7 +86,7 @@ describe('geminiCodec.requestFacts', () => {
         },
       ],
     };
-    expect(geminiCodec.requestFacts(GENERATE, body)).toEqual({
+    expect(geminiCodec.requestFacts(GENERATE, body)).toEqual({ maxOutputTokens: null,
       model: 'gemini-2.5-flash',
       stream: false,
       messages: 3,
@@ -99,14 +99,14 @@ describe('geminiCodec.requestFacts', () => {
 
   it('takes neither text nor results from a request that ends with the model, and leaves thoughts out of the user text', () => {
     const endsWithModel = { contents: [{ role: 'user', parts: [{ text: 'hi' }] }, { role: 'model', parts: [{ text: 'hello' }] }] };
-    expect(geminiCodec.requestFacts(GENERATE, endsWithModel)).toEqual({ model: 'gemini-2.5-flash', stream: false, messages: 2, toolResults: [] });
+    expect(geminiCodec.requestFacts(GENERATE, endsWithModel)).toEqual({ maxOutputTokens: null, model: 'gemini-2.5-flash', stream: false, messages: 2, toolResults: [] });
     const noRole = { contents: [{ parts: [{ text: 'thinking', thought: true }, { text: 'question' }] }] };
     expect(geminiCodec.requestFacts(GENERATE, noRole).userText).toBe('question');
   });
 
   it('counts the contents of a countTokens request, given directly or inside generateContentRequest', () => {
     expect(geminiCodec.requestFacts(COUNT, { contents: [{ role: 'user', parts: [{ text: 'a' }] }, { role: 'model', parts: [{ text: 'b' }] }] }).messages).toBe(2);
-    expect(geminiCodec.requestFacts(COUNT, { generateContentRequest: { model: 'models/gemini-2.5-pro', contents: [{ role: 'user', parts: [{ text: 'a' }] }] } })).toEqual({
+    expect(geminiCodec.requestFacts(COUNT, { generateContentRequest: { model: 'models/gemini-2.5-pro', contents: [{ role: 'user', parts: [{ text: 'a' }] }] } })).toEqual({ maxOutputTokens: null,
       model: 'gemini-2.5-pro',
       stream: false,
       messages: 1,
@@ -116,7 +116,7 @@ describe('geminiCodec.requestFacts', () => {
   });
 
   it('survives a body that is not a request', () => {
-    expect(geminiCodec.requestFacts(GENERATE, undefined)).toEqual({ model: 'gemini-2.5-flash', stream: false, messages: 0, toolResults: [] });
+    expect(geminiCodec.requestFacts(GENERATE, undefined)).toEqual({ maxOutputTokens: null, model: 'gemini-2.5-flash', stream: false, messages: 0, toolResults: [] });
     expect(geminiCodec.requestFacts(GENERATE, { contents: 'nope' }).messages).toBe(0);
   });
 });
@@ -132,7 +132,7 @@ const CALL_STREAM =
 
 describe('geminiCodec.responseFacts', () => {
   it('reads a text stream: last usage wins, input without its cached part, thoughts as output, the answering model, text without thoughts', () => {
-    expect(geminiCodec.responseFacts(STREAM, 200, TEXT_STREAM, true)).toEqual({
+    expect(geminiCodec.responseFacts(STREAM, 200, TEXT_STREAM, true)).toEqual({ usageFinal: true,
       model: 'gemini-2.5-pro-002',
       usage: { inputTokens: 176, outputTokens: 49, cacheReadTokens: 1024, cacheWriteTokens: null },
       stopReason: 'STOP',
@@ -142,7 +142,7 @@ describe('geminiCodec.responseFacts', () => {
   });
 
   it('reads a function call from a stream (LF-separated events too)', () => {
-    expect(geminiCodec.responseFacts(STREAM, 200, CALL_STREAM, true)).toEqual({
+    expect(geminiCodec.responseFacts(STREAM, 200, CALL_STREAM, true)).toEqual({ usageFinal: true,
       model: 'gemini-2.5-flash',
       usage: { inputTokens: 5000, outputTokens: 30, cacheReadTokens: null, cacheWriteTokens: null },
       stopReason: 'STOP',
@@ -157,7 +157,7 @@ describe('geminiCodec.responseFacts', () => {
       usageMetadata: { promptTokenCount: 300, candidatesTokenCount: 12, totalTokenCount: 312 },
       modelVersion: 'gemini-2.5-flash',
     });
-    expect(geminiCodec.responseFacts(GENERATE, 200, body, false)).toEqual({
+    expect(geminiCodec.responseFacts(GENERATE, 200, body, false)).toEqual({ usageFinal: true,
       model: 'gemini-2.5-flash',
       usage: { inputTokens: 300, outputTokens: 12, cacheReadTokens: null, cacheWriteTokens: null },
       stopReason: 'STOP',
@@ -176,7 +176,7 @@ describe('geminiCodec.responseFacts', () => {
   });
 
   it('reads countTokens as input tokens only', () => {
-    expect(geminiCodec.responseFacts(COUNT, 200, '{"totalTokens": 31, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 31}]}', false)).toEqual({
+    expect(geminiCodec.responseFacts(COUNT, 200, '{"totalTokens": 31, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 31}]}', false)).toEqual({ usageFinal: true,
       model: null,
       usage: { inputTokens: 31, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null },
       stopReason: null,
@@ -187,7 +187,7 @@ describe('geminiCodec.responseFacts', () => {
 
   it('reads nothing from a model listing', () => {
     const facts = geminiCodec.responseFacts({ api: 'models', billable: false }, 200, '{"models":[{"name":"models/gemini-2.5-pro"}]}', false);
-    expect(facts).toEqual({ model: null, usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null }, stopReason: null, text: null, toolCalls: [] });
+    expect(facts).toEqual({ usageFinal: false, model: null, usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null }, stopReason: null, text: null, toolCalls: [] });
   });
 
   it("reads the provider's error message from an error body, and from an error event ending a stream", () => {
@@ -201,7 +201,7 @@ describe('geminiCodec.responseFacts', () => {
   it('reports the HTTP status when an error body is not JSON, and nothing for a body that is not an answer', () => {
     expect(geminiCodec.responseFacts(GENERATE, 502, '<html>Bad Gateway</html>', false).error).toBe('HTTP 502');
     const odd = geminiCodec.responseFacts(STREAM, 200, 'data: [DONE]\n\n: keep-alive\n\ndata: {"candidates": "x", "usageMetadata": {"promptTokenCount": -1}}\n\n', true);
-    expect(odd).toEqual({ model: null, usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null }, stopReason: null, text: null, toolCalls: [] });
+    expect(odd).toEqual({ usageFinal: false, model: null, usage: { inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null }, stopReason: null, text: null, toolCalls: [] });
   });
 });
 

@@ -68,7 +68,7 @@ describe('openaiCodec chat completions requests', () => {
         { role: 'user', content: [{ type: 'text', text: 'Train the model.' }, { type: 'image_url', image_url: { url: 'data:,' } }] },
       ],
     });
-    expect(facts).toEqual({ model: 'gpt-4.1', stream: true, messages: 2, userText: 'Train the model.', toolResults: [] });
+    expect(facts).toEqual({ maxOutputTokens: null, model: 'gpt-4.1', stream: true, messages: 2, userText: 'Train the model.', toolResults: [] });
   });
 
   it('the trailing tool messages answer the calls of the assistant message before them', () => {
@@ -101,17 +101,17 @@ describe('openaiCodec chat completions requests', () => {
 
   it('a request ending with the assistant has neither', () => {
     const facts = codec.requestFacts(CHAT, { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }] });
-    expect(facts).toEqual({ model: null, stream: false, messages: 2, toolResults: [] });
+    expect(facts).toEqual({ maxOutputTokens: null, model: null, stream: false, messages: 2, toolResults: [] });
   });
 
   it('a body that is not an object', () => {
-    expect(codec.requestFacts(CHAT, undefined)).toEqual({ model: null, stream: false, messages: 0, toolResults: [] });
+    expect(codec.requestFacts(CHAT, undefined)).toEqual({ maxOutputTokens: null, model: null, stream: false, messages: 0, toolResults: [] });
   });
 });
 
 describe('openaiCodec responses requests', () => {
   it('a string input is one user message', () => {
-    expect(codec.requestFacts(RESPONSES, { model: 'gpt-5', input: 'Say hi', stream: false })).toEqual({
+    expect(codec.requestFacts(RESPONSES, { model: 'gpt-5', input: 'Say hi', stream: false })).toEqual({ maxOutputTokens: null,
       model: 'gpt-5',
       stream: false,
       messages: 1,
@@ -130,7 +130,7 @@ describe('openaiCodec responses requests', () => {
         { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Train the model.' }] },
       ],
     });
-    expect(facts).toEqual({ model: 'gpt-5.1-codex', stream: true, messages: 3, userText: 'Train the model.', toolResults: [] });
+    expect(facts).toEqual({ maxOutputTokens: null, model: 'gpt-5.1-codex', stream: true, messages: 3, userText: 'Train the model.', toolResults: [] });
   });
 
   it('an easy input message (no type) counts as the user text', () => {
@@ -177,7 +177,7 @@ describe('openaiCodec chat completions answers', () => {
       ],
       usage: { prompt_tokens: 1500, completion_tokens: 40, total_tokens: 1540, prompt_tokens_details: { cached_tokens: 1024 } },
     });
-    expect(codec.responseFacts(CHAT, 200, body, false)).toEqual({
+    expect(codec.responseFacts(CHAT, 200, body, false)).toEqual({ usageFinal: true,
       model: 'gpt-4.1-2025-04-14',
       usage: { inputTokens: 476, outputTokens: 40, cacheReadTokens: 1024, cacheWriteTokens: null },
       stopReason: 'tool_calls',
@@ -202,7 +202,7 @@ describe('openaiCodec chat completions answers', () => {
       { ...base, choices: [], usage: { prompt_tokens: 900, completion_tokens: 33, total_tokens: 933, prompt_tokens_details: { cached_tokens: 0 } } },
       '[DONE]',
     ]);
-    expect(codec.responseFacts(CHAT, 200, body, true)).toEqual({
+    expect(codec.responseFacts(CHAT, 200, body, true)).toEqual({ usageFinal: true,
       model: 'gpt-4o-mini-2024-07-18',
       usage: { inputTokens: 900, outputTokens: 33, cacheReadTokens: 0, cacheWriteTokens: null },
       stopReason: 'tool_calls',
@@ -260,7 +260,7 @@ describe('openaiCodec responses answers', () => {
   };
 
   it('a JSON response: output text and calls, usage with cached input, status', () => {
-    expect(codec.responseFacts(RESPONSES, 200, JSON.stringify(completed), false)).toEqual({
+    expect(codec.responseFacts(RESPONSES, 200, JSON.stringify(completed), false)).toEqual({ usageFinal: true,
       model: 'gpt-5.1-codex-2025-11-13',
       usage: { inputTokens: 904, outputTokens: 120, cacheReadTokens: 4096, cacheWriteTokens: null },
       stopReason: 'completed',
@@ -288,7 +288,7 @@ describe('openaiCodec responses answers', () => {
       ],
       true,
     );
-    expect(codec.responseFacts(RESPONSES, 200, body, true)).toEqual({
+    expect(codec.responseFacts(RESPONSES, 200, body, true)).toEqual({ usageFinal: true,
       model: 'gpt-5.1-codex-2025-11-13',
       usage: { inputTokens: 904, outputTokens: 120, cacheReadTokens: 4096, cacheWriteTokens: null },
       stopReason: 'completed',

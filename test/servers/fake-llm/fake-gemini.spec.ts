@@ -42,7 +42,19 @@ describe('fake Gemini API', () => {
     expect(facts.usage).toEqual({ inputTokens: 10, outputTokens: 3, cacheReadTokens: null, cacheWriteTokens: null });
     expect(facts.model).toBe('gemini-answered');
     expect(fake.calls).toEqual([
-      { path: '/v1beta/models/gemini-2.5-pro:streamGenerateContent', model: 'gemini-2.5-pro', stream: true, status: 200, authOk: true, tools: [SHELL_TOOL, 'read_file'], toolCall: { name: SHELL_TOOL, command: 'echo two' }, usage: { input: 10, output: 3 } },
+      {
+        path: '/v1beta/models/gemini-2.5-pro:streamGenerateContent',
+        url: '/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse',
+        model: 'gemini-2.5-pro',
+        stream: true,
+        status: 200,
+        authOk: true,
+        tools: [SHELL_TOOL, 'read_file'],
+        toolCall: { name: SHELL_TOOL, command: 'echo two' },
+        usage: { input: 10, output: 3 },
+        headers: expect.objectContaining({ 'content-type': 'application/json' }),
+        finished: true,
+      },
     ]);
   });
 
