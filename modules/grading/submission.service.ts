@@ -148,10 +148,12 @@ export class SubmissionService {
       }, limitMs);
     });
     let result: EvaluationResult;
+    let servers: readonly unknown[] = [];
     try {
       // Read per grading: a bad serving variable fails this grading as an evaluator error naming it.
       // A LoRA adapter is applied to the base model the run gave its agent.
       const ctx = createEvaluationContext(loadServingConfig(), device, {}, { baseModelDir: run.ctx.workspace.baseModelDir });
+      servers = ctx.servers;
       result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal, ctx), timeout]);
     } catch (err) {
       if (errorName(err) === 'InvalidCheckpointError') {
@@ -166,7 +168,8 @@ export class SubmissionService {
       return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): score ${String(score)} is not in 0–100` };
     }
     const details = result.details && typeof result.details === 'object' && !Array.isArray(result.details) ? result.details : {};
-    return { ok: true, grade: { submissionId, score, details } };
+    // How each server a2rl started for this grading was confined (modules/serving/confinement.ts): a fact of the grading.
+    return { ok: true, grade: { submissionId, score, details: servers.length ? { ...details, serverIsolation: servers } : details } };
   }
 
   /** The paper's entry for this submission (score 0 when grading failed), added to the run's answers, with the best. */

@@ -37,6 +37,8 @@ export interface ServerConfinementConfig {
   passEnv: string[];
   /** Host directories bound read-only besides what the command names (A2RL_SERVER_BINDS). */
   binds: string[];
+  /** Host directories bound read-write (A2RL_SERVER_WRITABLE): the operator makes them writable for servers' uids. */
+  writable: string[];
 }
 
 /** How a started server was confined: returned with it and recorded in the grading's details. */
@@ -49,6 +51,8 @@ export interface ServerIsolation {
   network: 'namespace' | 'host';
   /** Host paths it sees read-only besides the system directories (checkpoint first). */
   readOnly: string[];
+  /** Host directories it may write (A2RL_SERVER_WRITABLE). */
+  writable: string[];
   /** Names of the variables of its environment. */
   env: string[];
   maxProcesses: number | null;
@@ -129,11 +133,13 @@ export async function confineServer(req: ConfineRequest): Promise<ConfinedLaunch
     const argv = req.command(access.port);
     const checkpoints = [...new Set(req.checkpoints.map((c) => path.resolve(c)))];
     if (owner !== null) for (const dir of checkpoints) await letOthersRead(dir);
-    const binds = serverBinds(argv, env, req, checkpoints, { home: harnessHome(hostEnv) });
+    const policy = { home: harnessHome(hostEnv) };
+    const binds = serverBinds(argv, env, req, checkpoints, policy);
+    const writable = req.config.writable.filter((w) => bindable(w, policy) && !checkpoints.some((c) => isWithin(w, c) || isWithin(c, w)));
     dirs = await socketDirs(owner);
     access.connect(path.join(dirs.own, SOCKET_NAME), path.join(dirs.held, SOCKET_NAME), owner);
     cgroup = req.config.memoryBytes === null ? null : await createRunCgroup(`server-${uid}-${randomBytes(4).toString('hex')}`, req.config.memoryBytes);
-    const fds = [nulSeparated(bwrapOptions(plan, uid, env, binds, checkpoints, dirs.own, gpus))];
+    const fds = [nulSeparated(bwrapOptions(plan, uid, env, { binds, writable, checkpoints, socketDir: dirs.own }, gpus))];
     const filter = plan.mode === 'setuid' ? noNewUserNamespacesFilter() : null;
     if (filter) fds.push(filter);
     const bridge = [realpathSync(process.execPath), INSIDE_BRIDGE, '--socket', path.posix.join(INSIDE_SOCKET_DIR, SOCKET_NAME), '--port', String(access.port), '--'];
@@ -154,6 +160,7 @@ export async function confineServer(req: ConfineRequest): Promise<ConfinedLaunch
         uid: owner,
         network: 'namespace',
         readOnly: [...checkpoints, ...binds],
+        writable,
         env: Object.keys(env).sort(),
         maxProcesses: limits.length ? req.config.maxProcesses : null,
         memoryBytes: req.config.memoryBytes,
@@ -196,7 +203,7 @@ async function unconfined(req: ConfineRequest, env: Record<string, string>): Pro
     fds: [],
     spawnEnv: env,
     port,
-    isolation: { sandbox: 'none', mode: 'none', uid: null, network: 'host', readOnly: [], env: Object.keys(env).sort(), maxProcesses: null, memoryBytes: null, memoryEnforced: false },
+    isolation: { sandbox: 'none', mode: 'none', uid: null, network: 'host', readOnly: [], writable: [], env: Object.keys(env).sort(), maxProcesses: null, memoryBytes: null, memoryEnforced: false },
     close: async () => ({ oomKills: 0 }),
   };
 }
@@ -219,12 +226,21 @@ function envPathBinds(env: Record<string, string>, names: readonly string[], pol
   return names.flatMap((name) => (env[name] ?? '').split(':')).filter((p) => bindable(p, policy));
 }
 
+interface ServerMounts {
+  binds: string[];
+  writable: string[];
+  checkpoints: string[];
+  socketDir: string;
+}
+
 /**
  * bwrap's options: an empty environment but the server's, the namespaces, a private /tmp, the
- * system directories, node (the bridge) and the command's installation read-only, the checkpoint
- * read-only, the socket directory read-write, the held GPUs' device nodes and driver files.
+ * system directories, node (the bridge) and the command's installation read-only, the configured
+ * writable directories, the checkpoint read-only (last: nothing is bound over it), the socket
+ * directory read-write, the held GPUs' device nodes and driver files.
  */
-function bwrapOptions(plan: SandboxPlan, uid: number, env: Record<string, string>, binds: string[], checkpoints: string[], socketDir: string, gpus: GpuBinding): string[] {
+function bwrapOptions(plan: SandboxPlan, uid: number, env: Record<string, string>, mounts: ServerMounts, gpus: GpuBinding): string[] {
+  const { binds, writable, checkpoints, socketDir } = mounts;
   const options = ['--clearenv'];
   for (const [key, value] of Object.entries(env)) options.push('--setenv', key, value);
   options.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
@@ -239,6 +255,7 @@ function bwrapOptions(plan: SandboxPlan, uid: number, env: Record<string, string
   const node = nodePrefix();
   if (!shown(node)) options.push('--ro-bind', node, node);
   for (const dir of binds) if (!shown(dir) && !isWithin(dir, node)) options.push('--ro-bind', dir, dir);
+  for (const dir of writable) options.push('--bind', dir, dir);
   for (const dir of checkpoints) options.push('--ro-bind', dir, dir);
   options.push('--ro-bind', bridgeScript(), INSIDE_BRIDGE);
   options.push('--bind', socketDir, INSIDE_SOCKET_DIR);

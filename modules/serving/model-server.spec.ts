@@ -137,6 +137,19 @@ describe('serving a checkpoint through the serve command', () => {
     expect(processesWith(adapter)).toEqual([]);
   });
 
+  it('never serves pickle weights: pickle-only checkpoints and adapters are the agent\'s mistake; pickles beside safetensors are left unread', async () => {
+    for (const files of [{ 'config.json': '{}', 'pytorch_model.bin': 'pickle' }, { 'adapter_config.json': '{"r": 8}', 'adapter_model.bin': 'pickle' }, { 'config.json': '{}', 'model.pt': 'x', 'answers.json': '{}' }]) {
+      const dir = await checkpoint(files);
+      const err = await rejection(serve(context(), dir));
+      expect(err).toBeInstanceOf(InvalidCheckpointError);
+      expect(err.message).toMatch(/weights are pickle files \(.*\), which a2rl never loads \(unpickling runs code\): save them as safetensors/);
+      expect(processesWith(dir)).toEqual([]);
+    }
+    const withOptimizer = await checkpoint({ 'config.json': '{}', 'model.safetensors': '', 'optimizer.pt': 'pickle', 'training_args.bin': 'pickle', 'answers.json': JSON.stringify(ANSWERS) });
+    const model = await serve(context(), withOptimizer);
+    expect((await new OpenAiClient(model).complete('2+2=')).text).toBe('The answer is 4.');
+  });
+
   it('serves a merged checkpoint that still carries adapter_config.json', async () => {
     const dir = await checkpoint({ 'adapter_config.json': '{}', 'model.safetensors': '', 'answers.json': JSON.stringify(ANSWERS) });
     const model = await serve(context(), dir);

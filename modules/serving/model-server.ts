@@ -59,13 +59,22 @@ export interface ServingContext extends EvaluationContext {
   readonly servers: readonly ServerIsolation[];
 }
 
-const WEIGHTS = /\.(safetensors|bin|pt|pth|gguf)$/;
+/** Full weights a server may load: never a pickle (see PICKLES). */
+const WEIGHTS = /\.(safetensors|gguf)$/;
+/**
+ * Files torch.load would unpickle, i.e. run code from: never served. The default serve command reads
+ * safetensors only (`--load-format safetensors`), so such files beside safetensors weights (an
+ * optimizer state, training_args.bin) are left alone; a checkpoint whose weights are only pickles is
+ * refused as the agent's mistake, before any server starts.
+ */
+const PICKLES = /\.(bin|pt|pth|ckpt|pkl|pickle)$/;
 
 type Checkpoint = { kind: 'full'; dir: string } | { kind: 'adapter'; dir: string; rank: number };
 
 /**
- * Full weights, or a LoRA adapter (adapter_config.json and adapter weights, no full weights). A
- * missing directory or an adapter that cannot be read is the agent's mistake, said before any server starts.
+ * Full weights, or a LoRA adapter (adapter_config.json and adapter_model.safetensors, no full
+ * weights). A missing directory, pickle-only weights or an adapter that cannot be read is the agent's
+ * mistake, said before any server starts.
  */
 export async function inspectCheckpoint(dir: string): Promise<Checkpoint> {
   let names: string[];
@@ -76,12 +85,21 @@ export async function inspectCheckpoint(dir: string): Promise<Checkpoint> {
     if (err instanceof InvalidCheckpointError) throw err;
     throw new InvalidCheckpointError(`cannot read the checkpoint directory ${dir}: ${(err as Error).message}`);
   }
+  refusePickleWeights(names);
   const fullWeights = names.some((n) => WEIGHTS.test(n) && !n.startsWith('adapter'));
   if (!names.includes('adapter_config.json') || fullWeights) return { kind: 'full', dir };
-  if (!names.some((n) => /^adapter_model\.(safetensors|bin)$/.test(n))) {
+  if (!names.includes('adapter_model.safetensors')) {
     throw new InvalidCheckpointError('the checkpoint has adapter_config.json but neither adapter weights (adapter_model.safetensors) nor full model weights');
   }
   return { kind: 'adapter', dir, rank: await adapterRank(dir) };
+}
+
+function refusePickleWeights(names: readonly string[]): void {
+  const pickles = names.filter((n) => PICKLES.test(n)).sort();
+  if (pickles.length === 0 || names.some((n) => n.endsWith('.safetensors'))) return;
+  throw new InvalidCheckpointError(
+    `the checkpoint's weights are pickle files (${pickles.slice(0, 3).join(', ')}${pickles.length > 3 ? ', …' : ''}), which a2rl never loads (unpickling runs code): save them as safetensors (save_pretrained(dir, safe_serialization=True))`,
+  );
 }
 
 async function adapterRank(dir: string): Promise<number> {

@@ -21,7 +21,7 @@ describe('serving configuration', () => {
 
   it('starts the bundled Python environment server with each task\'s backend unless a command or URL is configured', () => {
     const config = loadServingConfig({ A2RL_ENV_WEBSHOP_URL: 'http://gpu-box:3000/', A2RL_ENV_WEBSHOP_TOKEN: 'secret' });
-    expect(config.envServers.alfworld).toEqual({ kind: 'command', command: defaultEnvCommand('alfworld'), variable: 'A2RL_ENV_ALFWORLD_COMMAND' });
+    expect(config.envServers.alfworld).toEqual({ kind: 'command', command: defaultEnvCommand('alfworld'), variable: 'A2RL_ENV_ALFWORLD_COMMAND', passEnv: ['ALFWORLD_DATA'] });
     expect(config.envServers.alfworld!.kind === 'command' && config.envServers.alfworld!.command.slice(-4)).toEqual(['--backend', expect.stringMatching(/tasks\/alfworld\/env_backend\.py$/), '--port', '{port}']);
     expect(config.envServers.webshop).toEqual({ kind: 'url', baseUrl: 'http://gpu-box:3000', token: 'secret', variable: 'A2RL_ENV_WEBSHOP_URL' });
     expect(config.envReadyTimeoutMs).toBe(600_000);

@@ -32,7 +32,8 @@ import { passableName } from './server-view.js';
  *   `A2RL_SERVER_MEMORY` (a size such as `48G`, or `none`; default three quarters of this machine's
  *   memory) and `A2RL_SERVER_MAX_PROCESSES` (default 4096, threads included) limit each one;
  *   `A2RL_SERVER_ENV` names further harness variables they get (never credentials or A2RL_*), and
- *   `A2RL_SERVER_BINDS` (`:`-separated absolute paths) further host paths they see read-only.
+ *   `A2RL_SERVER_BINDS` (`:`-separated absolute paths) further host paths they see read-only,
+ *   `A2RL_SERVER_WRITABLE` (same form) directories they may write (a cache; writable for their uids).
  *   The serve command may never carry `--trust-remote-code`.
  */
 export interface ServingConfig {
@@ -161,13 +162,17 @@ function serverConfinement(env: NodeJS.ProcessEnv): ServerConfinementConfig {
   for (const name of passEnv) {
     if (!passableName(name)) throw new ConfigError('A2RL_SERVER_ENV', `${name} cannot be given to servers (a2rl's own variables and credentials never are)`);
   }
-  const binds = (env.A2RL_SERVER_BINDS ?? '').split(':').map((p) => p.trim()).filter(Boolean);
-  for (const p of binds) if (!path.isAbsolute(p)) throw new ConfigError('A2RL_SERVER_BINDS', `${p} is not an absolute path`);
+  const paths = (variable: string) => {
+    const list = (env[variable] ?? '').split(':').map((p) => p.trim()).filter(Boolean);
+    for (const p of list) if (!path.isAbsolute(p)) throw new ConfigError(variable, `${p} is not an absolute path`);
+    return list;
+  };
   return {
     memoryBytes: memory ? (limit('A2RL_SERVER_MEMORY', 'memoryBytes', memory) ?? null) : Math.floor((os.totalmem() * 3) / 4),
     maxProcesses: processes ? (limit('A2RL_SERVER_MAX_PROCESSES', 'maxProcesses', processes) ?? DEFAULT_SERVER_MAX_PROCESSES) : DEFAULT_SERVER_MAX_PROCESSES,
     passEnv,
-    binds,
+    binds: paths('A2RL_SERVER_BINDS'),
+    writable: paths('A2RL_SERVER_WRITABLE'),
   };
 }
 

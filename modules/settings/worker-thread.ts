@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { Worker, type WorkerOptions } from 'node:worker_threads';
 
 /**
  * Starts a worker thread on `entry`, the URL of a compiled module next to its caller
@@ -11,11 +11,11 @@ import { Worker } from 'node:worker_threads';
  * worker thread does not inherit the test runner's transform. Used by the file observer's threads,
  * the process tracer and `a2rl verify`'s parallel read.
  */
-export function startWorker(entry: URL, workerData: unknown): Worker {
-  if (!entry.href.endsWith('.js') || existsSync(fileURLToPath(entry))) return new Worker(entry, { workerData });
+export function startWorker(entry: URL, workerData: unknown, options: Omit<WorkerOptions, 'workerData'> = {}): Worker {
+  if (!entry.href.endsWith('.js') || existsSync(fileURLToPath(entry))) return new Worker(entry, { ...options, workerData });
   const source = new URL(entry.href.replace(/\.js$/, '.ts'));
   const boot = `const { tsImport } = await import(${JSON.stringify(tsxEsmApi())});\nawait tsImport(${JSON.stringify(source.href)}, ${JSON.stringify(import.meta.url)});`;
-  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(boot)}`), { workerData });
+  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(boot)}`), { ...options, workerData });
 }
 
 /** File URL of tsx's ESM API (`tsx/esm/api`, import condition), read from its package exports. */

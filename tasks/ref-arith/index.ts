@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { evaluateOffLoop } from '../ref-common/off-loop.js';
 import { assertManifest, readCheckpointJson, readJsonl, writeCheckpoint, writeJsonl } from '../ref-common/checkpoint-files.js';
 import type { EvaluationResult, TaskPack, TaskPaths } from '../task-pack.js';
 import { loadArithModel, solve } from './model.js';
@@ -66,7 +67,8 @@ The base model knows four cues and adds by default, so it solves few problems.
 Submit a checkpoint directory under \`output/\`; an unloadable one is rejected with a message saying why.
 `;
 
-async function evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
+/** Scores a checkpoint on this thread: the pack's `evaluate` runs it in a worker (ref-common/off-loop.ts). */
+export async function evaluateRefArith(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
   await assertManifest(checkpointDir, REF_ARITH_FORMAT);
   const model = loadArithModel(await readCheckpointJson(checkpointDir, 'weights.json'));
   const rows = await readJsonl<Row & { steps: number }>(join(privateDir, 'test.jsonl'));
@@ -116,5 +118,5 @@ export const refArith: TaskPack = {
   evaluatorVersion: 'ref-arith-eval-1',
   description: DESCRIPTION,
   materialize,
-  evaluate,
+  evaluate: (checkpointDir, privateDir, signal) => evaluateOffLoop('ref-arith', checkpointDir, privateDir, signal),
 };

@@ -12,6 +12,7 @@ import {
   type TaskPack,
   type TaskPaths,
 } from '../task-pack.js';
+import { evaluateOffLoop } from '../ref-common/off-loop.js';
 import { CHECKPOINT_FORMAT, EpisodeView, greedyAction, loadPolicy, type Weights } from './policy.js';
 import { dataReadme, taskDescription } from './texts.js';
 import {
@@ -108,6 +109,33 @@ async function readEvalSet(privateDir: string): Promise<Layout[]> {
   }
 }
 
+/** Scores a checkpoint on this thread: the pack's `evaluate` runs it in a worker (ref-common/off-loop.ts). */
+export async function evaluateRefHousehold(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
+  const layouts = await readEvalSet(privateDir);
+  const weights = await loadPolicy(checkpointDir);
+  const byKind = new Map<GoalKind, { n: number; ok: number }>(GOAL_KINDS.map((k) => [k, { n: 0, ok: 0 }]));
+  let successes = 0;
+  let successSteps = 0;
+  for (const layout of layouts) {
+    if (signal?.aborted) throw new EvaluatorError('ref-household evaluation aborted');
+    const { success, steps } = runGreedyEpisode(weights, layout);
+    const k = byKind.get(layout.goal.kind)!;
+    k.n++;
+    if (success) [k.ok, successes, successSteps] = [k.ok + 1, successes + 1, successSteps + steps];
+  }
+  const rate = (ok: number, n: number): number => (n === 0 ? 0 : Math.round((ok / n) * 10_000) / 10_000);
+  return {
+    score: Math.round((successes / layouts.length) * 10_000) / 100,
+    details: {
+      episodes: layouts.length,
+      successes,
+      successRate: rate(successes, layouts.length),
+      successByGoalKind: Object.fromEntries([...byKind].map(([kind, { n, ok }]) => [kind, rate(ok, n)])),
+      meanStepsOnSuccess: successes === 0 ? null : Math.round((successSteps / successes) * 100) / 100,
+    },
+  };
+}
+
 const environment: InteractiveEnvironment = {
   name: ENV_NAME,
   maxSteps: MAX_STEPS,
@@ -140,29 +168,5 @@ export const refHousehold: TaskPack = {
     ]);
   },
 
-  async evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
-    const layouts = await readEvalSet(privateDir);
-    const weights = await loadPolicy(checkpointDir);
-    const byKind = new Map<GoalKind, { n: number; ok: number }>(GOAL_KINDS.map((k) => [k, { n: 0, ok: 0 }]));
-    let successes = 0;
-    let successSteps = 0;
-    for (const layout of layouts) {
-      if (signal?.aborted) throw new EvaluatorError('ref-household evaluation aborted');
-      const { success, steps } = runGreedyEpisode(weights, layout);
-      const k = byKind.get(layout.goal.kind)!;
-      k.n++;
-      if (success) [k.ok, successes, successSteps] = [k.ok + 1, successes + 1, successSteps + steps];
-    }
-    const rate = (ok: number, n: number): number => (n === 0 ? 0 : Math.round((ok / n) * 10_000) / 10_000);
-    return {
-      score: Math.round((successes / layouts.length) * 10_000) / 100,
-      details: {
-        episodes: layouts.length,
-        successes,
-        successRate: rate(successes, layouts.length),
-        successByGoalKind: Object.fromEntries([...byKind].map(([kind, { n, ok }]) => [kind, rate(ok, n)])),
-        meanStepsOnSuccess: successes === 0 ? null : Math.round((successSteps / successes) * 100) / 100,
-      },
-    };
-  },
+  evaluate: (checkpointDir, privateDir, signal) => evaluateOffLoop(TASK_ID, checkpointDir, privateDir, signal),
 };

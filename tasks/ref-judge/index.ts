@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { evaluateOffLoop } from '../ref-common/off-loop.js';
 import { assertManifest, readCheckpointJson, readJsonl, writeCheckpoint, writeJsonl } from '../ref-common/checkpoint-files.js';
 import type { EvaluationResult, TaskPack, TaskPaths } from '../task-pack.js';
 import { generateItems, INSTRUCTION_TYPES, type JudgeItem } from './instructions.js';
@@ -63,7 +64,8 @@ interface PrivateRow extends Omit<JudgeItem, 'response'> {
   reference: string;
 }
 
-async function evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
+/** Scores a checkpoint on this thread: the pack's `evaluate` runs it in a worker (ref-common/off-loop.ts). */
+export async function evaluateRefJudge(checkpointDir: string, privateDir: string, signal?: AbortSignal): Promise<EvaluationResult> {
   await assertManifest(checkpointDir, REF_JUDGE_FORMAT);
   const model = loadJudgeModel(await readCheckpointJson(checkpointDir, 'weights.json'));
   const rows = await readJsonl<PrivateRow>(join(privateDir, 'test.jsonl'));
@@ -118,5 +120,5 @@ export const refJudge: TaskPack = {
   evaluatorVersion: 'ref-judge-eval-1',
   description: DESCRIPTION,
   materialize,
-  evaluate,
+  evaluate: (checkpointDir, privateDir, signal) => evaluateOffLoop('ref-judge', checkpointDir, privateDir, signal),
 };

@@ -1,3 +1,4 @@
+import { chmod } from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from '@jest/globals';
 import { EnvClient } from '../../modules/serving/env-client.js';
@@ -23,8 +24,13 @@ export function stubBackendHarness(env: 'alfworld' | 'webshop', marker: string, 
     const assignments = Object.entries({ PYTHONPATH: STUBS, PYTHONDONTWRITEBYTECODE: '1', ...vars }).map(([k, v]) => `'${k}=${v}'`);
     return `env ${unset.map((u) => `-u ${u} `).join('')}${assignments.join(' ')} ${python} '${ENV_SERVER}' --backend '${backend}' --port {port} --option marker=${marker} ${options}`;
   };
-  const start = (options: string, vars?: Record<string, string>, python?: string): Promise<EnvServer> =>
-    startEnvServer(loadServingConfig({ [`A2RL_ENV_${env.toUpperCase()}_COMMAND`]: command(options, vars, python), A2RL_ENV_READY_TIMEOUT: '20s' }), env, TIMINGS);
+  const start = async (options: string, vars?: Record<string, string>, python?: string): Promise<EnvServer> => {
+    // The stubs' logs (`*_LOG=<file>`) are written by the confined server, whose uid is its own: their folders are lent writable.
+    const logDirs = [...new Set(Object.entries(vars ?? {}).flatMap(([k, v]) => (k.endsWith('_LOG') && path.isAbsolute(v) ? [path.dirname(v)] : [])))];
+    for (const dir of logDirs) await chmod(dir, 0o1777);
+    const config = loadServingConfig({ [`A2RL_ENV_${env.toUpperCase()}_COMMAND`]: command(options, vars, python), A2RL_ENV_READY_TIMEOUT: '20s', A2RL_SERVER_WRITABLE: logDirs.join(':') });
+    return startEnvServer(config, env, TIMINGS);
+  };
 
   return {
     start,
