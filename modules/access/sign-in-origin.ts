@@ -15,7 +15,7 @@ import { AccessControl, type AccessRequest } from './access-control.js';
 // And sign-in takes JSON only: an HTML form can post urlencoded, multipart or text/plain bodies, but
 // a page can send application/json cross-site only after a CORS preflight, which this server never grants.
 
-type Headers = Pick<IncomingHttpHeaders, 'origin' | 'host' | 'x-forwarded-host' | 'sec-fetch-site' | 'content-type'>;
+type Headers = Partial<Record<'origin' | 'host' | 'x-forwarded-host' | 'sec-fetch-site' | 'content-type', IncomingHttpHeaders[string]>>;
 
 const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value)?.split(',')[0].trim();
 
