@@ -23,8 +23,8 @@ const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 const CHUNK = 1024 * 1024;
 
-/** Why a component could not be taken: a link, gone, the wrong kind, not readable, or a name that is not one component. */
-export type BeneathRefusal = 'link' | 'missing' | 'not-directory' | 'not-file' | 'unreadable' | 'bad-name';
+/** Why a component could not be taken: a link, gone, already there (creating), the wrong kind, not readable, or a name that is not one component. */
+export type BeneathRefusal = 'link' | 'missing' | 'exists' | 'not-directory' | 'not-file' | 'unreadable' | 'bad-name';
 
 export class BeneathError extends Error {
   override readonly name = 'BeneathError';
@@ -248,7 +248,7 @@ function refusalOf(err: unknown, name: Name): BeneathError {
   if (err instanceof BeneathError) return err;
   const code = codeOf(err);
   const refusal: BeneathRefusal =
-    code === 'ELOOP' ? 'link' : code === 'ENOENT' ? 'missing' : code === 'ENOTDIR' ? 'not-directory' : code === 'ENXIO' || code === 'EISDIR' ? 'not-file' : 'unreadable';
+    code === 'ELOOP' ? 'link' : code === 'ENOENT' ? 'missing' : code === 'EEXIST' ? 'exists' : code === 'ENOTDIR' ? 'not-directory' : code === 'ENXIO' || code === 'EISDIR' ? 'not-file' : 'unreadable';
   return new BeneathError(refusal, text(name), code);
 }
 

@@ -157,7 +157,14 @@ export async function resolveInside(root: HeldDir, names: readonly string[], pat
       if (st === 'unreadable') throw new UnresolvedPath('unreadable');
       if (st.isSymbolicLink()) {
         if (++turns > MAX_LINKS) throw new UnresolvedPath('loop');
-        const target = interpretLink(await at().readLink(name), real, paths);
+        const text = await at()
+          .readLink(name)
+          .catch(() => null); // no longer a link (EINVAL) or gone: swapped since the lstat
+        if (text === null) {
+          pending.unshift(name);
+          continue;
+        }
+        const target = interpretLink(text, real, paths);
         if (target === null) throw new UnresolvedPath('outside');
         await release();
         real = [];

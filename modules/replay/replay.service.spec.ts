@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { chmod, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
@@ -135,6 +135,24 @@ describe('ReplayService.materialize', () => {
     expect(await tree(out)).toEqual({ 'stale/old.txt': 'old' });
     await h.replay.materialize(RUN, 3, out, { force: true });
     expect(Object.keys(await tree(out)).sort()).toEqual(['code/train.mjs', 'code/util.mjs', 'data/train.jsonl', 'models/base/weights.bin']);
+  });
+
+  it('never writes through a link planted in the output directory: forced, links go as links; the output directory itself may not be one', async () => {
+    const out = outDir();
+    const outside = path.join(h.dir, `outside-${dirs}`);
+    await mkdir(path.join(outside, 'code'), { recursive: true });
+    await writeFile(path.join(outside, 'code', 'train.mjs'), 'host file');
+    await mkdir(out);
+    await symlink(outside, path.join(out, 'code')); // where the replay will create code/
+    await symlink(path.join(outside, 'code', 'train.mjs'), path.join(out, 'data'));
+    await h.replay.materialize(RUN, 3, out, { force: true });
+    expect(Object.keys(await tree(out)).sort()).toEqual(['code/train.mjs', 'code/util.mjs', 'data/train.jsonl', 'models/base/weights.bin']);
+    expect((await lstat(path.join(out, 'code'))).isDirectory()).toBe(true);
+    expect(await tree(outside)).toEqual({ 'code/train.mjs': 'host file' });
+    const linked = `${outDir()}-link`;
+    await symlink(outside, linked);
+    await expect(h.replay.materialize(RUN, 3, linked, { force: true })).rejects.toThrow(/is a symbolic link; name a real directory/);
+    expect(await tree(outside)).toEqual({ 'code/train.mjs': 'host file' });
   });
 
   it('follows events appended after an earlier replay (the index is caught up on each call)', async () => {

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { chmod, mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { validatePayload } from '../ledger/events/envelope.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
@@ -102,6 +103,49 @@ describe('checkWorkspaceIntegrity', () => {
       { path: 'data/splits/dev.jsonl', expected: sha(FILES['data/splits/dev.jsonl']), actual: null },
       { path: 'data/train.jsonl', expected: sha(FILES['data/train.jsonl']), actual: null, found: 'symlink' },
     ]);
+  });
+
+  it('never opens or lists the target of a directory swapped for a link while it checks (inotify on the target)', async () => {
+    if (spawnSync('sh', ['-c', 'command -v python3']).status !== 0) return;
+    const outside = join(home, 'outside');
+    await mkdir(outside);
+    await writeFile(join(outside, 'dev.jsonl'), FILES['data/splits/dev.jsonl']); // identical content: following would pass
+    const watcher = spawn('python3', [fileURLToPath(new URL('../../infra/workspace-fs/testing/inotify-watch.py', import.meta.url)), outside], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const seen: string[] = [];
+    watcher.stdout.on('data', (chunk: Buffer) => seen.push(...chunk.toString().split('\n').filter(Boolean)));
+    try {
+      while (!seen.includes('ready')) await new Promise((resolve) => setTimeout(resolve, 20));
+      const splits = join(layout.root, 'data/splits');
+      let linked = false;
+      let stop = false;
+      let ended!: () => void;
+      const stopped = new Promise<void>((resolve) => (ended = resolve));
+      // The agent's loop: a link to `outside` for a moment, then the real directory for a moment.
+      const flip = () => {
+        if (linked) {
+          unlinkSync(splits);
+          renameSync(join(home, 'stash'), splits);
+        } else {
+          renameSync(splits, join(home, 'stash'));
+          symlinkSync(outside, splits);
+        }
+        linked = !linked;
+        if (!stop || linked) setTimeout(flip, Math.random() * 3);
+        else ended();
+      };
+      flip();
+      const results = [];
+      for (let i = 0; i < 25; i++) results.push(await full());
+      stop = true;
+      await stopped; // the real directory is back
+      expect(seen.filter((l) => l !== 'ready')).toEqual([]);
+      for (const result of results) {
+        for (const d of result.differences) expect(d.path.startsWith('data/splits')).toBe(true);
+      }
+      expect((await full()).ok).toBe(true);
+    } finally {
+      watcher.kill('SIGKILL');
+    }
   });
 
   it('does not follow data/ itself when it is a link to a faithful copy', async () => {
