@@ -101,46 +101,37 @@ class Engine:
         if self.max_positions:
             max_tokens = min(max_tokens, self.max_positions - len(prompt_ids))
         with self.lock, torch.inference_mode():
-            generator = torch.Generator().manual_seed(seed) if temperature > 0 else None
-            return self._decode(model, prompt_ids, max_tokens, stop, temperature, generator)
+            torch.manual_seed(seed)
+            return self._generate(model, prompt_ids, max_tokens, stop, temperature)
 
-    def _decode(self, model, prompt_ids, max_tokens, stop, temperature, generator):
-        eos = set(_as_list(self.tokenizer.eos_token_id)) | set(_as_list(getattr(model.generation_config, "eos_token_id", None)))
+    def _generate(self, model, prompt_ids, max_tokens, stop, temperature):
         ids = torch.tensor([prompt_ids], device=self.device)
-        past = None
-        out = []
-        text = ""
-        finish = "length"
-        for _ in range(max_tokens):
-            result = model(input_ids=ids, past_key_values=past, use_cache=True)
-            past = result.past_key_values
-            logits = result.logits[0, -1].float()
-            token = _next_token(logits, temperature, generator)
-            if token in eos:
-                finish = "stop"
-                break
-            out.append(token)
-            text = self.tokenizer.decode(out, skip_special_tokens=True)
-            cut = _stop_at(text, stop)
-            if cut is not None:
-                text = text[:cut]
-                finish = "stop"
-                break
-            ids = torch.tensor([[token]], device=self.device)
-        return text, len(out), finish
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else {"do_sample": False}
+        output = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_tokens,
+            stop_strings=stop or None,
+            tokenizer=self.tokenizer,
+            pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id,
+            **sampling,
+        )
+        new = output[0, len(prompt_ids):].tolist()
+        eos = set(_as_list(self.tokenizer.eos_token_id)) | set(_as_list(getattr(model.generation_config, "eos_token_id", None)))
+        ended = bool(new) and new[-1] in eos
+        produced = len(new)
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        cut = _stop_at(text, stop)
+        if cut is not None:
+            text = text[:cut]
+        finish = "stop" if ended or cut is not None else "length"
+        return text, produced, finish
 
 
 def _as_list(value):
     if value is None:
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _next_token(logits, temperature, generator):
-    if temperature <= 0:
-        return int(torch.argmax(logits))
-    probs = torch.softmax(logits / temperature, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 def _stop_at(text, stop):

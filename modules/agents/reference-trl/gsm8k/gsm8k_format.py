@@ -1,0 +1,44 @@
+"""How gsm8k is asked and scored (the task's description): one user turn per question in the
+evaluation's template, a worked answer ending "The answer is <n>", the last number before any
+"Question:" is the prediction."""
+import json
+import os
+import re
+
+USER_TEMPLATE = "Question: {question}\nLet's think step by step\nAnswer:"
+NUMBER = re.compile(r"-?\d+\.\d+|-?\d+")
+
+
+def read_rows(data_dir):
+    with open(os.path.join(data_dir, "train.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def gold(answer):
+    return answer.split("#### ")[1].replace(",", "").strip()
+
+
+def worked_answer(answer):
+    """GSM8K's solution in the few-shot style: calculator annotations dropped, "#### n" said as a sentence."""
+    steps, _, final = answer.partition("#### ")
+    steps = re.sub(r"<<[^>]*>>", "", steps).strip()
+    return f"{steps}\nThe answer is {final.replace(',', '').strip()}"
+
+
+def prompt(question):
+    return [{"role": "user", "content": USER_TEMPLATE.format(question=question)}]
+
+
+def predicted(reply):
+    numbers = NUMBER.findall(reply.split("Question:")[0])
+    return numbers[-1] if numbers else None
+
+
+def is_correct(reply, reference):
+    guess = predicted(reply)
+    if guess is None:
+        return False
+    try:
+        return abs(float(guess) - int(reference)) < 1e-6
+    except ValueError:
+        return guess == reference
