@@ -27,8 +27,8 @@ export type Opened =
   | { kind: 'file'; file: OpenFile }
   /** A real directory inside the workspace (its descriptor is already closed). */
   | { kind: 'dir' }
-  /** Missing, a link, a FIFO/socket, or anything not provably inside the workspace: not part of the observed tree. */
-  | { kind: 'absent' }
+  /** Missing (`gone`: no such entry), a link, a FIFO/socket, or anything not provably inside the workspace: not part of the observed tree. */
+  | { kind: 'absent'; gone?: boolean }
   /** Exists but may not be read (EACCES: possible when the harness is not root); its last recorded state stands. */
   | { kind: 'unreadable' };
 
@@ -44,7 +44,7 @@ export async function openInWorkspace(root: string, realRoot: string, path: stri
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // ELOOP: a link; ENXIO: a socket.
-    if (isMissing(err) || code === 'ELOOP' || code === 'ENXIO') return { kind: 'absent' };
+    if (isMissing(err) || code === 'ELOOP' || code === 'ENXIO') return { kind: 'absent', ...(code === 'ENOENT' ? { gone: true } : {}) };
     if (code === 'EACCES') return { kind: 'unreadable' };
     throw err;
   }

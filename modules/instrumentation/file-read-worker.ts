@@ -38,7 +38,7 @@ export interface ReadRequest {
 
 export type ReadResult =
   /** Read and hashed; `body` only when the hash differs from the known one. */
-  | { kind: 'file'; sha256: string; size: number; mtimeMs: number; ino: number; observedAt: string; body?: Uint8Array }
+  | { kind: 'file'; sha256: string; size: number; mtimeMs: number; ino: number; observedAt: string; body?: Uint8Array; links?: number }
   /** Not forced and the stat equals the known one: not read. */
   | { kind: 'unchanged' }
   /** `statOnly` asked: a regular file, not read. */
@@ -46,8 +46,8 @@ export type ReadResult =
   /** Larger than `limit`: for the main thread. */
   | { kind: 'large' }
   | { kind: 'dir' }
-  /** Missing, a link, a FIFO/socket, or not provably inside the workspace. */
-  | { kind: 'absent'; observedAt: string }
+  /** Missing (`gone`: no such entry at all), a link, a FIFO/socket, or not provably inside the workspace. */
+  | { kind: 'absent'; observedAt: string; gone?: boolean }
   | { kind: 'unreadable' }
   | { kind: 'error'; message: string; code?: string };
 
@@ -107,7 +107,8 @@ export class SyncReader {
       }
       const content = this.scratch.subarray(0, size);
       const sha256 = createHash('sha256').update(content).digest('hex');
-      const stamp = { sha256, size, mtimeMs: st.mtimeMs, ino: st.ino, observedAt };
+      // More than one name: it can be changed through a name the watcher does not see (a fact, recorded).
+      const stamp = { sha256, size, mtimeMs: st.mtimeMs, ino: st.ino, observedAt, ...(st.nlink > 1 ? { links: st.nlink } : {}) };
       // The stat was taken before reading: a write during the read shows as a stat change later.
       return known?.sha256 === sha256 ? { kind: 'file', ...stamp } : { kind: 'file', ...stamp, body: new Uint8Array(content) };
     } catch (err) {
@@ -161,7 +162,7 @@ function procPath(fd: number): string | null {
 }
 
 function failure(err: unknown): ReadResult {
-  if (GONE.has(code(err))) return { kind: 'absent', observedAt: new Date().toISOString() };
+  if (GONE.has(code(err))) return { kind: 'absent', observedAt: new Date().toISOString(), ...(code(err) === 'ENOENT' ? { gone: true } : {}) };
   if (code(err) === 'EACCES') return { kind: 'unreadable' };
   return { kind: 'error', message: (err as Error).message, code: code(err) };
 }

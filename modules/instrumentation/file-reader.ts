@@ -152,7 +152,7 @@ export function inProcessReader(data: ReaderData): FileReader {
     async read(req) {
       const opened = await openInWorkspace(data.root, data.realRoot, req.path);
       const observedAt = new Date().toISOString();
-      if (opened.kind === 'absent') return { kind: 'absent', observedAt };
+      if (opened.kind === 'absent') return { kind: 'absent', observedAt, ...(opened.gone ? { gone: true } : {}) };
       if (opened.kind !== 'file') return opened;
       const { file } = opened;
       try {
@@ -163,7 +163,7 @@ export function inProcessReader(data: ReaderData): FileReader {
         if (st.size > data.limit) return { kind: 'large' };
         const snap = await file.snapshot();
         if (!snap.body || snap.size > data.limit) return { kind: 'large' };
-        const stamp = { sha256: snap.sha256, size: snap.size, mtimeMs: st.mtimeMs, ino: st.ino, observedAt };
+        const stamp = { sha256: snap.sha256, size: snap.size, mtimeMs: st.mtimeMs, ino: st.ino, observedAt, ...(st.nlink > 1 ? { links: st.nlink } : {}) };
         return known?.sha256 === snap.sha256 ? { kind: 'file', ...stamp } : { kind: 'file', ...stamp, body: snap.body };
       } finally {
         file.close();

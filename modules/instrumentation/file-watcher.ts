@@ -82,6 +82,8 @@ const FENCE_PREFIX = '.a2rl-fence-';
 const BURST_QUIET_MS = 1000;
 /** Dropped paths remembered so that a rescan does not report them again as missed. */
 const DROPPED_MEMORY = 500_000;
+/** TransientFileRecorded facts per run (a tool that churns lock or temp files must not flood the ledger). */
+const MAX_TRANSIENTS = 10_000;
 /** A burst that goes on is verified at least this often. */
 const BURST_VERIFY_MS = 30_000;
 
@@ -176,6 +178,8 @@ export class FileWatcher {
   private unnotified: Set<string> | undefined;
 
   private dropped = 0;
+  /** TransientFileRecorded facts so far. */
+  private transients = 0;
   /** Paths whose notification was dropped (reported as such, so a rescan finding them does not count them as missed again)... */
   private droppedPaths = new Set<string>();
   /** ...unless too many to remember: then the next rescan cannot tell missed from dropped and reports no count of its own. */
@@ -498,6 +502,7 @@ export class FileWatcher {
       case 'error':
         throw Object.assign(new Error(`reading ${path}: ${result.message}`), { code: result.code });
       case 'absent':
+        if (result.gone && !prev && hint.notified && !this.baseline && !this.known.hasDir(path)) await this.transient(path, result.observedAt);
         await this.removeAll(path, result.observedAt, hint, ticket);
         return;
       case 'dir':
@@ -520,7 +525,7 @@ export class FileWatcher {
         }
         const body = Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength);
         const key = await this.store(body, known);
-        await this.recordChange(path, prev, known, key!, result.observedAt, hint);
+        await this.recordChange(path, prev, known, key!, result.observedAt, hint, result.links);
       }
     }
   }
@@ -553,7 +558,7 @@ export class FileWatcher {
         this.queue.offer(path, { force: true, notified: hint.notified }, ticket); // changed while being stored: read again
         return;
       }
-      await this.recordChange(path, prev, known, key, observedAt, hint);
+      await this.recordChange(path, prev, known, key, observedAt, hint, file.st.nlink > 1 ? file.st.nlink : undefined);
     } finally {
       file.close();
     }
@@ -578,7 +583,7 @@ export class FileWatcher {
     await this.recordChange(path, prev, known, undefined, observedAt, hint);
   }
 
-  private async recordChange(path: string, prev: Known | undefined, known: Known, key: string | undefined, observedAt: string, hint: Hint): Promise<void> {
+  private async recordChange(path: string, prev: Known | undefined, known: Known, key: string | undefined, observedAt: string, hint: Hint, links?: number): Promise<void> {
     this.index(path, known, false);
     if (known.sha256) this.overLimit.delete(path);
     if (!hint.notified) this.unnotified?.add(path);
@@ -589,6 +594,7 @@ export class FileWatcher {
       size: known.size,
       ...(prev?.sha256 ? { previousSha256: prev.sha256 } : {}),
       ...(key !== undefined ? { key } : {}),
+      ...(links !== undefined ? { links } : {}),
       observedAt,
     };
     await this.outbox.send('FileChanged', event);
@@ -653,6 +659,18 @@ export class FileWatcher {
     await this.outbox.send('FileChanged', { path, op: 'delete', ...(prev.sha256 ? { previousSha256: prev.sha256 } : {}), observedAt });
   }
 
+  /**
+   * A path notified (created, or moved in) and gone by the time it was read: a fact, without content
+   * (whatever ran from it is captured at its exec: ProcessStarted.script/exe). Bounded per run.
+   */
+  private async transient(path: string, observedAt: string): Promise<void> {
+    if (++this.transients > MAX_TRANSIENTS) {
+      if (this.transients === MAX_TRANSIENTS + 1) this.gap(`more than ${MAX_TRANSIENTS} files were created and removed before they could be read: later ones are not recorded`);
+      return;
+    }
+    await this.outbox.send('TransientFileRecorded', { path, note: 'created and removed before it could be read', observedAt });
+  }
+
   private gap(reason: string, count?: number): void {
     try {
       const result = this.opts.onGap?.(reason, count);
@@ -682,7 +700,7 @@ class Outbox {
     private readonly onError: (err: unknown) => void,
   ) {}
 
-  async send<T extends 'FileChanged' | 'LimitReached'>(type: T, data: EventData<T>): Promise<void> {
+  async send<T extends 'FileChanged' | 'LimitReached' | 'TransientFileRecorded'>(type: T, data: EventData<T>): Promise<void> {
     let promise: Promise<unknown>;
     try {
       promise = Promise.resolve(this.record(type, data));

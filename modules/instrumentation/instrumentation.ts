@@ -5,6 +5,7 @@ import type { Recorder } from '../runs/run-context.js';
 import { FileWatcher } from './file-watcher.js';
 import type { ObservationClock, Observer } from './observer.js';
 import { OutputRecorder } from './output-recorder.js';
+import type { CapturedFile } from './exec-capture.js';
 import { processExitedFact, processStartedFact, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { RunRecorder } from './run-recorder.js';
 import type { LimitReached } from '../ledger/events/catalog.js';
@@ -76,12 +77,12 @@ export class Instrumentation {
   readonly onProcessGap: (reason: string, count?: number) => void;
 
   /** Records one event of the run in order, after the file record is brought up to date where needed. */
-  readonly record: Recorder = <T extends EventType>(type: T, data: EventData<T>): Promise<A2rlEvent> => {
+  readonly record = <T extends EventType>(type: T, data: EventData<T> | (() => Promise<EventData<T>>)): Promise<A2rlEvent> => {
     const barrier = this.barrier(type);
     const queued = this.lane.add(async () => {
       if (barrier) await barrier();
-      // Boxed: the lane must not wait for durability, only for the barrier.
-      return { stored: this.opts.recorder.record(type, data) };
+      // Boxed: the lane must not wait for durability, only for the barrier (and data still being made).
+      return { stored: this.opts.recorder.record(type, typeof data === 'function' ? await data() : data) };
     });
     const stored = queued.then((q) => q!.stored);
     stored.catch(() => undefined); // fire-and-forget callers: the failure surfaces in settle()
@@ -93,10 +94,38 @@ export class Instrumentation {
    * tracer, whose bounded buffer counts a fact as taken once it is durable (its back-pressure).
    */
   readonly processes = {
-    onStart: (p: ProcessStart) => this.record('ProcessStarted', processStartedFact(p)),
+    onStart: (p: ProcessStart) => this.recordProcessStart(p),
     onExit: (p: ProcessExit) => this.record('ProcessExited', processExitedFact(p)),
     onGap: (reason: string, count?: number) => this.onProcessGap(reason, count),
   };
+
+  /** Content keys of the files processes ran, by original sha256 (each content is stored once per run). */
+  private readonly executedKeys = new Map<string, Promise<string | undefined>>();
+
+  /**
+   * A ProcessStarted with the files it ran: their bytes (captured at exec) go to the store right
+   * away, and the fact takes its place in the lane now, so it stays in the order the tracer saw it;
+   * the lane waits for the puts only when it reaches it.
+   */
+  private recordProcessStart(p: ProcessStart): Promise<A2rlEvent> {
+    const files = [p.exe, p.script].filter((f): f is CapturedFile => f !== undefined);
+    for (const f of files) if (f.content && f.sha256 && !this.executedKeys.has(f.sha256)) this.executedKeys.set(f.sha256, this.storeExecuted(f.content, f.sha256));
+    const keys = Promise.all(files.map(async (f) => [f.sha256, f.sha256 ? await this.executedKeys.get(f.sha256) : undefined] as const));
+    return this.record('ProcessStarted', async () => {
+      const known = new Map(await keys);
+      return processStartedFact(p, (f) => (f.sha256 ? known.get(f.sha256) : undefined));
+    });
+  }
+
+  /** Stores captured bytes through the run's (redacting) store; undefined when that failed (recorded as 'content not stored'). */
+  private async storeExecuted(content: Uint8Array, sha256: string): Promise<string | undefined> {
+    try {
+      const body = Buffer.from(content.buffer, content.byteOffset, content.byteLength);
+      return (await this.store.put(body, { sha256, size: body.byteLength })).key;
+    } catch {
+      return undefined;
+    }
+  }
 
   async start(): Promise<void> {
     for (const observer of this.observers) await observer.start();

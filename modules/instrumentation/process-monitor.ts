@@ -3,7 +3,8 @@ import { constants } from 'node:os';
 import { CGROUP_ENTER } from '../runs/sandbox/cgroup.js';
 import { SANDBOX_BRIDGE } from '../runs/sandbox/sandbox.js';
 import { basename } from 'node:path';
-import type { EventData } from '../ledger/events/catalog.js';
+import type { EventData, ExecutedFile } from '../ledger/events/catalog.js';
+import { ExecCapturer, type CapturedFile } from './exec-capture.js';
 
 /**
  * Reads an agent's process tree from /proc (Linux only).
@@ -35,6 +36,11 @@ export interface ProcessStart {
   executable?: string;
   /** Epoch milliseconds: strace's timestamp of the exec, or the kernel's start time (10 ms resolution). */
   startedAt: number;
+  /** The executable image and the script it runs (exec-capture.ts), with their bytes when kept. */
+  exe?: CapturedFile;
+  script?: CapturedFile & { via: 'shebang' | 'argument' };
+  /** at-exec: read while the process was stopped at its exec (strace); after-start: read later (the poller, the launched root). */
+  capture?: 'at-exec' | 'after-start';
 }
 
 export interface ProcessExit {
@@ -58,7 +64,7 @@ const MAX_PATH_CHARS = 4096;
  * shortens what it prints: the string that crosses the byte bound is cut and ends in "...", and a
  * final "..." entry stands for the entries left out.
  */
-export function processStartedFact(p: ProcessStart): EventData<'ProcessStarted'> {
+export function processStartedFact(p: ProcessStart, keyOf: (file: CapturedFile) => string | undefined = () => undefined): EventData<'ProcessStarted'> {
   const argv: string[] = [];
   let bytes = 0;
   for (const [i, arg] of p.argv.entries()) {
@@ -81,7 +87,25 @@ export function processStartedFact(p: ProcessStart): EventData<'ProcessStarted'>
     argv,
     cwd: p.cwd,
     ...(p.executable && p.executable.length <= MAX_PATH_CHARS ? { executable: p.executable } : {}),
+    ...(p.exe ? { exe: executedFileFact(p.exe, keyOf) } : {}),
+    ...(p.script ? { script: { ...executedFileFact(p.script, keyOf), via: p.script.via } } : {}),
+    ...(p.capture ? { capture: p.capture } : {}),
     observedAt: new Date(p.startedAt).toISOString(),
+  };
+}
+
+/** The recorded fact of a captured file: its bytes are in the artifact store under `keyOf(file)`, when kept. */
+function executedFileFact(f: CapturedFile, keyOf: (file: CapturedFile) => string | undefined): ExecutedFile {
+  const kept = (f.content !== undefined || f.keptEarlier) && f.sha256 !== undefined;
+  const key = kept ? keyOf(f) : undefined;
+  const note = kept && !key ? 'content not stored' : f.note;
+  return {
+    path: f.path.length <= MAX_PATH_CHARS ? f.path : `${cutUtf8(f.path, MAX_PATH_CHARS - 3)}...`,
+    ...(f.sha256 ? { sha256: f.sha256 } : {}),
+    ...(f.size !== undefined ? { size: f.size } : {}),
+    ...(key ? { key } : {}),
+    ...(f.deleted ? { deleted: true } : {}),
+    ...(note ? { note: note.slice(0, 300) } : {}),
   };
 }
 
@@ -312,7 +336,21 @@ export interface ProcessMonitorOptions {
   onExit?: (p: ProcessExit) => void;
   /** Processes to track but not report; default: the harness's bwrap wrapper (sandboxWrapperFilter). */
   skip?: SkipFilter;
+  /**
+   * Reporting monitors (with `onStart`) tell here, once at start, what polling cannot guarantee
+   * (POLLER_LIMITS): it is recorded as an ObservationGap so that every reader of the run sees it.
+   */
+  onGap?: (reason: string) => void;
 }
+
+/** What the /proc poller cannot guarantee, said loudly wherever it reports processes instead of strace. */
+export const POLLER_LIMITS =
+  'processes are observed by polling /proc, not traced (strace is unavailable here): a program shorter than a poll (100 ms) is not seen at all, ' +
+  'and the executable and script of the programs it does see are read when it sees them, not at their exec: a file replaced, restored or deleted ' +
+  'in between is recorded as found then, or not at all (ProcessStarted.capture "after-start")';
+
+/** The poller reads executables on the harness's main thread: smaller bounds than the tracer's worker. */
+const POLLER_CAPTURE = { keepBytes: 4 * 1024 * 1024, systemKeepBytes: 64 * 1024, hashBytes: 64 * 1024 * 1024 };
 
 /**
  * Polls /proc for the descendants of `rootPid`. `onStart` fires once per process, on its second
@@ -327,6 +365,7 @@ export class ProcessMonitor {
   private readonly skip: SkipFilter;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly capturer = new ExecCapturer(POLLER_CAPTURE);
 
   constructor(private readonly opts: ProcessMonitorOptions) {
     this.intervalMs = opts.intervalMs ?? 100;
@@ -345,6 +384,7 @@ export class ProcessMonitor {
   }
 
   start(): this {
+    if (this.opts.onStart) this.opts.onGap?.(POLLER_LIMITS);
     this.poll();
     this.timer = setInterval(() => this.poll(), this.intervalMs);
     this.timer.unref();
@@ -453,14 +493,19 @@ export class ProcessMonitor {
     t.announced = true;
     t.skip = this.skip({ pid: t.pid, ppid: t.ppid, argv: t.argv, grandparent: this.tracked.get(t.ppid)?.ppid });
     if (t.skip) return;
+    if (!this.opts.onStart) return;
     const executable = readExe(t.pid);
-    this.opts.onStart?.({
+    // Read now, while it runs (or not at all once it is gone): no guarantee it is what it exec'd.
+    const facts = t.zombieStatus || t.exited ? {} : this.capturer.capture(t.pid, undefined, t.argv);
+    this.opts.onStart({
       pid: t.pid,
       ppid: t.ppid,
       argv: t.argv,
       cwd: readCwd(t.pid),
       ...(executable ? { executable } : {}),
       startedAt: t.startedAt,
+      ...facts,
+      capture: 'after-start',
     });
   }
 

@@ -11,6 +11,7 @@ import {
   type ProcessStart,
   type SkipFilter,
 } from './process-monitor.js';
+import type { ExecFacts } from './exec-capture.js';
 
 /**
  * The strace state machine: strace's `-f -ttt` output lines in, ProcessStart/ProcessExit facts out.
@@ -37,11 +38,26 @@ import {
  *   CPU time and peak RSS are sampled from /proc every tick while the program runs, so a program
  *   shorter than one tick may report 0.
  * - Times (startedAt, endedAt, durationMs) are strace's microsecond timestamps.
+ * - What a program really runs (exec-capture.ts: the executable image, the script) is read when its
+ *   successful exec line is read. strace injects a SIGSTOP into every exec (`-e inject=…:signal=`,
+ *   queued at the call's entry, so the new program stops before its first instruction); the state
+ *   resumes the process (SIGCONT) once strace reports it stopped by that kernel-sent SIGSTOP, which is
+ *   always after the capture. The launched root's first exec is not stopped (strace starts it before
+ *   tracing), hence `capture: 'after-start'` there. A SIGCONT from another process (an agent racing
+ *   its own child) that arrives before the capture finished is reported as a gap.
  */
 
 export interface TraceSink {
   start(p: ProcessStart): void;
   exit(p: ProcessExit): void;
+  /** Something observed cannot be vouched for (see the SIGCONT race above). */
+  gap?(reason: string): void;
+}
+
+/** Exec-time capture: read what a stopped process runs, and let it go. */
+export interface ExecHooks {
+  capture(pid: number, execPath: string | undefined, argv: string[]): ExecFacts;
+  resume(pid: number): void;
 }
 
 const FORK_ANNOUNCE_MS = 500;
@@ -62,6 +78,8 @@ interface Program {
   peakRssKb: number;
   forkOnly: boolean;
   announced: boolean;
+  facts?: ExecFacts;
+  capture?: 'at-exec' | 'after-start';
   skip: boolean;
   /** Set when it ended before it could be announced. */
   ended?: { at: number; status: ExitStatus };
@@ -81,6 +99,11 @@ export class StraceState {
   private readonly cwdOf = new Map<number, string>();
   private skip: SkipFilter | undefined;
   private finished = false;
+  /** Processes that got strace's injected SIGSTOP and are to be resumed once stopped. */
+  private readonly injectedStops = new Set<number>();
+  /** Processes captured at exec and not resumed yet → when the capture finished (epoch ms). */
+  private readonly capturedAt = new Map<number, number>();
+  private rootExecSeen = false;
   /** Lines that should have been a fact but could not be read (a gap in the record). */
   unparsable = 0;
 
@@ -92,7 +115,8 @@ export class StraceState {
     private readonly sink: TraceSink,
     private readonly rootPid: number,
     rootCwd: string,
-    harnessPid: number,
+    private readonly harnessPid: number,
+    private readonly hooks?: ExecHooks,
   ) {
     this.parentOf.set(rootPid, harnessPid);
     if (rootCwd) this.cwdOf.set(rootPid, rootCwd);
@@ -126,6 +150,7 @@ export class StraceState {
       text = head + resumed[2];
     }
     if (text.startsWith('+++ ')) return this.onExitLine(pid, at, text);
+    if (text.startsWith('--- ')) return this.onSignalLine(pid, at, text);
     const call = /^(\w+)\(/.exec(text);
     if (!call) return; // signal deliveries (--- SIG… ---) and anything else
     if (call[1] === 'execve' || call[1] === 'execveat') {
@@ -168,6 +193,23 @@ export class StraceState {
     return unseen.filter((p) => !p.skip).length;
   }
 
+  /** strace's SIGSTOP (sent by the kernel on its behalf) stopped `pid`: resume it; note SIGCONTs of others. */
+  private onSignalLine(pid: number, at: number, text: string): void {
+    if (text.startsWith('--- SIGSTOP {') && text.includes('si_code=SI_KERNEL')) {
+      this.injectedStops.add(pid);
+    } else if (text === '--- stopped by SIGSTOP ---') {
+      if (!this.injectedStops.delete(pid)) return; // the agent's own SIGSTOP: not ours to undo
+      this.capturedAt.delete(pid);
+      this.hooks?.resume(pid);
+    } else if (text.startsWith('--- SIGCONT {')) {
+      const sender = Number(/si_pid=(\d+)/.exec(text)?.[1] ?? 0);
+      const captured = this.capturedAt.get(pid);
+      if (captured !== undefined && sender !== 0 && sender !== this.harnessPid && at < captured) {
+        this.sink.gap?.(`pid ${pid} was continued by pid ${sender} before the harness had read what it exec'd: its recorded executable and script may not be what ran`);
+      }
+    }
+  }
+
   private onExitLine(pid: number, at: number, text: string): void {
     const exited = /^\+\+\+ exited with (\d+) \+\+\+$/.exec(text);
     const killed = /^\+\+\+ killed by (SIG\w+)/.exec(text);
@@ -175,6 +217,8 @@ export class StraceState {
     const status: ExitStatus = exited ? { exitCode: Number(exited[1]) } : { signal: killed![1] };
     if (this.threads.delete(pid)) return;
     this.unfinished.delete(pid);
+    this.injectedStops.delete(pid);
+    this.capturedAt.delete(pid);
     const p = this.programs.get(pid);
     if (p) this.end(p, at, status);
     else this.earlyExits.set(pid, { at, status });
@@ -189,12 +233,22 @@ export class StraceState {
     const cwd = this.cwdOf.get(pid) ?? readCwd(pid);
     const executable = path === undefined ? readExe(pid) || undefined : isAbsolute(path) || !cwd ? path : resolve(cwd, path);
     const p: Program = { pid, ppid: this.parentOf.get(pid), argv, cwd, executable, startedAt: at, cpuTicks: 0, peakRssKb: 0, forkOnly: false, announced: false, skip: false };
+    if (this.hooks) this.captureExec(p, path ?? executable);
     // The root's first exec is the command the launcher ran: it decides what the wrapper is.
     if (pid === this.rootPid && !this.skip) this.skip = sandboxWrapperFilter(pid, argv);
     this.programs.set(pid, p);
     this.sample(p);
     if (p.ppid === undefined) this.awaitingParent.set(pid, p);
     else this.announce(p);
+  }
+
+  /** Reads what `p` runs while it waits at its exec (the launched root's first exec does not wait). */
+  private captureExec(p: Program, path: string | undefined): void {
+    const first = p.pid === this.rootPid && !this.rootExecSeen;
+    if (p.pid === this.rootPid) this.rootExecSeen = true;
+    p.facts = this.hooks!.capture(p.pid, path, p.argv);
+    p.capture = first ? 'after-start' : 'at-exec';
+    if (!first) this.capturedAt.set(p.pid, Date.now());
   }
 
   private clone(parent: number, child: number, isThread: boolean, at: number): void {
@@ -224,6 +278,8 @@ export class StraceState {
       argv: from?.argv ?? readArgv(child) ?? [],
       cwd: from?.cwd ?? '',
       executable: from?.executable,
+      // A fork runs its parent's program: the same image and script.
+      ...(from?.facts ? { facts: from.facts, capture: from.capture } : {}),
       startedAt: at,
       cpuTicks: 0,
       peakRssKb: 0,
@@ -260,6 +316,8 @@ export class StraceState {
         cwd: p.cwd,
         ...(p.executable ? { executable: p.executable } : {}),
         startedAt: Math.round(p.startedAt),
+        ...p.facts,
+        ...(p.capture ? { capture: p.capture } : {}),
       });
     }
     if (p.ended) this.report(p, p.ended.at, p.ended.status);

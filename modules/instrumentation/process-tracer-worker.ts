@@ -2,7 +2,8 @@ import { closeSync, constants, open, openSync, read, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
-import { StraceState } from './process-tracer-state.js';
+import { ExecCapturer, type CapturedFile } from './exec-capture.js';
+import { StraceState, type ExecHooks } from './process-tracer-state.js';
 
 /**
  * The process tracer's worker thread: drains strace's FIFO, runs the state machine and posts the
@@ -55,10 +56,42 @@ let paused = false;
 let rest: Buffer = Buffer.alloc(0);
 let done = false;
 
-const sink = {
-  start: (p: ProcessStart) => queue({ k: 'start', p }, 64 + p.cwd.length + (p.executable?.length ?? 0) + p.argv.reduce((n, a) => n + a.length + 4, 0)),
-  exit: (p: ProcessExit) => queue({ k: 'exit', p }, 64),
+const capturer = new ExecCapturer();
+/** sha256 of every file whose bytes went to the main thread: later facts refer to them (keptEarlier). */
+const handedOver = new Set<string>();
+const hooks: ExecHooks = {
+  capture: (pid, path, argv) => capturer.capture(pid, path, argv),
+  resume: (pid) => {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      // gone (killed while stopped)
+    }
+  },
 };
+
+const sink = {
+  start: (p: ProcessStart) => {
+    const exe = p.exe && handOver(p.exe);
+    const script = p.script && { ...handOver(p.script), via: p.script.via };
+    const fact: ProcessStart = { ...p, ...(exe ? { exe } : {}), ...(script ? { script } : {}) };
+    const content = (exe?.content?.byteLength ?? 0) + (script?.content?.byteLength ?? 0);
+    queue({ k: 'start', p: fact }, 64 + content + p.cwd.length + (p.executable?.length ?? 0) + p.argv.reduce((n, a) => n + a.length + 4, 0));
+  },
+  exit: (p: ProcessExit) => queue({ k: 'exit', p }, 64),
+  gap: (reason: string) => post({ t: 'gap', reason }),
+};
+
+/** A captured file's bytes travel to the main thread once per content. */
+function handOver(file: CapturedFile): CapturedFile {
+  if (!file.content || !file.sha256) return file;
+  if (!handedOver.has(file.sha256)) {
+    handedOver.add(file.sha256);
+    return file;
+  }
+  const { content: _bytes, ...rest } = file;
+  return { ...rest, keptEarlier: true };
+}
 
 function queue(fact: TracerFact, bytes: number): void {
   batch.push(fact);
@@ -119,7 +152,7 @@ function complete(why: 'eof' | 'finish'): void {
 
 port.on('message', (msg: ToWorker) => {
   if (msg.t === 'root') {
-    state = new StraceState(sink, msg.pid, msg.cwd, process.pid);
+    state = new StraceState(sink, msg.pid, msg.cwd, process.pid, hooks);
     const lines = early;
     early = [];
     for (const line of lines) state.line(line);

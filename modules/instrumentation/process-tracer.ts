@@ -54,7 +54,10 @@ const UNBLOCK_RETRY_MS = 20;
 
 /**
  * Default-ignored signals cannot kill, so their delivery lines are noise. (`signal=none` would also
- * hide the "+++ killed by SIG… +++" lines we need.)
+ * hide the "+++ killed by SIG… +++" lines we need.) SIGSTOP and SIGCONT lines stay: every exec gets a
+ * SIGSTOP injected (queued at the call's entry, delivered before the new program's first
+ * instruction) so that the worker reads what it runs while it waits, and resumes it with SIGCONT
+ * (process-tracer-state.ts); a SIGCONT from anyone else is how a race with that capture shows.
  */
 const STRACE_FLAGS = [
   '-f',
@@ -67,7 +70,9 @@ const STRACE_FLAGS = [
   '-e',
   'trace=execve,execveat,clone,clone3,fork,vfork,chdir,fchdir',
   '-e',
-  'signal=!SIGCHLD,SIGURG,SIGWINCH,SIGCONT',
+  'inject=execve,execveat:signal=SIGSTOP',
+  '-e',
+  'signal=!SIGCHLD,SIGURG,SIGWINCH',
 ];
 
 const probes = new Map<string, boolean>();

@@ -73,6 +73,7 @@ const SUMMARIES: Summaries = {
   RunInterrupted: (d) => d.reason,
   RunResumed: (d) => d.note ?? '',
   TreeHeadSigned: (d) => `tree size ${d.treeSize}, root ${d.rootHash.slice(0, 16)}…, key ${d.keyId}`,
+  TransientFileRecorded: (d) => `transient ${d.path}${d.size !== undefined ? ` (${formatBytes(d.size)})` : ''}${d.key ? '' : `: ${d.note ?? 'content not read'}`}`,
   ObservationGap: (d) => `${d.observer} observation gap${d.count !== undefined ? ` (${d.count} lost)` : ''}: ${d.reason}`,
   EgressConnection: (d) =>
     `${d.method} ${d.host}:${d.port} ${d.allowed ? `allowed, ${formatBytes(d.bytesOut)} out, ${formatBytes(d.bytesIn)} in` : 'refused'}${d.reason ? `: ${d.reason}` : ''}`,

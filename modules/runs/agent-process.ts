@@ -115,8 +115,8 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
   const startedAt = new Date();
   const pgid = pid; // detached: the child is a session and group leader
   // With strace, the poller only keeps the membership used for killing; the tracer reports.
-  const { intervalMs, onStart, onExit } = opts.monitor ?? {};
-  const monitor = new ProcessMonitor(tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, rootPid: pid }).start();
+  const { intervalMs, onStart, onExit, onGap } = opts.monitor ?? {};
+  const monitor = new ProcessMonitor(tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, onGap, rootPid: pid }).start();
   const spare = (p: number) => tracer?.isTracer(p) ?? false;
   if (opts.pidFile) {
     try {

@@ -53,6 +53,7 @@ const ANY: Record<EventType, () => RunCommand> = {
   AgentOutput: c.output,
   RolloutBatchRecorded: c.rollouts,
   ObservationGap: c.gap,
+  TransientFileRecorded: () => ({ type: 'TransientFileRecorded', data: { path: 'code/x.sh', note: 'gone before it could be read', observedAt: T } }),
   SubmissionReceived: () => c.received('sub-9'),
   SubmissionGraded: () => c.graded('sub-9'),
   SubmissionRejected: () => c.rejected('sub-9'),

@@ -83,6 +83,7 @@ export class IllegalTransitionError extends Error {
 const INSTRUMENTATION = new Set<EventType>([
   'FileChanged', 'ProcessStarted', 'ProcessExited', 'AgentOutput', 'RolloutBatchRecorded', 'ObservationGap',
   'EgressConnection', 'LimitReached', 'WorkspaceIntegrityChecked', 'LlmCallRecorded', 'AgentHomeArchived',
+  'TransientFileRecorded',
 ]);
 
 /** The status (RunState) a lifecycle event sets; other events keep it (but see statusAfter). */

@@ -43,6 +43,7 @@ import { restrictSocket } from './sandbox/unix-socket.js';
 import { PAPER_LIMITS, REFERENCE_LIMITS, type RunLimits } from './sandbox/limits.js';
 import { agentUidFor, SANDBOX_AGENT_DIR, SANDBOX_HOME, SANDBOX_PORTS, SANDBOX_RUN_DIR, sandboxCommand, type SandboxForward, type SandboxKind } from './sandbox/sandbox.js';
 import { epochSeconds, prepareWorkspace, workspaceLayout, type PreparedWorkspace } from './workspace.js';
+import { POLLER_LIMITS } from '../instrumentation/process-monitor.js';
 
 export type RunMode = 'free' | 'sft-only' | 'rl-oriented';
 
@@ -591,6 +592,7 @@ export class RunService {
       throw err;
     }
     this.agents.set(s.runId, s.agent);
+    if (s.agent.tracer === 'proc') s.warn(`WARNING: ${POLLER_LIMITS}. Install strace (\`a2rl doctor\`) so that every program is recorded with what it really ran.`);
     if (this.interrupted) void s.agent.kill('killed'); // the interrupt came while the run was being set up
     await prepared.runMeta.update({ start_time: epochSeconds(s.agent.startedAt), timeout_s: request.budgetSeconds });
     const gateway = spec.llm && s.gateway ? { gateway: { providers: spec.llm.providers, url: s.gateway.url } } : {};

@@ -92,6 +92,53 @@ describe('programKind: the program and the script it runs decide, never free tex
   });
 });
 
+describe('programKind with exec-time facts: what really ran decides, never the name it was invoked by', () => {
+  const SHA = 'a'.repeat(64);
+  const file = (path: string) => ({ path, sha256: SHA, size: 1 });
+  const facts = (argv: string[], executable: string, exe: string, script?: { path: string; via: 'shebang' | 'argument' }): ProcessFacts =>
+    ({ argv, executable, exe: file(exe), ...(script ? { script: { ...file(script.path), via: script.via } } : {}) }) as ProcessFacts;
+
+  it('is other for a link called torchrun (or train.py) that runs sleep', () => {
+    expect(programKind(facts(['./torchrun', '1'], '/ws/torchrun', '/usr/bin/sleep'))).toBe('other');
+    expect(programKind(facts(['torchrun', 'code/train.py'], '/ws/bin/torchrun', '/usr/bin/sleep'))).toBe('other');
+    expect(programKind(facts(['./train.py'], '/ws/code/train.py', '/usr/bin/sleep'))).toBe('other');
+    // The same facts without exec-time capture (an older run) kept the name's word.
+    expect(kind(['./torchrun', '1'], '/ws/torchrun')).toBe('training');
+  });
+
+  it('is other for a binary copied under the name of a tool that only exists as a Python script', () => {
+    expect(programKind(facts(['./torchrun', 'code/train.py'], '/ws/torchrun', '/ws/torchrun'))).toBe('other');
+    expect(programKind(facts(['trl', 'sft'], '/ws/bin/trl', '/ws/bin/trl'))).toBe('other');
+  });
+
+  it('still counts an honest torchrun (a #! Python script) and python -m torch.distributed.run as training', () => {
+    const torchrun = { path: '/usr/local/bin/torchrun', via: 'shebang' as const };
+    expect(programKind(facts(['torchrun', '--nproc_per_node', '2', 'code/train.py'], '/usr/local/bin/torchrun', '/usr/bin/python3.11', torchrun))).toBe('training');
+    expect(programKind(facts(['torchrun', 'code/evaluate.py'], '/usr/local/bin/torchrun', '/usr/bin/python3.11', torchrun))).toBe('evaluation');
+    expect(programKind(facts(['python3', '-m', 'torch.distributed.run', 'code/sft.py'], '/usr/bin/python3', '/usr/bin/python3.11'))).toBe('training');
+  });
+
+  it('classifies a script by its resolved file, not by the link or name it was started through', () => {
+    // `python3 train.py` where train.py is a link to /tmp/idle.py: the file that ran says nothing of training.
+    expect(programKind(facts(['python3', 'train.py'], '/usr/bin/python3', '/usr/bin/python3.11', { path: '/tmp/idle.py', via: 'argument' }))).toBe('other');
+    expect(programKind(facts(['python3', 'x.py'], '/usr/bin/python3', '/usr/bin/python3.11', { path: '/ws/code/train_grpo.py', via: 'argument' }))).toBe('training');
+    // A #! script named train.sh that is really /tmp/x.sh.
+    expect(programKind(facts(['./train.sh'], '/ws/train.sh', '/usr/bin/dash', { path: '/tmp/x.sh', via: 'shebang' }))).toBe('other');
+    expect(programKind(facts(['./go'], '/ws/go', '/usr/bin/bash', { path: '/ws/code/train.sh', via: 'shebang' }))).toBe('training');
+    // A link `python3 -> /usr/bin/bash`: a shell with a script operand.
+    expect(programKind(facts(['./python3', 'code/train.py'], '/ws/python3', '/usr/bin/bash', { path: '/ws/code/train.py', via: 'argument' }))).toBe('training');
+    expect(programKind(facts(['./python3', '-c', 'x'], '/ws/python3', '/usr/bin/bash'))).toBe('other');
+  });
+
+  it('keeps installers, agent CLIs and the agent adapters recognisable through their real files', () => {
+    expect(programKind(facts(['npm', 'install'], '/usr/bin/npm', '/usr/bin/node', { path: '/usr/lib/node_modules/npm/bin/npm-cli.js', via: 'shebang' }))).toBe('install');
+    expect(programKind(facts(['pip', 'install', 'x'], '/usr/bin/pip', '/usr/bin/python3.11', { path: '/usr/bin/pip', via: 'shebang' }))).toBe('install');
+    expect(programKind(facts(['claude', '-p', 'train'], '/usr/local/bin/claude', '/usr/bin/node', { path: '/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js', via: 'shebang' }))).toBe('agent-tool');
+    expect(programKind(facts(['/agent/reference/run'], '/agent/reference/run', '/usr/bin/bash', { path: '/agent/reference/run', via: 'shebang' }))).toBe('agent-tool');
+    expect(programKind(facts(['uv', 'add', 'x'], '/usr/local/bin/uv', '/usr/local/bin/uv'))).toBe('install');
+  });
+});
+
 const at = (ms: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, ms)).toISOString();
 
 /** A run's events at the catalog's versions; `procs` are [pid, ppid, argv, exit (no status when undefined), exec time]. */

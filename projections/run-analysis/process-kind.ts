@@ -5,12 +5,15 @@ import type { A2rlEvent, EventData } from '../../modules/ledger/events/catalog.j
  * here (not at record time) so that a better rule reclassifies every old run on rebuild. The rules
  * and their order are written down in docs/analysis.md ("Process kinds"); keep the two in step.
  *
- * Only the program (the executable, else argv[0]) and the script or module it runs decide — never
- * free text in the arguments: `claude -p "train with grpo"` is the agent, not a training launch.
+ * Only the program and the script or module it runs decide — never free text in the arguments:
+ * `claude -p "train with grpo"` is the agent, not a training launch. Where the tracer captured what
+ * really ran (ProcessStarted.exe / .script, read at exec), that decides — the resolved #! script, else
+ * the real executable image — never the name it was invoked by: a link `torchrun -> /bin/sleep` is
+ * `sleep`. Older events without those facts keep the older rule (the executable path, else argv[0]).
  */
 export type ProcessKind = 'training' | 'evaluation' | 'install' | 'agent-tool' | 'other';
 
-export type ProcessFacts = Pick<EventData<'ProcessStarted'>, 'argv' | 'executable'>;
+export type ProcessFacts = Pick<EventData<'ProcessStarted'>, 'argv' | 'executable' | 'exe' | 'script'>;
 
 /** Where the harness mounts the agent adapters inside the sandbox (SANDBOX_AGENT_DIR, modules/runs/sandbox.ts). */
 const AGENT_MOUNT = '/agent/';
@@ -48,16 +51,51 @@ const PYTHON_VALUE_OPTIONS = new Set(['-W', '-X', '--check-hash-based-pycs']);
 const NODE_VALUE_OPTIONS = new Set(['-r', '--require', '--import', '--loader', '--experimental-loader', '-C', '--conditions', '--env-file', '--input-type', '--title']);
 const SHELL_VALUE_OPTIONS = new Set(['-o', '+o', '-O', '+O', '--rcfile', '--init-file']);
 
+/** Packages whose entry scripts (resolved `#!` files under node_modules/<package>/) are installers. */
+const NODE_INSTALLER_PACKAGE = /\/node_modules\/(npm|pnpm|yarn)\//;
+
 /** The kind a program has on its own facts: what it is and what script or module it runs. */
 export function programKind(p: ProcessFacts): ProcessKind {
+  const args = p.argv.slice(1);
+  if (p.script?.via === 'shebang') return shebangKind(p.script.path, args);
+  if (p.exe) return imageKind(basename(p.exe.path), args, p.script?.path);
+  // Recorded before exec-time capture: the executable path as exec'd (for a #! script, the script).
   const file = p.executable || p.argv[0] || '';
   const name = basename(file);
-  const args = p.argv.slice(1);
-  // A script run through its #! line: strace records the script itself as the executable.
   if (SCRIPT_FILE.test(name)) return scriptKind(file);
-  if (PYTHON.test(name)) return pythonKind(args);
-  if (NODE.test(name)) return scriptArgKind(args, NODE_VALUE_OPTIONS, ['-e', '--eval', '-p', '--print']);
-  if (SHELL.test(name)) return shellKind(args);
+  return namedKind(name, args);
+}
+
+/**
+ * A `#!` script, by its resolved file: the script rule for script-named files (and installers'
+ * entry scripts such as npm's npm-cli.js), else its name as a program's (torchrun, pip, trl, …).
+ */
+function shebangKind(path: string, args: string[]): ProcessKind {
+  const installer = NODE_INSTALLER_PACKAGE.exec(path);
+  if (installer) return installerKind(installer[1], args);
+  if (path.startsWith(AGENT_MOUNT) || SCRIPT_FILE.test(basename(path))) return scriptKind(path);
+  return namedKind(basename(path), args);
+}
+
+/**
+ * A binary by the real image's name: interpreters (their script by its resolved path when
+ * captured), shells, agent CLIs, installers. The Python tools that are `#!` scripts in reality
+ * (torchrun, deepspeed, accelerate, trl, lm_eval) do not count as such when an image of that name runs:
+ * a binary copied or linked under such a name is not the tool.
+ */
+function imageKind(name: string, args: string[], script?: string): ProcessKind {
+  if (PYTHON_TOOLS.has(name)) return 'other';
+  return namedKind(name, args, script);
+}
+
+/** Tools that exist only as Python entry scripts. */
+const PYTHON_TOOLS = new Set(['torchrun', 'deepspeed', 'accelerate', 'trl', 'lm_eval', 'lm-eval']);
+
+/** A program by its name (`script`: the resolved path of the script it runs, when captured). */
+function namedKind(name: string, args: string[], script?: string): ProcessKind {
+  if (PYTHON.test(name)) return pythonKind(args, script);
+  if (NODE.test(name)) return scriptArgKind(args, NODE_VALUE_OPTIONS, ['-e', '--eval', '-p', '--print'], script);
+  if (SHELL.test(name)) return shellKind(args, script);
   if (AGENT_CLI.test(name)) return 'agent-tool';
   if (LAUNCHER.has(name)) return launcherKind(args);
   if (name === 'accelerate') return firstOperand(args) === 'launch' ? launcherKind(args.slice(args.indexOf('launch') + 1)) : 'other';
@@ -74,18 +112,18 @@ export function programKind(p: ProcessFacts): ProcessKind {
  * may quote a prompt), because the programs the string runs are recorded as processes of their own
  * and classified by these rules. `sh script.sh` is classified by its script.
  */
-function shellKind(args: string[]): ProcessKind {
+function shellKind(args: string[], script?: string): ProcessKind {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (SHELL_VALUE_OPTIONS.has(a)) i++;
     else if (a === '-c' || /^-[a-zA-Z]*c[a-zA-Z]*$/.test(a)) return 'other';
-    else if (a === '-' || a === '-s' || a === '--') return a === '--' && args[i + 1] ? scriptKind(args[i + 1]) : 'other';
-    else if (!/^[-+]/.test(a)) return scriptKind(a);
+    else if (a === '-' || a === '-s' || a === '--') return a === '--' && args[i + 1] ? scriptKind(script ?? args[i + 1]) : 'other';
+    else if (!/^[-+]/.test(a)) return scriptKind(script ?? a);
   }
   return 'other'; // interactive, or reading commands from stdin
 }
 
-function pythonKind(args: string[]): ProcessKind {
+function pythonKind(args: string[], script?: string): ProcessKind {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '-m') return args[i + 1] ? moduleKind(args[i + 1], args.slice(i + 2)) : 'other';
@@ -93,7 +131,7 @@ function pythonKind(args: string[]): ProcessKind {
     if (a === '-c' || /^-[a-zA-Z]*c/.test(a)) return 'other'; // inline code is text, not a script
     if (PYTHON_VALUE_OPTIONS.has(a)) i++;
     else if (a === '-') return 'other';
-    else if (!a.startsWith('-')) return scriptKind(a);
+    else if (!a.startsWith('-')) return scriptKind(script ?? a);
   }
   return 'other';
 }
@@ -128,13 +166,13 @@ function launcherKind(args: string[]): ProcessKind {
 }
 
 /** An interpreter's first operand is its script (after options and their values). */
-function scriptArgKind(args: string[], valueOptions: Set<string>, inline: string[]): ProcessKind {
+function scriptArgKind(args: string[], valueOptions: Set<string>, inline: string[], script?: string): ProcessKind {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (inline.includes(a)) return 'other';
     if (valueOptions.has(a)) i++;
     else if (a === 'run' && i === 0) continue; // `bun run script`
-    else if (!a.startsWith('-')) return scriptKind(a);
+    else if (!a.startsWith('-')) return scriptKind(script ?? a);
   }
   return 'other';
 }

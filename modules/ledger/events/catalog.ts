@@ -125,7 +125,43 @@ export class FileChanged {
   @IsOptional() @IsInt() @Min(0) size?: number;
   @IsOptional() @Matches(SHA256) previousSha256?: string;
   @IsOptional() @IsString() key?: string;
+  /** The file's hard link count when it was read, when more than 1: it can be changed through another name, maybe outside the workspace. */
+  @IsOptional() @IsInt() @Min(2) links?: number;
   @Matches(ISO_UTC) observedAt!: string;
+}
+
+/**
+ * A path in the workspace the file observer was notified of and found gone when it came to read it
+ * (created and removed in between): what could be captured of it. Absent in runs recorded before.
+ */
+export class TransientFileRecorded {
+  @IsString() @MinLength(1) @MaxLength(4096) path!: string;
+  @IsOptional() @Matches(SHA256) sha256?: string;
+  @IsOptional() @IsInt() @Min(0) size?: number;
+  /** The content in the artifact store, when it could be read. */
+  @IsOptional() @IsString() @MinLength(1) @MaxLength(300) key?: string;
+  /** Why there is no content. */
+  @IsOptional() @IsString() @MaxLength(300) note?: string;
+  @Matches(ISO_UTC) observedAt!: string;
+}
+
+/** A file a process ran, read while the process was stopped at its exec (see ProcessStarted.capture). */
+export class ExecutedFile {
+  /** As the process saw it (the sandbox's view), links resolved. */
+  @IsString() @MinLength(1) @MaxLength(4096) path!: string;
+  @IsOptional() @Matches(SHA256) sha256?: string;
+  @IsOptional() @IsInt() @Min(0) size?: number;
+  /** The content in the artifact store, when kept (not for large system files). */
+  @IsOptional() @IsString() @MinLength(1) @MaxLength(300) key?: string;
+  /** The file was already unlinked. */
+  @IsOptional() @IsBoolean() deleted?: boolean;
+  /** Why there is no hash or no content. */
+  @IsOptional() @IsString() @MaxLength(300) note?: string;
+}
+
+export class ExecutedScript extends ExecutedFile {
+  /** shebang: the #! file execve was given; argument: an interpreter's script operand. */
+  @IsIn(['shebang', 'argument']) via!: 'shebang' | 'argument';
 }
 
 export class ProcessStarted {
@@ -135,6 +171,12 @@ export class ProcessStarted {
   @IsString() cwd!: string;
   /** The file the kernel executed (strace's execve path, or /proc/<pid>/exe); absent when unknown. */
   @IsOptional() @IsString() @MaxLength(4096) executable?: string;
+  /** The executable image the kernel loaded (/proc/<pid>/exe), hashed by content; absent in older runs. */
+  @IsOptional() @ValidateNested() @Type(() => ExecutedFile) exe?: ExecutedFile;
+  /** The script it runs: a #! file, or an interpreter's script argument. */
+  @IsOptional() @ValidateNested() @Type(() => ExecutedScript) script?: ExecutedScript;
+  /** at-exec: exe and script were read while the process was stopped at its exec; after-start: read later (no guarantee it is what ran). */
+  @IsOptional() @IsIn(['at-exec', 'after-start']) capture?: 'at-exec' | 'after-start';
   @Matches(ISO_UTC) observedAt!: string;
 }
 
@@ -582,6 +624,7 @@ export const EVENT_CATALOG = {
   RunResumed: { payload: RunResumed, version: 1 },
   TreeHeadSigned: { payload: TreeHeadSigned, version: 1 },
   ObservationGap: { payload: ObservationGap, version: 1 },
+  TransientFileRecorded: { payload: TransientFileRecorded, version: 1 },
   EgressConnection: { payload: EgressConnection, version: 1 },
   LimitReached: { payload: LimitReached, version: 1 },
   WorkspaceIntegrityChecked: { payload: WorkspaceIntegrityChecked, version: 1 },
