@@ -41,7 +41,7 @@ function context(mode = 'normal', extra = '', env: NodeJS.ProcessEnv = {}) {
   const config = loadServingConfig({
     A2RL_SERVE_COMMAND: `${process.execPath} ${FAKE_VLLM} {model_path} --port {port} --served-model-name {name} --mode ${mode} ${extra}`,
     // Generous: starting the sandbox and two Node processes on a busy machine; never-ready waits it out.
-    A2RL_SERVE_READY_TIMEOUT: mode === 'never-ready' ? '1s' : '30s',
+    A2RL_SERVE_READY_TIMEOUT: mode === 'never-ready' ? '6s' : '30s',
     ...env,
   });
   return createEvaluationContext(config, 'cpu', { stopGraceMs: 1_000, pollMs: 50 });
@@ -71,7 +71,7 @@ describe('serving a checkpoint through the serve command', () => {
     const dir = await checkpoint();
     const err = await rejection(serve(context('never-ready', '--child'), dir));
     expect(err).toBeInstanceOf(EvaluatorError);
-    expect(err.message).toMatch(/did not become ready within 1 s/);
+    expect(err.message).toMatch(/did not become ready within 6 s/);
     expect(err.message).toMatch(/loading weights/);
     expect(processesWith(dir)).toEqual([]);
   });
@@ -138,7 +138,8 @@ describe('serving a checkpoint through the serve command', () => {
   });
 
   it('never serves pickle weights: pickle-only checkpoints and adapters are the agent\'s mistake; pickles beside safetensors are left unread', async () => {
-    for (const files of [{ 'config.json': '{}', 'pytorch_model.bin': 'pickle' }, { 'adapter_config.json': '{"r": 8}', 'adapter_model.bin': 'pickle' }, { 'config.json': '{}', 'model.pt': 'x', 'answers.json': '{}' }]) {
+    const pickleOnly: Record<string, string>[] = [{ 'config.json': '{}', 'pytorch_model.bin': 'pickle' }, { 'adapter_config.json': '{"r": 8}', 'adapter_model.bin': 'pickle' }, { 'config.json': '{}', 'model.pt': 'x', 'answers.json': '{}' }];
+    for (const files of pickleOnly) {
       const dir = await checkpoint(files);
       const err = await rejection(serve(context(), dir));
       expect(err).toBeInstanceOf(InvalidCheckpointError);
