@@ -4,7 +4,7 @@ import { runStateAfter } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from './blob-reader.js';
 import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
-import { driverAttribution, llmAnalysis } from './llm.js';
+import { answeredModels, driverAttribution, llmAnalysis } from './llm.js';
 import { optionalRepeats } from './grading-repeats.js';
 import { optionalEnvCopy } from './env-copy.js';
 import { classifyProcesses, type RunProcessKinds } from './process-kind.js';
@@ -66,7 +66,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader, eventCou
     runId: events[0]?.runId ?? '',
     task: run.scheduled?.data.task ?? null,
     agent: run.scheduled?.data.agent ?? null,
-    ...driverAttribution(run.scheduled?.data.driver ?? null, llm),
+    ...driverAttribution(run.scheduled?.data.driver ?? null, llm, answeredModels(events)),
     baseModel: run.scheduled?.data.baseModel ?? null,
     budgetSeconds: run.scheduled?.data.budgetSeconds ?? null,
     mode: run.scheduled?.data.mode ?? null,

@@ -164,7 +164,34 @@ describe('driver attribution', () => {
     expect(await r.analyze()).toMatchObject({ driver: 'gpt-5-codex', declaredDriver: null, driverMismatch: false });
   });
 
-  it('only failed calls still name the requested model as the driver; only token counts name none', async () => {
+  it('a name the agent only asked for never decides the driver: the model the upstream answered as does', async () => {
+    // The agent asks for gpt-x-pro five times (refused or failed: no answer names a model) and once for
+    // gpt-x, which the upstream answers as claude-y. Requested names alone would file the run under gpt-x-pro.
+    const r = new Run().start({ driver: 'gpt-x' });
+    for (let i = 0; i < 5; i++) r.failed({ modelRequested: 'gpt-x-pro', outcome: 'refused', status: 401 });
+    r.call({ modelRequested: 'gpt-x', modelAnswered: 'claude-y', toolCalls: [] });
+    r.end();
+    const a = await r.analyze();
+    expect(a.llm!.models.map((m) => [m.model, m.billableCalls])).toEqual([
+      ['gpt-x-pro', 5],
+      ['claude-y', 1],
+    ]);
+    expect(a).toMatchObject({ driver: 'claude-y', declaredDriver: 'gpt-x', driverMismatch: true });
+  });
+
+  it('answered names that differ only in case or a provider/ prefix count as one model for the driver', async () => {
+    const r = new Run().start();
+    r.call({ modelRequested: 'm', modelAnswered: 'vendor/model-b' });
+    r.call({ modelRequested: 'm', modelAnswered: 'model-b' });
+    r.call({ modelRequested: 'a', modelAnswered: 'model-a' });
+    r.call({ modelRequested: 'a', modelAnswered: 'model-a', usage: { inputTokens: 1, outputTokens: 99, cacheReadTokens: 0, cacheWriteTokens: 0 } });
+    r.call({ modelRequested: 'c', modelAnswered: 'model-b' });
+    r.end();
+    // model-a has 2 turns; model-b 2 under its own name and 1 as vendor/model-b: 3.
+    expect(await r.analyze()).toMatchObject({ driver: 'model-b' });
+  });
+
+  it('only failed calls leave the declared driver; only token counts name none', async () => {
     const failed = new Run().start({ driver: 'claude-sonnet-4-5' });
     failed.failed();
     failed.end('timeout');

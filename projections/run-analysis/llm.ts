@@ -80,10 +80,32 @@ export function llmAnalysis(events: readonly A2rlEvent[]): LlmAnalysis | null {
   };
 }
 
-/** The model the calls show as the driver: the most-used one, when it made at least one billable call. */
-export function usedDriver(llm: LlmAnalysis | null): string | null {
-  const top = llm?.models[0];
-  return top && top.billableCalls > 0 ? top.model : null;
+/** The names the upstream answered as (`modelAnswered`) in the run's calls. */
+export function answeredModels(events: readonly A2rlEvent[]): Set<string> {
+  const names = new Set<string>();
+  for (const e of events) if (e.type === 'LlmCallRecorded' && e.data.modelAnswered !== null) names.add(e.data.modelAnswered);
+  return names;
+}
+
+/** A model name without case and `provider/` prefix: the part of `sameModel` that holds both ways. */
+export const modelKey = (name: string) => name.trim().toLowerCase().split('/').pop()!;
+
+/**
+ * The model the calls show as the driver: among the models the upstream answered as (a name the agent
+ * only asked for never decides it), the most-used one by `byUse`, names that differ only in case or a
+ * `provider/` prefix counted as one model (shown under its most-used name); null when none made a
+ * billable call.
+ */
+export function usedDriver(llm: LlmAnalysis | null, answered: ReadonlySet<string>): string | null {
+  const groups = new Map<string, LlmModelUsage>();
+  for (const m of llm?.models ?? []) {
+    if (!answered.has(m.model) || m.billableCalls === 0) continue;
+    const key = modelKey(m.model);
+    const group = groups.get(key);
+    // models are most-used first, so a group keeps the name of its most-used member.
+    groups.set(key, group ? { ...group, turns: group.turns + m.turns, billableCalls: group.billableCalls + m.billableCalls, outputTokens: group.outputTokens + m.outputTokens } : m);
+  }
+  return [...groups.values()].sort(byUse)[0]?.model ?? null;
 }
 
 /**
@@ -98,8 +120,12 @@ export function sameModel(declared: string, used: string): boolean {
   return u === d || (d.length > 0 && u.startsWith(d) && '-@:'.includes(u[d.length]));
 }
 
-/** The analysis's driver fields: the used model when the calls show one, else the declared one. */
-export function driverAttribution(declared: string | null, llm: LlmAnalysis | null): { driver: string | null; declaredDriver: string | null; driverMismatch: boolean } {
-  const used = usedDriver(llm);
+/** The analysis's driver fields: the answered model when the calls show one, else the declared one. */
+export function driverAttribution(
+  declared: string | null,
+  llm: LlmAnalysis | null,
+  answered: ReadonlySet<string>,
+): { driver: string | null; declaredDriver: string | null; driverMismatch: boolean } {
+  const used = usedDriver(llm, answered);
   return { driver: used ?? declared, declaredDriver: declared, driverMismatch: used !== null && declared !== null && !sameModel(declared, used) };
 }

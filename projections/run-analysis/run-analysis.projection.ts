@@ -15,7 +15,8 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   // 6: baselineCached (BaselineEvaluated.cached: the scoreboard's noise floor counts fresh baseline gradings).
   // 7: states setup_failed and cancelled, failure class cancelled (RunInterrupted.cause, AgentExited.stoppedBy).
   // 8: failureClass null until the run has ended (failureClassOf), not the provisional class of a run in progress.
-  version: 8,
+  // 9: the driver is the most-used model the upstream answered as (a name only requested never decides it).
+  version: 9,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     return analysisRow(await analyzeRun(events, blobs));

@@ -88,6 +88,17 @@ describe('scoreboard', () => {
   });
 });
 
+describe('scoreboard: drivers as one model', () => {
+  it('files runs whose drivers differ only in case or a provider/ prefix under one row, named as most of them are', () => {
+    const runs = [run('1', 20, { driver: 'claude-y' }), run('2', 30, { driver: 'vendor/claude-y' }), run('3', 40, { driver: 'Claude-Y' }), run('4', 50, { driver: 'claude-y' }), run('5', 60, { driver: 'claude-y-2' })];
+    expect(scoreboard(runs).map((r) => [r.driver, r.runIds])).toEqual([
+      ['claude-y', ['1', '2', '3', '4']],
+      ['claude-y-2', ['5']],
+    ]);
+    expect(scoreboard(runs, { driver: 'VENDOR/claude-y' }).map((r) => r.runs)).toEqual([4]);
+  });
+});
+
 describe('scoreboard: n and the noise floor', () => {
   /** A run whose baseline was graded afresh (`cached: false`) unless `cached` says otherwise. */
   const graded = (runId: string, baseline: number | null, best: number | null, extra: Partial<RunAnalysis> = {}) =>

@@ -1,6 +1,7 @@
 import { isUnfinished } from '../../modules/runs/run-lifecycle.js';
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
 import { failureClassOf } from '../run-analysis/analyze.js';
+import { modelKey } from '../run-analysis/llm.js';
 
 /**
  * The scoreboard, a pure fold of run analyses (the run-analysis projection's rows) into one row per
@@ -16,9 +17,12 @@ import { failureClassOf } from '../run-analysis/analyze.js';
  * n−1 ≤ 30 and from the Cornish–Fisher expansion of the normal quantile beyond (error < 1e-4).
  * With one scored run there is no interval (null).
  *
- * The driver is the analysis's: the model the agent's calls went to most (LlmCallRecorded), else the
- * one declared with --driver; so a run is counted under the model that actually drove it, and
- * `driverMismatches` counts the group's runs that were declared with another.
+ * The driver is the analysis's: the model the upstream answered the agent's calls as, most used
+ * (LlmCallRecorded.modelAnswered; a name the agent only asked for never decides it), else the one
+ * declared with --driver; so a run is counted under the model that actually drove it, and
+ * `driverMismatches` counts the group's runs that were declared with another. Drivers that differ
+ * only in case or a `provider/` prefix are one row (and one filter value), shown under the name most
+ * of its runs have.
  *
  * Measurement validity: a task's noise floor is what grading the unchanged base model again and
  * again gives. Among the runs in scope (after the filter), every baseline graded afresh for its run
@@ -128,7 +132,7 @@ export function filterRuns<T extends RunAnalysis>(runs: readonly T[], filter: Sc
     (a) =>
       (filter.task === undefined || a.task === filter.task) &&
       (filter.agent === undefined || a.agent === filter.agent) &&
-      (filter.driver === undefined || a.driver === filter.driver),
+      (filter.driver === undefined || (a.driver !== null && modelKey(a.driver) === modelKey(filter.driver))),
   );
 }
 
@@ -204,7 +208,7 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
   const floors = noiseFloors(filterRuns(analyses, filter));
   const groups = new Map<string, RunAnalysis[]>();
   for (const a of inScope) {
-    const k = JSON.stringify([key(a.task), key(a.agent), key(a.driver)]);
+    const k = JSON.stringify([key(a.task), key(a.agent), a.driver === null ? null : modelKey(a.driver)]);
     groups.set(k, [...(groups.get(k) ?? []), a]);
   }
   const rows = [...groups.values()].map((runs): ScoreboardRow => {
@@ -218,7 +222,7 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
     return {
       task: sorted[0].task,
       agent: sorted[0].agent,
-      driver: sorted[0].driver,
+      driver: sorted[0].driver === null ? null : mostFrequent(sorted.map((a) => a.driver!)),
       runs: sorted.length,
       n: scored.length,
       driverMismatches: sorted.filter((a) => a.driverMismatch === true).length,
