@@ -477,7 +477,7 @@ export class RunService {
         const put = await s.instrumentation.store.put(body, { sha256: sha256Hex(body), size: body.length });
         return { sha256: put.sha256, size: put.size, key: put.key };
       },
-      onLimit: (limit, value, max) => void this.record(s, 'LimitReached', { limit, value, max, action: "the LLM gateway refuses the agent's further model calls with its provider's error", observedAt: this.clock().toISOString() }),
+      onLimit: (limit, value, max, callId) => void this.record(s, 'LimitReached', { limit, value, max, scope: callId, action: 'billable LLM calls answered 429', observedAt: this.clock().toISOString() }),
       clock: this.clock,
       onError: (err) => s.warn(`[${s.runId}] LLM gateway: ${err instanceof Error ? err.message : String(err)}`),
     });
