@@ -233,11 +233,12 @@ export class StraceState {
     const cwd = this.cwdOf.get(pid) ?? readCwd(pid);
     const executable = path === undefined ? readExe(pid) || undefined : isAbsolute(path) || !cwd ? path : resolve(cwd, path);
     const p: Program = { pid, ppid: this.parentOf.get(pid), argv, cwd, executable, startedAt: at, cpuTicks: 0, peakRssKb: 0, forkOnly: false, announced: false, skip: false };
-    if (this.hooks) this.captureExec(p, path ?? executable);
     // The root's first exec is the command the launcher ran: it decides what the wrapper is.
     if (pid === this.rootPid && !this.skip) this.skip = sandboxWrapperFilter(pid, argv);
     this.programs.set(pid, p);
     this.sample(p);
+    // After the first sample: a root that does not wait at its exec may be gone once a large image is hashed.
+    if (this.hooks) this.captureExec(p, path ?? executable);
     if (p.ppid === undefined) this.awaitingParent.set(pid, p);
     else this.announce(p);
   }

@@ -1,8 +1,11 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
-import { readAllStats, readArgv, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import { processStartedFact, readAllStats, readArgv, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import type { CapturedFile } from './exec-capture.js';
+import { programKind } from '../../projections/run-analysis/process-kind.js';
 import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
 import { sandboxCommand } from '../runs/sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
@@ -91,9 +94,10 @@ describe('strace process tracer', () => {
 
   it('decodes argv exactly: quotes, backslashes, newlines, tabs, control bytes, unicode, empty args', async () => {
     const weird = ['a"b\'c', 'back\\slash\\', 'line1\nline2', 'tab\there', '\x01\x7f', 'ü 日本 😀', '', ' ', '\\x41\\101', '...'];
-    const t = await trace(process.execPath, ['-e', 'setTimeout(() => {}, 50)', ...weird]);
+    // Long enough to be sampled by a tick after the tracer's first read of the image (node's is ~100 MB).
+    const t = await trace(process.execPath, ['-e', 'setTimeout(() => {}, 1000)', ...weird]);
     expect(t.starts).toHaveLength(1);
-    expect(t.starts[0].argv).toEqual([process.execPath, '-e', 'setTimeout(() => {}, 50)', ...weird]);
+    expect(t.starts[0].argv).toEqual([process.execPath, '-e', 'setTimeout(() => {}, 1000)', ...weird]);
     expect(t.exits).toEqual([expect.objectContaining({ pid: t.starts[0].pid, exitCode: 0 })]);
     expect(t.exits[0].peakRssKb).toBeGreaterThan(1000); // sampled while it ran
   });
@@ -214,6 +218,70 @@ describe('strace process tracer', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  describe('exec-time capture: what a program really runs is read while it waits at its exec', () => {
+    let dir: string;
+    beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'a2rl-tracer-capture-'))));
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+    const text = (f: CapturedFile | undefined) => (f?.content ? Buffer.from(f.content).toString('utf8') : undefined);
+    const sha256 = (bytes: string | Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+    it('keeps a #! script created, run and deleted within milliseconds, and its interpreter image', async () => {
+      const body = '#!/bin/sh\necho "hidden $$" > /dev/null\n';
+      const t = await bash(`printf '${body.replace(/\n/g, '\\n')}' > x.sh; chmod +x x.sh; ./x.sh; rm x.sh`, { cwd: dir });
+      const run = startWith(t, './x.sh')!;
+      expect(run.capture).toBe('at-exec');
+      expect(run.script).toMatchObject({ path: join(dir, 'x.sh'), via: 'shebang', sha256: sha256(body), size: body.length });
+      expect(text(run.script)).toBe(body);
+      expect(run.exe!.path).toMatch(/\/(dash|bash|sh)$/);
+      expect(run.exe!.sha256).toMatch(/^[0-9a-f]{64}$/);
+      expect(existsSync(join(dir, 'x.sh'))).toBe(false);
+      expect(t.gaps).toEqual([]);
+      expectPaired(t);
+    });
+
+    it('keeps a script run by an interpreter from outside any watched folder, deleted at once', async () => {
+      const outside = join(dir, 'elsewhere.py');
+      const body = 'import sys\nsys.exit(0)  # code kept out of the workspace\n';
+      writeFileSync(outside, body);
+      const t = await bash(`python3 ${outside}; rm ${outside}`);
+      // python3 may be a shim (pyenv: a #! script that execs the real one): the interpreter's own start.
+      const run = t.starts.find((s) => s.script?.path === outside)!;
+      expect(run.script).toMatchObject({ path: outside, via: 'argument', sha256: sha256(body) });
+      expect(text(run.script)).toBe(body);
+      expect(run.exe!.path).toMatch(/\/python3(\.\d+)?$/);
+    });
+
+    it('records the real image behind a link named torchrun, and the bytes of a deleted binary', async () => {
+      copyFileSync('/bin/sleep', join(dir, 'mysleep'));
+      chmodSync(join(dir, 'mysleep'), 0o755);
+      const t = await bash('ln -s /bin/sleep torchrun; ./torchrun 0.05; ./mysleep 0.3 & rm mysleep; wait', { cwd: dir });
+      const link = startWith(t, './torchrun 0.05')!;
+      expect(link.executable).toBe(join(dir, 'torchrun')); // the name it was invoked by...
+      expect(link.exe!.path).toBe(realpathSync('/bin/sleep')); // ...and what really ran
+      expect(programKind(processStartedFact(link))).toBe('other');
+      const copy = startWith(t, './mysleep 0.3')!;
+      expect(copy.exe).toMatchObject({ path: join(dir, 'mysleep'), sha256: sha256(readFileSync('/bin/sleep')) });
+      // Not a system file: kept (its bytes already went with the link's start: same content).
+      expect(copy.exe!.content?.byteLength === statSync('/bin/sleep').size || copy.exe!.keptEarlier).toBe(true);
+    });
+
+    it('still counts an honest #! torchrun-style launcher as a training launch', async () => {
+      mkdirSync(join(dir, 'bin'));
+      writeFileSync(join(dir, 'bin', 'torchrun'), '#!/usr/bin/env python3\nimport sys\nfor i in range(3):\n    pass\n');
+      chmodSync(join(dir, 'bin', 'torchrun'), 0o755);
+      const t = await bash('torchrun code/train.py', { cwd: dir, env: { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}` } });
+      const launch = startWith(t, 'torchrun code/train.py')!;
+      expect(launch.script).toMatchObject({ path: join(dir, 'bin', 'torchrun'), via: 'shebang' });
+      expect(programKind(processStartedFact(launch))).toBe('training');
+    });
+
+    it('marks the launched root as captured after its start (strace starts it before it can stop it)', async () => {
+      const t = await bash('true');
+      expect(t.starts[0].capture).toBe('after-start');
+      expect(t.starts.slice(1).every((s) => s.capture === 'at-exec')).toBe(true);
+    });
   });
 
   it('keeps the traced agent running at full speed while the harness main thread is blocked', async () => {

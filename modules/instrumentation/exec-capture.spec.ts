@@ -1,0 +1,139 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ExecCapturer, openInRoot, scriptOperand } from './exec-capture.js';
+import { StraceState, type ExecHooks } from './process-tracer-state.js';
+import { readAllStats, readArgv, readCwd, type ProcessStart } from './process-monitor.js';
+
+describe('scriptOperand: the script an interpreter runs, by the real executable', () => {
+  it('finds the first operand after options and their values', () => {
+    expect(scriptOperand('python3.11', ['-u', '-W', 'ignore', 'x.py', 'a'])).toBe('x.py');
+    expect(scriptOperand('bash', ['-e', '-o', 'pipefail', 'run.sh'])).toBe('run.sh');
+    expect(scriptOperand('node', ['--require', 'r.js', 'app.mjs'])).toBe('app.mjs');
+    expect(scriptOperand('perl', ['-w', 'x.pl'])).toBe('x.pl');
+    expect(scriptOperand('python3', ['--', 'x.py'])).toBe('x.py');
+  });
+
+  it('finds none for inline code, a module, stdin, or a program that is no interpreter', () => {
+    expect(scriptOperand('python3', ['-c', 'print(1)'])).toBeUndefined();
+    expect(scriptOperand('python3', ['-m', 'torch.distributed.run', 'train.py'])).toBeUndefined();
+    expect(scriptOperand('python3', ['-uc', 'x'])).toBeUndefined();
+    expect(scriptOperand('bash', ['-lc', 'python x.py'])).toBeUndefined();
+    expect(scriptOperand('sh', ['-s'])).toBeUndefined();
+    expect(scriptOperand('node', ['-e', 'x'])).toBeUndefined();
+    expect(scriptOperand('sleep', ['x.py'])).toBeUndefined();
+  });
+});
+
+describe('openInRoot: resolves a path as the process sees it, never outside its root', () => {
+  let dir: string;
+  let child: ChildProcess | undefined;
+  beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'a2rl-exec-root-'))));
+  afterEach(() => {
+    child?.kill('SIGKILL');
+    child = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A process whose root is `dir/root` (bwrap), with /usr and its links so that it can run sleep. */
+  async function rooted(): Promise<number> {
+    const root = join(dir, 'root');
+    mkdirSync(join(root, 'ws', 'code'), { recursive: true });
+    const args = ['--bind', root, '/', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--proc', '/proc', '--dev', '/dev', '--chdir', '/ws/code', '--unshare-pid', '--die-with-parent', '/usr/bin/sleep', '60'];
+    child = spawn('bwrap', args, { stdio: 'ignore' });
+    // The sleep is a descendant of bwrap (under its pid namespace's init): wait until it runs there.
+    for (const deadline = Date.now() + 20_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 10))) {
+      const stats = readAllStats();
+      const below = (pid: number): boolean => pid === child!.pid || (pid > 1 && below(stats.get(pid)?.ppid ?? 0));
+      const sleeper = [...stats.values()].find((st) => below(st.ppid) && readArgv(st.pid)?.join(' ') === '/usr/bin/sleep 60');
+      if (sleeper && readCwd(sleeper.pid) === '/ws/code') return sleeper.pid;
+    }
+    throw new Error('the rooted sleep did not start');
+  }
+
+  it("follows links inside the process's root and refuses every way out of it", async () => {
+    const pid = await rooted();
+    const root = join(dir, 'root');
+    writeFileSync(join(root, 'ws', 'code', 'real.py'), 'print("inside")\n');
+    writeFileSync(join(dir, 'secret'), 'host secret\n'); // outside the process's root
+    symlinkSync('real.py', join(root, 'ws', 'code', 'rel.py'));
+    symlinkSync('/ws/code/real.py', join(root, 'ws', 'code', 'abs.py'));
+    symlinkSync(join(dir, 'secret'), join(root, 'ws', 'code', 'host.py')); // the host's path: not in its root
+    symlinkSync('../../../../../../../secret', join(root, 'ws', 'code', 'up.py'));
+    symlinkSync('loop.py', join(root, 'ws', 'code', 'loop.py'));
+    const opened = (path: string) => {
+      const r = openInRoot(pid, path);
+      if (!('fd' in r)) return r;
+      const content = readFileSync(r.fd, 'utf8');
+      closeSync(r.fd);
+      return { path: r.path, content };
+    };
+    for (const path of ['real.py', 'rel.py', './abs.py', '/ws/code/../code/./abs.py', '/../../ws/code/real.py']) {
+      expect(opened(path)).toEqual({ path: '/ws/code/real.py', content: 'print("inside")\n' });
+    }
+    expect(opened('host.py')).toMatchObject({ error: 'not found' });
+    expect(opened('up.py')).toMatchObject({ error: 'not found', path: '/secret' }); // `..` stops at its root
+    expect(opened('loop.py')).toMatchObject({ error: 'too many links' });
+    expect(opened('/ws')).toMatchObject({ error: 'not a regular file' });
+    expect(opened('/dev/zero')).toMatchObject({ error: 'not a regular file' });
+  });
+
+  it('captures a script argument from inside the root with its bytes, and a link outside as not found', async () => {
+    const pid = await rooted();
+    const root = join(dir, 'root');
+    writeFileSync(join(root, 'ws', 'code', 'x.py'), 'x = 1\n');
+    symlinkSync(join(dir, 'secret'), join(root, 'ws', 'code', 'host.py'));
+    writeFileSync(join(dir, 'secret'), 'host secret\n');
+    const capturer = new ExecCapturer();
+    const facts = capturer.capture(pid, '/usr/bin/sleep', ['python3', 'x.py']);
+    expect(facts.exe!.path).toBe('/usr/bin/sleep'); // not an interpreter: no script
+    expect(facts.script).toBeUndefined();
+    // As if it were python: what `python3 x.py` and `python3 host.py` would run there.
+    const asPython = new ExecCapturer();
+    const viaArg = (asPython as unknown as { captureInRoot(pid: number, path: string): unknown }).captureInRoot(pid, 'x.py');
+    expect(viaArg).toMatchObject({ path: '/ws/code/x.py', size: 6 });
+    expect(Buffer.from((viaArg as { content: Uint8Array }).content).toString()).toBe('x = 1\n');
+    expect((asPython as unknown as { captureInRoot(pid: number, path: string): unknown }).captureInRoot(pid, 'host.py')).toEqual({ path: '/tmp', note: 'not found' }); // the host's /tmp is not in its root
+  });
+});
+
+describe('StraceState: resumes what strace stopped at exec, and only that', () => {
+  const exec = (pid: number, at: string, file: string) => `${pid} ${at} execve("${file}", ["${file}"], 0x1 /* 1 var */) = 0`;
+
+  function machine() {
+    const starts: ProcessStart[] = [];
+    const gaps: string[] = [];
+    const resumed: number[] = [];
+    const hooks: ExecHooks = { capture: () => ({ exe: { path: '/usr/bin/x', sha256: 'a'.repeat(64), size: 1 } }), resume: (pid) => resumed.push(pid) };
+    const state = new StraceState({ start: (p) => starts.push(p), exit: () => {}, gap: (r) => gaps.push(r) }, 900001, '/ws', 4242, hooks);
+    return { state, starts, gaps, resumed };
+  }
+
+  it('resumes a process once strace reports it stopped by the kernel-sent SIGSTOP, never for the agent’s own SIGSTOP', () => {
+    const { state, starts, resumed } = machine();
+    state.line(exec(900001, '1.000000', '/bin/sh'));
+    state.line('900001 1.000100 clone(child_stack=NULL, flags=SIGCHLD) = 900002');
+    state.line(exec(900002, '1.000200', '/bin/x'));
+    expect(resumed).toEqual([]); // captured, but not yet stopped
+    state.line('900002 1.000300 --- SIGSTOP {si_signo=SIGSTOP, si_code=SI_KERNEL} ---');
+    state.line('900002 1.000400 --- stopped by SIGSTOP ---');
+    expect(resumed).toEqual([900002]);
+    state.line('900002 1.000500 --- SIGSTOP {si_signo=SIGSTOP, si_code=SI_USER, si_pid=900001, si_uid=1000} ---');
+    state.line('900002 1.000600 --- stopped by SIGSTOP ---');
+    expect(resumed).toEqual([900002]); // the agent stopped it: not ours to undo
+    expect(starts.map((s) => s.capture)).toEqual(['after-start', 'at-exec']);
+  });
+
+  it('reports a gap when another process continued it before the capture was done', () => {
+    const { state, gaps } = machine();
+    state.line(exec(900001, '1.000000', '/bin/sh'));
+    state.line('900001 1.000100 clone(child_stack=NULL, flags=SIGCHLD) = 900002');
+    state.line(exec(900002, '1.000200', '/bin/x'));
+    state.line('900002 1.000250 --- SIGCONT {si_signo=SIGCONT, si_code=SI_USER, si_pid=4242, si_uid=0} ---'); // ours
+    state.line('900002 1.000260 --- SIGCONT {si_signo=SIGCONT, si_code=SI_USER, si_pid=0, si_uid=0} ---'); // ours, from outside its pid namespace
+    expect(gaps).toEqual([]);
+    state.line('900002 1.000300 --- SIGCONT {si_signo=SIGCONT, si_code=SI_USER, si_pid=900001, si_uid=1000} ---');
+    expect(gaps).toEqual([expect.stringContaining('pid 900002 was continued by pid 900001 before the harness had read')]);
+  });
+});
