@@ -54,5 +54,7 @@ describe('a2rl run --task gsm8k with the scripted server standing in for vLLM', 
     const events = (await a2rl(['events', summary.runId, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
     const graded = events.filter((e) => e.type === 'SubmissionGraded');
     expect(graded.map((e) => e.data.score)).toEqual([75]);
+    // The model server ran confined on the staged checkpoint (docs/security.md, "What each server can reach").
+    expect((graded[0]!.data.details as { serverIsolation: unknown[] }).serverIsolation).toEqual([expect.objectContaining({ sandbox: 'bwrap', network: 'namespace', uid: expect.any(Number) })]);
   }, 180_000);
 });

@@ -3,12 +3,16 @@
 // amount to if loading it ran code. Before it serves, it tries what such code would try and keeps
 // what it got; GET /probes answers that record, GET /v1/models makes it look ready.
 //
-//   node hostile-serve.mjs <model_path> --port <port> [--mode probe|eat-memory=<MiB>]
+//   node hostile-serve.mjs <model_path> --port <port> [--mode probe|report|eat-memory=<MiB>]
+//        [--honest <fake-vllm.mjs>] [fake-vllm options…]
 //
 // What to try comes from the checkpoint, as the agent would write it (the command line names no
 // host path: a path it names is bound for the server): <model_path>/targets.json
 // {"read": [files], "connect": [loopback ports], "unix": [socket paths], "fork": n}.
-// eat-memory: fills that much memory before listening (and probes nothing).
+// eat-memory: fills that much memory before listening (and probes nothing). report: prints one line
+// `PROBES got <n> of <m>` (then one line per success) and exits 3, so the record of a grading through
+// the real CLI carries it in its error. --honest: a checkpoint without targets.json (the base model)
+// is served by that fake-vllm script with the remaining options, as an honest server would.
 import { spawn } from 'node:child_process';
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -128,7 +132,31 @@ function serve() {
   server.listen(port, '127.0.0.1', () => console.log(`hostile-serve: serving on 127.0.0.1:${port}`));
 }
 
-if (mode.startsWith('eat-memory=')) {
+/** The command line without this script's own options, for the honest server. */
+function honestArgs() {
+  const own = new Set(['--mode', '--honest']);
+  return args.filter((a, i) => !own.has(a) && !own.has(args[i - 1]));
+}
+
+let hasTargets = true;
+try {
+  targets();
+} catch {
+  hasTargets = false;
+}
+
+if (!hasTargets && all('--honest')[0]) {
+  const honest = spawn(process.execPath, [all('--honest')[0], ...honestArgs()], { stdio: 'inherit' });
+  for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => honest.kill(signal));
+  honest.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+} else if (mode === 'report') {
+  await probe();
+  const got = probes.filter((p) => p.got);
+  const forks = probes.find((p) => p.what.startsWith('start '))?.detail ?? 'no fork probe';
+  console.log(`hostile-serve: PROBES got ${got.length} of ${probes.length}; uid ${process.getuid()}; fork bomb: ${forks}`);
+  for (const p of got) console.log(`hostile-serve: GOT ${p.what}: ${p.detail.slice(0, 120)}`);
+  process.exit(3);
+} else if (mode.startsWith('eat-memory=')) {
   const chunks = [];
   for (let i = 0; i < Number(mode.slice('eat-memory='.length)); i++) chunks.push(Buffer.alloc(1024 * 1024, 1));
   console.log(`hostile-serve: holding ${chunks.length} MiB`);
