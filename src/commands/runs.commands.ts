@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { checkAgent, listAgents, resolveCommand, type ResolvedCommand } from '../../modules/agents/agent-registry.js';
 import { installAgentClis } from '../../modules/agents/agent-clis.js';
+import { installAgentPython } from '../../modules/agents/agent-python-env.js';
 import { commandsInSandbox } from '../../modules/runs/sandbox/command-probe.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { TASKS } from '../../tasks/index.js';
@@ -120,10 +121,24 @@ export function registerRunsCommands(program: Command): void {
       process.stdout.write(`${table(rows)}\n`);
       if (!sandboxable) process.stdout.write(NO_SANDBOX_NOTE);
     });
+  const log = (line: string) => process.stderr.write(`${line}\n`);
   agents
     .command('install')
-    .description('install the agent CLIs at the versions a2rl is tested with (infra/agent-clis/package.json), for the project\'s use only')
-    .action(() => installAgentClis({ log: (line) => process.stderr.write(`${line}\n`) }));
+    .description('install everything agents need: the agent CLIs at the versions a2rl is tested with (infra/agent-clis/package.json), for the project\'s use only, and the agents\' Python (`agents python install`)')
+    .action(async () => {
+      installAgentClis({ log });
+      await installAgentPython({ log });
+    });
+  agents
+    .command('python')
+    .description('the agents\' Python environment (torch CPU, transformers, trl, peft, …; infra/agent-python)')
+    .command('install')
+    .description('build the agents\' Python from infra/agent-python/requirements.txt (pinned, hash-checked) in the machine cache (A2RL_CACHE, default ~/.cache/a2rl); runs use it unless A2RL_AGENT_PYTHON(_<TASK>) names another')
+    .option('--force', 'rebuild it even when installed')
+    .action(async (opts: { force?: boolean }) => {
+      const prefix = await installAgentPython({ log, force: opts.force });
+      process.stdout.write(`${prefix}\n`);
+    });
 
   // `a2rl replay` (issue 5): modules/replay; imported on use so other commands do not load it.
 }

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { agentPythonKey, managedAgentPythonPrefix } from '../../agents/agent-python-env.js';
 import { agentPython, agentRuntime, dropInPackagesDir, runtimeEnv, taskPythonVariable } from './agent-python.js';
 
 let root: string;
@@ -27,6 +28,33 @@ describe("the agent's Python environment", () => {
     const env = { A2RL_AGENT_PYTHON: path.join(root, 'venv'), A2RL_AGENT_PYTHON_ALFWORLD: path.join(root, 'conda') };
     expect(agentPython(env, 'alfworld')).toEqual({ prefix: path.join(root, 'conda'), variable: 'A2RL_AGENT_PYTHON_ALFWORLD', interpreterPrefix: null, conda: true });
     expect(agentPython(env, 'gsm8k')).toEqual({ prefix: path.join(root, 'venv'), variable: 'A2RL_AGENT_PYTHON', interpreterPrefix: path.join(root, 'pyenv', 'versions', '3.11'), conda: false });
+  });
+
+  it('falls back to the managed environment when installed for the current lock; A2RL_AGENT_PYTHON(_<TASK>) win, `none` opts out', () => {
+    const cache = path.join(root, 'cache');
+    const env = { A2RL_CACHE: cache };
+    expect(agentPython(env, 'gsm8k')).toBeNull();
+    const prefix = managedAgentPythonPrefix(env)!;
+    expect(prefix).toBe(path.join(cache, 'agent-python', agentPythonKey()));
+    mkdirSync(path.join(prefix, 'bin'), { recursive: true });
+    symlinkSync(path.join(root, 'pyenv', 'versions', '3.11', 'bin', 'python3.11'), path.join(prefix, 'bin', 'python'));
+    writeFileSync(path.join(prefix, 'pyvenv.cfg'), `home = ${path.join(root, 'pyenv', 'versions', '3.11', 'bin')}\n`);
+    // Not complete until the install writes its marker, and a marker for another lock is not this one.
+    expect(agentPython(env, 'gsm8k')).toBeNull();
+    writeFileSync(path.join(prefix, 'a2rl-installed.json'), JSON.stringify({ key: 'another lock', python: '3.11.7', versions: {} }));
+    expect(agentPython(env, 'gsm8k')).toBeNull();
+    writeFileSync(path.join(prefix, 'a2rl-installed.json'), JSON.stringify({ key: agentPythonKey(), python: '3.11.7', versions: {} }));
+    const managed = { prefix, variable: 'managed', interpreterPrefix: path.join(root, 'pyenv', 'versions', '3.11'), conda: false };
+    expect(agentPython(env, 'gsm8k')).toEqual(managed);
+    expect(agentPython({ ...env, A2RL_AGENT_PYTHON: path.join(root, 'conda') }, 'gsm8k')?.variable).toBe('A2RL_AGENT_PYTHON');
+    expect(agentPython({ ...env, A2RL_AGENT_PYTHON_GSM8K: path.join(root, 'venv'), A2RL_AGENT_PYTHON: path.join(root, 'conda') }, 'gsm8k')?.variable).toBe('A2RL_AGENT_PYTHON_GSM8K');
+    expect(agentPython({ ...env, A2RL_AGENT_PYTHON: 'none' }, 'gsm8k')).toBeNull();
+    expect(agentPython({ ...env, A2RL_AGENT_PYTHON: path.join(root, 'conda'), A2RL_AGENT_PYTHON_GSM8K: 'none' }, 'gsm8k')).toBeNull();
+    // The cache is found from the environment alone: XDG_CACHE_HOME, else HOME; none named, none used.
+    expect(managedAgentPythonPrefix({ XDG_CACHE_HOME: '/x/cache', HOME: '/home/op' }, 'k')).toBe('/x/cache/a2rl/agent-python/k');
+    expect(managedAgentPythonPrefix({ HOME: '/home/op' }, 'k')).toBe('/home/op/.cache/a2rl/agent-python/k');
+    expect(managedAgentPythonPrefix({}, 'k')).toBeNull();
+    expect(runtimeEnv(agentRuntime({ env, task: 'gsm8k', interactive: false }), { PATH: '/usr/bin' })).toEqual({ PATH: `${prefix}/bin:/usr/bin`, VIRTUAL_ENV: prefix });
   });
 
   it('refuses a path that is not an environment in one line naming the variable', () => {

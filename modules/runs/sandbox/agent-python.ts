@@ -1,17 +1,19 @@
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { installedAgentPython } from '../../agents/agent-python-env.js';
 import { packageRoot } from '../../settings/package-root.js';
 
 /**
- * The Python environment an agent trains with (torch, trl, vllm…): a venv or conda prefix the
- * operator prepared, read-only inside the sandbox at its own path, first on PATH. Configured with
- * `A2RL_AGENT_PYTHON`, or per task with `A2RL_AGENT_PYTHON_<TASK>` (task id upper-cased, other
- * characters as `_`), which wins.
+ * The Python environment an agent trains with (torch, trl, vllm…), read-only inside the sandbox at its
+ * own path, first on PATH. In order: `A2RL_AGENT_PYTHON_<TASK>` (task id upper-cased, other characters
+ * as `_`), then `A2RL_AGENT_PYTHON` — a venv or conda prefix the operator prepared (e.g. with CUDA) —
+ * then the environment `a2rl agents python install` built (agent-python-env.ts), when installed.
+ * `A2RL_AGENT_PYTHON=none` gives the agent no environment.
  */
 export interface AgentPython {
   /** The environment's prefix (has `bin/python`). */
   prefix: string;
-  /** The variable it came from (for messages and the record). */
+  /** The variable it came from (for messages and the record), or `managed` for `a2rl agents python install`'s. */
   variable: string;
   /** Where the interpreter really lives when the prefix only links to it (a venv's `home`), so it is bound too. */
   interpreterPrefix: string | null;
@@ -32,8 +34,9 @@ export function taskPythonVariable(task: string): string {
 export function agentPython(env: NodeJS.ProcessEnv, task: string): AgentPython | null {
   const perTask = taskPythonVariable(task);
   const variable = env[perTask]?.trim() ? perTask : env.A2RL_AGENT_PYTHON?.trim() ? 'A2RL_AGENT_PYTHON' : null;
-  if (!variable) return null;
+  if (!variable) return managedPython(env);
   const given = env[variable]!.trim();
+  if (given === 'none') return null;
   const fail = (why: string) => new AgentPythonError(`${variable}=${given}: ${why} (give the prefix of a venv or conda environment, e.g. /opt/envs/train)`);
   if (!path.isAbsolute(given)) throw fail('not an absolute path');
   if (!isDir(given)) throw fail('no such directory');
@@ -41,6 +44,14 @@ export function agentPython(env: NodeJS.ProcessEnv, task: string): AgentPython |
   const python = path.join(prefix, 'bin', 'python');
   if (!existsSync(python)) throw fail(`${python} does not exist`);
   return { prefix, variable, interpreterPrefix: interpreterPrefix(prefix, python), conda: isDir(path.join(prefix, 'conda-meta')) };
+}
+
+/** The managed environment when it is installed for the current lock (no variable set). */
+function managedPython(env: NodeJS.ProcessEnv): AgentPython | null {
+  const installed = installedAgentPython(env);
+  if (!installed) return null;
+  const prefix = realpathSync(installed);
+  return { prefix, variable: 'managed', interpreterPrefix: interpreterPrefix(prefix, path.join(prefix, 'bin', 'python')), conda: false };
 }
 
 /** A venv's interpreter lives elsewhere (pyvenv.cfg `home`, the link target): its prefix, when outside the environment. */

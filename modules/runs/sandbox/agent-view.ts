@@ -20,6 +20,8 @@ export interface AgentView {
   driverCuda: string | null;
   python: { version: string; executable: string } | null;
   torch: { version: string; cuda: string | null; cudaAvailable: boolean; devices: string[] } | { error: string } | null;
+  /** `import trl` (after torch): its version, or why it failed; absent when the probe did not try. */
+  trl?: { version: string } | { error: string };
   /** Installed versions (null: not installed) of the training packages. */
   packages: Record<string, string | null>;
   /** Where `alfworld` / `web_agent_site` import from (null: not importable). */
@@ -41,6 +43,11 @@ try:
                     "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if ok else []}
 except Exception as err:
     out["torch"] = {"error": f"{type(err).__name__}: {err}"[:300]}
+try:
+    import trl
+    out["trl"] = {"version": trl.__version__}
+except Exception as err:
+    out["trl"] = {"error": f"{type(err).__name__}: {err}"[:300]}
 for name in ${JSON.stringify(PACKAGES)}:
     try:
         out["packages"][name] = md.version(name)
@@ -97,14 +104,15 @@ export function parseAgentView(stdout: string, failure?: string): AgentView {
     driverCuda: value('cuda')[0] ?? null,
     python: probe.python ?? null,
     torch: probe.torch ?? null,
+    ...(probe.trl ? { trl: probe.trl } : {}),
     packages: probe.packages ?? {},
     environments: probe.environments ?? {},
     ...(failure ? { failure } : {}),
   };
 }
 
-/** Doctor's lines: what the agent's GPUs and Python are, degrading to "no GPU visible", "torch not importable". */
-export function agentViewChecks(view: AgentView, dropIns: string): SandboxCheck[] {
+/** Doctor's lines: what the agent's GPUs and Python are (and where that Python comes from), degrading to "no GPU visible", "torch not importable". */
+export function agentViewChecks(view: AgentView, dropIns: string, source?: string): SandboxCheck[] {
   if (view.failure && !view.python && !view.gpus.length) return [{ name: 'agent view', status: 'optional', detail: `the probe inside the sandbox failed: ${view.failure}` }];
   const torch = view.torch;
   const torchCuda = torch && 'version' in torch ? torch.cudaAvailable : false;
@@ -112,9 +120,10 @@ export function agentViewChecks(view: AgentView, dropIns: string): SandboxCheck[
     ? `${view.gpus.join('; ')}${view.driverCuda ? `; driver CUDA ${view.driverCuda}` : ''}`
     : torchCuda && torch && 'devices' in torch ? torch.devices.join('; ') : 'no GPU visible';
   const torchDetail = !torch ? null : 'error' in torch ? `torch not importable (${torch.error})` : `torch ${torch.version} (CUDA ${torch.cuda ?? 'none'}, ${torch.cudaAvailable ? `${torch.devices.length} GPU(s) usable` : 'no GPU usable'})`;
-  const packages = Object.entries(view.packages).map(([name, v]) => (v ? `${name} ${v}` : `${name} not installed`));
+  const trl = view.trl && 'error' in view.trl ? `trl not importable (${view.trl.error})` : null;
+  const packages = Object.entries(view.packages).map(([name, v]) => (name === 'trl' && trl ? trl : v ? `${name} ${v}` : `${name} not installed`));
   const envs = Object.entries(view.environments).map(([name, origin]) => `${name}: ${origin === null ? 'not importable' : origin.startsWith(`${dropIns}/`) ? 'a2rl drop-in' : `NOT the drop-in (${origin})`}`);
-  const python = view.python ? `python ${view.python.version} (${view.python.executable})` : 'no python on the agent\'s PATH';
+  const python = view.python ? `python ${view.python.version} (${view.python.executable}${source ? `; ${source}` : ''})` : 'no python on the agent\'s PATH';
   return [
     { name: 'agent GPUs', status: view.gpus.length || torchCuda ? 'ok' : 'optional', detail: gpuDetail },
     { name: 'agent python', status: torch && 'version' in torch ? 'ok' : 'optional', detail: [python, torchDetail, ...packages, ...envs].filter(Boolean).join(', ') },
@@ -168,5 +177,13 @@ export async function doctorAgentView(plan: SandboxPlan, env: NodeJS.ProcessEnv,
     throw err;
   }
   const kind: SandboxKind = plan.mode === 'none' ? 'none' : 'bwrap';
-  return agentViewChecks(await probeAgentView({ kind, plan, runtime, agentUid: DEFAULT_AGENT_UID }), dropInPackagesDir());
+  return agentViewChecks(await probeAgentView({ kind, plan, runtime, agentUid: DEFAULT_AGENT_UID }), dropInPackagesDir(), pythonSource(runtime, env));
+}
+
+/** Where the agent's Python comes from, for doctor's line (agent-python.ts's precedence). */
+function pythonSource(runtime: AgentRuntime, env: NodeJS.ProcessEnv): string {
+  const variable = runtime.python?.variable;
+  if (variable === 'managed') return 'the managed environment, `a2rl agents python install`';
+  if (variable) return variable;
+  return env.A2RL_AGENT_PYTHON?.trim() === 'none' ? 'the machine\'s own: A2RL_AGENT_PYTHON=none' : 'the machine\'s own: no A2RL_AGENT_PYTHON set and `a2rl agents python install` not run';
 }
