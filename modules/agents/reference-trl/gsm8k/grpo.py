@@ -50,7 +50,7 @@ def main():
     )
     trainer = GRPOTrainer(model=model, reward_funcs=correct_answer, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=[TimeLimit(args.seconds)])
     trainer.train()
-    trainer.save_model(args.out)
+    trainer.model.save_pretrained(args.out)  # safetensors only: no pickled training state in the checkpoint
     tokenizer.save_pretrained(args.out)
     print(f"saved {args.out} after {trainer.state.global_step} steps", flush=True)
 

@@ -46,7 +46,7 @@ def main():
     )
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=[TimeLimit(args.seconds)])
     trainer.train()
-    trainer.save_model(args.out)
+    trainer.model.save_pretrained(args.out)  # safetensors only: no pickled training state in the checkpoint
     tokenizer.save_pretrained(args.out)
     print(f"saved {args.out} after {trainer.state.global_step} steps", flush=True)
 
