@@ -77,7 +77,9 @@ def answer(function, call):
     try:
         result = function(*decode(call['args']), **{k: decode(v) for k, v in call['kwargs'].items()})
     except Exception as error:  # an exception is an answer too: the test decides what it means
-        return {'id': call['call'], 'raised': type(error).__name__, 'message': str(error)[:500]}
+        # Named by its nearest built-in class (a test expecting ValueError accepts a subclass of it).
+        name = next(c.__name__ for c in type(error).__mro__ if c.__module__ == 'builtins')
+        return {'id': call['call'], 'raised': name, 'message': str(error)[:500]}
     try:
         return {'id': call['call'], 'value': encode(result)}
     except (TypeError, ValueError, RecursionError) as error:

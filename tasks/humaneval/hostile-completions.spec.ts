@@ -83,6 +83,15 @@ describe('hostile completions: each fails, having found nothing of the test', ()
     }
   });
 
+  it('a StopIteration from the function does not end a test loop over map(candidate, ...), as it does in one program', async () => {
+    const digitSum = honest.find((p) => p.task_id === 'Honest/14')!;
+    const code = HOSTILE.find((h) => h.name === 'stopiteration')!.code.replace('double', digitSum.entry_point);
+    expect((await runSample(digitSum, code, LIMITS)).outcome).toBe('failed');
+    const program = `${digitSum.prompt}${code}\n${digitSum.test}\ncheck(${digitSum.entry_point})\nprint("CHECK-RETURNED")\n`;
+    const { stdout } = await promisify(execFile)('python3', ['-I', '-c', program], { timeout: 20_000 });
+    expect(stdout).toContain('CHECK-RETURNED');
+  });
+
   it('leaves no process of a sandbox uid behind (fork bombs, threads and loops included)', async () => {
     if (process.getuid?.() !== 0) return; // uids are per sample only when the harness is root
     // The kernel tears a killed pid namespace down asynchronously: give it a moment.

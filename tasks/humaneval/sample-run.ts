@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import { packageRoot } from '../../modules/settings/package-root.js';
 import { candidateProgram, type HumanEvalProblem } from './completion.js';
 import { DEFAULT_LIMITS, killConfined, sampleUids, spawnConfinedPython, type ConfinedProcess, type Role, type SandboxLimits } from './sandbox.js';
@@ -73,6 +73,8 @@ class SampleRelay {
   private reason = '';
   private verdict: { verdict?: unknown; reason?: unknown } | null = null;
   private outstanding = 0;
+  /** The judge has ended: the result is taken. */
+  private settled = false;
   private output: Buffer[] = [];
   private outputBytes = 0;
   private judgeLog = '';
@@ -92,11 +94,13 @@ class SampleRelay {
     try {
       this.wire();
       await this.judge.closed;
-      // The verdict is in; whatever the candidate is still doing (threads, a loop) is ended.
+      // The verdict is in, and nothing later changes it; whatever the candidate is still doing (threads, a loop) is ended.
+      const result = this.result();
+      this.settled = true;
       killConfined(this.candidate);
       await this.candidate.closed;
       signal?.throwIfAborted();
-      return this.result();
+      return result;
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -108,7 +112,11 @@ class SampleRelay {
   private wire(): void {
     const judgeIn = this.judge.child.stdio[3] as Writable;
     const candidateIn = this.candidate.child.stdio[3] as Writable;
-    for (const stream of [judgeIn, candidateIn]) stream.on('error', () => {}); // a process may die before reading all
+    for (const stream of [judgeIn, candidateIn]) {
+      stream.on('error', () => {}); // a process may die before reading all
+      // The channel is a socket pair: what a process writes into its own input is discarded, never buffered.
+      (stream as Duplex).resume();
+    }
     const [judgeOut, candidateOut] = [this.judge.child.stdio[4] as Readable, this.candidate.child.stdio[4] as Readable];
     judgeIn.write(`${JSON.stringify({ prompt: this.problem.prompt, test: this.problem.test, entry_point: this.problem.entry_point })}\n`);
     candidateIn.write(`${JSON.stringify({ source: candidateProgram(this.problem, this.completion), entry_point: this.problem.entry_point })}\n`);
@@ -158,7 +166,7 @@ class SampleRelay {
 
   /** First reason wins: a limit or breach decided before the verdict stands. */
   private end(outcome: RunOutcome, reason: string): void {
-    if (this.outcome === null) {
+    if (this.outcome === null && !this.settled) {
       this.outcome = outcome;
       this.reason = reason;
     }

@@ -107,6 +107,12 @@ function confiningPlan(): SandboxPlan {
   return plan;
 }
 
+export interface ConfinedProcess {
+  child: ChildProcess;
+  /** Settles when the process and its stdio are closed; rejects when bwrap cannot be started. */
+  closed: Promise<void>;
+}
+
 /**
  * Starts `python3 -I -B -c <script>` confined: a bubblewrap sandbox of its own (pid, IPC, UTS,
  * cgroup and network namespaces: no network, no other process visible), a read-only system and
@@ -118,12 +124,6 @@ function confiningPlan(): SandboxPlan {
  *
  * The process's fds 3 (in) and 4 (out) are its channels to the harness; stdout and stderr are pipes.
  */
-export interface ConfinedProcess {
-  child: ChildProcess;
-  /** Settles when the process and its stdio are closed; rejects when bwrap cannot be started. */
-  closed: Promise<void>;
-}
-
 export async function spawnConfinedPython(script: string, role: Role, uid: number, limits: SandboxLimits): Promise<ConfinedProcess> {
   const plan = confiningPlan();
   const { executable, prefixes } = await findPython();

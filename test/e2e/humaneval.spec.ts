@@ -7,8 +7,8 @@ import { HOSTILE } from '../../tasks/humaneval/fixtures/hostile-completions.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // A full `a2rl run --task humaneval` through the built CLI, as root with the sandbox, the scripted
-// fake-vllm server standing in for vLLM. The held-out problems are the 14 HumanEval-format fixture
-// problems (rows 82–95 of a 96-row dataset). The agent submits a checkpoint that answers every problem
+// fake-vllm server standing in for vLLM. The held-out problems are the 15 HumanEval-format fixture
+// problems (rows 82–96 of a 97-row dataset). The agent submits a checkpoint that answers every problem
 // with a completion written to score without solving (tasks/humaneval/fixtures/hostile-completions.ts),
 // then one that answers with the correct whole functions: 0 and 100.
 
