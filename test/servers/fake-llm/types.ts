@@ -23,7 +23,7 @@ export interface FakeLlmOptions {
    * then waits (a slow provider); a JSON answer waits before it is sent. The answer is then sent to
    * its end even when the client has gone (FakeLlmCall.finished says whether it was written whole).
    */
-  hold?: (call: FakeLlmCall) => Promise<void>;
+  hold?: (call: FakeLlmCall) => Promise<void> | undefined;
   /** The model the answers name. Default: the model requested. */
   model?: string;
   /** The API key the fake requires (the harness's upstream key); other keys get 401. Default: any. */
