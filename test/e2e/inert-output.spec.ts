@@ -110,8 +110,9 @@ describe('recorded data reaches the reader inert', () => {
       expect(r.code).toBe(0);
       expectInert(r);
     }
-    // The timeline's one-line summaries show line breaks and CRs as spaces; the rest escaped.
-    expect((await a2rl(['replay', agentRun, '--timeline'])).stdout).toContain('create code/evil\\x1b]0;pwned\\x07\\x1b[2J\\x1b[32mverified\\x1b[0m \\u202e\\x9b2J.py');
+    // The timeline's one-line summaries (a CR may show as a space there): the file name escaped.
+    const timeline = (await a2rl(['replay', agentRun, '--timeline'])).stdout.split('\n').filter((l) => l.includes('code/evil'));
+    expect(timeline).toEqual(expect.arrayContaining([expect.stringMatching(/code\/evil\\x1b\]0;pwned\\x07\\x1b\[2J\\x1b\[32mverified\\x1b\[0m.{1,2}\\u202e\\x9b2J\.py/)]));
   });
 
   it('a2rl transcript shows model name, prompt, answer and tool call escaped, one block per call', async () => {
