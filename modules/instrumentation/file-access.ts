@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { close, constants, createReadStream, fstat, open, read, type ReadStream, type Stats } from 'node:fs';
-import { readlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { lstat, readlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
 /**
@@ -44,7 +44,7 @@ export async function openInWorkspace(root: string, realRoot: string, path: stri
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // ELOOP: a link; ENXIO: a socket.
-    if (isMissing(err) || code === 'ELOOP' || code === 'ENXIO') return { kind: 'absent', ...(code === 'ENOENT' ? { gone: true } : {}) };
+    if (isMissing(err) || code === 'ELOOP' || code === 'ENXIO') return { kind: 'absent', ...(code === 'ENOENT' && (await isRealDir(dirname(join(root, path)))) ? { gone: true } : {}) };
     if (code === 'EACCES') return { kind: 'unreadable' };
     throw err;
   }
@@ -69,6 +69,11 @@ export async function openInWorkspace(root: string, realRoot: string, path: stri
   }
   file.close();
   return { kind: 'absent' };
+}
+
+/** A directory, not a link (a hint only: nothing is read through it). */
+async function isRealDir(path: string): Promise<boolean> {
+  return (await lstat(path).catch(() => null))?.isDirectory() ?? false;
 }
 
 export interface Snapshot {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, readSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Known } from './file-index.js';
 
@@ -86,7 +86,10 @@ export class SyncReader {
     try {
       fd = openSync(join(this.data.root, req.path), FILE_FLAGS);
     } catch (err) {
-      return failure(err);
+      const result = failure(err);
+      // Gone from a directory that is still there (not an event of a directory removed or replaced).
+      if (result.kind === 'absent' && result.gone && !isRealDir(join(this.data.root, dirname(req.path)))) delete result.gone;
+      return result;
     }
     try {
       const st = fstatSync(fd);
@@ -150,6 +153,15 @@ export class SyncReader {
     } finally {
       closeSync(fd);
     }
+  }
+}
+
+/** A directory, not a link (a hint only: nothing is read through it). */
+function isRealDir(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 

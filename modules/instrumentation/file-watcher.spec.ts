@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buffer } from 'node:stream/consumers';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import type { FileChanged } from '../ledger/events/catalog.js';
+import type { FileChanged, TransientFileRecorded } from '../ledger/events/catalog.js';
 import type { Recorder } from '../runs/run-context.js';
 import { workerWatchSource, type WatchHandlers, type WatchSource } from './file-watch-source.js';
 import { FileWatcher, type FileWatcherOptions } from './file-watcher.js';
@@ -23,9 +23,11 @@ describe('FileWatcher', () => {
   let ws: string;
   let artifacts: ArtifactStore;
   let events: FileChanged[];
+  let transients: TransientFileRecorded[];
   let gaps: Array<{ reason: string; count?: number }>;
   let watcher: FileWatcher | undefined;
   const record: Recorder = async (type, data) => {
+    if (type === 'TransientFileRecorded') return void transients.push(data as TransientFileRecorded);
     expect(type).toBe('FileChanged');
     events.push(data as FileChanged);
   };
@@ -46,6 +48,7 @@ describe('FileWatcher', () => {
     writeFileSync(join(ws, 'description.md'), '# task\n');
     artifacts = await FsArtifactStore.open(join(home, 'artifacts'));
     events = [];
+    transients = [];
     gaps = [];
   });
   afterEach(async () => {
@@ -91,6 +94,21 @@ describe('FileWatcher', () => {
     await w.flush();
     await w.stop();
     expect(ops()).toEqual(['create notes.md']);
+  });
+
+  it('records a notified file gone before it was read as a transient fact, and a file with a second name with its link count', async () => {
+    let notify: ((paths: string[]) => void) | undefined;
+    const source: WatchSource = { start: async (h) => void (notify = h.paths), fence: async () => false, close: async () => {} };
+    const w = await started({ source });
+    // As the watcher reports a file created and removed before it could be read (and a stale event of a removed directory).
+    notify!(['code/flash.sh', 'code/gone-dir/x', 'run_meta.json.tmp']);
+    writeFileSync(join(home, 'outside.txt'), 'two names\n');
+    linkSync(join(home, 'outside.txt'), join(ws, 'code', 'linked.txt'));
+    await w.flush();
+    expect(transients).toEqual([{ path: 'code/flash.sh', note: 'created and removed before it could be read', observedAt: expect.stringMatching(ISO) }]);
+    expect(events).toEqual([expect.objectContaining({ path: 'code/linked.txt', op: 'create', links: 2, sha256: sha('two names\n') })]);
+    await w.stop();
+    expect(transients).toHaveLength(1);
   });
 
   it('archives a file written 100 times in a row at most twice, ending with the final content', async () => {

@@ -71,6 +71,11 @@ export function defaultSkip(path: string): boolean {
 
 const DEFAULT_IGNORE = ['output', 'data', 'models'];
 
+/** The harness's own temporary file (run_meta.json.tmp, renamed over run_meta.json): no transient of the agent's. */
+function isHarnessTemp(path: string): boolean {
+  return path.endsWith('.tmp') && isHarnessFile(path.slice(0, -'.tmp'.length));
+}
+
 /** Checkpoints are not recorded as file changes, but they take the workspace's disk. */
 function defaultCounted(path: string): boolean {
   return path.split('/', 1)[0] === 'output';
@@ -502,7 +507,7 @@ export class FileWatcher {
       case 'error':
         throw Object.assign(new Error(`reading ${path}: ${result.message}`), { code: result.code });
       case 'absent':
-        if (result.gone && !prev && hint.notified && !this.baseline && !this.known.hasDir(path)) await this.transient(path, result.observedAt);
+        if (result.gone && !prev && hint.notified && !this.baseline && !this.known.hasDir(path) && !isHarnessTemp(path)) await this.transient(path, result.observedAt);
         await this.removeAll(path, result.observedAt, hint, ticket);
         return;
       case 'dir':
