@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
-import { chmod, chown, lstat, mkdir, mkdtemp, opendir, rename, rm } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, mkdtemp, opendir, readFile, rename, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -93,6 +93,8 @@ export interface ConfinedLaunch {
   isolation: ServerIsolation;
   /** After the server's processes are gone: closes the port, removes the socket directory and the cgroup. */
   close(): Promise<{ oomKills: number }>;
+  /** What to remove if the harness dies without close(): the socket directory, the cgroup's directory. */
+  leftovers: string[];
 }
 
 /** Servers' uids (root harness): one per start, apart from the agents' (100000–159999). */
@@ -148,6 +150,7 @@ export async function confineServer(req: ConfineRequest): Promise<ConfinedLaunch
     const outer = ['sh', '-c', ENTER, cgroup?.procs ?? '-', ...limits, 'bwrap', '--args', '3', ...(filter ? ['--seccomp', '4'] : []), '--', ...inner];
     const [base, group] = [dirs.base, cgroup];
     return {
+      leftovers: [base, ...(group ? [path.dirname(group.procs)] : [])],
       argv,
       file: outer[0]!,
       args: outer.slice(1),
@@ -169,6 +172,7 @@ export async function confineServer(req: ConfineRequest): Promise<ConfinedLaunch
       close: async () => {
         await access.close();
         await rm(base, { recursive: true, force: true });
+        if (group) await emptied(group.procs);
         return { oomKills: (await group?.close())?.oomKills ?? 0 };
       },
     };
@@ -177,6 +181,19 @@ export async function confineServer(req: ConfineRequest): Promise<ConfinedLaunch
     await cgroup?.close();
     if (dirs) await rm(dirs.base, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/**
+ * Waits (a few seconds at most) for the cgroup's last processes to be gone: those the kernel kills
+ * when the sandbox's pid namespace ends may still be exiting when bwrap has, and a cgroup with
+ * processes cannot be removed.
+ */
+async function emptied(procs: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const left = await readFile(procs, 'utf8').catch(() => '');
+    if (!left.trim()) return;
+    await new Promise((resolve) => setTimeout(resolve, 30));
   }
 }
 
@@ -205,6 +222,7 @@ async function unconfined(req: ConfineRequest, env: Record<string, string>): Pro
     port,
     isolation: { sandbox: 'none', mode: 'none', uid: null, network: 'host', readOnly: [], writable: [], env: Object.keys(env).sort(), maxProcesses: null, memoryBytes: null, memoryEnforced: false },
     close: async () => ({ oomKills: 0 }),
+    leftovers: [],
   };
 }
 

@@ -67,7 +67,7 @@ describe('environment servers started from their command', () => {
       setInterval(() => {}, 1000);`;
     const harness = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
     // The stand-in's own command line holds the marker too: count only the server.
-    const servers = () => processesWith(marker).filter((line) => line.includes('env_server.py') && !line.includes('startEnvServer'));
+    const servers = () => processesWith(marker).filter((line) => line.includes('env_server.py') && !line.includes('startEnvServer') && !/\bbwrap\b|server-bridge\.mjs/.test(line));
     try {
       await new Promise<void>((resolve, reject) => {
         harness.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('READY') && resolve());

@@ -20,7 +20,7 @@ process.on('exit', () => {
 });
 
 /** What to start: the spawn (a confined one, see confinement.ts) and the command as configured, for messages. */
-export type ServerLaunch = Pick<ConfinedLaunch, 'argv' | 'file' | 'args' | 'fds' | 'spawnEnv'> & Partial<Pick<ConfinedLaunch, 'close'>>;
+export type ServerLaunch = Pick<ConfinedLaunch, 'argv' | 'file' | 'args' | 'fds' | 'spawnEnv'> & Partial<Pick<ConfinedLaunch, 'close' | 'leftovers'>>;
 
 /**
  * One started helper server (model server, environment server) in its own process group, with the
@@ -59,7 +59,7 @@ export class ServerProcess {
     this.started = new Promise((resolve, reject) => {
       this.child.once('spawn', () => {
         live.add(this.child.pid!);
-        this.reaper = startReaper(this.child.pid!);
+        this.reaper = startReaper(this.child.pid!, launch.leftovers ?? []);
         resolve();
       });
       this.child.once('error', (err) => {
@@ -154,21 +154,35 @@ const DISARM = 'disarm\n';
 /**
  * A watchdog for a harness that dies without running its exit hooks (SIGKILL, OOM killer): a tiny
  * detached Node process holding a pipe from the harness; when the pipe closes without being
- * disarmed, it SIGKILLs the server's process group. stop() disarms it once the group is gone.
+ * disarmed, it SIGKILLs the server's process group, then removes what the launch left on the host
+ * (the socket directory, the emptied memory cgroup: `leftovers`). stop() disarms it once the group is gone.
  */
 const REAPER_SOURCE = `
+const fs = require('node:fs');
 let disarmed = false;
 process.on('SIGINT', () => {});
 process.on('SIGTERM', () => {});
 process.stdin.on('data', (d) => { if (String(d).includes(${JSON.stringify(DISARM.trim())})) disarmed = true; });
 process.stdin.on('end', () => {
-  if (!disarmed) try { process.kill(-Number(process.argv[1]), 'SIGKILL'); } catch {}
-  process.exit(0);
+  if (disarmed) process.exit(0);
+  try { process.kill(-Number(process.argv[1]), 'SIGKILL'); } catch {}
+  let tries = 0;
+  const tidy = () => {
+    let left = 0;
+    for (const p of process.argv.slice(2)) {
+      try {
+        if (p.startsWith('/sys/')) fs.rmdirSync(p); // a cgroup: removable once its processes are gone
+        else fs.rmSync(p, { recursive: true, force: true });
+      } catch (err) { if (err.code !== 'ENOENT') left++; }
+    }
+    if (left && ++tries < 100) setTimeout(tidy, 50); else process.exit(0);
+  };
+  tidy();
 });`;
 
-function startReaper(pgid: number): ChildProcess | null {
+function startReaper(pgid: number, leftovers: readonly string[]): ChildProcess | null {
   try {
-    const reaper = spawn(process.execPath, ['-e', REAPER_SOURCE, String(pgid)], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+    const reaper = spawn(process.execPath, ['-e', REAPER_SOURCE, String(pgid), ...leftovers], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
     reaper.on('error', () => undefined);
     reaper.stdin!.on('error', () => undefined);
     // Neither the watchdog nor its pipe may keep the harness alive.
