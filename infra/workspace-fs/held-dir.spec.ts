@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, 
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { BeneathError, hashOpenFile, HeldDir, isComponent, utf8Name, withDirAt } from './held-dir.js';
+import { BeneathError, DirCursor, hashOpenFile, HeldDir, isComponent, utf8Name } from './held-dir.js';
 
 describe('HeldDir: every component through its parent descriptor, links refused', () => {
   let tmp: string;
@@ -27,14 +27,11 @@ describe('HeldDir: every component through its parent descriptor, links refused'
     const root = await HeldDir.open(tree);
     try {
       expect((await root.list()).map(String)).toEqual(['sub']);
-      const hashed = await withDirAt(root, ['sub'], async (dir) => {
-        const file = await dir.openFile('a.txt');
-        try {
-          return await hashOpenFile(file);
-        } finally {
-          await file.close();
-        }
-      });
+      const cursor = new DirCursor(root);
+      const file = await (await cursor.at(['sub'])).openFile('a.txt');
+      const hashed = await hashOpenFile(file);
+      await file.close();
+      await cursor.close();
       expect(hashed).toEqual({ sha256: createHash('sha256').update('inside').digest('hex'), size: 6 });
     } finally {
       await root.close();
@@ -93,9 +90,11 @@ describe('HeldDir: every component through its parent descriptor, links refused'
     const root = await HeldDir.open(tree);
     try {
       expect(await refusal(root.openOrMakeDir('planted'))).toBe('link');
-      expect(await refusal(withDirAt(root, ['sub'], (dir) => dir.createFile('victim.txt')))).toBe('exists');
-      const made = await withDirAt(root, ['new', 'deeper'], async (dir) => (await dir.createFile('x.txt')).close(), { create: true });
-      expect(made).toBeUndefined();
+      const cursor = new DirCursor(root, { create: true });
+      expect(await refusal(cursor.at(['sub']).then((dir) => dir.createFile('victim.txt')))).toBe('exists');
+      await (await (await cursor.at(['new', 'deeper'])).createFile('x.txt')).close();
+      expect(await refusal(cursor.at(['planted', 'x']))).toBe('link');
+      await cursor.close();
       expect(readdirSync(path.join(tree, 'new', 'deeper'))).toEqual(['x.txt']);
       for (const name of await root.list()) await root.remove(name);
       expect(readdirSync(tree)).toEqual([]);

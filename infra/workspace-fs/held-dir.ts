@@ -197,20 +197,41 @@ export class HeldDir {
 }
 
 /**
- * Opens the directory `names` below `base` (one held descriptor per step, intermediates closed) and
- * runs `work` on it; `base` itself when `names` is empty (then it is not closed).
+ * Holds the directories along one path below `base` and reuses the common prefix from one call to
+ * the next: walking paths in sorted order opens each directory about once, not once per file.
+ * One cursor per concurrent worker; `close()` when done (`base` is never closed by it).
  */
-export async function withDirAt<T>(base: HeldDir, names: readonly Name[], work: (dir: HeldDir) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
-  let dir = base;
-  try {
-    for (const name of names) {
-      const next = opts.create ? await dir.openOrMakeDir(name) : await dir.openDir(name);
-      if (dir !== base) await dir.close();
-      dir = next;
+export class DirCursor {
+  private readonly names: string[] = [];
+  private readonly dirs: HeldDir[] = [];
+
+  constructor(
+    private readonly base: HeldDir,
+    private readonly opts: { create?: boolean } = {},
+  ) {}
+
+  /** The held directory `names` below the base (opened, or created with `create`, where not held already). */
+  async at(names: readonly string[]): Promise<HeldDir> {
+    let keep = 0;
+    while (keep < this.names.length && keep < names.length && this.names[keep] === names[keep]) keep++;
+    await this.truncate(keep);
+    for (const name of names.slice(keep)) {
+      const parent = this.dirs[this.dirs.length - 1] ?? this.base;
+      this.dirs.push(this.opts.create ? await parent.openOrMakeDir(name) : await parent.openDir(name));
+      this.names.push(name);
     }
-    return await work(dir);
-  } finally {
-    if (dir !== base) await dir.close();
+    return this.dirs[this.dirs.length - 1] ?? this.base;
+  }
+
+  async close(): Promise<void> {
+    await this.truncate(0);
+  }
+
+  private async truncate(length: number): Promise<void> {
+    while (this.dirs.length > length) {
+      this.names.pop();
+      await this.dirs.pop()!.close();
+    }
   }
 }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, type Stats } from 'node:fs';
 import { link, mkdir, mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { BeneathError, type HeldDir, utf8Name, withDirAt } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, DirCursor, type HeldDir, utf8Name } from '../../infra/workspace-fs/held-dir.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { BlobRef, ManifestEntry } from '../ledger/events/catalog.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
@@ -74,15 +74,22 @@ export async function archiveCheckpoint(opts: {
     const manifest: ManifestEntry[] = [];
     const byInode = new Map<string, Staged>();
     let copied = 0;
-    for (const file of files) {
-      const staged = path.join(stagedDir, ...file.rel.split('/'));
-      await mkdir(path.dirname(staged), { recursive: true });
-      const entry = await stageFile(opts.checkpoint, file, staged, byInode, { copied, max });
-      if (entry.copied) {
-        copied += entry.size;
-        await opts.artifacts.put(createReadStream(staged), { sha256: entry.sha256, size: entry.size });
+    // Files come in walk order: the cursor opens each directory of the checkpoint about once.
+    const cursor = new DirCursor(opts.checkpoint.dir);
+    try {
+      for (const file of files) {
+        const staged = path.join(stagedDir, ...file.rel.split('/'));
+        await mkdir(path.dirname(staged), { recursive: true });
+        const source = file.link ? await openLinked(opts.checkpoint, file) : await openPlain(cursor, file);
+        const entry = await stageFile(source, staged, byInode, { copied, max });
+        if (entry.copied) {
+          copied += entry.size;
+          await opts.artifacts.put(createReadStream(staged), { sha256: entry.sha256, size: entry.size });
+        }
+        manifest.push({ path: file.rel, sha256: entry.sha256, size: entry.size });
       }
-      manifest.push({ path: file.rel, sha256: entry.sha256, size: entry.size });
+    } finally {
+      await cursor.close();
     }
     manifest.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     const bytes = canonicalBytes(manifest);
@@ -165,7 +172,7 @@ function countOnce(inodes: Set<string>, st: Stats): number {
 
 /** A symlink in the checkpoint: the size of the regular file inside the workspace it leads to (counted once). */
 async function linkedFileSize(ck: HeldCheckpoint, file: FoundFile, inodes: Set<string>): Promise<number> {
-  const handle = await openFound(ck, file);
+  const handle = await openLinked(ck, file);
   try {
     return countOnce(inodes, await handle.stat());
   } finally {
@@ -174,18 +181,19 @@ async function linkedFileSize(ck: HeldCheckpoint, file: FoundFile, inodes: Set<s
 }
 
 /**
- * Opens a found file for reading: through the held directories below the checkpoint, never by path,
- * refusing a link (a swap since the walk); a symlink the walk found is resolved inside the workspace
- * only (resolveInside), to a regular file. Refusals name the file by its path in the checkpoint.
+ * Opens a regular file the walk found, through the held directories below the checkpoint (never by
+ * path), refusing a link (a swap since the walk). Refusals name the file by its path in the checkpoint.
  */
-async function openFound(ck: HeldCheckpoint, file: FoundFile): Promise<FileHandle> {
-  if (!file.link) {
-    try {
-      return await withDirAt(ck.dir, file.dirs, (dir) => dir.openFile(file.name));
-    } catch (err) {
-      return refused(err, file.rel);
-    }
+async function openPlain(cursor: DirCursor, file: FoundFile): Promise<FileHandle> {
+  try {
+    return await (await cursor.at(file.dirs)).openFile(file.name);
+  } catch (err) {
+    return refused(err, file.rel);
   }
+}
+
+/** Opens the regular file a symlink the walk found leads to, resolved inside the workspace only (resolveInside). */
+async function openLinked(ck: HeldCheckpoint, file: FoundFile): Promise<FileHandle> {
   let target: Resolved;
   try {
     target = await resolveInside(ck.root, [...ck.names, ...file.dirs, file.name], ck.paths);
@@ -222,17 +230,15 @@ function unreadable(rel: string): never {
 }
 
 /**
- * Stages one file: copied (hashed, holes kept) unless its inode was staged already, in which case
+ * Stages one open file (closed here): copied (hashed, holes kept) unless its inode was staged already, in which case
  * it is staged as a hard link to that copy with the same hash. `limit`: bytes copied so far and the most allowed.
  */
 async function stageFile(
-  ck: HeldCheckpoint,
-  file: FoundFile,
+  handle: FileHandle,
   staged: string,
   byInode: Map<string, Staged>,
   limit: { copied: number; max: number },
 ): Promise<{ sha256: string; size: number; copied: boolean }> {
-  const handle = await openFound(ck, file);
   try {
     const st = await handle.stat();
     const inode = `${st.dev}:${st.ino}`;

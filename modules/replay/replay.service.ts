@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { BeneathError, HeldDir, withDirAt } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, DirCursor, HeldDir } from '../../infra/workspace-fs/held-dir.js';
 import type { DataSource } from 'typeorm';
 import { diffFiles, MAX_DIFF_BYTES, type FileDiff } from '../../projections/run-analysis/line-diff.js';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
@@ -137,12 +137,15 @@ export class ReplayService {
     const out = await openOutDir(root, opts.force ?? false);
     const list = [...files.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
     let bytes = 0;
+    // One cursor per writer: files come sorted, so each directory is created and opened about once.
+    const cursors = Array.from({ length: WRITE_CONCURRENCY }, () => new DirCursor(out, { create: true }));
     try {
-      await forEachLimited(list, WRITE_CONCURRENCY, async (file) => {
-        const written = await this.writeFile(out, file);
+      await forEachLimited(list, WRITE_CONCURRENCY, async (file, worker) => {
+        const written = await this.writeFile(cursors[worker], file);
         bytes += written;
       });
     } finally {
+      for (const cursor of cursors) await cursor.close();
       await out.close();
     }
     return { runId, at: point, outDir: root, files: list.length, bytes };
@@ -202,11 +205,11 @@ export class ReplayService {
    * never written through. Small blobs are read and checked before anything is written; larger ones
    * are streamed, hashed on the way, and removed on a mismatch.
    */
-  private async writeFile(out: HeldDir, file: WorkspaceFile): Promise<number> {
+  private async writeFile(cursor: DirCursor, file: WorkspaceFile): Promise<number> {
     const dirs = safeSegments(file.path);
     const name = dirs.pop()!;
     try {
-      return await withDirAt(out, dirs, (dir) => this.writeBlob(dir, name, file), { create: true });
+      return await this.writeBlob(await cursor.at(dirs), name, file);
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error;
       throw new ReplayError(`cannot write ${file.path}: ${error.refusal === 'link' ? 'a symbolic link stands in its way' : `${error.component} is ${error.refusal}${error.code ? ` (${error.code})` : ''}`}`);
@@ -314,14 +317,14 @@ async function openOutDir(root: string, force: boolean): Promise<HeldDir> {
   return out;
 }
 
-/** Runs `work` over `items`, `limit` at a time; after a failure no new item starts, and a failure is rethrown once all have settled. */
-async function forEachLimited<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+/** Runs `work` over `items`, `limit` at a time (`worker`: which of them, 0 to limit-1); after a failure no new item starts, and a failure is rethrown once all have settled. */
+async function forEachLimited<T>(items: T[], limit: number, work: (item: T, worker: number) => Promise<void>): Promise<void> {
   let next = 0;
   let failed = false;
-  const worker = async () => {
+  const worker = async (_: unknown, id: number) => {
     while (!failed && next < items.length) {
       try {
-        await work(items[next++]);
+        await work(items[next++], id);
       } catch (error) {
         failed = true;
         throw error;

@@ -1,7 +1,7 @@
 import { fstat, type BigIntStats } from 'node:fs';
 import { realpath } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
-import { BeneathError, hashOpenFile, HeldDir, withDirAt } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, DirCursor, hashOpenFile, HeldDir } from '../../infra/workspace-fs/held-dir.js';
 import type { EventData } from '../ledger/events/catalog.js';
 import type { WorkspaceLayout } from './run-context.js';
 import type { ManifestEntry } from './workspace.js';
@@ -97,12 +97,28 @@ async function compare(rootDir: HeldDir, tops: readonly string[], manifest: read
   const found = await walkTops(rootDir, tops);
   const previous = opts.full ? {} : (opts.previous?.files ?? {});
   const baseline: IntegrityBaseline = { files: {} };
-  const hash = async (path: string): Promise<Hashed> => {
-    const hashed = await hashFile(rootDir, path);
+  // One cursor per hashing worker: paths come in sorted order, so each directory is opened about once.
+  const cursors = Array.from({ length: HASH_CONCURRENCY }, () => new DirCursor(rootDir));
+  const hash = async (path: string, worker: number): Promise<Hashed> => {
+    const hashed = await hashFile(cursors[worker], path);
     if (hashed.sha256 !== null) baseline.files[path] = { ...hashed.fingerprint, sha256: hashed.sha256 };
     return hashed;
   };
+  try {
+    return await judge(found, manifest, previous, baseline, hash);
+  } finally {
+    for (const cursor of cursors) await cursor.close();
+  }
+}
 
+/** What was found against the manifest: unchanged fingerprints keep their hash, the rest are hashed (`hash`), added files listed. */
+async function judge(
+  found: Map<string, Found>,
+  manifest: readonly ManifestEntry[],
+  previous: IntegrityBaseline['files'],
+  baseline: IntegrityBaseline,
+  hash: (path: string, worker: number) => Promise<Hashed>,
+): Promise<IntegrityResult> {
   const differences: IntegrityDifference[] = [];
   const toHash: ManifestEntry[] = [];
   for (const entry of manifest) {
@@ -117,8 +133,8 @@ async function compare(rootDir: HeldDir, tops: readonly string[], manifest: read
       } else toHash.push(entry);
     }
   }
-  await forEachLimit(toHash, HASH_CONCURRENCY, async (entry) => {
-    const hashed = await hash(entry.path);
+  await forEachLimit(toHash, HASH_CONCURRENCY, async (entry, worker) => {
+    const hashed = await hash(entry.path, worker);
     if (hashed.sha256 !== entry.sha256) differences.push({ path: entry.path, expected: entry.sha256, actual: hashed.sha256, ...foundOf(hashed) });
   });
 
@@ -133,14 +149,14 @@ async function compare(rootDir: HeldDir, tops: readonly string[], manifest: read
   const shown = capDifferences(differences.sort(byPath));
   // An added file is hashed only when it is listed: the count is all the rest needs.
   const addedFiles = shown.filter((d) => d.expected === null && d.found === undefined);
-  await forEachLimit(addedFiles, HASH_CONCURRENCY, async (d) => {
+  await forEachLimit(addedFiles, HASH_CONCURRENCY, async (d, worker) => {
     const at = found.get(d.path) as Extract<Found, { kind: 'file' }>;
     const known = previous[d.path];
     if (known && sameFingerprint(known, at.fingerprint)) {
       baseline.files[d.path] = known;
       d.actual = known.sha256;
     } else {
-      const hashed = await hash(d.path);
+      const hashed = await hash(d.path, worker);
       d.actual = hashed.sha256;
       Object.assign(d, foundOf(hashed));
     }
@@ -318,27 +334,26 @@ function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
  * descriptor before reading: if the file changes while it is read, the next cheap check sees a
  * different stat and hashes it again.
  */
-async function hashFile(rootDir: HeldDir, path: string): Promise<Hashed> {
+async function hashFile(cursor: DirCursor, path: string): Promise<Hashed> {
   const parts = path.split('/');
   const name = parts.pop()!;
   try {
-    return await withDirAt(rootDir, parts, async (dir) => {
-      let file;
-      try {
-        file = await dir.openFile(name);
-      } catch (err) {
-        if (!(err instanceof BeneathError) || err.refusal !== 'not-file') throw err;
-        const st = await dir.lstat(name).catch(() => null);
-        return { sha256: null, found: st?.isDirectory() ? 'directory' : 'other' };
-      }
-      try {
-        const fingerprint = fingerprintOf(await fstatBig(file.fd));
-        const { sha256 } = await hashOpenFile(file);
-        return { sha256, fingerprint };
-      } finally {
-        await file.close();
-      }
-    });
+    const dir = await cursor.at(parts);
+    let file;
+    try {
+      file = await dir.openFile(name);
+    } catch (err) {
+      if (!(err instanceof BeneathError) || err.refusal !== 'not-file') throw err;
+      const st = await dir.lstat(name).catch(() => null);
+      return { sha256: null, found: st?.isDirectory() ? 'directory' : 'other' };
+    }
+    try {
+      const fingerprint = fingerprintOf(await fstatBig(file.fd));
+      const { sha256 } = await hashOpenFile(file);
+      return { sha256, fingerprint };
+    } finally {
+      await file.close();
+    }
   } catch (err) {
     // Cannot be verified: a difference, never a pass.
     const refusal = err instanceof BeneathError ? err.refusal : 'unreadable';
@@ -385,11 +400,11 @@ function assertManifest(manifest: readonly ManifestEntry[], tops: readonly strin
 const byPath = (a: IntegrityDifference, b: IntegrityDifference) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0);
 const toPosix = (p: string) => p.split(sep).join('/');
 
-/** Runs `fn` over `items`, at most `limit` at a time. */
-async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+/** Runs `fn` over `items`, at most `limit` at a time; `worker` (0 to limit-1) says which of them runs it. */
+async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T, worker: number) => Promise<void>): Promise<void> {
   let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]);
+  const worker = async (_: unknown, id: number) => {
+    while (next < items.length) await fn(items[next++], id);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
