@@ -38,6 +38,13 @@ describe('what the agent sees (doctor)', () => {
       { name: 'agent GPUs', status: 'optional', detail: 'no GPU visible' },
       { name: 'agent python', status: 'optional', detail: "python 3.11.2 (/usr/bin/python3), torch not importable (ModuleNotFoundError: No module named 'torch'), trl not installed, alfworld: not importable" },
     ]);
+    // trl installed but failing to import (a torch it does not match): the import's error, and where the Python comes from.
+    const badTrl = `@json ${JSON.stringify({ python: { version: '3.11.7', executable: '/opt/envs/train/bin/python' }, torch: { version: '2.13.0+cpu', cuda: null, cudaAvailable: false, devices: [] }, trl: { error: "ImportError: cannot import name 'X' from 'torch'" }, packages: { trl: '1.16.0' }, environments: {} })}`;
+    expect(agentViewChecks(parseAgentView(badTrl), dropInPackagesDir(), 'A2RL_AGENT_PYTHON')[1]).toEqual({
+      name: 'agent python',
+      status: 'ok',
+      detail: "python 3.11.7 (/opt/envs/train/bin/python; A2RL_AGENT_PYTHON), torch 2.13.0+cpu (CUDA none, no GPU usable), trl not importable (ImportError: cannot import name 'X' from 'torch')",
+    });
     expect(agentViewChecks(parseAgentView('@nopython\n'), dropInPackagesDir())[1]).toEqual({ name: 'agent python', status: 'optional', detail: "no python on the agent's PATH" });
     expect(agentViewChecks(parseAgentView('', 'exit 1: bwrap: execvp bash: No such file'), dropInPackagesDir())).toEqual([
       { name: 'agent view', status: 'optional', detail: 'the probe inside the sandbox failed: exit 1: bwrap: execvp bash: No such file' },

@@ -120,8 +120,9 @@ export function agentViewChecks(view: AgentView, dropIns: string, source?: strin
     ? `${view.gpus.join('; ')}${view.driverCuda ? `; driver CUDA ${view.driverCuda}` : ''}`
     : torchCuda && torch && 'devices' in torch ? torch.devices.join('; ') : 'no GPU visible';
   const torchDetail = !torch ? null : 'error' in torch ? `torch not importable (${torch.error})` : `torch ${torch.version} (CUDA ${torch.cuda ?? 'none'}, ${torch.cudaAvailable ? `${torch.devices.length} GPU(s) usable` : 'no GPU usable'})`;
+  // trl installed but failing to import (e.g. against another torch): the import's error.
   const trl = view.trl && 'error' in view.trl ? `trl not importable (${view.trl.error})` : null;
-  const packages = Object.entries(view.packages).map(([name, v]) => (name === 'trl' && trl ? trl : v ? `${name} ${v}` : `${name} not installed`));
+  const packages = Object.entries(view.packages).map(([name, v]) => (!v ? `${name} not installed` : name === 'trl' && trl ? trl : `${name} ${v}`));
   const envs = Object.entries(view.environments).map(([name, origin]) => `${name}: ${origin === null ? 'not importable' : origin.startsWith(`${dropIns}/`) ? 'a2rl drop-in' : `NOT the drop-in (${origin})`}`);
   const python = view.python ? `python ${view.python.version} (${view.python.executable}${source ? `; ${source}` : ''})` : 'no python on the agent\'s PATH';
   return [
