@@ -14,6 +14,10 @@ import { datasetDir, datasetSpec, sourceUrl, type DatasetFile, type DatasetSpec 
 export interface DatasetManifest {
   task: string;
   complete: true;
+  /** Synthetic assets of `a2rl data micro` (modules/datasets/micro), made from `seed` by `generator` (its sources' hash). */
+  micro?: true;
+  seed?: number;
+  generator?: string;
   files: ManifestEntry[];
 }
 
@@ -23,8 +27,8 @@ export interface ManifestEntry {
   size: number;
   /** null for the base checkpoint's files (imported from a local directory). */
   source: { host: DatasetFile['host']; repo: string; revision: string; path: string; url: string; resolvedCommit: string | null } | null;
-  /** `registry`: matched the pinned hash; `recorded`: first fetch, hash recorded (trust on first use). */
-  check: 'registry' | 'recorded';
+  /** `registry`: matched the pinned hash; `recorded`: first fetch, hash recorded (trust on first use); `generated`: a micro asset. */
+  check: 'registry' | 'recorded' | 'generated';
 }
 
 export interface FetchProgress {
@@ -47,6 +51,8 @@ export interface FetchOptions {
   token?: string;
   onProgress?: (p: FetchProgress) => void;
   signal?: AbortSignal;
+  /** Replace micro assets (`a2rl data micro`); without it they are kept and the fetch refused. */
+  force?: boolean;
 }
 
 export interface FetchResult {
@@ -96,7 +102,14 @@ export async function fetchDataset(task: string | DatasetSpec, options: FetchOpt
   const spec = typeof task === 'string' ? datasetSpec(task) : task;
   const dir = datasetDir(options.home, spec.task);
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const previous = await readManifest(dir);
+  let previous = await readManifest(dir);
+  if (previous?.micro) {
+    if (!options.force) throw new DatasetFetchError(`${dir} holds micro assets (\`a2rl data micro ${spec.task}\`, seed ${previous.seed}): add --force to replace them with the real dataset`);
+    // None of their hashes or files carry over to the real dataset.
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    previous = null;
+  }
   const entries: ManifestEntry[] = [];
   const skipped: string[] = [];
   for (const file of spec.files) {

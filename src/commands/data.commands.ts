@@ -3,6 +3,7 @@ import path from 'node:path';
 import { CommanderError, type Command } from 'commander';
 import { datasetDir, datasetSpec } from '../../modules/datasets/dataset-registry.js';
 import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-dataset.js';
+import { installMicroAssets, MICRO_TASKS } from '../../modules/datasets/micro/micro-assets.js';
 import { describeSandbox, sandboxPlan, type SandboxCheck } from '../../modules/runs/sandbox/capabilities.js';
 import { doctorAgentView } from '../../modules/runs/sandbox/agent-view.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
@@ -20,10 +21,11 @@ export function registerDataCommands(program: Command): void {
     .argument('<task>', 'gsm8k | humaneval | alpacaeval | alfworld | webshop | deepsearchqa')
     .option('--from <dir>', 'import files fetched elsewhere (air-gapped machines) instead of downloading')
     .option('--base-model <dir>', 'install this Hugging Face checkpoint directory as the task\'s base model')
+    .option('--force', 'replace micro assets (`a2rl data micro`) with the real dataset')
     .option('--json', 'one JSON object: {task, dir, files: [{name, size, sha256, status: present|verified|recorded}], note, baseModelMissing}')
-    .action(async (task: string, opts: { from?: string; baseModel?: string; json?: boolean }) => {
+    .action(async (task: string, opts: { from?: string; baseModel?: string; force?: boolean; json?: boolean }) => {
       const config = loadConfig();
-      const result = await fetchDataset(task, { home: config.home, from: opts.from, baseModel: opts.baseModel, onProgress: progressLine() });
+      const result = await fetchDataset(task, { home: config.home, from: opts.from, baseModel: opts.baseModel, force: opts.force, onProgress: progressLine() });
       if (process.stderr.isTTY) process.stderr.write('\n');
       const files = result.manifest.files.map((f) => ({
         name: f.name, size: f.size, sha256: f.sha256, status: result.skipped.includes(f.name) ? 'present' : f.check === 'registry' ? 'verified' : 'recorded',
@@ -38,6 +40,26 @@ export function registerDataCommands(program: Command): void {
       process.stdout.write(`${task}: ${files.length} file(s) in ${result.dir}\n`);
       if (note) process.stdout.write(`${task}: ${note}\n`);
       if (result.baseModelMissing) process.stdout.write(`${task} also needs its base checkpoint: a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>\n`);
+    });
+
+  data
+    .command('micro')
+    .description('make small synthetic assets offline (the dataset files `data fetch` stores, and a tiny base model trained briefly), deterministic per seed, into $A2RL_HOME/datasets/<task>')
+    .argument('<task>', MICRO_TASKS.join(' | '))
+    .option('--seed <n>', 'the seed: the same seed makes byte-identical files', '1')
+    .option('--force', 'replace a fetched (real) dataset')
+    .option('--json', 'one JSON object: {task, dir, seed, present, files: [{name, size, sha256}], summary}')
+    .action(async (task: string, opts: { seed: string; force?: boolean; json?: boolean }) => {
+      const seed = /^\d+$/.test(opts.seed) ? Number(opts.seed) : NaN;
+      const result = await installMicroAssets(task, { home: loadConfig().home, seed, force: opts.force, log: opts.json ? undefined : (line) => process.stderr.write(`${line}\n`) });
+      const files = result.manifest.files.map((f) => ({ name: f.name, size: f.size, sha256: f.sha256 }));
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify({ task, dir: result.dir, seed, present: result.present, files, summary: result.summary })}\n`);
+        return;
+      }
+      process.stdout.write(`${task}: micro assets (seed ${seed}) ${result.present ? 'already present' : 'made'} in ${result.dir}: ${files.length} file(s)\n`);
+      if (result.summary) process.stdout.write(`${JSON.stringify(result.summary)}\n`);
+      if (task === 'alfworld') process.stdout.write(`alfworld: export ALFWORLD_DATA=${result.dir} (the micro games; the pack's backend plays them with tasks/alfworld/micro_engine.py)\n`);
     });
 
   data

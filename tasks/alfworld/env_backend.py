@@ -9,11 +9,25 @@ Targets alfworld 0.3.x / textworld 1.6 (`pip install alfworld && alfworld-downlo
 has neither: this file is tested there against stub packages of the same API shape
 (test/servers/stubs, tasks/alfworld/env-backend.spec.ts), never against the real ones.
 Options: --option data=<dir> (default $ALFWORLD_DATA), --option max_steps=50.
+
+Micro games: when the data directory holds a2rl_micro.json (written by `a2rl data micro alfworld`)
+every game is an a2rl micro game, played by micro_engine.py beside this file (standard library
+only; neither alfworld nor textworld is imported). The splits, their order and the answers are the same.
 """
+import importlib.util
 import json
 import os
 
 SPLIT_DIRS = {"train": "train", "eval": "valid_unseen"}
+MICRO_MARKER = "a2rl_micro.json"
+
+
+def micro_session_class():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "micro_engine.py")
+    spec = importlib.util.spec_from_file_location("a2rl_alfworld_micro_engine", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MicroSession
 
 
 def collect_games(root):
@@ -75,9 +89,11 @@ class AlfworldBackend:
         data = options.get("data") or os.environ.get("ALFWORLD_DATA")
         if not data:
             raise SystemExit("ALFWORLD_DATA is not set: run alfworld-download and export ALFWORLD_DATA")
-        # Fail at start-up, not at the first episode: import what every session imports.
-        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos  # noqa: F401
-        import textworld.gym  # noqa: F401
+        self.session_class = micro_session_class() if os.path.isfile(os.path.join(data, MICRO_MARKER)) else AlfworldSession
+        if self.session_class is AlfworldSession:
+            # Fail at start-up, not at the first episode: import what every session imports.
+            from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos  # noqa: F401
+            import textworld.gym  # noqa: F401
         self.roots = {split: os.path.join(data, "json_2.1.1", d) for split, d in SPLIT_DIRS.items()}
         for split, root in self.roots.items():
             if not os.path.isdir(root):
@@ -90,7 +106,7 @@ class AlfworldBackend:
 
     def new_session(self, split, index):
         rel = self.games[split][index]
-        return AlfworldSession(os.path.join(self.roots[split], rel), rel, self.max_steps)
+        return self.session_class(os.path.join(self.roots[split], rel), rel, self.max_steps)
 
 
 def create_backend(options):

@@ -1,0 +1,119 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { agentPython } from '../../modules/runs/sandbox/agent-python.js';
+import { runA2rl } from './a2rl-cli.js';
+
+// `a2rl data micro gsm8k`: made twice from one seed into two A2RL_HOMEs, byte for byte the same; the
+// pack's split reads the rows; transformers loads the tiny checkpoint offline and generates greedily;
+// `a2rl data fetch` keeps micro assets unless --force. Needs torch and transformers: the agents' Python
+// (`a2rl agents python install`, run by npm test's pretest) or A2RL_AGENT_PYTHON; skipped without them.
+
+const exec = promisify(execFile);
+const python = (() => {
+  try {
+    const found = agentPython(process.env, 'gsm8k');
+    return found ? path.join(found.prefix, 'bin', 'python') : null;
+  } catch {
+    return null;
+  }
+})();
+const describeReady = python ? describe : describe.skip;
+const why = python ? '' : " (skipped: needs the agents' Python with torch and transformers — `a2rl agents python install`)";
+
+interface MicroJson {
+  dir: string;
+  present: boolean;
+  files: { name: string; size: number; sha256: string }[];
+  summary: { rows: Record<string, number>; model: { parameters: number }; seconds: number } | null;
+}
+
+const homes: string[] = [];
+const newHome = () => {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-micro-'));
+  homes.push(home);
+  return home;
+};
+const env = (home: string) => ({ ...process.env, A2RL_HOME: home });
+const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+async function micro(home: string, ...extra: string[]): Promise<MicroJson> {
+  const r = await runA2rl(['data', 'micro', 'gsm8k', '--seed', '1', '--json', ...extra], { env: env(home) });
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as MicroJson;
+}
+
+describeReady(`a2rl data micro gsm8k${why}`, () => {
+  const first = newHome();
+  const second = newHome();
+  let made: MicroJson;
+
+  afterAll(() => {
+    for (const home of homes) rmSync(home, { recursive: true, force: true });
+  });
+
+  it('makes the same bytes from the same seed, listed with their hashes in a micro manifest', async () => {
+    made = await micro(first);
+    const again = await micro(second);
+    expect(made.present).toBe(false);
+    expect(again.files).toEqual(made.files);
+    const names = made.files.map((f) => f.name);
+    expect(names).toEqual(expect.arrayContaining(['train.jsonl', 'test.jsonl', 'base-model/config.json', 'base-model/model.safetensors', 'base-model/tokenizer.json', 'base-model/tokenizer_config.json', 'base-model/generation_config.json']));
+    const manifest = JSON.parse(readFileSync(path.join(made.dir, 'manifest.json'), 'utf8')) as { micro: boolean; seed: number; files: { name: string; sha256: string; check: string }[] };
+    expect(manifest).toMatchObject({ micro: true, seed: 1 });
+    for (const f of manifest.files) expect(sha256(path.join(made.dir, f.name))).toBe(f.sha256);
+    expect(manifest.files.every((f) => f.check === 'generated')).toBe(true);
+    expect(readFileSync(path.join(made.dir, 'manifest.json'))).toEqual(readFileSync(path.join(again.dir, 'manifest.json')));
+  }, 900_000);
+
+  it('installs idempotently: a second run finds the assets present and verified', async () => {
+    const again = await micro(first);
+    expect(again.present).toBe(true);
+    expect(again.files).toEqual(made.files);
+  }, 120_000);
+
+  it('has the row counts the protocol declares for micro data, read through the pack\'s split', async () => {
+    const protocol = JSON.parse(readFileSync('tasks/gsm8k/protocol.json', 'utf8')) as { split: { micro: { expectedRows: Record<string, number> } } };
+    const r = await runA2rl(['data', 'split', 'gsm8k', '--json'], { env: env(first) });
+    expect(r.code).toBe(0);
+    const split = JSON.parse(r.stdout) as { visible: number[]; private: number[]; rowCounts: string };
+    expect(split.rowCounts).toBe('fetched');
+    expect(split.visible).toHaveLength(protocol.split.micro.expectedRows['train.jsonl']);
+    expect(split.private).toHaveLength(protocol.split.micro.expectedRows['test.jsonl']);
+    const rows = readFileSync(path.join(made.dir, 'test.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, string>);
+    for (const row of rows) {
+      expect(Object.keys(row)).toEqual(['question', 'answer']);
+      expect(row.answer).toMatch(/\n#### \d+$/);
+    }
+  }, 120_000);
+
+  it('is a Hugging Face checkpoint transformers loads offline and runs greedily through its chat template', async () => {
+    const script = [
+      'import sys, json',
+      'from transformers import AutoModelForCausalLM, AutoTokenizer',
+      'd = sys.argv[1]',
+      'm = AutoModelForCausalLM.from_pretrained(d); t = AutoTokenizer.from_pretrained(d)',
+      'ids = t.apply_chat_template([{"role": "user", "content": "Question: Ava has 3 apples. Ava gets 4 more apples. How many apples does Ava have now?\\nLet\'s think step by step\\nAnswer:"}], add_generation_prompt=True, return_tensors="pt", return_dict=True)',
+      'out = [m.generate(**ids, max_new_tokens=40, do_sample=False) for _ in range(2)]',
+      'print(json.dumps({"model": type(m).__name__, "same": out[0].tolist() == out[1].tolist(), "new": int(out[0].shape[1] - ids["input_ids"].shape[1]), "text": t.decode(out[0][0, ids["input_ids"].shape[1]:], skip_special_tokens=True)}))',
+    ].join('\n');
+    const { stdout } = await exec(python!, ['-c', script, path.join(made.dir, 'base-model')], { env: { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' }, maxBuffer: 16 << 20 });
+    const result = JSON.parse(stdout.trim().split('\n').pop()!) as { model: string; same: boolean; new: number; text: string };
+    expect(result.model).toBe('LlamaForCausalLM');
+    expect(result.same).toBe(true);
+    expect(result.new).toBeGreaterThan(0);
+    expect(result.text.trim()).not.toBe('');
+  }, 300_000);
+
+  it('is kept by `a2rl data fetch` without --force', async () => {
+    const r = await runA2rl(['data', 'fetch', 'gsm8k', '--from', first], { env: env(first) });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/micro assets .*--force/);
+    expect(sha256(path.join(made.dir, 'manifest.json'))).toBe(sha256(path.join(second, 'datasets', 'gsm8k', 'manifest.json')));
+  }, 120_000);
+});
