@@ -1,6 +1,7 @@
 // `npm run bench -- <name>`: runs one benchmark; each prints its figures and ends with a JSON line.
 import { auditBench } from './audit.bench.js';
 import { campaignBench } from './campaign.bench.js';
+import { checkpointBench } from './checkpoint.bench.js';
 import { dashboardBench } from './dashboard.bench.js';
 import { gatewayBench } from './gateway.bench.js';
 import { instrumentationBench } from './instrumentation.bench.js';
@@ -9,7 +10,7 @@ import { queryBench } from './query.bench.js';
 import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

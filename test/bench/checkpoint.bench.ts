@@ -1,0 +1,368 @@
+import { execFile } from 'node:child_process';
+import { createHash, randomFill } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, mkdtemp, open, readdir, rm, statfs, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { promisify } from 'node:util';
+import type { Readable } from 'node:stream';
+import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
+import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
+import { openReadModels } from '../../infra/readmodels/data-source.js';
+import type { ArtifactInfo, ArtifactStore, PutResult } from '../../modules/artifacts/artifact-store.port.js';
+import { artifactRefs } from '../../modules/audit/artifact-refs.js';
+import { checkArtifacts } from '../../modules/audit/verify.service.js';
+import { FakeTask } from '../../modules/grading/testing/grading-fixtures.js';
+import { ActiveRun } from '../../modules/grading/run-registry.js';
+import { SubmissionService } from '../../modules/grading/submission.service.js';
+import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { LedgerService } from '../../modules/ledger/ledger.service.js';
+import { ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
+import { ReplayService } from '../../modules/replay/replay.service.js';
+import type { RunContext, WorkspaceLayout } from '../../modules/runs/run-context.js';
+import { PAPER_LIMITS } from '../../modules/runs/sandbox/limits.js';
+import { workspaceRevisionsProjection } from '../../projections/workspace-revisions/workspace-revisions.projection.js';
+import type { EvaluationResult } from '../../tasks/task-pack.js';
+
+// `npm run bench -- checkpoint`: the submit path at real sizes. A synthetic safetensors checkpoint
+// (valid header, 3 GiB of random tensor data, config and tokenizer files) in a run's workspace is
+// submitted through the real SubmissionService (the /submit handler without HTTP) with the
+// filesystem artifact store and a SQLite ledger, then the archived blobs are checked as
+// `a2rl verify` does and the checkpoint is replayed from the ledger. `cp -r` of the same directory
+// on the same filesystem is the reference. Size: A2RL_BENCH_CHECKPOINT_BYTES (default 3 GiB);
+// place: A2RL_BENCH_DIR (default the OS temp dir), which needs about 4× the size free.
+
+const GiB = 1024 ** 3;
+const MiB = 1024 ** 2;
+const DEFAULT_BYTES = 3 * GiB;
+const MIN_BYTES = 64 * MiB;
+/** Peak use is 3× (original, staged copy, blob; then original, blob, replayed copy); the rest is headroom. */
+const DISK_FACTOR = 4;
+/** The submit path (archive + stage) against one `cp -r` of the same bytes. */
+const GOAL_RATIO = 1.5;
+const TENSOR_BYTES = 64 * MiB;
+const COLUMNS = 1024; // BF16: 2 bytes each
+const RUN = 'bench-checkpoint';
+const CHECKPOINT = 'output/ckpt';
+
+const exec = promisify(execFile);
+const seconds = (ms: number) => Math.round(ms / 10) / 100;
+
+export async function checkpointBench(): Promise<void> {
+  const base = process.env.A2RL_BENCH_DIR ?? os.tmpdir();
+  const dir = await mkdtemp(path.join(base, 'a2rl-bench-checkpoint-'));
+  try {
+    const { bytes: target, note } = await sizeFor(dir);
+    if (note) console.log(note);
+    console.log(`bench dir ${dir}`);
+    await runBench(dir, target, note);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The checkpoint size: the asked one, or scaled down to what the disk holds (with a note saying so). */
+async function sizeFor(dir: string): Promise<{ bytes: number; note: string | null }> {
+  const asked = Number(process.env.A2RL_BENCH_CHECKPOINT_BYTES ?? DEFAULT_BYTES);
+  if (!Number.isSafeInteger(asked) || asked < MIN_BYTES) throw new Error(`A2RL_BENCH_CHECKPOINT_BYTES must be an integer of at least ${MIN_BYTES}`);
+  const fs = await statfs(dir);
+  const free = fs.bavail * fs.bsize;
+  if (free >= DISK_FACTOR * asked) return { bytes: asked, note: null };
+  const fits = Math.floor(free / DISK_FACTOR / TENSOR_BYTES) * TENSOR_BYTES;
+  if (fits < MIN_BYTES) throw new Error(`${dir} has ${gib(free)} free: not enough for even a ${MIN_BYTES / MiB} MiB checkpoint (${DISK_FACTOR}× needed)`);
+  return { bytes: fits, note: `scaled down: ${gib(free)} free on the bench filesystem, ${DISK_FACTOR}× the checkpoint needed; ${gib(fits)} instead of ${gib(asked)}` };
+}
+
+const gib = (n: number) => `${(n / GiB).toFixed(2)} GiB`;
+
+interface Stores {
+  events: SqliteEventStore;
+  artifacts: FsArtifactStore;
+  ledger: LedgerService;
+  replay: ReplayService;
+  close(): Promise<void>;
+}
+
+async function runBench(dir: string, target: number, note: string | null): Promise<void> {
+  const ws = layout(path.join(dir, 'ws'));
+  const ckptDir = path.join(ws.root, CHECKPOINT);
+  const made = Date.now();
+  const original = await writeCheckpoint(ckptDir, target);
+  await exec('sync');
+  console.log(`checkpoint: ${original.bytes} bytes in ${original.files.size} files (model.safetensors ${original.modelBytes} bytes), written in ${seconds(Date.now() - made)} s`);
+
+  const cpFirst = await timeCp(ckptDir, path.join(dir, 'cp'));
+  const stores = await openStores(dir);
+  try {
+    await recordRunStart(stores.ledger);
+    const submit = await timeSubmit(stores, ws, path.join(dir, 'staging'));
+    const cpAfter = await timeCp(ckptDir, path.join(dir, 'cp'));
+    const cpSync = await timeCp(ckptDir, path.join(dir, 'cp'), true);
+    const verify = await timeVerify(stores);
+    const replay = await timeReplay(stores, submit.receivedSeq, path.join(dir, 'replayed'), original.files);
+
+    const cp = Math.min(cpFirst, cpAfter);
+    const ratio = (submit.archiveMs + submit.stageMs) / cp;
+    const r2 = (x: number) => Math.round(x * 100) / 100;
+    console.log(`cp -r:             ${seconds(cpFirst)} s before, ${seconds(cpAfter)} s after (reference: ${seconds(cp)} s, ${mbps(original.bytes, cp)} MB/s)`);
+    console.log(`cp -r + fsync:     ${seconds(cpSync)} s (for comparison: the store fsyncs its blobs, cp does not)`);
+    console.log(`stage (walk, read, hash, private copy): ${seconds(submit.stageMs)} s`);
+    console.log(`archive (store put: re-read, verify hash, write, fsync): ${seconds(submit.archiveMs)} s`);
+    console.log(`submit until the evaluator starts: ${seconds(submit.untilGradeMs)} s; whole request: ${seconds(submit.totalMs)} s`);
+    console.log(`verify (blob check, ${verify.blobs} blobs): ${seconds(verify.ms)} s`);
+    console.log(`replay (materialise at seq ${submit.receivedSeq}): ${seconds(replay.ms)} s; model.safetensors identical: ${replay.identical}`);
+    console.log(`ratio (stage + archive) / cp = ${r2(ratio)} (goal ≤ ${GOAL_RATIO})`);
+    const notes = [note, 'driven through SubmissionService.submit (no HTTP, no sandbox), FsArtifactStore, SQLite ledger, checkArtifacts, ReplayService.materialize'].filter(Boolean);
+    console.log(JSON.stringify({
+      bench: 'checkpoint',
+      bytes: original.bytes,
+      cp_s: seconds(cp),
+      cp_fsync_s: seconds(cpSync),
+      archive_s: seconds(submit.archiveMs),
+      stage_s: seconds(submit.stageMs),
+      verify_s: seconds(verify.ms),
+      replay_s: seconds(replay.ms),
+      ratio: r2(ratio),
+      ratio_vs_cp_fsync: r2((submit.archiveMs + submit.stageMs) / cpSync),
+      goal: GOAL_RATIO,
+      meets: ratio <= GOAL_RATIO,
+      replayIdentical: replay.identical,
+      note: notes.join('; '),
+    }));
+  } finally {
+    await stores.close();
+  }
+}
+
+function layout(root: string): WorkspaceLayout {
+  return {
+    root,
+    codeDir: path.join(root, 'code'),
+    dataDir: path.join(root, 'data'),
+    modelsDir: path.join(root, 'models'),
+    baseModelDir: path.join(root, 'models', 'base'),
+    outputDir: path.join(root, 'output'),
+    descriptionFile: path.join(root, 'description.md'),
+    instructionsFile: path.join(root, 'instructions.md'),
+    runMetaFile: path.join(root, 'run_meta.json'),
+  };
+}
+
+interface Original {
+  bytes: number;
+  modelBytes: number;
+  /** sha256 by checkpoint-relative path. */
+  files: Map<string, string>;
+}
+
+/** A Hugging Face-style checkpoint: model.safetensors of random BF16 tensors (a valid header), config and tokenizer files. */
+async function writeCheckpoint(dir: string, target: number): Promise<Original> {
+  await mkdir(dir, { recursive: true });
+  const files = new Map<string, string>();
+  const small: Record<string, string> = {
+    'config.json': JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: COLUMNS, torch_dtype: 'bfloat16' }, null, 2),
+    'generation_config.json': JSON.stringify({ do_sample: false, max_new_tokens: 256 }),
+    'tokenizer_config.json': JSON.stringify({ tokenizer_class: 'PreTrainedTokenizerFast', eos_token: '</s>' }),
+    'tokenizer.json': JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: Object.fromEntries(Array.from({ length: 4096 }, (_, i) => [`t${i}`, i])), merges: [] } }),
+  };
+  let bytes = 0;
+  for (const [name, text] of Object.entries(small)) {
+    await writeFile(path.join(dir, name), text);
+    files.set(name, createHash('sha256').update(text).digest('hex'));
+    bytes += Buffer.byteLength(text);
+  }
+  const model = await writeSafetensors(path.join(dir, 'model.safetensors'), target);
+  files.set('model.safetensors', model.sha256);
+  return { bytes: bytes + model.size, modelBytes: model.size, files };
+}
+
+/** safetensors: u64 LE header length, JSON header (space-padded to 8 bytes), then the tensors' bytes. */
+async function writeSafetensors(file: string, target: number): Promise<{ sha256: string; size: number }> {
+  const tensorBytes = Math.min(TENSOR_BYTES, target);
+  const count = Math.max(1, Math.floor(target / tensorBytes));
+  const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
+  for (let i = 0; i < count; i++) {
+    header[`model.layers.${i}.mlp.weight`] = { dtype: 'BF16', shape: [tensorBytes / 2 / COLUMNS, COLUMNS], data_offsets: [i * tensorBytes, (i + 1) * tensorBytes] };
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - (json.length % 8)) % 8);
+  const prefix = Buffer.alloc(8 + json.length);
+  prefix.writeBigUInt64LE(BigInt(json.length));
+  prefix.write(json, 8, 'utf8');
+  const hash = createHash('sha256').update(prefix);
+  const out = await open(file, 'wx');
+  try {
+    await out.write(prefix);
+    const chunk = Buffer.allocUnsafe(8 * MiB);
+    for (let left = count * tensorBytes; left > 0; ) {
+      const piece = chunk.subarray(0, Math.min(chunk.length, left));
+      await promisify(randomFill)(piece);
+      hash.update(piece);
+      await out.write(piece);
+      left -= piece.length;
+    }
+    await out.sync();
+  } finally {
+    await out.close();
+  }
+  return { sha256: hash.digest('hex'), size: prefix.length + count * tensorBytes };
+}
+
+/** `cp -r src dest` (dest removed afterwards); with `fsync`, `sync` of the copied files is included. */
+async function timeCp(src: string, dest: string, fsync = false): Promise<number> {
+  await exec('sync');
+  const t = performance.now();
+  await exec('cp', ['-r', src, dest]);
+  if (fsync) await exec('sync', (await readdir(dest)).map((name) => path.join(dest, name)));
+  const ms = performance.now() - t;
+  await rm(dest, { recursive: true, force: true });
+  return ms;
+}
+
+async function openStores(dir: string): Promise<Stores> {
+  const events = await SqliteEventStore.open(path.join(dir, 'ledger.db'));
+  const artifacts = await FsArtifactStore.open(path.join(dir, 'artifacts'));
+  const readModels = await openReadModels(`sqlite://${path.join(dir, 'read-models.db')}`);
+  const runner = new ProjectionRunner(events, readModels, [workspaceRevisionsProjection]);
+  return {
+    events,
+    artifacts,
+    ledger: new LedgerService(events, () => new Date()),
+    replay: new ReplayService({ events, readModels, artifacts, catchUp: () => runner.catchUp() }),
+    async close() {
+      await readModels.destroy();
+      await events.close();
+      await artifacts.close();
+    },
+  };
+}
+
+async function recordRunStart(ledger: LedgerService): Promise<void> {
+  await ledger.record(RUN, 'RunScheduled', { task: 'bench', agent: 'bench', baseModel: 'base', budgetSeconds: 3600, seed: 0, mode: 'free' });
+  await ledger.record(RUN, 'WorkspacePrepared', { workspace: '/ws', sandbox: 'none', mounts: [], dataManifest: [] });
+}
+
+/** The artifact store, timing its puts (the archive part of the submit path). */
+class TimedStore implements ArtifactStore {
+  readonly backend = 'fs' as const;
+  putMs = 0;
+
+  constructor(private readonly inner: ArtifactStore) {}
+
+  async put(body: Readable | Buffer, declared: { sha256: string; size: number }): Promise<PutResult> {
+    const t = performance.now();
+    try {
+      return await this.inner.put(body, declared);
+    } finally {
+      this.putMs += performance.now() - t;
+    }
+  }
+
+  get(sha256: string): Promise<Readable> {
+    return this.inner.get(sha256);
+  }
+
+  stat(sha256: string): Promise<ArtifactInfo | null> {
+    return this.inner.stat(sha256);
+  }
+
+  exists(sha256: string): Promise<boolean> {
+    return this.inner.exists(sha256);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** Notes when grading starts and checks the staged copy holds a readable safetensors header (what a loader reads first). */
+class BenchTask extends FakeTask {
+  gradingStarted = 0;
+
+  override async evaluate(checkpointDir: string): Promise<EvaluationResult> {
+    this.gradingStarted = performance.now();
+    this.calls++;
+    const handle = await open(path.join(checkpointDir, 'model.safetensors'), 'r');
+    try {
+      const prefix = Buffer.alloc(8);
+      await handle.read(prefix, 0, 8, 0);
+      const length = Number(prefix.readBigUInt64LE());
+      const header = Buffer.alloc(length);
+      await handle.read(header, 0, length, 8);
+      const tensors = Object.keys(JSON.parse(header.toString('utf8'))).length - 1;
+      return { score: 0, details: { tensors } };
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+interface SubmitTiming {
+  stageMs: number;
+  archiveMs: number;
+  untilGradeMs: number;
+  totalMs: number;
+  receivedSeq: number;
+}
+
+/** One POST /submit's work through SubmissionService: stage = until the evaluator starts, less the store's puts (archive). */
+async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: string): Promise<SubmitTiming> {
+  const task = new BenchTask();
+  const artifacts = new TimedStore(stores.artifacts);
+  const ctx: RunContext = {
+    runId: RUN,
+    task,
+    workspace: ws,
+    privateDir: path.join(path.dirname(ws.root), 'private'),
+    token: 'bench-token-'.padEnd(40, 'x'),
+    budgetSeconds: 3600,
+    record: (type, data) => stores.ledger.record(RUN, type, data),
+    artifacts,
+    limits: PAPER_LIMITS,
+  };
+  const run = new ActiveRun(ctx, new Date(Date.now() + 3600_000), undefined, 0);
+  const service = new SubmissionService({ evaluatorTimeoutMs: 3600_000, stagingDir, availableGpus: [] });
+  await exec('sync');
+  const t = performance.now();
+  const answer = await service.submit(run, CHECKPOINT, undefined);
+  const totalMs = performance.now() - t;
+  if (answer.error || task.calls !== 1) throw new Error(`the submission was not graded: ${answer.error ?? `${task.calls} gradings`}`);
+  const untilGradeMs = task.gradingStarted - t;
+  const events: A2rlEvent[] = [];
+  for await (const e of stores.ledger.events(RUN)) events.push(e);
+  const received = events.find((e) => e.type === 'SubmissionReceived');
+  if (!received) throw new Error('no SubmissionReceived recorded');
+  return { stageMs: untilGradeMs - artifacts.putMs, archiveMs: artifacts.putMs, untilGradeMs, totalMs, receivedSeq: received.seq };
+}
+
+/** `a2rl verify`'s artifacts stage over the run's events: every referenced blob re-read and hashed. */
+async function timeVerify(stores: Stores): Promise<{ ms: number; blobs: number }> {
+  const events: A2rlEvent[] = [];
+  for await (const e of stores.ledger.events(RUN)) events.push(e);
+  const refs = artifactRefs(events);
+  await exec('sync');
+  const t = performance.now();
+  const failures = await checkArtifacts(stores.artifacts, refs);
+  const ms = performance.now() - t;
+  if (failures.length) throw new Error(`verify found ${failures.length} failures: ${failures[0].message}`);
+  return { ms, blobs: refs.length };
+}
+
+/** Replays the workspace right after SubmissionReceived, then compares every checkpoint file with the original by sha256. */
+async function timeReplay(stores: Stores, seq: number, out: string, original: Map<string, string>): Promise<{ ms: number; identical: boolean }> {
+  await exec('sync');
+  const t = performance.now();
+  await stores.replay.materialize(RUN, seq, out);
+  const ms = performance.now() - t;
+  let identical = true;
+  for (const [name, sha256] of original) {
+    const hash = createHash('sha256');
+    await pipeline(createReadStream(path.join(out, CHECKPOINT, name)), hash);
+    if (hash.digest('hex') !== sha256) identical = false;
+  }
+  await rm(out, { recursive: true, force: true });
+  return { ms, identical };
+}
+
+const mbps = (bytes: number, ms: number) => Math.round(bytes / 1e6 / (ms / 1000));
