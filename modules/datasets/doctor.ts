@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { TaskPack, TaskRequirement } from '../../tasks/task-pack.js';
 import { EnvClient } from '../serving/env-client.js';
 import { probeJudge, probeSearch } from '../serving/service-probes.js';
-import { INFERENCE_URL_REFUSAL } from '../serving/serving.config.js';
+import { chooseServeEngine, hostEngineProbe, INFERENCE_URL_REFUSAL } from '../serving/serving.config.js';
 import { DATASETS, datasetDir } from './dataset-registry.js';
 import { BASE_MODEL, readManifest } from './fetch-dataset.js';
 
@@ -93,6 +93,16 @@ export async function diagnoseTask(task: string, pack: TaskPack | undefined, pro
 
 const set = (env: NodeJS.ProcessEnv, name: string) => !!env[name]?.trim();
 
+/** How checkpoints are served when the CPU engine serves them (no GPU with vLLM, or A2RL_SERVE_ENGINE), else null. */
+function servingOnCpu(probe: MachineProbe): string | null {
+  try {
+    const choice = chooseServeEngine(probe.env, { gpu: () => probe.gpu() !== null, vllm: () => probe.hasCommand('vllm'), python: hostEngineProbe.python });
+    return choice.engine === 'transformers' ? `checkpoints are served by the transformers engine (${choice.reason}: ${choice.template.split(' ')[0]})` : null;
+  } catch {
+    return null;
+  }
+}
+
 async function check(task: string, req: TaskRequirement, probe: MachineProbe): Promise<DoctorCheck> {
   const { env } = probe;
   const external = set(env, 'A2RL_INFERENCE_URL');
@@ -100,6 +110,8 @@ async function check(task: string, req: TaskRequirement, probe: MachineProbe): P
   if (external && (req.kind === 'gpu' || (req.kind === 'command' && req.name === 'vllm')) && env.A2RL_INFERENCE_LORA?.trim() !== 'runtime') {
     return { name: req.kind === 'gpu' ? 'GPU' : 'vllm', status: 'missing', detail: `A2RL_INFERENCE_URL: ${INFERENCE_URL_REFUSAL}`, hint: 'unset A2RL_INFERENCE_URL, or set A2RL_INFERENCE_LORA=runtime (docs/grading-api.md)' };
   }
+  const cpuEngine = !external && (req.kind === 'gpu' || (req.kind === 'command' && req.name === 'vllm')) ? servingOnCpu(probe) : null;
+  if (cpuEngine) return { name: req.kind === 'gpu' ? 'GPU' : 'vllm', status: 'ok', detail: `not needed here: ${cpuEngine}` };
   switch (req.kind) {
     case 'gpu': {
       if (external) return { name: 'GPU', status: 'ok', detail: `not needed here: checkpoints are served at A2RL_INFERENCE_URL (${env.A2RL_INFERENCE_URL})` };

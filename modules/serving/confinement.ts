@@ -58,6 +58,16 @@ export interface ServerIsolation {
   maxProcesses: number | null;
   memoryBytes: number | null;
   memoryEnforced: boolean;
+  /** For a model server: the engine that served (vLLM, the CPU engine, the operator's command), with what it reported of itself. */
+  engine?: ServedEngine;
+}
+
+/** The inference engine of one grading: a2rl's choice, the grading device, and the server's own word (GET /v1/models). */
+export interface ServedEngine {
+  kind: 'vllm' | 'transformers' | 'custom';
+  device: string;
+  /** What the server says it is: the CPU engine's `engine`, `transformers`, `torch`, `device`; vLLM's `owned_by`; null when it says nothing. */
+  reported: Record<string, string> | null;
 }
 
 export interface ConfineRequest {

@@ -174,6 +174,22 @@ async function listModelEntries(baseUrl: string, signal?: AbortSignal): Promise<
   }
 }
 
+const ENGINE_FIELDS = ['engine', 'transformers', 'torch', 'device', 'owned_by', 'version'];
+
+/** What the server says of itself on its served model's entry of GET /v1/models (strings only, bounded). */
+async function engineReport(baseUrl: string, signal?: AbortSignal): Promise<Record<string, string> | null> {
+  try {
+    const timeout = AbortSignal.timeout(PROBE_TIMEOUT_MS);
+    const response = await fetch(`${baseUrl}/v1/models`, { signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+    const body = (await response.json()) as { data?: Record<string, unknown>[] };
+    const entry = body.data?.find((m) => m.id === SERVED_MODEL_NAME) ?? body.data?.[0];
+    const fields = ENGINE_FIELDS.flatMap((k) => (typeof entry?.[k] === 'string' ? [[k, (entry[k] as string).slice(0, 100)]] : []));
+    return fields.length ? Object.fromEntries(fields) : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The model ids the server lists, or null while it does not answer. */
 async function listModels(baseUrl: string, signal?: AbortSignal): Promise<string[] | null> {
   return (await listModelEntries(baseUrl, signal))?.map((m) => m.id) ?? null;
@@ -226,6 +242,7 @@ async function startServer(
   signal?.addEventListener('abort', onAbort, { once: true });
   try {
     await server.waitUntilReady(async () => (await listModels(baseUrl, signal)) !== null, config.readyTimeoutMs, t.pollMs, 'A2RL_SERVE_READY_TIMEOUT', signal);
+    launch.isolation.engine = { kind: config.engine, device, reported: await engineReport(baseUrl, signal) };
   } catch (err) {
     signal?.removeEventListener('abort', onAbort);
     throw err;

@@ -1,5 +1,5 @@
 import { ConfigError } from '../../src/config/config.js';
-import { DEFAULT_SERVE_COMMAND, defaultEnvCommand, loadServingConfig, renderCommand, splitCommand } from './serving.config.js';
+import { chooseServeEngine, DEFAULT_SERVE_COMMAND, defaultEnvCommand, loadServingConfig, renderCommand, splitCommand, type EngineProbe } from './serving.config.js';
 
 function configError(env: NodeJS.ProcessEnv): ConfigError {
   try {
@@ -67,5 +67,43 @@ describe('serving configuration', () => {
     expect(err.variable).toBe(variable);
     expect(err.message.startsWith(`${variable}: `)).toBe(true);
     expect(err.message).toMatch(message);
+  });
+});
+
+describe('the engine that serves checkpoints', () => {
+  const machine = (gpu: boolean, vllm: boolean, python: string | null): EngineProbe => ({ gpu: () => gpu, vllm: () => vllm, python: () => python });
+  const PY = '/cache/agent-python/bin/python';
+
+  it('is vLLM where a GPU and vllm are present, even with the CPU engine installed', () => {
+    expect(chooseServeEngine({}, machine(true, true, PY))).toMatchObject({ engine: 'vllm', template: DEFAULT_SERVE_COMMAND });
+  });
+
+  it('is the CPU engine on the agents\' Python where there is no GPU with vLLM', () => {
+    for (const m of [machine(false, false, PY), machine(false, true, PY), machine(true, false, PY)]) {
+      const choice = chooseServeEngine({}, m);
+      expect(choice.engine).toBe('transformers');
+      const words = splitCommand(choice.template);
+      expect(words[0]).toBe(PY);
+      expect(words[1]).toMatch(/modules\/serving\/python\/transformers_server\.py$/);
+      expect(words.slice(2)).toEqual(['{model_path}', '--host', '127.0.0.1', '--port', '{port}', '--served-model-name', '{name}', '--seed', '0']);
+    }
+  });
+
+  it('stays vLLM (doctor names what is missing) when neither is there', () => {
+    expect(chooseServeEngine({}, machine(false, false, null)).engine).toBe('vllm');
+  });
+
+  it('follows A2RL_SERVE_COMMAND first, then A2RL_SERVE_ENGINE', () => {
+    expect(chooseServeEngine({ A2RL_SERVE_COMMAND: 'my-server {model_path} {port}' }, machine(false, false, PY))).toMatchObject({ engine: 'custom', template: 'my-server {model_path} {port}' });
+    expect(chooseServeEngine({ A2RL_SERVE_ENGINE: 'vllm' }, machine(false, false, PY)).engine).toBe('vllm');
+    expect(chooseServeEngine({ A2RL_SERVE_ENGINE: 'transformers' }, machine(true, true, PY)).engine).toBe('transformers');
+    expect(() => chooseServeEngine({ A2RL_SERVE_ENGINE: 'transformers' }, machine(true, true, null))).toThrow(ConfigError);
+    expect(() => chooseServeEngine({ A2RL_SERVE_ENGINE: 'tgi' }, machine(true, true, PY))).toThrow(/unknown engine/);
+  });
+
+  it('is what loadServingConfig serves with', () => {
+    const config = loadServingConfig({}, machine(false, false, PY));
+    expect(config.engine).toBe('transformers');
+    expect(config.serveCommand[0]).toBe(PY);
   });
 });

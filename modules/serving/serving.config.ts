@@ -3,10 +3,12 @@ import path from 'node:path';
 import { parseLimitOverrides } from '../runs/sandbox/limits.js';
 import { parseDuration } from '../settings/duration.js';
 import { packageRoot } from '../settings/package-root.js';
+import { installedAgentPython } from '../agents/agent-python-env.js';
+import { probeHostGpus } from '../runs/sandbox/gpu-binding.js';
 import { ConfigError } from '../settings/settings.port.js';
 import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
 import type { ServerConfinementConfig } from './confinement.js';
-import { passableName } from './server-view.js';
+import { passableName, resolveExecutable } from './server-view.js';
 
 /**
  * How submitted checkpoints are served for evaluation (paper tasks), read from the environment:
@@ -39,6 +41,10 @@ import { passableName } from './server-view.js';
 export interface ServingConfig {
   /** The split template; placeholders are still in place. */
   serveCommand: string[];
+  /** What serves checkpoints a2rl starts: vLLM, the CPU engine (transformers) or the operator's A2RL_SERVE_COMMAND. */
+  engine: ServeEngine;
+  /** Why that engine (one line, for doctor). */
+  engineReason: string;
   inferenceUrl: string | null;
   /** The endpoint at inferenceUrl loads LoRA adapters at runtime (A2RL_INFERENCE_LORA=runtime); always true when inferenceUrl is set. */
   inferenceLora: boolean;
@@ -73,6 +79,55 @@ export const DEFAULT_SERVE_COMMAND =
   'vllm serve {model_path} --host 127.0.0.1 --port {port} --served-model-name {name} --seed 0 --gpu-memory-utilization 0.85 --load-format safetensors';
 export const DEFAULT_SERVER_MAX_PROCESSES = 4096;
 export const DEFAULT_READY_TIMEOUT = '600s';
+
+export type ServeEngine = 'vllm' | 'transformers' | 'custom';
+
+/** What the engine choice looks at on this machine. */
+export interface EngineProbe {
+  /** An NVIDIA GPU's device node exists. */
+  gpu(): boolean;
+  /** `vllm` is on PATH. */
+  vllm(env: NodeJS.ProcessEnv): boolean;
+  /** The interpreter of the Python the CPU engine runs on, or null when there is none. */
+  python(env: NodeJS.ProcessEnv): string | null;
+}
+
+export const hostEngineProbe: EngineProbe = {
+  gpu: () => probeHostGpus().devices.some((d) => /\/nvidia\d+$/.test(d)),
+  vllm: (env) => resolveExecutable('vllm', env.PATH ?? '') !== null,
+  python: (env) => {
+    const own = env.A2RL_SERVE_PYTHON?.trim();
+    if (own) return own;
+    const managed = installedAgentPython(env);
+    return managed ? path.join(managed, 'bin', 'python') : null;
+  },
+};
+
+/** The CPU engine: modules/serving/python/transformers_server.py on `python`, with vLLM's arguments. */
+export function transformersServeCommand(python: string): string {
+  const script = path.join(packageRoot(), 'modules', 'serving', 'python', 'transformers_server.py');
+  return `${quoteWord(python)} ${quoteWord(script)} {model_path} --host 127.0.0.1 --port {port} --served-model-name {name} --seed 0`;
+}
+
+const quoteWord = (word: string) => `'${word.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * The engine that serves checkpoints: the operator's A2RL_SERVE_COMMAND; else A2RL_SERVE_ENGINE
+ * (`vllm` | `transformers`); else vLLM where a GPU and `vllm` are present, the CPU engine where the
+ * agents' Python (or A2RL_SERVE_PYTHON) is, and vLLM otherwise (doctor then says what is missing).
+ */
+export function chooseServeEngine(env: NodeJS.ProcessEnv, machine: EngineProbe): { engine: ServeEngine; template: string; reason: string } {
+  const custom = env.A2RL_SERVE_COMMAND?.trim();
+  if (custom) return { engine: 'custom', template: custom, reason: 'A2RL_SERVE_COMMAND' };
+  const wanted = env.A2RL_SERVE_ENGINE?.trim();
+  if (wanted && wanted !== 'vllm' && wanted !== 'transformers') throw new ConfigError('A2RL_SERVE_ENGINE', `unknown engine "${wanted}" (vllm or transformers)`);
+  const python = machine.python(env);
+  if (wanted === 'transformers' || (!wanted && !(machine.gpu() && machine.vllm(env)) && python)) {
+    if (!python) throw new ConfigError('A2RL_SERVE_ENGINE', 'the transformers engine needs the agents\' Python (a2rl agents python install) or A2RL_SERVE_PYTHON');
+    return { engine: 'transformers', template: transformersServeCommand(python), reason: wanted ? 'A2RL_SERVE_ENGINE=transformers' : 'no GPU with vLLM here: the CPU engine on the agents\' Python' };
+  }
+  return { engine: 'vllm', template: DEFAULT_SERVE_COMMAND, reason: wanted ? 'A2RL_SERVE_ENGINE=vllm' : machine.gpu() ? 'a GPU with vLLM' : 'the default (no CPU engine installed: a2rl agents python install)' };
+}
 
 const PLACEHOLDERS = ['model_path', 'port', 'name'] as const;
 export type ServePlaceholder = (typeof PLACEHOLDERS)[number];
@@ -116,9 +171,9 @@ function envServerConfig(name: string, env: NodeJS.ProcessEnv): EnvServerConfig 
   return { kind: 'command', command: defaultEnvCommand(name), variable: `${prefix}_COMMAND`, passEnv };
 }
 
-export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): ServingConfig {
-  const template = env.A2RL_SERVE_COMMAND?.trim() || DEFAULT_SERVE_COMMAND;
-  const serveCommand = commandTemplate('A2RL_SERVE_COMMAND', template, PLACEHOLDERS, ['model_path', 'port']);
+export function loadServingConfig(env: NodeJS.ProcessEnv = process.env, machine: EngineProbe = hostEngineProbe): ServingConfig {
+  const engine = chooseServeEngine(env, machine);
+  const serveCommand = commandTemplate('A2RL_SERVE_COMMAND', engine.template, PLACEHOLDERS, ['model_path', 'port']);
   refuseRemoteCode(serveCommand);
   const readyTimeoutMs = durationMs('A2RL_SERVE_READY_TIMEOUT', env.A2RL_SERVE_READY_TIMEOUT, DEFAULT_READY_TIMEOUT);
 
@@ -138,7 +193,7 @@ export function loadServingConfig(env: NodeJS.ProcessEnv = process.env): Serving
 
   const envServers = Object.fromEntries(ENV_SERVER_NAMES.map((name) => [name, envServerConfig(name, env)]));
   const envReadyTimeoutMs = durationMs('A2RL_ENV_READY_TIMEOUT', env.A2RL_ENV_READY_TIMEOUT, DEFAULT_ENV_READY_TIMEOUT);
-  return { serveCommand, inferenceUrl, inferenceLora, readyTimeoutMs, judge, envServers, envReadyTimeoutMs, server: serverConfinement(env) };
+  return { serveCommand, engine: engine.engine, engineReason: engine.reason, inferenceUrl, inferenceLora, readyTimeoutMs, judge, envServers, envReadyTimeoutMs, server: serverConfinement(env) };
 }
 
 /** A checkpoint's own Python (`auto_map` in config.json) must never run: vLLM and transformers run it only when asked to trust it. */
