@@ -235,10 +235,14 @@ export class DirCursor {
   }
 }
 
-/** sha256 and size of an open file, read with explicit positions in 1 MiB steps (the descriptor's offset is not used). */
-export async function hashOpenFile(handle: FileHandle): Promise<{ sha256: string; size: number }> {
+/**
+ * sha256 and size of an open file, read with explicit positions in steps of at most 1 MiB (the
+ * descriptor's offset is not used). `sizeHint` (its size when stat'ed) sizes the buffer: a small
+ * file does not allocate a megabyte; a file that grew since is still read to its end.
+ */
+export async function hashOpenFile(handle: FileHandle, sizeHint = CHUNK): Promise<{ sha256: string; size: number }> {
   const hash = createHash('sha256');
-  const buffer = Buffer.allocUnsafe(CHUNK);
+  const buffer = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(Math.ceil(sizeHint) + 1, 4096)));
   let size = 0;
   for (;;) {
     const { bytesRead } = await handle.read(buffer, 0, buffer.length, size);

@@ -120,7 +120,7 @@ export async function agentDirectoryDigests(dir: string): Promise<FileDigest[]> 
       } else if (info?.isFile()) {
         const file = await held.openFile(name);
         try {
-          out.push({ path: childRel, ...(await hashOpenFile(file)) });
+          out.push({ path: childRel, ...(await hashOpenFile(file, info.size)) });
         } finally {
           await file.close();
         }

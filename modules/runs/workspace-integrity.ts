@@ -348,8 +348,9 @@ async function hashFile(cursor: DirCursor, path: string): Promise<Hashed> {
       return { sha256: null, found: st?.isDirectory() ? 'directory' : 'other' };
     }
     try {
-      const fingerprint = fingerprintOf(await fstatBig(file.fd));
-      const { sha256 } = await hashOpenFile(file);
+      const st = await fstatBig(file.fd);
+      const { sha256 } = await hashOpenFile(file, Number(st.size));
+      const fingerprint = fingerprintOf(st);
       return { sha256, fingerprint };
     } finally {
       await file.close();
