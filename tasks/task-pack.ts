@@ -29,6 +29,18 @@ export interface EvaluationResult {
   score: number;
   /** Evaluator specifics (accuracy, win rates, per-type success…); small, JSON-serialisable. */
   details: Record<string, unknown>;
+  /**
+   * What the evaluator saw and decided for each graded item (the model's raw completion, the
+   * prediction taken from it, the verdict), JSON-serialisable; stored as an NDJSON blob that
+   * SubmissionGraded.items references, so the grade can be re-checked item by item.
+   */
+  items?: readonly GradedItem[];
+}
+
+/** One graded item of the private set: `index` is its row in the private file, the rest is the evaluator's own. */
+export interface GradedItem {
+  index: number;
+  [field: string]: unknown;
 }
 
 /** The submitted checkpoint cannot be loaded (missing/garbled manifest or weights): the agent's fault. */

@@ -116,7 +116,7 @@ async function build(dir: string, prefix: string, key: string, env: NodeJS.Proce
 }
 
 /** A Python 3.11 interpreter on PATH (the lock pins cp311 wheels). */
-function findPython(env: NodeJS.ProcessEnv): string {
+export function findPython(env: NodeJS.ProcessEnv): string {
   for (const name of [`python${PYTHON_VERSION}`, 'python3']) {
     const out = spawnSync(name, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8', env });
     if (out.status === 0 && out.stdout.trim() === PYTHON_VERSION) return name;
@@ -136,7 +136,7 @@ function importProbe(python: string, env: NodeJS.ProcessEnv): Record<string, str
 // pip warns once per package about each configured index that does not carry it: noise in a log.
 const NOISE = /^WARNING: Location '.*' is ignored: it is neither a file nor a directory\.$/;
 
-function run(file: string, args: string[], env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<void> {
+export function run(file: string, args: string[], env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let last = '';
@@ -153,7 +153,7 @@ function run(file: string, args: string[], env: NodeJS.ProcessEnv, log: (line: s
 }
 
 /** An exclusive lock: a directory holding the owner's pid, taken over when that process is gone. */
-async function lock(dir: string, log: (line: string) => void): Promise<() => void> {
+export async function lock(dir: string, log: (line: string) => void): Promise<() => void> {
   mkdirSync(path.dirname(dir), { recursive: true });
   let told = false;
   for (;;) {

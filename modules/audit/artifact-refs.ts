@@ -38,6 +38,9 @@ export class ArtifactRefs {
         if (this.refs.has(e.data.chunk.sha256)) break; // most of a long run: seen already
         this.use({ ...blob(e.data.chunk), seq, role: `agent ${e.data.stream} chunk` });
         break;
+      case 'SubmissionGraded':
+        if (e.data.items) this.use({ ...blob(e.data.items), seq, role: `graded items of submission ${e.data.submissionId}` });
+        break;
       case 'RolloutBatchRecorded':
         if (e.data.trajectories) this.use({ ...blob(e.data.trajectories), seq, role: `trajectories of ${e.data.env}` });
         break;

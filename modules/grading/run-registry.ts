@@ -47,6 +47,8 @@ export interface GradeRecord {
   submissionId: string;
   score: number;
   details: Record<string, unknown>;
+  /** The graded items' blob (EvaluationResult.items as NDJSON), when the evaluator reported them. */
+  items?: { sha256: string; size: number; key: string };
 }
 
 /** One open environment session of an interactive task; its steps run one after another. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { BadRequestException, HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
 import type { EventData, EventType, SubmissionRejected } from '../ledger/events/catalog.js';
@@ -109,12 +110,13 @@ export class SubmissionService {
           await reject(run, submissionId, result.reasonClass, result.message);
           return result;
         }
-        const { score, details } = result.grade;
+        const { score, details, items } = result.grade;
         await record(run, 'SubmissionGraded', {
           submissionId,
           score,
           improvement: score - run.baselineScore,
           details: result.duplicateOf ? { duplicateOf: result.duplicateOf } : details,
+          ...(items && !result.duplicateOf ? { items } : {}),
         });
         if (!earlier) run.gradesByContent.set(manifestBlob.sha256, result.grade);
         run.best = run.best === null ? score : Math.max(run.best, score);
@@ -168,8 +170,15 @@ export class SubmissionService {
       return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): score ${String(score)} is not in 0–100` };
     }
     const details = result.details && typeof result.details === 'object' && !Array.isArray(result.details) ? result.details : {};
+    let items: GradeRecord['items'];
+    try {
+      items = Array.isArray(result.items) && result.items.length > 0 ? await storeItems(run, result.items) : undefined;
+    } catch (err) {
+      return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): the graded items could not be stored: ${hideHostPaths(messageOf(err), run, dir)}` };
+    }
     // How each server a2rl started for this grading was confined (modules/serving/confinement.ts): a fact of the grading.
-    return { ok: true, grade: { submissionId, score, details: servers.length ? { ...details, serverIsolation: servers } : details } };
+    const grade: GradeRecord = { submissionId, score, details: servers.length ? { ...details, serverIsolation: servers } : details };
+    return { ok: true, grade: items ? { ...grade, items } : grade };
   }
 
   /** The paper's entry for this submission (score 0 when grading failed), added to the run's answers, with the best. */
@@ -188,6 +197,13 @@ export class SubmissionService {
     const best = run.addAnswer(entry);
     return { ...entry, best, best_score: run.best, total_submissions: run.totalSubmissions };
   }
+}
+
+/** The graded items as NDJSON in the run's artifact store (the event only references them: completions are bulky). */
+async function storeItems(run: ActiveRun, items: NonNullable<EvaluationResult['items']>): Promise<NonNullable<GradeRecord['items']>> {
+  const body = Buffer.from(items.map((item) => `${JSON.stringify(item)}\n`).join(''), 'utf8');
+  const stored = await run.ctx.artifacts.put(body, { sha256: createHash('sha256').update(body).digest('hex'), size: body.length });
+  return { sha256: stored.sha256, size: stored.size, key: stored.key };
 }
 
 class EvaluatorTimeout extends Error {

@@ -99,16 +99,24 @@ const toJsonl = (rows: readonly object[]) => rows.map((r) => JSON.stringify(r)).
 async function evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal, ctx?: EvaluationContext): Promise<EvaluationResult> {
   await assertServableCheckpoint(checkpointDir);
   const rows = await readDatasetJsonl<Gsm8kRow>(TASK_ID, privateDir, 'test.jsonl');
-  const golds = rows.map((r) => goldAnswer(r.answer));
-  const predictions = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
-    mapLimit(rows, CONCURRENCY, async (row) => extractAnswer(await generate(model, PROTOCOL.request, { messages: gsm8kPrompt(row.question) }, { signal }), CUT_AT)),
+  const references = rows.map((r) => goldAnswer(r.answer));
+  const replies = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
+    mapLimit(rows, CONCURRENCY, (row) => generate(model, PROTOCOL.request, { messages: gsm8kPrompt(row.question) }, { signal })),
   );
-  const correct = predictions.filter((p, i) => isCorrect(p, golds[i]!)).length;
+  const items = references.map((reference, index) => gradeReply(index, replies[index]!, reference));
+  const correct = items.filter((item) => item.correct).length;
   const accuracy = rows.length === 0 ? 0 : correct / rows.length;
   return {
     score: Math.round(accuracy * 10000) / 100,
-    details: { accuracy, correct, total: rows.length, unanswered: predictions.filter((p) => p === NO_PREDICTION).length },
+    details: { accuracy, correct, total: rows.length, unanswered: items.filter((item) => item.prediction === NO_PREDICTION).length },
+    items,
   };
+}
+
+/** One test row as graded: the raw reply, the prediction OpenCompass's post-processing takes from it, the reference and the verdict. */
+function gradeReply(index: number, reply: string, reference: string) {
+  const prediction = extractAnswer(reply, CUT_AT);
+  return { index, reply, prediction, reference, correct: isCorrect(prediction, reference) };
 }
 
 export const gsm8k: TaskPack = {

@@ -107,8 +107,28 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   const replies = await withServedModel(TASK_ID, ctx, checkpointDir, signal, (model) =>
     mapLimit(problems, CONCURRENCY, (p) => generate(model, PROTOCOL.request, { messages: humanEvalPrompt(p) }, { signal })),
   );
-  const outcomes = await mapLimit(problems, EXEC_CONCURRENCY, async (p, i) => (await runSample(p, extractCompletion(replies[i]!), DEFAULT_LIMITS, signal)).outcome);
-  return { score: Math.round(passAt1(outcomes) * 10000) / 100, details: summarise(problems, outcomes) };
+  const items = await mapLimit(problems, EXEC_CONCURRENCY, (p, i) => gradeReply(p, i, replies[i]!, signal));
+  const outcomes = items.map((item) => item.outcome);
+  return { score: Math.round(passAt1(outcomes) * 10000) / 100, details: summarise(problems, outcomes), items };
+}
+
+/** What is kept of the judge's reason and the program's output per item (the items blob, not the event). */
+const ITEM_TEXT_CHARS = 1000;
+
+/** One held-out problem as graded: the raw reply, the completion taken from it, the outcome and why it did not pass. */
+async function gradeReply(problem: HumanEvalProblem, index: number, reply: string, signal?: AbortSignal) {
+  const completion = extractCompletion(reply);
+  const run = await runSample(problem, completion, DEFAULT_LIMITS, signal);
+  return {
+    index,
+    task_id: problem.task_id,
+    reply,
+    completion,
+    outcome: run.outcome,
+    passed: run.outcome === 'passed',
+    reason: run.reason.slice(0, ITEM_TEXT_CHARS),
+    output: run.output.slice(0, ITEM_TEXT_CHARS),
+  };
 }
 
 /** pass@1 with one greedy sample per problem: the fraction of problems whose program passed. */

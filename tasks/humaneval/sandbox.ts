@@ -65,7 +65,7 @@ function findPython(): Promise<PythonInstall> {
 }
 
 /** Read-only system dirs; merged-/usr hosts have /bin, /lib… as symlinks, recreated as such. */
-async function systemBinds(): Promise<string[]> {
+export async function systemBinds(): Promise<string[]> {
   const args = ['--ro-bind', '/usr', '/usr', '--ro-bind', '/etc', '/etc'];
   for (const dir of ['/bin', '/sbin', '/lib', '/lib32', '/lib64']) {
     const info = await lstat(dir).catch(() => null);
@@ -79,7 +79,7 @@ async function systemBinds(): Promise<string[]> {
  * A Python install outside /usr (pyenv under /root…) bound at its own path: bwrap would create its
  * missing parents with mode 0700, which the confined uid could not cross, so they are made first.
  */
-function prefixBinds(prefixes: readonly string[]): string[] {
+export function prefixBinds(prefixes: readonly string[]): string[] {
   const parents = new Set<string>();
   for (const prefix of prefixes) {
     for (let dir = path.posix.dirname(prefix); dir !== '/'; dir = path.posix.dirname(dir)) parents.add(dir);

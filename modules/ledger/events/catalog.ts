@@ -223,6 +223,8 @@ export class SubmissionGraded {
   @IsNumber() @Min(0) @Max(100) score!: number;
   @IsNumber() improvement!: number;
   @IsOptional() @IsObject() details?: Record<string, unknown>;
+  /** Each graded item as the evaluator saw it (completion, prediction, verdict), an NDJSON blob; absent for evaluators that report none and for duplicates. */
+  @IsOptional() @ValidateNested() @Type(() => BlobRef) items?: BlobRef;
 }
 
 export class SubmissionRejected {
