@@ -16,6 +16,7 @@ const AREAS = {
   access: async () => (await import('./commands/access.commands.js')).registerAccessCommands,
   regrade: async () => (await import('./commands/regrade.commands.js')).registerRegradeCommands,
   data: async () => (await import('./commands/data.commands.js')).registerDataCommands,
+  peers: async () => (await import('./commands/peers.commands.js')).registerPeersCommands,
 } satisfies Record<string, () => Promise<Register>>;
 
 /** The area that registers each top-level command (src/cli.spec.ts holds it to what the areas register). */
@@ -25,7 +26,7 @@ export const COMMAND_AREA: Record<string, keyof typeof AREAS> = {
   serve: 'ledger', events: 'ledger', runs: 'ledger', projections: 'ledger',
   scoreboard: 'analysis', report: 'analysis', transcript: 'analysis',
   keys: 'audit', verify: 'audit', replay: 'audit', export: 'audit', 'verify-bundle': 'audit',
-  tokens: 'access', access: 'access', regrade: 'regrade', data: 'data', doctor: 'data',
+  tokens: 'access', access: 'access', regrade: 'regrade', data: 'data', doctor: 'data', peers: 'peers',
 };
 
 /** The CLI with every command, with only `command`'s area when it names one, or none for --version (help and errors need them all). */
