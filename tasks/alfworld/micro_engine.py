@@ -64,6 +64,8 @@ class MicroGame:
 
     # What a receptacle shows: closed, open with contents, or its surface.
     def describe(self, r):
+        if kind(r) == "desklamp":
+            return f"The {r} is {'on' if r in self.lamp_on else 'off'}."
         if r in self.openable:
             if r not in self.opened:
                 return f"The {r} is closed."
@@ -74,7 +76,7 @@ class MicroGame:
         acts = [f"go to {r}" for r in self.receptacles if r != self.at]
         r = self.at
         if r is not None:
-            visible = r not in self.openable or r in self.opened
+            visible = (r not in self.openable or r in self.opened) and kind(r) != "desklamp"
             if r in self.openable:
                 acts.append(f"close {r}" if r in self.opened else f"open {r}")
             if visible and self.holding is None:
@@ -121,7 +123,7 @@ class MicroGame:
         if a == f"use {r}" and kind(r) == "desklamp":
             self.lamp_on.add(r)
             return f"You turn on the {r}."
-        visible = r not in self.openable or r in self.opened
+        visible = (r not in self.openable or r in self.opened) and kind(r) != "desklamp"
         if a.startswith("take ") and a.endswith(f" from {r}") and visible and self.holding is None:
             o = a[5:-len(f" from {r}")]
             if o in self.contents[r]:

@@ -28,8 +28,8 @@ import micro_model as mm  # noqa: E402
 # Model sizes and pretraining lengths: seconds on one core; tuned so the baseline is low but not zero.
 SIZES = {
     "gsm8k": {"vocab": 1536, "hidden": 96, "layers": 2, "heads": 4, "positions": 2048, "steps": 600, "batch": 16, "lr": 4e-3, "pretrain": 1200},
-    "humaneval": {"vocab": 768, "hidden": 64, "layers": 2, "heads": 4, "positions": 1024, "steps": 150, "batch": 8, "lr": 3e-3, "pretrain": 300},
-    "alfworld": {"vocab": 768, "hidden": 64, "layers": 2, "heads": 4, "positions": 4096, "steps": 150, "batch": 2, "lr": 3e-3, "pretrain": 60},
+    "humaneval": {"vocab": 768, "hidden": 64, "layers": 2, "heads": 4, "positions": 1024, "steps": 450, "batch": 8, "lr": 3e-3, "pretrain": 600},
+    "alfworld": {"vocab": 1024, "hidden": 64, "layers": 2, "heads": 4, "positions": 4096, "steps": 600, "batch": 8, "lr": 3e-3, "pretrain": 120},
 }
 
 
@@ -111,8 +111,7 @@ def make_humaneval(out, seed, protocol, log):
     private = protocol["split"]["private"]
     held = {p["entry_point"] for p in rows[private["start"]:private["end"]]}
     # Pretraining never sees a held-out problem's function: only the visible ones' and other names.
-    pre = [p for p in data.humaneval_problems(seed, 600, "Pretrain", "pretrain-pool")[:size["pretrain"] * 3] if p["entry_point"] not in held]
-    pre = pre[:size["pretrain"]]
+    pre = data.humaneval_problems(seed, size["pretrain"], "Pretrain", "pretrain", exclude=held, unique=False)
     examples = [[(mm.render_chat(humaneval_messages(protocol, p), True), False), (humaneval_reply(p) + mm.EOS, True)] for p in pre]
     texts = [p["prompt"] + p["canonical_solution"] + p["test"] for p in rows] + [e[0][0] + e[1][0] for e in examples]
     model = mm.make_model(os.path.join(out, "base-model"), seed, texts, examples, size, size["positions"], size["steps"], size["batch"],
@@ -151,10 +150,19 @@ MARKER = "a2rl_micro.json"
 SPLITS = {"train": "train", "eval": "valid_unseen"}
 
 
-def react_start(protocol, prompts, key, first_obs):
+def react_shots(protocol, prompts, key):
+    """The prompt's fixed part for a task type: the preamble and its two examples."""
     p = protocol["prompt"]
-    examples = "".join(prompts[fill(name, type=key)] for name in p["examples"])
-    return f"{p['preamble']}{examples}{p['taskHeader']}{first_obs}{p['firstObservationSuffix']}"
+    return p["preamble"] + "".join(prompts[fill(name, type=key)] for name in p["examples"])
+
+
+def react_task(protocol, first_obs):
+    p = protocol["prompt"]
+    return f"{p['taskHeader']}{first_obs}{p['firstObservationSuffix']}"
+
+
+def react_start(protocol, prompts, key, first_obs):
+    return react_shots(protocol, prompts, key) + react_task(protocol, first_obs)
 
 
 def key_of(task_type):
@@ -190,7 +198,7 @@ def make_alfworld(out, seed, protocol, log):
     examples = []
     for _rel, game_json, _traj, steps in data.alfworld_games(seed, "pretrain", size["pretrain"] // len(data.TASK_KINDS)):
         key = key_of(game_json["a2rl_micro"]["task_type"])
-        segs = [(react_start(protocol, prompts, key, first_observation(game_json)), False)]
+        segs = [(react_shots(protocol, prompts, key), None), (react_task(protocol, first_observation(game_json)), False)]
         for action, observation in steps:
             segs.append((" " + action + "\n", True))
             segs.append((observation_line(protocol, hist, observation), False))

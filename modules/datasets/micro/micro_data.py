@@ -246,14 +246,15 @@ def humaneval_problem(r, task_id):
     return {"task_id": task_id, "prompt": prompt, "canonical_solution": f"    {body}\n", "test": test, "entry_point": name}
 
 
-def humaneval_problems(seed, count, prefix="HumanEval", stream="rows"):
+def humaneval_problems(seed, count, prefix="HumanEval", stream="rows", exclude=frozenset(), unique=True):
+    """`count` problems; `unique`: each function name once; names in `exclude` never."""
     r = rng(seed, "humaneval", stream)
     seen, rows = set(), []
     for _ in range(100 * count):
         if len(rows) == count:
             break
         p = humaneval_problem(r, f"{prefix}/{len(rows)}")
-        if p["entry_point"] not in seen:
+        if p["entry_point"] not in exclude and not (unique and p["entry_point"] in seen):
             seen.add(p["entry_point"])
             rows.append(p)
     if len(rows) < count:
