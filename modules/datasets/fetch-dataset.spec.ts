@@ -142,6 +142,25 @@ describe('fetchDataset', () => {
     await expect(fetchDataset(spec(null), { home, endpoints, fetchImpl: offline })).rejects.toThrow(/--from <dir>/);
   });
 
+  it('keeps micro assets (a2rl data micro) unless forced, and then leaves none of their files or hashes', async () => {
+    const dir = path.join(home, 'datasets', 'fixture');
+    await mkdir(path.join(dir, 'base-model'), { recursive: true });
+    await writeFile(path.join(dir, 'train.jsonl'), 'micro rows\n');
+    await writeFile(path.join(dir, 'base-model', 'config.json'), '{}');
+    const micro = { task: 'fixture', complete: true, micro: true, seed: 7, generator: 'g', files: [{ name: 'train.jsonl', sha256: sha(Buffer.from('micro rows\n')), size: 11, source: null, check: 'generated' }] };
+    await writeFile(path.join(dir, 'manifest.json'), JSON.stringify(micro));
+
+    await expect(fetchDataset(spec(null), { home, endpoints })).rejects.toThrow(/micro assets .*seed 7.*--force/);
+    expect(requests).toEqual([]);
+    expect(await readManifest(dir)).toMatchObject({ micro: true });
+
+    const result = await fetchDataset(spec(null), { home, endpoints, force: true });
+    expect(result.manifest.micro).toBeUndefined();
+    expect(result.manifest.files.map((f) => [f.name, f.sha256])).toEqual([['train.jsonl', sha(TRAIN)], ['test.jsonl', sha(TEST)]]);
+    expect(result.baseModelMissing).toBe(true);
+    expect((await readdir(dir)).sort()).toEqual(['manifest.json', 'test.jsonl', 'train.jsonl']);
+  });
+
   it('installs only the base model for a task whose data comes with its environment server (webshop)', async () => {
     const ckpt = path.join(home, 'ckpt-webshop');
     await mkdir(ckpt, { recursive: true });

@@ -59,7 +59,7 @@ export function registerDataCommands(program: Command): void {
       }
       process.stdout.write(`${task}: micro assets (seed ${seed}) ${result.present ? 'already present' : 'made'} in ${result.dir}: ${files.length} file(s)\n`);
       if (result.summary) process.stdout.write(`${JSON.stringify(result.summary)}\n`);
-      if (task === 'alfworld') process.stdout.write(`alfworld: export ALFWORLD_DATA=${result.dir} (the micro games; the pack's backend plays them with tasks/alfworld/micro_engine.py)\n`);
+      if (task === 'alfworld') process.stdout.write(`alfworld: export ALFWORLD_DATA=${result.dir} (the micro games; the pack's backend plays them with its micro engine)\n`);
     });
 
   data

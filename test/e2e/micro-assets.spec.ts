@@ -58,8 +58,10 @@ describeReady(`a2rl data micro gsm8k${why}`, () => {
   });
 
   it('makes the same bytes from the same seed, listed with their hashes in a micro manifest', async () => {
-    made = await micro(first);
-    const again = await micro(second);
+    // Both at once: two processes, one torch thread each.
+    const [one, two] = await Promise.all([micro(first), micro(second)]);
+    made = one;
+    const again = two;
     expect(made.present).toBe(false);
     expect(again.files).toEqual(made.files);
     const names = made.files.map((f) => f.name);
@@ -110,10 +112,23 @@ describeReady(`a2rl data micro gsm8k${why}`, () => {
     expect(result.text.trim()).not.toBe('');
   }, 300_000);
 
-  it('is kept by `a2rl data fetch` without --force', async () => {
-    const r = await runA2rl(['data', 'fetch', 'gsm8k', '--from', first], { env: env(first) });
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toMatch(/micro assets .*--force/);
-    expect(sha256(path.join(made.dir, 'manifest.json'))).toBe(sha256(path.join(second, 'datasets', 'gsm8k', 'manifest.json')));
+  it('is kept by `a2rl data fetch` without --force, and replaced with it', async () => {
+    // Files to import "air-gapped": the other home's rows stand in for the real dataset.
+    const from = path.join(second, 'datasets', 'gsm8k');
+    const refused = await runA2rl(['data', 'fetch', 'gsm8k', '--from', from], { env: env(first) });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/micro assets .*--force/);
+    expect(sha256(path.join(made.dir, 'manifest.json'))).toBe(sha256(path.join(from, 'manifest.json')));
+
+    const replaced = await runA2rl(['data', 'fetch', 'gsm8k', '--from', from, '--force', '--json'], { env: env(first) });
+    expect(replaced.code).toBe(0);
+    const manifest = JSON.parse(readFileSync(path.join(made.dir, 'manifest.json'), 'utf8')) as { micro?: boolean; files: { name: string; check: string }[] };
+    expect(manifest.micro).toBeUndefined();
+    expect(manifest.files.map((f) => [f.name, f.check])).toEqual([['train.jsonl', 'recorded'], ['test.jsonl', 'recorded']]);
+    // No micro file is left behind: the base model is the operator's to install.
+    expect(() => readFileSync(path.join(made.dir, 'base-model', 'config.json'))).toThrow();
+    const micro = await runA2rl(['data', 'micro', 'gsm8k'], { env: env(first) });
+    expect(micro.code).not.toBe(0);
+    expect(micro.stderr).toMatch(/fetched gsm8k dataset.*--force/);
   }, 120_000);
 });

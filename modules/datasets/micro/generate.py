@@ -116,7 +116,8 @@ def make_humaneval(out, seed, protocol, log):
     texts = [p["prompt"] + p["canonical_solution"] + p["test"] for p in rows] + [e[0][0] + e[1][0] for e in examples]
     model = mm.make_model(os.path.join(out, "base-model"), seed, texts, examples, size, size["positions"], size["steps"], size["batch"],
                           size["lr"], 512, log)
-    model["pretrainProblems"] = len(pre)
+    if model:
+        model["pretrainProblems"] = len(pre)
     return {"HumanEval.jsonl": len(rows)}, model
 
 
@@ -191,7 +192,7 @@ def make_alfworld(out, seed, protocol, log):
             os.makedirs(trial, exist_ok=True)
             data.write_json(os.path.join(trial, "game.tw-pddl"), game_json)
             data.write_json(os.path.join(trial, "traj_data.json"), traj)
-    data.write_json(os.path.join(out, MARKER), {"engine": "tasks/alfworld/micro_engine.py", "seed": seed,
+    data.write_json(os.path.join(out, MARKER), {"engine": "tasks/alfworld/env_backend.py (MicroSession)", "seed": seed,
                                                  "splits": {folder: counts[folder] for folder in SPLITS.values()}})
     size = SIZES["alfworld"]
     hist = protocol["prompt"]["historyTemplate"]
@@ -251,12 +252,15 @@ def main(argv):
     parser.add_argument("--out", required=True)
     parser.add_argument("--protocol", required=True)
     parser.add_argument("--baseline", action="store_true")
+    parser.add_argument("--no-model", action="store_true", help="the dataset files only (tests of the formats; no torch needed)")
     args = parser.parse_args(argv)
     protocol = mm.read_json(args.protocol)
     os.makedirs(args.out, exist_ok=True)
     started = time.monotonic()
     make, baseline = MAKERS[args.task]
     cpu = time.process_time()
+    if args.no_model:
+        mm.make_model = lambda *a, **k: None
     rows, model = make(args.out, args.seed, protocol, lambda line: print(line, file=sys.stderr, flush=True))
     summary = {"task": args.task, "seed": args.seed, "rows": rows, "model": model, "seconds": round(time.monotonic() - started, 1),
                "cpuSeconds": round(time.process_time() - cpu, 1)}

@@ -20,7 +20,7 @@ export const MICRO_TASKS = ['gsm8k', 'humaneval', 'alfworld'] as const;
 export type MicroTask = (typeof MICRO_TASKS)[number];
 
 /** Files generate.py reads: a change to any of them makes different assets (the manifest's `generator`). */
-const GENERATOR_FILES = ['modules/datasets/micro/generate.py', 'modules/datasets/micro/micro_data.py', 'modules/datasets/micro/micro_model.py', 'tasks/alfworld/micro_engine.py'];
+const GENERATOR_FILES = ['modules/datasets/micro/generate.py', 'modules/datasets/micro/micro_data.py', 'modules/datasets/micro/micro_model.py', 'tasks/alfworld/env_backend.py'];
 
 export interface MicroOptions {
   home: string;

@@ -4,7 +4,7 @@
   calculator annotations `<<a*b=c>>`, then `#### <n>`).
 - humaneval: simple Python function problems from templates (HumanEval's fields; `test` is a real
   `def check(candidate): assert ...`, checked against `canonical_solution` when generated).
-- alfworld: household games for tasks/alfworld/micro_engine.py in ALFWorld's directory layout, and
+- alfworld: household games for the micro engine in tasks/alfworld/env_backend.py, in ALFWorld's directory layout, and
   the ReAct few-shot file (two solved examples per task type) the pack's prompt is built from.
 
 Everything is drawn from `random.Random` seeded with strings (sha512-seeded: the same on every
@@ -270,7 +270,7 @@ def check_humaneval(problem):
 
 # --- ALFWorld ------------------------------------------------------------------------------------
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tasks", "alfworld"))
-from micro_engine import MicroGame, kind  # noqa: E402
+from env_backend import MicroGame, kind  # noqa: E402 - the pack's backend holds the micro engine
 
 OBJECTS = {"apple": "Apple", "mug": "Mug", "egg": "Egg", "potato": "Potato", "cup": "Cup", "book": "Book",
            "pen": "Pen", "plate": "Plate", "tomato": "Tomato", "bowl": "Bowl"}

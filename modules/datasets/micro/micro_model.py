@@ -139,6 +139,22 @@ def save(model, fast, out_dir, max_new_tokens):
                                                pad_token_id=model.config.pad_token_id, max_new_tokens=max_new_tokens)
     model.save_pretrained(out_dir, safe_serialization=True)
     fast.save_pretrained(out_dir)
+    portable_tokenizer_config(out_dir)
+
+
+def portable_tokenizer_config(out_dir):
+    """The chat template inside tokenizer_config.json and the generic fast class, so older transformers
+    releases and vLLM read the tokenizer too (transformers 5 writes chat_template.jinja and its own class name)."""
+    path = os.path.join(out_dir, "tokenizer_config.json")
+    config = read_json(path)
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config["chat_template"] = CHAT_TEMPLATE
+    config.pop("backend", None)
+    jinja = os.path.join(out_dir, "chat_template.jinja")
+    if os.path.exists(jinja):
+        os.remove(jinja)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def make_model(out_dir, seed, texts, examples, size, max_positions, steps, batch_size, lr, max_new_tokens, log=None):
