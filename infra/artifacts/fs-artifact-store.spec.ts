@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp, mkdir, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { ArtifactIntegrityError } from '../../modules/artifacts/artifact-store.port.js';
+import { hashOf } from '../../modules/artifacts/testing/sparse-file.js';
 import { FsArtifactStore, STALE_TEMP_MS, sweepStaleTemp, TEMP_WRITER } from './fs-artifact-store.js';
 
 // Recovery of partial uploads: temp files left by puts that never finished are removed when the
@@ -96,5 +98,92 @@ describe('FsArtifactStore.open', () => {
     await expect(put).resolves.toMatchObject({ sha256, created: true });
     expect(await reopened.exists(sha256)).toBe(true);
     expect(await left()).toEqual([]);
+  });
+});
+
+describe('FsArtifactStore.putFile', () => {
+  const bytes = Buffer.from('staged checkpoint bytes\n'.repeat(1000));
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const blobPath = (sha: string) => join(dir, 'store', 'sha256', sha.slice(0, 2), sha);
+  let store: FsArtifactStore;
+  let file: string;
+  beforeEach(async () => {
+    store = await FsArtifactStore.open(join(dir, 'store'));
+    file = join(dir, 'staged.bin');
+    await writeFile(file, bytes, { mode: 0o644 });
+  });
+  const storeTemp = () => readdir(join(dir, 'store', 'tmp'));
+
+  it('takes the file in by a hard link: the blob is the same inode, read-only, and reads back', async () => {
+    await expect(store.putFile(file, { sha256, size: bytes.length })).resolves.toEqual({ key: `sha256/${sha256.slice(0, 2)}/${sha256}`, sha256, size: bytes.length, created: true });
+    const [blob, staged] = await Promise.all([stat(blobPath(sha256)), stat(file)]);
+    expect(blob.ino).toBe(staged.ino);
+    expect(blob.mode & 0o777).toBe(0o444);
+    expect(await hashOf(await store.get(sha256))).toBe(sha256);
+    expect(await storeTemp()).toEqual([]);
+    // The caller removing its file leaves the blob.
+    await rm(file);
+    expect(await hashOf(await store.get(sha256))).toBe(sha256);
+  });
+
+  it('refuses a file that does not match its declaration, leaving nothing in the store and the file as it was', async () => {
+    const wrong = createHash('sha256').update('other').digest('hex');
+    await expect(store.putFile(file, { sha256: wrong, size: bytes.length })).rejects.toBeInstanceOf(ArtifactIntegrityError);
+    await expect(store.putFile(file, { sha256, size: bytes.length + 1 })).rejects.toBeInstanceOf(ArtifactIntegrityError);
+    expect(await store.exists(wrong)).toBe(false);
+    expect(await store.exists(sha256)).toBe(false);
+    expect(await storeTemp()).toEqual([]);
+    expect(await readFile(file)).toEqual(bytes);
+    expect((await stat(file)).nlink).toBe(1);
+  });
+
+  it('links nothing when the content is stored already, and still checks the file', async () => {
+    await store.put(Buffer.from(bytes), { sha256, size: bytes.length });
+    await expect(store.putFile(file, { sha256, size: bytes.length })).resolves.toMatchObject({ created: false });
+    expect((await stat(file)).nlink).toBe(1);
+    await writeFile(file, 'changed');
+    await expect(store.putFile(file, { sha256, size: bytes.length })).rejects.toBeInstanceOf(ArtifactIntegrityError);
+  });
+
+  it('copies a symlink\'s content rather than storing the link', async () => {
+    const link = join(dir, 'link.bin');
+    await symlink(file, link);
+    await expect(store.putFile(link, { sha256, size: bytes.length })).resolves.toMatchObject({ created: true });
+    const blob = await stat(blobPath(sha256));
+    expect(blob.isFile()).toBe(true);
+    expect(blob.ino).not.toBe((await stat(file)).ino);
+    expect(await hashOf(await store.get(sha256))).toBe(sha256);
+    expect(await storeTemp()).toEqual([]);
+  });
+
+  it('copies a file from another filesystem (no hard link across devices)', async () => {
+    const shm = await mkdtemp(join('/dev/shm', 'a2rl-putfile-')).catch(() => null);
+    if (!shm) return; // no tmpfs here to be another filesystem
+    try {
+      const other = join(shm, 'staged.bin');
+      await writeFile(other, bytes);
+      const crossDevice = (await stat(other)).dev !== (await stat(dir)).dev;
+      await expect(store.putFile(other, { sha256, size: bytes.length })).resolves.toMatchObject({ created: true });
+      expect(await hashOf(await store.get(sha256))).toBe(sha256);
+      if (crossDevice) expect((await stat(blobPath(sha256))).ino).not.toBe((await stat(other)).ino);
+      expect(await storeTemp()).toEqual([]);
+    } finally {
+      await rm(shm, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('FsArtifactStore.get', () => {
+  it('streams a checkpoint-sized blob in 1 MiB chunks and a small one as it is', async () => {
+    const store = await FsArtifactStore.open(join(dir, 'store'));
+    const chunkSizes = async (bytes: Buffer) => {
+      const sha256 = createHash('sha256').update(bytes).digest('hex');
+      await store.put(bytes, { sha256, size: bytes.length });
+      const sizes: number[] = [];
+      for await (const chunk of await store.get(sha256)) sizes.push((chunk as Buffer).length);
+      return sizes;
+    };
+    expect(await chunkSizes(Buffer.alloc(3 * 1024 * 1024 + 5, 7))).toEqual([1024 * 1024, 1024 * 1024, 1024 * 1024, 5]);
+    expect(await chunkSizes(Buffer.from('a small blob'))).toEqual([12]);
   });
 });

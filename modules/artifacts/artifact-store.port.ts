@@ -18,6 +18,12 @@ export interface PutResult extends ArtifactInfo {
 export interface ArtifactStore {
   readonly backend: 'fs' | 'minio';
   put(body: Readable | Buffer, declared: { sha256: string; size: number }): Promise<PutResult>;
+  /**
+   * Optional: stores a file the caller made and no one else can write (a staged checkpoint), checked
+   * as put() checks a body. The filesystem store links it in when it can, so its bytes are written
+   * once; afterwards the file may be the blob itself: the caller may remove it, never write to it.
+   */
+  putFile?(file: string, declared: { sha256: string; size: number }): Promise<PutResult>;
   /** Streams the blob; throws ArtifactNotFoundError when absent. */
   get(sha256: string): Promise<Readable>;
   stat(sha256: string): Promise<ArtifactInfo | null>;

@@ -100,6 +100,7 @@ describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
     let puts = 0;
     const counting: ArtifactStore = Object.create(artifacts, {
       put: { value: (...args: Parameters<ArtifactStore['put']>) => (puts++, artifacts.put(...args)) },
+      putFile: { value: (...args: Parameters<NonNullable<ArtifactStore['putFile']>>) => (puts++, artifacts.putFile!(...args)) },
     });
     // 3 MiB of content under two names: within a 4 MiB limit only if counted once.
     const archived = await archiveWith(counting, 4 * MiB);
@@ -115,6 +116,24 @@ describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
     } finally {
       await rm(archived.stagedDir, { recursive: true, force: true });
     }
+  });
+
+  it("stores a staged file by a hard link in the filesystem store (its bytes written once), never the agent's file", async () => {
+    const content = randomBytes(3 * MiB);
+    await writeFile(path.join(ckpt, 'model.safetensors'), content);
+    const archived = await archive();
+    const sha256 = createHash('sha256').update(content).digest('hex');
+    const blob = path.join(storeDir, 'sha256', sha256.slice(0, 2), sha256);
+    try {
+      const [staged, stored, source] = await Promise.all([stat(path.join(archived.stagedDir, 'model.safetensors')), stat(blob), stat(path.join(ckpt, 'model.safetensors'))]);
+      expect(stored.ino).toBe(staged.ino);
+      expect(stored.ino).not.toBe(source.ino);
+      expect(stored.mode & 0o222).toBe(0); // read-only, for the evaluator too
+    } finally {
+      await rm(archived.stagedDir, { recursive: true, force: true });
+    }
+    // Removing the staged copy after grading leaves the blob.
+    expect(await hashOf(await artifacts.get(sha256))).toBe(sha256);
   });
 
   it('counts two distinct files of the same content twice (the limit is on the workspace bytes submitted)', async () => {

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomFill } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, rm, statfs, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, open, readdir, rm, statfs, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -32,6 +32,7 @@ import type { EvaluationResult } from '../../tasks/task-pack.js';
 // `a2rl verify` does and the checkpoint is replayed from the ledger. `cp -r` of the same directory
 // on the same filesystem is the reference. Size: A2RL_BENCH_CHECKPOINT_BYTES (default 3 GiB);
 // place: A2RL_BENCH_DIR (default the OS temp dir), which needs about 4× the size free.
+// A2RL_BENCH_CHECKPOINT_COPY=1 archives through put() (a second copy) instead of putFile() (a link).
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
@@ -45,9 +46,13 @@ const TENSOR_BYTES = 64 * MiB;
 const COLUMNS = 1024; // BF16: 2 bytes each
 const RUN = 'bench-checkpoint';
 const CHECKPOINT = 'output/ckpt';
+/** A2RL_BENCH_CHECKPOINT_COPY=1: the store copies staged files in (put) instead of linking them (putFile), for comparison. */
+const COPY_INTO_STORE = process.env.A2RL_BENCH_CHECKPOINT_COPY === '1';
 
 const exec = promisify(execFile);
 const seconds = (ms: number) => Math.round(ms / 10) / 100;
+/** This process's CPU time (all threads, user + system) from a process.cpuUsage() difference. */
+const cpuMs = (used: NodeJS.CpuUsage) => (used.user + used.system) / 1000;
 
 export async function checkpointBench(): Promise<void> {
   const base = process.env.A2RL_BENCH_DIR ?? os.tmpdir();
@@ -102,29 +107,34 @@ async function runBench(dir: string, target: number, note: string | null): Promi
     const verify = await timeVerify(stores);
     const replay = await timeReplay(stores, submit.receivedSeq, path.join(dir, 'replayed'), original.files);
 
-    const cp = Math.min(cpFirst, cpAfter);
-    const ratio = (submit.archiveMs + submit.stageMs) / cp;
+    const cp = Math.min(cpFirst.ms, cpAfter.ms);
+    const cpCpu = cpFirst.cpuMs === null || cpAfter.cpuMs === null ? null : Math.min(cpFirst.cpuMs, cpAfter.cpuMs);
+    const submitMs = submit.stageMs + submit.archiveMs;
+    const submitCpu = submit.stageCpuMs + submit.archiveCpuMs;
+    const ratio = submitMs / cp;
     const r2 = (x: number) => Math.round(x * 100) / 100;
-    console.log(`cp -r:             ${seconds(cpFirst)} s before, ${seconds(cpAfter)} s after (reference: ${seconds(cp)} s, ${mbps(original.bytes, cp)} MB/s)`);
-    console.log(`cp -r + fsync:     ${seconds(cpSync)} s (for comparison: the store fsyncs its blobs, cp does not)`);
-    console.log(`stage (walk, read, hash, private copy): ${seconds(submit.stageMs)} s`);
-    console.log(`archive (store put: re-read, verify hash, write, fsync): ${seconds(submit.archiveMs)} s`);
+    const cpuOf = (ms: number | null) => (ms === null ? 'unmeasured' : `${seconds(ms)} s`);
+    console.log(`cp -r:             ${seconds(cpFirst.ms)} s before, ${seconds(cpAfter.ms)} s after (reference: ${seconds(cp)} s, ${mbps(original.bytes, cp)} MB/s; CPU ${cpuOf(cpCpu)})`);
+    console.log(`cp -r + fsync:     ${seconds(cpSync.ms)} s (for comparison: the store fsyncs its blobs, cp does not)`);
+    console.log(`stage (walk, read, hash, private copy): ${seconds(submit.stageMs)} s (CPU ${cpuOf(submit.stageCpuMs)})`);
+    console.log(`archive (store put: verify hash, link or write, fsync): ${seconds(submit.archiveMs)} s (CPU ${cpuOf(submit.archiveCpuMs)})`);
     console.log(`submit until the evaluator starts: ${seconds(submit.untilGradeMs)} s; whole request: ${seconds(submit.totalMs)} s`);
-    console.log(`verify (blob check, ${verify.blobs} blobs): ${seconds(verify.ms)} s`);
-    console.log(`replay (materialise at seq ${submit.receivedSeq}): ${seconds(replay.ms)} s; model.safetensors identical: ${replay.identical}`);
-    console.log(`ratio (stage + archive) / cp = ${r2(ratio)} (goal ≤ ${GOAL_RATIO})`);
-    const notes = [note, 'driven through SubmissionService.submit (no HTTP, no sandbox), FsArtifactStore, SQLite ledger, checkArtifacts, ReplayService.materialize'].filter(Boolean);
+    console.log(`verify (blob check, ${verify.blobs} blobs): ${seconds(verify.ms)} s (CPU ${cpuOf(verify.cpuMs)})`);
+    console.log(`replay (materialise at seq ${submit.receivedSeq}): ${seconds(replay.ms)} s (CPU ${cpuOf(replay.cpuMs)}); checkpoint files identical: ${replay.identical}`);
+    console.log(`ratio (stage + archive) / cp = ${r2(ratio)} (goal ≤ ${GOAL_RATIO}); by CPU time ${cpCpu ? r2(submitCpu / cpCpu) : 'unmeasured'}; against cp + fsync ${r2(submitMs / cpSync.ms)}`);
+    const notes = [note, COPY_INTO_STORE ? 'staged files copied into the store (A2RL_BENCH_CHECKPOINT_COPY=1), not linked' : null, 'driven through SubmissionService.submit (no HTTP, no sandbox), FsArtifactStore, SQLite ledger, checkArtifacts, ReplayService.materialize'].filter(Boolean);
     console.log(JSON.stringify({
       bench: 'checkpoint',
       bytes: original.bytes,
       cp_s: seconds(cp),
-      cp_fsync_s: seconds(cpSync),
+      cp_fsync_s: seconds(cpSync.ms),
       archive_s: seconds(submit.archiveMs),
       stage_s: seconds(submit.stageMs),
       verify_s: seconds(verify.ms),
       replay_s: seconds(replay.ms),
       ratio: r2(ratio),
-      ratio_vs_cp_fsync: r2((submit.archiveMs + submit.stageMs) / cpSync),
+      ratio_vs_cp_fsync: r2(submitMs / cpSync.ms),
+      cpu_ratio: cpCpu ? r2(submitCpu / cpCpu) : null,
       goal: GOAL_RATIO,
       meets: ratio <= GOAL_RATIO,
       replayIdentical: replay.identical,
@@ -209,15 +219,23 @@ async function writeSafetensors(file: string, target: number): Promise<{ sha256:
   return { sha256: hash.digest('hex'), size: prefix.length + count * tensorBytes };
 }
 
-/** `cp -r src dest` (dest removed afterwards); with `fsync`, `sync` of the copied files is included. */
-async function timeCp(src: string, dest: string, fsync = false): Promise<number> {
+interface Timing {
+  ms: number;
+  /** CPU time of the work (user + system); null where it cannot be measured (cp without /usr/bin/time). */
+  cpuMs: number | null;
+}
+
+/** `cp -r src dest` (dest removed afterwards), its CPU time by /usr/bin/time; with `fsync`, `sync` of the copied files is included. */
+async function timeCp(src: string, dest: string, fsync = false): Promise<Timing> {
   await exec('sync');
+  const timed = await access('/usr/bin/time').then(() => true, () => false);
   const t = performance.now();
-  await exec('cp', ['-r', src, dest]);
+  const { stderr } = timed ? await exec('/usr/bin/time', ['-f', 'cpu %U %S', 'cp', '-r', src, dest]) : await exec('cp', ['-r', src, dest]);
   if (fsync) await exec('sync', (await readdir(dest)).map((name) => path.join(dest, name)));
   const ms = performance.now() - t;
   await rm(dest, { recursive: true, force: true });
-  return ms;
+  const cpu = /cpu ([\d.]+) ([\d.]+)/.exec(stderr);
+  return { ms, cpuMs: cpu ? (Number(cpu[1]) + Number(cpu[2])) * 1000 : null };
 }
 
 async function openStores(dir: string): Promise<Stores> {
@@ -243,19 +261,30 @@ async function recordRunStart(ledger: LedgerService): Promise<void> {
   await ledger.record(RUN, 'WorkspacePrepared', { workspace: '/ws', sandbox: 'none', mounts: [], dataManifest: [] });
 }
 
-/** The artifact store, timing its puts (the archive part of the submit path). */
+/** The artifact store, timing its puts (the archive part of the submit path): wall and this process's CPU. */
 class TimedStore implements ArtifactStore {
   readonly backend = 'fs' as const;
   putMs = 0;
+  putCpuMs = 0;
+  readonly putFile?: (file: string, declared: { sha256: string; size: number }) => Promise<PutResult>;
 
-  constructor(private readonly inner: ArtifactStore) {}
+  constructor(private readonly inner: ArtifactStore, withPutFile: boolean) {
+    const putFile = withPutFile ? inner.putFile?.bind(inner) : undefined;
+    if (putFile) this.putFile = (file, declared) => this.timed(() => putFile(file, declared));
+  }
 
-  async put(body: Readable | Buffer, declared: { sha256: string; size: number }): Promise<PutResult> {
+  put(body: Readable | Buffer, declared: { sha256: string; size: number }): Promise<PutResult> {
+    return this.timed(() => this.inner.put(body, declared));
+  }
+
+  private async timed(work: () => Promise<PutResult>): Promise<PutResult> {
     const t = performance.now();
+    const cpu = process.cpuUsage();
     try {
-      return await this.inner.put(body, declared);
+      return await work();
     } finally {
       this.putMs += performance.now() - t;
+      this.putCpuMs += cpuMs(process.cpuUsage(cpu));
     }
   }
 
@@ -279,9 +308,11 @@ class TimedStore implements ArtifactStore {
 /** Notes when grading starts and checks the staged copy holds a readable safetensors header (what a loader reads first). */
 class BenchTask extends FakeTask {
   gradingStarted = 0;
+  gradingCpu: NodeJS.CpuUsage | null = null;
 
   override async evaluate(checkpointDir: string): Promise<EvaluationResult> {
     this.gradingStarted = performance.now();
+    this.gradingCpu = process.cpuUsage();
     this.calls++;
     const handle = await open(path.join(checkpointDir, 'model.safetensors'), 'r');
     try {
@@ -301,6 +332,9 @@ class BenchTask extends FakeTask {
 interface SubmitTiming {
   stageMs: number;
   archiveMs: number;
+  /** CPU time of this process for stage and archive. */
+  stageCpuMs: number;
+  archiveCpuMs: number;
   untilGradeMs: number;
   totalMs: number;
   receivedSeq: number;
@@ -309,7 +343,7 @@ interface SubmitTiming {
 /** One POST /submit's work through SubmissionService: stage = until the evaluator starts, less the store's puts (archive). */
 async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: string): Promise<SubmitTiming> {
   const task = new BenchTask();
-  const artifacts = new TimedStore(stores.artifacts);
+  const artifacts = new TimedStore(stores.artifacts, !COPY_INTO_STORE);
   const ctx: RunContext = {
     runId: RUN,
     task,
@@ -325,36 +359,50 @@ async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: strin
   const service = new SubmissionService({ evaluatorTimeoutMs: 3600_000, stagingDir, availableGpus: [] });
   await exec('sync');
   const t = performance.now();
+  const cpu = process.cpuUsage();
   const answer = await service.submit(run, CHECKPOINT, undefined);
   const totalMs = performance.now() - t;
   if (answer.error || task.calls !== 1) throw new Error(`the submission was not graded: ${answer.error ?? `${task.calls} gradings`}`);
   const untilGradeMs = task.gradingStarted - t;
+  const untilGradeCpuMs = task.gradingCpu ? cpuMs(process.cpuUsage(cpu)) - cpuMs(process.cpuUsage(task.gradingCpu)) : 0;
   const events: A2rlEvent[] = [];
   for await (const e of stores.ledger.events(RUN)) events.push(e);
   const received = events.find((e) => e.type === 'SubmissionReceived');
   if (!received) throw new Error('no SubmissionReceived recorded');
-  return { stageMs: untilGradeMs - artifacts.putMs, archiveMs: artifacts.putMs, untilGradeMs, totalMs, receivedSeq: received.seq };
+  return {
+    stageMs: untilGradeMs - artifacts.putMs,
+    archiveMs: artifacts.putMs,
+    stageCpuMs: untilGradeCpuMs - artifacts.putCpuMs,
+    archiveCpuMs: artifacts.putCpuMs,
+    untilGradeMs,
+    totalMs,
+    receivedSeq: received.seq,
+  };
 }
 
 /** `a2rl verify`'s artifacts stage over the run's events: every referenced blob re-read and hashed. */
-async function timeVerify(stores: Stores): Promise<{ ms: number; blobs: number }> {
+async function timeVerify(stores: Stores): Promise<Timing & { blobs: number }> {
   const events: A2rlEvent[] = [];
   for await (const e of stores.ledger.events(RUN)) events.push(e);
   const refs = artifactRefs(events);
   await exec('sync');
   const t = performance.now();
+  const cpu = process.cpuUsage();
   const failures = await checkArtifacts(stores.artifacts, refs);
   const ms = performance.now() - t;
+  const used = cpuMs(process.cpuUsage(cpu));
   if (failures.length) throw new Error(`verify found ${failures.length} failures: ${failures[0].message}`);
-  return { ms, blobs: refs.length };
+  return { ms, cpuMs: used, blobs: refs.length };
 }
 
 /** Replays the workspace right after SubmissionReceived, then compares every checkpoint file with the original by sha256. */
-async function timeReplay(stores: Stores, seq: number, out: string, original: Map<string, string>): Promise<{ ms: number; identical: boolean }> {
+async function timeReplay(stores: Stores, seq: number, out: string, original: Map<string, string>): Promise<Timing & { identical: boolean }> {
   await exec('sync');
   const t = performance.now();
+  const cpu = process.cpuUsage();
   await stores.replay.materialize(RUN, seq, out);
   const ms = performance.now() - t;
+  const used = cpuMs(process.cpuUsage(cpu));
   let identical = true;
   for (const [name, sha256] of original) {
     const hash = createHash('sha256');
@@ -362,7 +410,7 @@ async function timeReplay(stores: Stores, seq: number, out: string, original: Ma
     if (hash.digest('hex') !== sha256) identical = false;
   }
   await rm(out, { recursive: true, force: true });
-  return { ms, identical };
+  return { ms, cpuMs: used, identical };
 }
 
 const mbps = (bytes: number, ms: number) => Math.round(bytes / 1e6 / (ms / 1000));
