@@ -210,7 +210,10 @@ async function emptied(procs: string): Promise<void> {
 /** What the command needs read-only besides the checkpoints (which are bound by themselves). */
 function serverBinds(argv: string[], env: Record<string, string>, req: ConfineRequest, checkpoints: string[], policy: BindPolicy): string[] {
   const all = [...commandBinds(argv, env, policy), ...req.config.binds.filter((b) => bindable(b, policy)), ...envPathBinds(env, req.passEnv ?? [], policy)];
-  return [...new Set(all.map((b) => path.resolve(b)))].filter((b) => !checkpoints.some((c) => isWithin(b, c)));
+  const unique = [...new Set(all.map((b) => path.resolve(b)))].filter((b) => !checkpoints.some((c) => isWithin(b, c)));
+  // A path inside another bound directory is there already; bound again it is a mount over a link
+  // of that directory (a venv's bin/python), which bwrap cannot create.
+  return unique.filter((b) => !unique.some((other) => other !== b && isWithin(b, other)));
 }
 
 /** Without a sandbox: the command on the host, with the allowlisted environment only. */

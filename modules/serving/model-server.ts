@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type ServedModel } from '../../tasks/task-pack.js';
-import { directoryHash } from '../grading/content-hash.js';
+import { agentDirectoryHash, directoryHash } from '../grading/content-hash.js';
 import { startEnvServer } from './env-server.js';
 import { confineServer, type ServerIsolation } from './confinement.js';
 import { refuseMissingCommand, ServerProcess, type StartTimings } from './server-process.js';
@@ -127,7 +127,7 @@ async function useExternalEndpoint(config: ServingConfig, checkpoint: Checkpoint
   const models = await listModelEntries(baseUrl, signal);
   if (models === null) throw new EvaluatorError(`A2RL_INFERENCE_URL ${baseUrl} does not answer GET /v1/models`);
   if (checkpoint.kind === 'adapter') return loadRuntimeAdapter(baseUrl, checkpoint.dir, signal);
-  const isBase = baseModelDir !== undefined && (await directoryHash(checkpoint.dir)) === (await directoryHash(baseModelDir));
+  const isBase = baseModelDir !== undefined && (await directoryHash(checkpoint.dir)) === (await agentDirectoryHash(baseModelDir));
   if (!isBase) {
     throw new EvaluatorError(
       `A2RL_INFERENCE_URL ${baseUrl} loads LoRA adapters only and cannot grade a full-weights checkpoint; unset A2RL_INFERENCE_URL so a2rl starts vLLM on it, or have agents submit unmerged LoRA adapters`,
