@@ -60,7 +60,12 @@ export function readAgentPythonInstall(prefix: string, key: string): AgentPython
 
 /** The managed environment's prefix when it is installed for the current requirements, else null. */
 export function installedAgentPython(env: NodeJS.ProcessEnv): string | null {
-  const key = agentPythonKey();
+  let key: string;
+  try {
+    key = agentPythonKey();
+  } catch {
+    return null; // a copy of a2rl without infra/agent-python: nothing managed
+  }
   const prefix = managedAgentPythonPrefix(env, key);
   return prefix && readAgentPythonInstall(prefix, key) ? prefix : null;
 }
