@@ -86,8 +86,11 @@ export async function runPeerCheck(opts: { task: string; items: Buffer | string;
     const args = ['--task', opts.task, '--items', '/peer/items.ndjson', '--private', '/peer/private', '--protocol', '/peer/protocol.json'];
     const stdout = await confined(prefix, inputs, ['/peer/peer_check.py', ...args], opts.signal);
     const lines = stdout.trimEnd().split('\n');
-    const result = JSON.parse(lines.at(-1) ?? '') as PeerCheckResult;
-    return { ...result, lines: lines.slice(0, -1) };
+    try {
+      return { ...(JSON.parse(lines.at(-1) ?? '') as PeerCheckResult), lines: lines.slice(0, -1) };
+    } catch {
+      throw new PeerCheckError(`peer_check.py did not end with its JSON line: ${JSON.stringify(stdout.slice(-300))}`);
+    }
   } finally {
     await rm(work, { recursive: true, force: true });
   }

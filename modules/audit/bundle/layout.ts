@@ -31,9 +31,10 @@ export interface BundleDescriptor {
 /**
  * Why an event references a blob: `data` (WorkspacePrepared.dataManifest), `file` (FileChanged),
  * `output` (AgentOutput.chunk), `trajectories` (RolloutBatchRecorded), `checkpoint-manifest`
- * (SubmissionReceived.checkpoint) and `checkpoint` (a file of SubmissionReceived.manifest).
+ * (SubmissionReceived.checkpoint), `checkpoint` (a file of SubmissionReceived.manifest) and
+ * `graded-items` (SubmissionGraded.items).
  */
-export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint';
+export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint' | 'graded-items';
 
 export interface ManifestItem {
   sha256: string;
@@ -77,6 +78,9 @@ export class ManifestFold {
       case 'SubmissionReceived':
         if (event.data.checkpoint) this.use(event.data.checkpoint.sha256, event.data.checkpoint.size, 'checkpoint-manifest', event.seq);
         for (const f of event.data.manifest) this.use(f.sha256, f.size, 'checkpoint', event.seq);
+        break;
+      case 'SubmissionGraded':
+        if (event.data.items) this.use(event.data.items.sha256, event.data.items.size, 'graded-items', event.seq);
         break;
       default:
         break;
