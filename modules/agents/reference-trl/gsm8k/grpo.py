@@ -11,7 +11,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gsm8k_format import gold, is_correct, prompt, read_rows  # noqa: E402
-from time_limit import TimeLimit  # noqa: E402
+from time_limit import TimeLimit, record_device  # noqa: E402
 
 
 def correct_answer(completions, reference, **_):
@@ -27,6 +27,7 @@ def main():
     parser.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
+    record_device(args.out + ".work")
     rows = read_rows(args.data)
     dataset = Dataset.from_list([{"prompt": prompt(r["question"]), "reference": gold(r["answer"])} for r in rows])
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -44,7 +45,7 @@ def main():
         logging_steps=1,
         save_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=not torch.cuda.is_available(),
         seed=0,
         dataloader_num_workers=0,
     )

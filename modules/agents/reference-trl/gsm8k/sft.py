@@ -11,7 +11,7 @@ from trl import SFTConfig, SFTTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gsm8k_format import prompt, read_rows, worked_answer  # noqa: E402
-from time_limit import TimeLimit  # noqa: E402
+from time_limit import TimeLimit, record_device  # noqa: E402
 
 
 def main():
@@ -22,6 +22,7 @@ def main():
     parser.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
+    record_device(args.out + ".work")
     rows = read_rows(args.data)
     dataset = Dataset.from_list([
         {"prompt": prompt(r["question"]), "completion": [{"role": "assistant", "content": worked_answer(r["answer"])}]}
@@ -38,7 +39,7 @@ def main():
         logging_steps=10,
         save_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=not torch.cuda.is_available(),
         seed=0,
         max_length=256,
         completion_only_loss=True,

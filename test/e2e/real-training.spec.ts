@@ -1,0 +1,99 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { installedAgentPython } from '../../modules/agents/agent-python-env.js';
+import { runA2rl } from './a2rl-cli.js';
+
+// The real ML path at micro scale on CPU: `a2rl data micro gsm8k` makes a tiny real Llama and GSM8K-format
+// data, `a2rl run --agent reference-trl` post-trains it with TRL (SFT, then GRPO) inside the sandbox on
+// the agents' Python, and every checkpoint is graded by the CPU engine (transformers behind the OpenAI
+// routes, confined). Then the run verifies, exports, its bundle verifies offline, and a regrade of the
+// archived checkpoints gives the recorded scores (greedy decoding on CPU, one request at a time).
+
+const python = installedAgentPython(process.env);
+const why = 'the agents\' Python is not installed (npm test\'s pretest builds it: a2rl agents python install)';
+const maybe = python ? describe : describe.skip;
+if (!python) console.warn(`skipping test/e2e/real-training.spec.ts: ${why}`);
+
+let home: string;
+const env = (): NodeJS.ProcessEnv => {
+  const e: NodeJS.ProcessEnv = { ...process.env, A2RL_HOME: home };
+  for (const name of ['A2RL_INFERENCE_URL', 'A2RL_SERVE_COMMAND', 'A2RL_SERVE_ENGINE', 'A2RL_AGENT_PYTHON', 'A2RL_AGENT_PYTHON_GSM8K']) delete e[name];
+  return e;
+};
+const a2rl = (args: string[]) => runA2rl(args, { env: env() });
+
+interface Summary {
+  runId: string;
+  baseline: number;
+  best: number;
+  submissions: number;
+  state: string;
+}
+
+maybe('reference-trl post-trains a real model on gsm8k (micro, CPU) through a2rl', () => {
+  let summary: Summary;
+
+  beforeAll(async () => {
+    home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-real-training-'));
+    const micro = await a2rl(['data', 'micro', 'gsm8k', '--seed', '1']);
+    if (micro.code !== 0) throw new Error(`a2rl data micro gsm8k failed (${micro.code}): ${micro.stderr}`);
+    const run = await a2rl(['run', '--task', 'gsm8k', '--agent', 'reference-trl', '--budget', '6m', '--json']);
+    if (run.code !== 0) throw new Error(`a2rl run failed (${run.code}): ${run.stderr}\n${run.stdout}`);
+    summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Summary;
+  }, 20 * 60_000);
+  afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+  it('improves on the base model with real TRL training, submitting safetensors checkpoints', async () => {
+    console.log(`real training: baseline ${summary.baseline}, best ${summary.best}, ${summary.submissions} submissions`);
+    expect(summary.state).toBe('completed');
+    expect(summary.baseline).toBeGreaterThan(0);
+    expect(summary.submissions).toBeGreaterThanOrEqual(1);
+    expect(summary.best).toBeGreaterThan(summary.baseline);
+
+    const events = await a2rl(['events', summary.runId, '--json']);
+    const recorded = events.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; data: Record<string, unknown> });
+    const received = recorded.filter((e) => e.type === 'SubmissionReceived');
+    for (const sub of received) {
+      const files = (sub.data.files ?? sub.data.manifest) as { path: string }[];
+      expect(files.map((f) => f.path)).toContain('model.safetensors');
+      expect(files.some((f) => /\.(bin|pt|pth|pkl)$/.test(f.path))).toBe(false);
+    }
+    const graded = recorded.filter((e) => e.type === 'SubmissionGraded');
+    const engine = (graded[0]!.data.details as { serverIsolation: { engine?: { kind: string; reported: Record<string, string> } }[] }).serverIsolation[0]!.engine;
+    expect(engine?.kind).toBe('transformers');
+    expect(engine?.reported).toMatchObject({ engine: 'a2rl-transformers', device: 'cpu' });
+    // The executed route: the scripts the agent launched were TRL's SFT, then GRPO.
+    const launched = recorded.filter((e) => e.type === 'ProcessStarted').map((e) => (e.data.argv as string[]).join(' '));
+    expect(launched.some((a) => /code\/sft\.py/.test(a))).toBe(true);
+    expect(launched.some((a) => /code\/grpo\.py/.test(a))).toBe(true);
+    const report = JSON.parse((await a2rl(['report', summary.runId, '--format', 'json'])).stdout) as Record<string, unknown>;
+    expect(JSON.stringify(report)).toMatch(/"sft"[\s\S]*"grpo"|SFT[\s\S]*GRPO/i);
+  });
+
+  it('verifies, exports and verifies the bundle offline', async () => {
+    const verify = await a2rl(['verify', summary.runId]);
+    expect(verify.stderr + verify.stdout).toMatch(/OK/);
+    expect(verify.code).toBe(0);
+    const bundle = path.join(home, 'bundle.tar.gz');
+    expect((await a2rl(['export', summary.runId, '-o', bundle])).code).toBe(0);
+    const offline = await runA2rl(['verify-bundle', bundle, '--trust-embedded-key'], { env: { PATH: process.env.PATH }, cwd: mkdtempSync(path.join(home, 'reviewer-')) });
+    expect(offline.code).toBe(0);
+  });
+
+  it('regrades the archived checkpoints to the recorded scores', async () => {
+    const regrade = await a2rl(['regrade', summary.runId, '--repeat', '2', '--json']);
+    expect(regrade.code).toBe(0);
+    const result = JSON.parse(regrade.stdout.trim().split('\n').at(-1)!) as { submissions: { recorded: number; scores: number[] }[] };
+    expect(result.submissions.length).toBeGreaterThanOrEqual(1);
+    for (const s of result.submissions) expect(s.scores).toEqual([s.recorded, s.recorded]);
+  });
+
+  it('leaves the workspace checkpoints as safetensors directories', () => {
+    const output = path.join(home, 'workspaces', summary.runId, 'output');
+    const steps = readdirSync(output).filter((d) => !d.endsWith('.work'));
+    expect(steps.length).toBeGreaterThanOrEqual(1);
+    for (const step of steps) expect(readdirSync(path.join(output, step))).toContain('model.safetensors');
+  });
+});
