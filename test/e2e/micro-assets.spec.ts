@@ -71,7 +71,7 @@ describeReady(`a2rl data micro gsm8k${why}`, () => {
     for (const f of manifest.files) expect(sha256(path.join(made.dir, f.name))).toBe(f.sha256);
     expect(manifest.files.every((f) => f.check === 'generated')).toBe(true);
     expect(readFileSync(path.join(made.dir, 'manifest.json'))).toEqual(readFileSync(path.join(again.dir, 'manifest.json')));
-  }, 900_000);
+  }, 2_400_000);
 
   it('installs idempotently: a second run finds the assets present and verified', async () => {
     const again = await micro(first);
