@@ -39,7 +39,7 @@ maybe('reference-trl post-trains a real model on gsm8k (micro, CPU) through a2rl
     home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-real-training-'));
     const micro = await a2rl(['data', 'micro', 'gsm8k', '--seed', '1']);
     if (micro.code !== 0) throw new Error(`a2rl data micro gsm8k failed (${micro.code}): ${micro.stderr}`);
-    const run = await a2rl(['run', '--task', 'gsm8k', '--agent', 'reference-trl', '--budget', '6m', '--json']);
+    const run = await a2rl(['run', '--task', 'gsm8k', '--agent', 'reference-trl', '--budget', '8m', '--json']);
     if (run.code !== 0) throw new Error(`a2rl run failed (${run.code}): ${run.stderr}\n${run.stdout}`);
     summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Summary;
   }, 20 * 60_000);
@@ -70,7 +70,7 @@ maybe('reference-trl post-trains a real model on gsm8k (micro, CPU) through a2rl
     expect(launched.some((a) => /code\/grpo\.py/.test(a))).toBe(true);
     const report = JSON.parse((await a2rl(['report', summary.runId, '--format', 'json'])).stdout) as Record<string, unknown>;
     expect(JSON.stringify(report)).toMatch(/"sft"[\s\S]*"grpo"|SFT[\s\S]*GRPO/i);
-  });
+  }, 5 * 60_000);
 
   it('verifies, exports and verifies the bundle offline', async () => {
     const verify = await a2rl(['verify', summary.runId]);
@@ -80,7 +80,7 @@ maybe('reference-trl post-trains a real model on gsm8k (micro, CPU) through a2rl
     expect((await a2rl(['export', summary.runId, '-o', bundle])).code).toBe(0);
     const offline = await runA2rl(['verify-bundle', bundle, '--trust-embedded-key'], { env: { PATH: process.env.PATH }, cwd: mkdtempSync(path.join(home, 'reviewer-')) });
     expect(offline.code).toBe(0);
-  });
+  }, 10 * 60_000);
 
   it('regrades the archived checkpoints to the recorded scores', async () => {
     const regrade = await a2rl(['regrade', summary.runId, '--repeat', '2', '--json']);
@@ -88,7 +88,7 @@ maybe('reference-trl post-trains a real model on gsm8k (micro, CPU) through a2rl
     const result = JSON.parse(regrade.stdout.trim().split('\n').at(-1)!) as { submissions: { recorded: number; scores: number[] }[] };
     expect(result.submissions.length).toBeGreaterThanOrEqual(1);
     for (const s of result.submissions) expect(s.scores).toEqual([s.recorded, s.recorded]);
-  });
+  }, 20 * 60_000);
 
   it('leaves the workspace checkpoints as safetensors directories', () => {
     const output = path.join(home, 'workspaces', summary.runId, 'output');

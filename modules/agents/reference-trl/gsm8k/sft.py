@@ -33,7 +33,7 @@ def main():
     config = SFTConfig(
         output_dir=os.path.join(args.out + ".work"),
         max_steps=100000,
-        per_device_train_batch_size=16,
+        per_device_train_batch_size=8,
         learning_rate=1e-3,
         lr_scheduler_type="constant",
         logging_steps=10,
@@ -41,7 +41,7 @@ def main():
         report_to=[],
         use_cpu=not torch.cuda.is_available(),
         seed=0,
-        max_length=256,
+        max_length=192,
         completion_only_loss=True,
         dataloader_num_workers=0,
     )
