@@ -104,6 +104,7 @@ async function runBench(dir: string, target: number, note: string | null): Promi
     const submit = await timeSubmit(stores, ws, path.join(dir, 'staging'));
     const cpAfter = await timeCp(ckptDir, path.join(dir, 'cp'));
     const cpSync = await timeCp(ckptDir, path.join(dir, 'cp'), true);
+    const hash = await timeHash(path.join(ckptDir, 'model.safetensors'));
     const verify = await timeVerify(stores);
     const replay = await timeReplay(stores, submit.receivedSeq, path.join(dir, 'replayed'), original.files);
 
@@ -117,7 +118,8 @@ async function runBench(dir: string, target: number, note: string | null): Promi
     console.log(`cp -r:             ${seconds(cpFirst.ms)} s before, ${seconds(cpAfter.ms)} s after (reference: ${seconds(cp)} s, ${mbps(original.bytes, cp)} MB/s; CPU ${cpuOf(cpCpu)})`);
     console.log(`cp -r + fsync:     ${seconds(cpSync.ms)} s (for comparison: the store fsyncs its blobs, cp does not)`);
     console.log(`stage (walk, read, hash, private copy): ${seconds(submit.stageMs)} s (CPU ${cpuOf(submit.stageCpuMs)})`);
-    console.log(`archive (store put: verify hash, link or write, fsync): ${seconds(submit.archiveMs)} s (CPU ${cpuOf(submit.archiveCpuMs)})`);
+    console.log(`archive (store put: verify hash, link or write, fsync): ${seconds(submit.archiveMs)} s (CPU ${cpuOf(submit.archiveCpuMs)}; ${submit.storeCalls.putFile} files linked in, ${submit.storeCalls.put} bodies copied in)`);
+    console.log(`one sha256 pass over model.safetensors (1 MiB reads, OpenSSL): ${seconds(hash.ms)} s (CPU ${cpuOf(hash.cpuMs)})`);
     console.log(`submit until the evaluator starts: ${seconds(submit.untilGradeMs)} s; whole request: ${seconds(submit.totalMs)} s`);
     console.log(`verify (blob check, ${verify.blobs} blobs): ${seconds(verify.ms)} s (CPU ${cpuOf(verify.cpuMs)})`);
     console.log(`replay (materialise at seq ${submit.receivedSeq}): ${seconds(replay.ms)} s (CPU ${cpuOf(replay.cpuMs)}); checkpoint files identical: ${replay.identical}`);
@@ -132,6 +134,7 @@ async function runBench(dir: string, target: number, note: string | null): Promi
       stage_s: seconds(submit.stageMs),
       verify_s: seconds(verify.ms),
       replay_s: seconds(replay.ms),
+      hash_s: seconds(hash.ms),
       ratio: r2(ratio),
       ratio_vs_cp_fsync: r2(submitMs / cpSync.ms),
       cpu_ratio: cpCpu ? r2(submitCpu / cpCpu) : null,
@@ -270,10 +273,14 @@ class TimedStore implements ArtifactStore {
 
   constructor(private readonly inner: ArtifactStore, withPutFile: boolean) {
     const putFile = withPutFile ? inner.putFile?.bind(inner) : undefined;
-    if (putFile) this.putFile = (file, declared) => this.timed(() => putFile(file, declared));
+    if (putFile) this.putFile = (file, declared) => (this.calls.putFile++, this.timed(() => putFile(file, declared)));
   }
 
+  /** How the archive stored: files taken in (putFile) and bodies streamed (put, the manifest included). */
+  readonly calls = { putFile: 0, put: 0 };
+
   put(body: Readable | Buffer, declared: { sha256: string; size: number }): Promise<PutResult> {
+    this.calls.put++;
     return this.timed(() => this.inner.put(body, declared));
   }
 
@@ -338,6 +345,7 @@ interface SubmitTiming {
   untilGradeMs: number;
   totalMs: number;
   receivedSeq: number;
+  storeCalls: { putFile: number; put: number };
 }
 
 /** One POST /submit's work through SubmissionService: stage = until the evaluator starts, less the store's puts (archive). */
@@ -377,7 +385,18 @@ async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: strin
     untilGradeMs,
     totalMs,
     receivedSeq: received.seq,
+    storeCalls: { ...artifacts.calls },
   };
+}
+
+/** One sha256 pass over a file as the harness reads it (1 MiB reads): the floor of every step that hashes. */
+async function timeHash(file: string): Promise<Timing> {
+  await exec('sync');
+  const t = performance.now();
+  const cpu = process.cpuUsage();
+  const hash = createHash('sha256');
+  await pipeline(createReadStream(file, { highWaterMark: MiB }), hash);
+  return { ms: performance.now() - t, cpuMs: cpuMs(process.cpuUsage(cpu)) };
 }
 
 /** `a2rl verify`'s artifacts stage over the run's events: every referenced blob re-read and hashed. */
