@@ -65,7 +65,10 @@ export function bindable(p: string, policy: BindPolicy): boolean {
   if (!path.isAbsolute(p) || !existsSync(p)) return false;
   const abs = path.resolve(p);
   if (NEVER_WHOLE.includes(abs)) return false;
-  if (isWithin(abs, policy.home) || isWithin(policy.home, abs)) return false;
+  if (isWithin(policy.home, abs)) return false;
+  // Inside A2RL_HOME only one task's dataset folder (micro ALFWorld games: ALFWORLD_DATA), never the
+  // ledger, keys, runs or the datasets folder as a whole.
+  if (isWithin(abs, policy.home)) return isWithin(abs, path.join(policy.home, 'datasets')) && path.relative(path.join(policy.home, 'datasets'), abs).length > 0;
   return true;
 }
 
