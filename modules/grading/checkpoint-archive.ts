@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, type Stats } from 'node:fs';
 import { link, mkdir, mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { BeneathError, DirCursor, type HeldDir, utf8Name } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, DirCursor, type HeldDir, utf8Name } from '../workspace-fs/held-dir.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { BlobRef, ManifestEntry } from '../ledger/events/catalog.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
@@ -45,7 +45,7 @@ interface Staged {
  * file into the artifact store and returns the manifest. Only regular files are taken; a symlink is
  * taken only when it leads to a regular file inside the workspace (its text interpreted, never
  * followed: see resolveInside). The walk and the copy go from the held checkpoint directory one
- * component at a time through directory descriptors (infra/workspace-fs), refusing links: swapping
+ * component at a time through directory descriptors (modules/workspace-fs), refusing links: swapping
  * a sub-directory for a link at any moment makes the harness refuse the checkpoint, never open or
  * list what the link points to. Refusals name entries by their path inside the checkpoint only.
  *

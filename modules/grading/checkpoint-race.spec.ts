@@ -103,7 +103,7 @@ describeRoot('POST /submit while the agent swaps checkpoint parts for links to h
     const straceLog = path.join(traceDir, 'strace.log');
     let straced = false;
     try {
-      const watcher = spawn('python3', [path.join(here, '..', '..', 'infra', 'workspace-fs', 'testing', 'inotify-watch.py'), heldOut], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const watcher = spawn('python3', [path.join(here, '..', 'workspace-fs', 'testing', 'inotify-watch.py'), heldOut], { stdio: ['ignore', 'pipe', 'inherit'] });
       children.push(watcher);
       watchLines = collect(watcher);
       await until(watcher, watchLines, /^ready$/);

@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { hashOpenFile, HeldDir, utf8Name } from '../../infra/workspace-fs/held-dir.js';
+import { hashOpenFile, HeldDir, utf8Name } from '../workspace-fs/held-dir.js';
 
 export interface FileDigest {
   /** Relative to the hashed directory, posix separators. */
@@ -97,7 +97,7 @@ export async function directoryDigests(dir: string, memo: HashMemo = processMemo
 
 /**
  * Every regular file under `dir`, a tree the agent could have written (a workspace's models/, say),
- * sorted by path: walked and read through directory descriptors (infra/workspace-fs), so no link is
+ * sorted by path: walked and read through directory descriptors (modules/workspace-fs), so no link is
  * followed and nothing outside `dir` is opened or listed, whatever is swapped meanwhile. Links,
  * special files and names that are not UTF-8 are left out (a file replaced by a link then hashes
  * differently). No memo: the owner of a file can set its mtime back.

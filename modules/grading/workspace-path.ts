@@ -1,7 +1,7 @@
 import type { FileHandle } from 'node:fs/promises';
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { BeneathError, HeldDir } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, HeldDir } from '../workspace-fs/held-dir.js';
 import type { WorkspaceLayout } from '../runs/run-context.js';
 import { invalidPath } from './submission-refused.error.js';
 

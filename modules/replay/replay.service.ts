@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { BeneathError, DirCursor, HeldDir } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, DirCursor, HeldDir } from '../workspace-fs/held-dir.js';
 import type { DataSource } from 'typeorm';
 import { diffFiles, MAX_DIFF_BYTES, type FileDiff } from '../../projections/run-analysis/line-diff.js';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
@@ -201,7 +201,7 @@ export class ReplayService {
   /**
    * Writes one blob to its path under the held output directory and returns its size. Every directory
    * is created and opened through its parent's descriptor and the file created with O_EXCL|O_NOFOLLOW
-   * (infra/workspace-fs): a link planted in the output directory, by the agent or anyone, is refused,
+   * (modules/workspace-fs): a link planted in the output directory, by the agent or anyone, is refused,
    * never written through. Small blobs are read and checked before anything is written; larger ones
    * are streamed, hashed on the way, and removed on a mismatch.
    */

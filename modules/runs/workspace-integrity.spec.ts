@@ -110,7 +110,7 @@ describe('checkWorkspaceIntegrity', () => {
     const outside = join(home, 'outside');
     await mkdir(outside);
     await writeFile(join(outside, 'dev.jsonl'), FILES['data/splits/dev.jsonl']); // identical content: following would pass
-    const watcher = spawn('python3', [fileURLToPath(new URL('../../infra/workspace-fs/testing/inotify-watch.py', import.meta.url)), outside], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const watcher = spawn('python3', [fileURLToPath(new URL('../workspace-fs/testing/inotify-watch.py', import.meta.url)), outside], { stdio: ['ignore', 'pipe', 'inherit'] });
     const seen: string[] = [];
     watcher.stdout.on('data', (chunk: Buffer) => seen.push(...chunk.toString().split('\n').filter(Boolean)));
     try {

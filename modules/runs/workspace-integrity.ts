@@ -1,7 +1,7 @@
 import { fstat, type BigIntStats } from 'node:fs';
 import { realpath } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
-import { BeneathError, DirCursor, hashOpenFile, HeldDir } from '../../infra/workspace-fs/held-dir.js';
+import { BeneathError, DirCursor, hashOpenFile, HeldDir } from '../workspace-fs/held-dir.js';
 import type { EventData } from '../ledger/events/catalog.js';
 import type { WorkspaceLayout } from './run-context.js';
 import type { ManifestEntry } from './workspace.js';
@@ -10,7 +10,7 @@ import type { ManifestEntry } from './workspace.js';
  * Integrity of the read-only world: the files under `<workspace>/data` and `<workspace>/models`
  * against the manifest recorded in WorkspacePrepared. The agent is an adversary that may have
  * escaped the read-only binds, so nothing here follows a link: every directory and file is opened
- * through its parent's descriptor, refusing links (infra/workspace-fs/held-dir.ts), entries are
+ * through its parent's descriptor, refusing links (modules/workspace-fs/held-dir.ts), entries are
  * lstat'ed inside the already-open directory, and files are hashed from such descriptors.
  *
  * Two strengths. `full` re-hashes every file (tens of GB for paper tasks: the end-of-run check).
