@@ -56,9 +56,11 @@ def remaining_seconds(env):
 
 
 def install(env, task_dir, name):
-    """Writes a script of the plan into code/: the agent's own code, recorded as it is written."""
+    """Writes a script of the plan into code/: the agent's own code, recorded as it is written. A name
+    not in the task's folder comes from shared/ (helpers every task uses, such as time_limit.py)."""
     target = os.path.join(env["CODE_DIR"], name)
-    shutil.copyfile(os.path.join(task_dir, name), target)
+    source = os.path.join(task_dir, name)
+    shutil.copyfile(source if os.path.isfile(source) else os.path.join(AGENT_DIR, "shared", name), target)
     log(f"wrote code/{name}")
     return target
 
