@@ -67,11 +67,16 @@ export class ServerProcess {
         reject(new EvaluatorError(`cannot start ${what} "${argv[0]}" (${variable}): ${err.message}`));
       });
     });
+    // Output still in the pipes when the process exits (its last traceback line) is read first, for
+    // at most a second: a leftover process holding the pipes open must not hold the exit back.
+    const drained = Promise.all([this.child.stdout!, this.child.stderr!].map((stream) => new Promise((done) => stream.once('close', done))));
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, sig) => {
-        // 125: the sandbox or its bridge could not start the command (its message is in the output).
-        this.exit = sig ? `killed by ${sig}` : `exit code ${code}`;
-        resolve();
+        void Promise.race([drained, new Promise((done) => setTimeout(done, 1000))]).then(() => {
+          // 125: the sandbox or its bridge could not start the command (its message is in the output).
+          this.exit = sig ? `killed by ${sig}` : `exit code ${code}`;
+          resolve();
+        });
       });
     });
   }
