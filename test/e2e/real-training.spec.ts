@@ -40,7 +40,7 @@ maybe('reference-trl post-trains a real model on gsm8k (micro, CPU) through a2rl
     home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-real-training-'));
     const micro = await a2rl(['data', 'micro', 'gsm8k', '--seed', '1']);
     if (micro.code !== 0) throw new Error(`a2rl data micro gsm8k failed (${micro.code}): ${micro.stderr}`);
-    const run = await a2rl(['run', '--task', 'gsm8k', '--agent', 'reference-trl', '--budget', '6m', '--json']);
+    const run = await a2rl(['run', '--task', 'gsm8k', '--agent', 'reference-trl', '--budget', '8m', '--json']);
     if (run.code !== 0) throw new Error(`a2rl run failed (${run.code}): ${run.stderr}\n${run.stdout}`);
     summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Summary;
   }, 20 * 60_000);
