@@ -255,7 +255,8 @@ async function writeAtomic(target: string, text: string): Promise<void> {
   await rename(temp, target);
 }
 
-async function sha256OfFile(file: string): Promise<string | null> {
+/** A file's sha256 (hex), or null when it does not exist. */
+export async function sha256OfFile(file: string): Promise<string | null> {
   const hash = createHash('sha256');
   try {
     for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);

@@ -1,13 +1,12 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../../ledger/events/canonical-json.js';
 import { agentPython } from '../../runs/sandbox/agent-python.js';
 import { packageRoot } from '../../settings/package-root.js';
 import { datasetDir } from '../dataset-registry.js';
-import { MANIFEST, readManifest, type DatasetManifest, type ManifestEntry } from '../fetch-dataset.js';
+import { MANIFEST, readManifest, sha256OfFile, type DatasetManifest, type ManifestEntry } from '../fetch-dataset.js';
 
 /**
  * `a2rl data micro <task>`: small synthetic assets for a paper task, made offline and
@@ -52,7 +51,7 @@ export function isMicroTask(task: string): task is MicroTask {
 /** The hash of the generator's sources: assets are the same when seed and generator are. */
 export async function generatorVersion(root = packageRoot()): Promise<string> {
   const hash = createHash('sha256');
-  for (const file of GENERATOR_FILES) hash.update(file).update('\0').update((await sha256(path.join(root, file))) ?? 'absent').update('\0');
+  for (const file of GENERATOR_FILES) hash.update(file).update('\0').update((await sha256OfFile(path.join(root, file))) ?? 'absent').update('\0');
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -129,14 +128,14 @@ async function entries(dir: string): Promise<ManifestEntry[]> {
   const out: ManifestEntry[] = [];
   for (const name of files) {
     const file = path.join(dir, name);
-    out.push({ name, sha256: (await sha256(file))!, size: (await stat(file)).size, source: null, check: 'generated' });
+    out.push({ name, sha256: (await sha256OfFile(file))!, size: (await stat(file)).size, source: null, check: 'generated' });
   }
   return out;
 }
 
 /** Every file the manifest lists is there with its hash. */
 async function intact(dir: string, manifest: DatasetManifest): Promise<boolean> {
-  for (const f of manifest.files) if ((await sha256(path.join(dir, f.name))) !== f.sha256) return false;
+  for (const f of manifest.files) if ((await sha256OfFile(path.join(dir, f.name))) !== f.sha256) return false;
   return true;
 }
 
@@ -148,15 +147,4 @@ async function writeManifest(dir: string, manifest: DatasetManifest): Promise<vo
   } finally {
     await handle.close();
   }
-}
-
-async function sha256(file: string): Promise<string | null> {
-  const hash = createHash('sha256');
-  try {
-    for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
-  return hash.digest('hex');
 }
