@@ -82,7 +82,7 @@ export function scoreChart(report: RunReport): string {
   return parts.join('');
 }
 
-const LANES: { lane: TimelineItem['lane']; color: string }[] = [
+const BASE_LANES: { lane: TimelineItem['lane']; color: string }[] = [
   { lane: 'submissions', color: '#2a7' },
   { lane: 'rollouts', color: '#a5c' },
   { lane: 'files', color: '#37c' },
@@ -93,8 +93,13 @@ const LANES: { lane: TimelineItem['lane']; color: string }[] = [
   { lane: 'other', color: '#bbb' },
 ];
 
-/** One lane per activity: process bars by kind, ticks for file changes and rollouts, submission dots. */
+/** A tooltip's text at most this long: a chart names what ran, the report's tables and events hold the whole value. */
+export const TOOLTIP_CHARS = 160;
+const tooltip = (text: string) => (text.length > TOOLTIP_CHARS ? `${text.slice(0, TOOLTIP_CHARS)}… (${text.length - TOOLTIP_CHARS} more characters)` : text);
+
+/** One lane per activity: process bars by kind, ticks for file changes and rollouts, submission dots; model calls for LLM-driven runs. */
 export function timelineChart(report: RunReport): string {
+  const LANES = report.llm ? [...BASE_LANES.slice(0, 1), { lane: 'model-calls' as const, color: '#36a' }, ...BASE_LANES.slice(1)] : BASE_LANES;
   const laneHeight = 22;
   const top = 8;
   const height = top + LANES.length * laneHeight + 36;
@@ -112,7 +117,7 @@ export function timelineChart(report: RunReport): string {
       `<line x1="${c(LEFT)}" y1="${c(y0 + laneHeight)}" x2="${c(LEFT + PLOT)}" y2="${c(y0 + laneHeight)}" stroke="#eee"/>`,
     );
     for (const item of report.timeline.items.filter((it) => it.lane === lane)) {
-      const title = `<title>${escapeXml(`${item.label} at ${item.startS} s [seq ${item.seq}]`)}</title>`;
+      const title = `<title>${escapeXml(`${tooltip(item.label)} at ${item.startS} s [seq ${item.seq}]`)}</title>`;
       const sx = x(item.startS);
       if (lane === 'submissions') {
         parts.push(`<circle cx="${c(sx)}" cy="${c(y0 + 11)}" r="4" fill="${color}">${title}</circle>`);

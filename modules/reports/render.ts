@@ -16,7 +16,11 @@ import { isGenerating, type Transcript, type TranscriptEntry } from '../../proje
 export type ReportFormat = 'md' | 'json' | 'html';
 export const REPORT_FORMATS: readonly ReportFormat[] = ['md', 'json', 'html'];
 
-type Inline = string | { code: string } | { cite: number[] } | { strong: string };
+/** `long`: a recorded value that may run to kilobytes (an argv with a script): cut in md with the event to read it whole, collapsed in HTML. */
+type Inline = string | { code: string } | { cite: number[] } | { strong: string } | { long: string; seq: number };
+
+/** Characters of a long value shown in md (and in the summary of its collapsed HTML form). */
+export const LONG_VALUE_CHARS = 200;
 type Block =
   | { kind: 'heading'; level: 1 | 2 | 3; text: Inline[] }
   | { kind: 'para'; text: Inline[] }
@@ -272,7 +276,7 @@ function submissionBlocks(s: SubmissionReport): Block[] {
       rows: s.processes.map((p) => [
         [String(p.pid)],
         [p.kind],
-        [{ code: p.argv.join(' ') }],
+        [{ long: p.argv.join(' '), seq: p.evidence[0] }],
         [secs(p.startS)],
         [secs(p.endS)],
         [p.endS === null ? 'no exit recorded' : p.signal ? `signal ${p.signal}` : `exit ${p.exitCode ?? 'unknown'} after ${secs(p.durationS)}`],
@@ -281,6 +285,43 @@ function submissionBlocks(s: SubmissionReport): Block[] {
     });
   } else {
     blocks.push({ kind: 'para', text: ['No processes launched since the previous submission.'] });
+  }
+  return blocks;
+}
+
+/** Limits reached, and overruns: a value past its maximum (calls in flight when a cap was reached). */
+function limitBlocks(limits: NonNullable<RunReport['limits']>): Block[] {
+  const overruns = limits.filter((l) => l.over > 0);
+  return [
+    { kind: 'heading', level: 2, text: ['Limits and overruns'] },
+    {
+      kind: 'para',
+      text: [
+        `${plural(limits.length, 'limit')} reached`,
+        overruns.length ? [`; ${plural(overruns.length, 'overrun')}: `, { strong: overruns.map((l) => `${l.limit} ${thousands(l.value)} of ${thousands(l.max)} (+${thousands(l.over)})`).join(', ') }, ' '] : ['. '],
+        { cite: limits.map((l) => l.seq) },
+      ].flat() as Inline[],
+    },
+    {
+      kind: 'table',
+      head: ['limit', 'value', 'maximum', 'over by', 'scope', 'what the harness did', 'event'],
+      rows: limits.map((l) => [[{ code: l.limit }], [thousands(l.value)], [thousands(l.max)], [l.over ? thousands(l.over) : '—'], [l.scope === null ? '—' : { long: l.scope, seq: l.seq }], [l.action], [{ cite: [l.seq] }]]),
+    },
+  ];
+}
+
+/** The end of each output stream, fenced (md) or preformatted (HTML): bounded, with the command that prints all of it. */
+function outputBlocks(o: NonNullable<RunReport['output']>, runId: string): Block[] {
+  const blocks: Block[] = [
+    { kind: 'heading', level: 2, text: ['Agent output'] },
+    { kind: 'para', text: [`${plural(o.chunks, 'chunk')}, ${thousands(o.bytes)} bytes recorded; the end of each stream is shown, all of it: `, { code: `a2rl logs ${runId}` }] },
+  ];
+  for (const s of o.streams) {
+    blocks.push({
+      kind: 'para',
+      text: [{ strong: s.stream }, `: ${plural(s.chunks, 'chunk')}, ${thousands(s.bytes)} bytes${s.cut ? ', the last lines' : ''}${s.missing ? ` (${plural(s.missing, 'chunk')} not in the artifact store)` : ''} `, { cite: s.evidence }],
+    });
+    blocks.push({ kind: 'pre', lines: s.tail.replace(/\n$/, '').split('\n') });
   }
   return blocks;
 }
@@ -304,8 +345,10 @@ function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
     ...(r.submissions.length ? r.submissions.flatMap(submissionBlocks) : [{ kind: 'para', text: ['The agent made no submission.'] } as Block]),
     { kind: 'heading', level: 2, text: ['Process metrics'] },
     { kind: 'table', head: ['metric', 'value', 'events'], rows: keys.map((k) => [[{ code: k }], [metricValue(r.metrics[k])], [{ cite: r.metricsEvidence[k] }]]) },
+    ...(r.limits ? limitBlocks(r.limits) : []),
     ...(r.llm ? llmBlocks(r.llm) : []),
     ...(r.transcript ? transcriptBlocks(r.transcript, r.run.runId) : []),
+    ...(r.output ? outputBlocks(r.output, r.run.runId) : []),
   ];
   const visit = (parts: Inline[]) => parts.forEach((p) => typeof p === 'object' && 'cite' in p && p.cite.forEach((s) => cited.add(s)));
   const visitBlock = (b: Block): void => {
@@ -346,6 +389,11 @@ function mdInline(parts: Inline[]): string {
       if (typeof p === 'string') return mdText(p);
       if ('code' in p) return mdCode(p.code).replace(/\|/g, '\\|');
       if ('strong' in p) return `**${mdText(p.strong)}**`;
+      if ('long' in p) {
+        const cut = p.long.length > LONG_VALUE_CHARS;
+        const code = mdCode(cut ? p.long.slice(0, LONG_VALUE_CHARS) : p.long).replace(/\|/g, '\\|');
+        return cut ? `${code} … (${p.long.length - LONG_VALUE_CHARS} more characters: \`a2rl events\` seq ${p.seq})` : code;
+      }
       return p.cite.length ? `[seq ${seqRanges(p.cite)}]` : '';
     })
     .join('')
@@ -393,6 +441,10 @@ function htmlInline(parts: Inline[]): string {
       if (typeof p === 'string') return escapeXml(p);
       if ('code' in p) return `<code>${escapeXml(p.code)}</code>`;
       if ('strong' in p) return `<strong>${escapeXml(p.strong)}</strong>`;
+      if ('long' in p) {
+        if (p.long.length <= LONG_VALUE_CHARS) return `<code>${escapeXml(p.long)}</code>`;
+        return `<details class="long"><summary><code>${escapeXml(p.long.slice(0, LONG_VALUE_CHARS))}</code>… (${p.long.length} characters)</summary><pre class="text">${escapeXml(p.long)}</pre></details>`;
+      }
       if (!p.cite.length) return '';
       const sorted = [...new Set(p.cite)].sort((a, b) => a - b);
       return `<span class="cite">[seq ${sorted.map((s) => `<a href="#seq-${s}">${s}</a>`).join(', ')}]</span>`;
@@ -440,11 +492,24 @@ const LLM_STYLE = [
   'pre.text{background:#f8f8f8;padding:6px;margin:0.2em 0 0.6em;white-space:pre-wrap;font-size:12px}summary{cursor:pointer}',
 ].join('');
 
+/** Long values wrap, and collapse (only in reports that have one, or model calls, so the others keep their bytes). */
+const LONG_STYLE = [
+  'td{max-width:40em;overflow-wrap:anywhere}td code{white-space:pre-wrap;overflow-wrap:anywhere}',
+  'details.long pre.text{background:#f8f8f8;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;max-height:24em;overflow:auto}',
+].join('');
+
+function hasLong(b: Block): boolean {
+  const long = (parts: Inline[]) => parts.some((p) => typeof p === 'object' && 'long' in p && p.long.length > LONG_VALUE_CHARS);
+  if (b.kind === 'table') return b.rows.some((row) => row.some(long));
+  if (b.kind === 'details') return b.blocks.some(hasLong);
+  return false;
+}
+
 function html(r: RunReport, blocks: Block[]): string {
   return [
     '<!DOCTYPE html>',
     '<html lang="en">',
-    `<head><meta charset="utf-8"><title>${escapeXml(`a2rl run report ${r.run.runId}`)}</title><style>${STYLE}${r.llm ? LLM_STYLE : ''}</style></head>`,
+    `<head><meta charset="utf-8"><title>${escapeXml(`a2rl run report ${r.run.runId}`)}</title><style>${STYLE}${r.llm ? LLM_STYLE : ''}${r.llm || blocks.some(hasLong) ? LONG_STYLE : ''}</style></head>`,
     `<body>`,
     ...blocks.map(htmlBlock),
     '</body>',

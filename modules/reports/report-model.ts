@@ -68,7 +68,7 @@ export interface SubmissionReport {
 }
 
 export interface TimelineItem {
-  lane: 'training' | 'evaluation' | 'install' | 'agent-tool' | 'other' | 'files' | 'rollouts' | 'submissions';
+  lane: 'training' | 'evaluation' | 'install' | 'agent-tool' | 'other' | 'files' | 'rollouts' | 'submissions' | 'model-calls';
   startS: number;
   endS: number | null;
   label: string;
@@ -122,7 +122,34 @@ export interface RunReport {
   transcript?: Transcript;
   /** Signs of an own copy of the interactive environment (analysis.envCopy); absent when none. */
   envCopy?: RunAnalysis['envCopy'];
+  /** Each limit the run reached (LimitReached), with how far past its maximum the value went; absent when none. */
+  limits?: LimitReport[];
+  /**
+   * The end of the agent's own output (AgentOutput chunks), at most OUTPUT_TAIL_BYTES per stream.
+   * LLM-driven runs only (absent otherwise, so other reports keep their bytes): `a2rl logs` has all of it.
+   */
+  output?: OutputReport;
 }
+
+export interface LimitReport {
+  limit: string;
+  value: number;
+  max: number;
+  /** value − max when the value went past the maximum (an overrun: calls in flight when the cap was reached), else 0. */
+  over: number;
+  scope: string | null;
+  action: string;
+  seq: number;
+}
+
+export interface OutputReport {
+  chunks: number;
+  bytes: number;
+  streams: { stream: 'stdout' | 'stderr'; chunks: number; bytes: number; tail: string; cut: boolean; missing: number; evidence: Evidence }[];
+}
+
+/** Bytes of each output stream the report shows (its end). */
+export const OUTPUT_TAIL_BYTES = 4096;
 
 /** Texts of the transcript (prompts, tool results and inputs, answers) are cut here in reports. */
 export const REPORT_TEXT_LIMIT = 600;
@@ -211,6 +238,13 @@ function timeline(input: ReportInput, at: (seq: number) => number): RunReport['t
       case 'RolloutBatchRecorded':
         items.push({ lane: 'rollouts', startS: at(e.seq), endS: null, label: `${e.data.episodes} episodes, success rate ${e.data.successRate}`, seq: e.seq });
         break;
+      case 'LlmCallRecorded': {
+        // The call's bar ends when it was recorded and starts its latency before.
+        const endS = at(e.seq);
+        const tokens = (e.data.usage.inputTokens ?? 0) + (e.data.usage.outputTokens ?? 0);
+        items.push({ lane: 'model-calls', startS: ms(Math.max(0, endS - e.data.latencyMs / 1000)), endS, label: `${e.data.modelAnswered ?? e.data.modelRequested ?? e.data.api}: ${e.data.outcome}, ${tokens} tokens`, seq: e.seq });
+        break;
+      }
       case 'SubmissionReceived': {
         const score = scoreOf.get(e.data.submissionId);
         items.push({ lane: 'submissions', startS: at(e.seq), endS: null, label: `${e.data.submissionId}${score === undefined ? '' : ` score ${score}`}`, seq: e.seq });
@@ -269,6 +303,48 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
   };
 }
 
+function limitsOf(events: readonly A2rlEvent[]): LimitReport[] {
+  return events.flatMap((e) =>
+    e.type === 'LimitReached'
+      ? [{ limit: e.data.limit, value: e.data.value, max: e.data.max, over: e.data.value > e.data.max ? e.data.value - e.data.max : 0, scope: e.data.scope ?? null, action: e.data.action, seq: e.seq }]
+      : [],
+  );
+}
+
+/** The last OUTPUT_TAIL_BYTES of each stream, read from its last chunks backwards (never the whole output of a long run). */
+async function outputOf(events: readonly A2rlEvent[], blobs: BlobReader): Promise<OutputReport | null> {
+  const chunks = events.filter((e): e is Extract<A2rlEvent, { type: 'AgentOutput' }> => e.type === 'AgentOutput');
+  if (!chunks.length) return null;
+  const streams: OutputReport['streams'] = [];
+  for (const stream of ['stdout', 'stderr'] as const) {
+    const mine = chunks.filter((c) => c.data.stream === stream);
+    if (!mine.length) continue;
+    const bytes = mine.reduce((n, c) => n + c.data.chunk.size, 0);
+    const parts: Buffer[] = [];
+    const evidence: number[] = [];
+    let have = 0;
+    let missing = 0;
+    for (let i = mine.length - 1; i >= 0 && have < OUTPUT_TAIL_BYTES; i--) {
+      const body = await blobs.read(mine[i].data.chunk.sha256);
+      evidence.unshift(mine[i].seq);
+      if (!body) {
+        missing++;
+        continue;
+      }
+      parts.unshift(body);
+      have += body.length;
+    }
+    const all = Buffer.concat(parts);
+    const cut = all.length > OUTPUT_TAIL_BYTES || evidence.length < mine.length;
+    // Cut at a line start where one is near, so the tail opens with a whole line; a split character is dropped.
+    let tail = new TextDecoder('utf-8').decode(all.subarray(Math.max(0, all.length - OUTPUT_TAIL_BYTES))).replace(/^\uFFFD+/, '');
+    const newline = tail.indexOf('\n');
+    if (all.length > OUTPUT_TAIL_BYTES && newline >= 0 && newline < 400) tail = tail.slice(newline + 1);
+    streams.push({ stream, chunks: mine.length, bytes, tail, cut, missing, evidence: [evidence[0]!, evidence[evidence.length - 1]!].filter((v, i, a) => a.indexOf(v) === i) });
+  }
+  return { chunks: chunks.length, bytes: chunks.reduce((n, c) => n + c.data.chunk.size, 0), streams };
+}
+
 /** Builds the structured report: pure given the analysis, the events and immutable blobs. */
 export async function buildReport(input: ReportInput): Promise<RunReport> {
   const { analysis: a, events } = input;
@@ -313,6 +389,8 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
 
   const integrity = workspaceIntegrity(events);
   const llm = a.llm ?? null; // rows analysed before model calls were recorded have none
+  const limits = limitsOf(events);
+  const output = llm ? await outputOf(events, input.blobs) : null;
   const bestSubmission = a.best === null ? undefined : a.submissions.find((s) => s.status === 'graded' && s.score === a.best);
   return {
     schema: 'a2rl.run-report/1',
@@ -356,5 +434,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
     ...(integrity ? { integrity } : {}),
     ...(llm ? { llm, transcript: reportTranscript(events) } : {}),
     ...(a.envCopy ? { envCopy: a.envCopy } : {}),
+    ...(limits.length ? { limits } : {}),
+    ...(output ? { output } : {}),
   };
 }
