@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Matches, MaxLength, Min, MinLength } from 'class-validator';
+import { IsIn, IsInt, IsOptional, IsString, Matches, MaxLength, Min, MinLength } from 'class-validator';
 
 // Query-string DTOs of the dashboard's endpoints (the global ValidationPipe answers 400 naming the parameter).
 
@@ -20,4 +20,17 @@ export class ReplayTreeQuery {
 export class ReplayFileQuery extends ReplayTreeQuery {
   @ApiProperty({ description: 'workspace-relative path of the file, as the tree lists it' })
   @IsString() @MinLength(1) @MaxLength(4096) path!: string;
+}
+
+export class BlobQuery {
+  @ApiPropertyOptional({ description: "which of the event's blobs (request, response, chunk, content, items, …); default: its first" })
+  @IsOptional() @IsString() @Matches(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, { message: 'part must be a payload field name such as request or response' }) part?: string;
+}
+
+export class OutputQuery {
+  @ApiPropertyOptional({ description: 'output events with seq strictly greater than this', minimum: -1, default: -1 })
+  @IsOptional() @Type(() => Number) @IsInt() @Min(-1) after_seq: number = -1;
+
+  @ApiPropertyOptional({ description: 'one stream only', enum: ['stdout', 'stderr'] })
+  @IsOptional() @IsIn(['stdout', 'stderr']) stream?: 'stdout' | 'stderr';
 }

@@ -10,6 +10,7 @@ import { QueryModule } from '../query/query.module.js';
 import { ProjectionRunnerService, READ_MODELS, ReadModelsModule } from '../readmodels/readmodels.module.js';
 import { ReplayService } from '../replay/replay.service.js';
 import { AuditStatusController } from './audit-status.controller.js';
+import { BlobsController } from './blobs.controller.js';
 import { CampaignFeed } from './campaign-feed.js';
 import { CampaignsController } from './campaigns.controller.js';
 import { LedgerFeed } from './ledger-feed.js';
@@ -27,7 +28,7 @@ import { Verifications } from './verifications.js';
  */
 @Module({
   imports: [LedgerModule, ArtifactsModule, ReadModelsModule, QueryModule, CampaignsModule],
-  controllers: [LiveController, ReplayController, CampaignsController, AuditStatusController, StaticController],
+  controllers: [LiveController, ReplayController, BlobsController, CampaignsController, AuditStatusController, StaticController],
   providers: [
     LedgerFeed,
     CampaignFeed,

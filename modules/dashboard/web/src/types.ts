@@ -164,6 +164,8 @@ export interface RunReport {
   scores: { baseline: number | null; best: number | null; improvement: number | null; baselineEvidence: Evidence; bestEvidence: Evidence };
   submissions: SubmissionReport[];
   timeline: { endS: number; items: TimelineItem[] };
+  /** Limits the run reached (absent when none); `over` > 0 is an overrun. */
+  limits?: { limit: string; value: number; max: number; over: number; scope: string | null; action: string; seq: number }[];
 }
 
 export interface TranscriptEntry {

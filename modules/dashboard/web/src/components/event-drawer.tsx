@@ -3,6 +3,7 @@ import { qs, useJson } from '../api.js';
 import type { LedgerEvent } from '../types.js';
 import { when } from './format.js';
 import { takeOpener } from './event-link.js';
+import { BlobView } from './blob-view.js';
 
 /** The envelope's fields first, then the payload: easier to read than the server's sorted keys. */
 function envelopeFirst(event: LedgerEvent) {
@@ -81,6 +82,7 @@ export function EventDrawer({ runId, seq, onClose }: { runId: string; seq: numbe
             <pre class="json" tabIndex={0} aria-label="the event as JSON" data-testid="event-json">
               {JSON.stringify(envelopeFirst(event), null, 2)}
             </pre>
+            <BlobView runId={runId} event={event} />
           </>
         ) : null}
       </div>

@@ -2,7 +2,7 @@ import type { TimelineItem } from '../types.js';
 import { scale, ticks } from './scale.js';
 import { duration } from './format.js';
 
-const LANES = ['submissions', 'training', 'evaluation', 'install', 'agent-tool', 'other', 'files', 'rollouts'];
+const LANES = ['submissions', 'model-calls', 'training', 'evaluation', 'install', 'agent-tool', 'other', 'files', 'rollouts'];
 /** Items drawn at most: a huge run keeps a responsive page; the events list has the rest. */
 const MAX_ITEMS = 1500;
 

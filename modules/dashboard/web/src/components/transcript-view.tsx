@@ -1,9 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
 import { getJson, qs } from '../api.js';
 import type { LedgerEvent, LlmTotals, TranscriptEntry } from '../types.js';
-import { EventLink } from './event-link.js';
+import { EventLink, eventHref } from './event-link.js';
 import { EventsList } from './events-list.js';
-import { clip, count, usd, when } from './format.js';
+import { count, usd, when } from './format.js';
+import { LongText, prettyJson } from './long-text.js';
 
 const LIMIT = 50;
 
@@ -15,7 +16,7 @@ interface TranscriptPage {
 }
 
 /** The run's model calls, 50 at a time; never the whole run. `enabled` false: none to ask for. */
-function useTranscriptPages(runId: string, enabled: boolean) {
+function useTranscriptPages(runId: string, enabled: boolean, liveNewest: number | null) {
   const [entries, setEntries] = useState<TranscriptEntry[]>([]);
   const [next, setNext] = useState(-1);
   const [done, setDone] = useState(false);
@@ -48,6 +49,14 @@ function useTranscriptPages(runId: string, enabled: boolean) {
     else setLoading(false);
   }, [runId, enabled]);
 
+  // Live: a model call recorded after the last one shown is fetched as soon as its event arrives
+  // (a page opened before the first call shows the calls without a reload).
+  const newest = liveNewest;
+  useEffect(() => {
+    if (!enabled || loading || !done || newest === null || newest <= next) return;
+    void load(next, false);
+  }, [newest, enabled, loading, done, next]);
+
   return { entries, done, loading, error, more: () => load(next, false) };
 }
 
@@ -60,27 +69,31 @@ function Call({ runId, entry }: { runId: string; entry: TranscriptEntry }) {
         <span class="muted">
           {when(entry.startedAt)} · {entry.latencyMs} ms · in {count(entry.usage.inputTokens)} / out {count(entry.usage.outputTokens)} tokens · {usd(entry.costUsd)}
         </span>
-        {entry.outcome !== 'ok' ? <span class="badge tone-bad">{entry.outcome}</span> : null}
+        {entry.outcome !== 'ok' ? <span class="badge tone-bad">{entry.outcome}</span> : null}{' '}
+        <a class="event-link" href={`${eventHref(runId, entry.seq)}`} aria-label={`the raw request and response of ${heading.toLowerCase()}, event ${entry.seq}`}>
+          raw request and response
+        </a>
       </header>
       {entry.request.userText ? (
         <p class="said user">
-          <span class="who">user</span> {clip(entry.request.userText)}
+          <span class="who">user</span> <LongText text={entry.request.userText} label="the user text" />
         </p>
       ) : null}
       {entry.request.toolResults.map((r, i) => (
         <pre key={`r${i}`} class="said tool-result">
-          <span class="who">tool result</span> {clip(r.output)}
+          <span class="who">tool result</span> <LongText text={r.output} label="the tool result" />
         </pre>
       ))}
       {entry.answer.text ? (
         <p class="said model">
-          <span class="who">model</span> {clip(entry.answer.text)}
+          <span class="who">model</span> <LongText text={entry.answer.text} label="the model's answer" />
         </p>
       ) : null}
       {entry.answer.toolCalls.map((c, i) => (
-        <pre key={`c${i}`} class="said tool-call">
-          <span class="who">calls {c.name}</span> {clip(c.input)}
-        </pre>
+        <div key={`c${i}`} class="said tool-call">
+          <span class="who">calls {c.name}</span>
+          <LongText as="pre" class="code" text={prettyJson(c.input)} label={`the call of ${c.name}`} />
+        </div>
       ))}
       {entry.error ? <p class="said error">{entry.error}</p> : null}
     </article>
@@ -118,7 +131,9 @@ const OUTPUT_TYPES = 'AgentOutput,ProcessStarted,ProcessExited';
  * asked for (in a large run the server would scan every event to find none).
  */
 export function TranscriptView({ runId, totals, liveTail, noModelCalls = false }: { runId: string; totals: LlmTotals | null; liveTail: readonly LedgerEvent[]; noModelCalls?: boolean }) {
-  const pages = useTranscriptPages(runId, !noModelCalls);
+  const calls = liveTail.filter((e) => e.type === 'LlmCallRecorded');
+  const liveNewest = calls.length ? calls[calls.length - 1]!.seq : null;
+  const pages = useTranscriptPages(runId, !noModelCalls || liveNewest !== null, liveNewest);
   const noCalls = !pages.loading && !pages.error && pages.entries.length === 0;
   return (
     <div data-testid="transcript">

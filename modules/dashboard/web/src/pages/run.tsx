@@ -9,6 +9,7 @@ import { clip, count, duration, num, signed, when } from '../components/format.j
 import { LineChart } from '../components/line-chart.js';
 import { Table, type Column } from '../components/table.js';
 import { TimelineChart } from '../components/timeline-chart.js';
+import { OutputView } from '../components/output-view.js';
 import { TranscriptView } from '../components/transcript-view.js';
 import { link, setQuery, useLocation } from '../router.js';
 import type { LedgerEvent, LiveStatus, ProcessReport, RunAnalysis, RunReport, SubmissionAnalysis, SubmissionReport } from '../types.js';
@@ -18,8 +19,8 @@ const MAX_PROCESS_ROWS = 500;
 /** Live events kept in memory for the lists (the store has all of them). */
 const TAIL = 500;
 /** Events after which the analysis (header, submissions, chart) is worth reading again. */
-const CHANGES_ANALYSIS = new Set(['RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated', 'AgentStarted', 'SubmissionReceived', 'SubmissionGraded', 'SubmissionRejected', 'AgentExited', 'RunCompleted', 'RunInterrupted', 'RunResumed', 'LimitReached']);
-const CHANGES_REPORT = new Set(['SubmissionGraded', 'SubmissionRejected', 'AgentExited', 'RunCompleted', 'RunInterrupted']);
+const CHANGES_ANALYSIS = new Set(['LlmCallRecorded', 'RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated', 'AgentStarted', 'SubmissionReceived', 'SubmissionGraded', 'SubmissionRejected', 'AgentExited', 'RunCompleted', 'RunInterrupted', 'RunResumed', 'LimitReached']);
+const CHANGES_REPORT = new Set(['LlmCallRecorded', 'ProcessStarted', 'ProcessExited', 'LimitReached', 'SubmissionGraded', 'SubmissionRejected', 'AgentExited', 'RunCompleted', 'RunInterrupted']);
 
 /** Calls `fn` at most once per `ms`, trailing. */
 function useThrottled(fn: () => void, ms: number): () => void {
@@ -142,9 +143,9 @@ export function RunPage({ runId }: { runId: string }) {
             <h2 id="rollouts-title">Rollouts</h2>
             <Rollouts runId={runId} analysis={a} report={report.data} />
           </section>
-          <section aria-labelledby="transcript-title">
-            <h2 id="transcript-title">Transcript</h2>
-            <TranscriptView runId={runId} totals={a.llm?.totals ?? null} liveTail={tail} noModelCalls={noModelCalls(a)} />
+          <section aria-labelledby="agent-title">
+            <h2 id="agent-title">What the agent did</h2>
+            <AgentTabs runId={runId} analysis={a} tail={tail} tab={location.query.get('tab')} />
           </section>
         </>
       ) : (
@@ -156,6 +157,34 @@ export function RunPage({ runId }: { runId: string }) {
       </section>
       {drawerSeq !== null ? <EventDrawer runId={runId} seq={drawerSeq} onClose={() => setQuery({ seq: null })} /> : null}
     </article>
+  );
+}
+
+const AGENT_TABS = [
+  { id: 'transcript', label: 'Transcript' },
+  { id: 'output', label: 'Output' },
+] as const;
+
+/**
+ * The agent's model calls (transcript) and its own stdout/stderr (output), one tab at a time; the
+ * tab is in the address (`?tab=output`), so a link opens it. Default: the transcript of an
+ * LLM-driven agent, the output of any other.
+ */
+function AgentTabs({ runId, analysis: a, tail, tab }: { runId: string; analysis: RunAnalysis; tail: LedgerEvent[]; tab: string | null }) {
+  const chosen = tab === 'output' || tab === 'transcript' ? tab : a.llm || tail.some((e) => e.type === 'LlmCallRecorded') ? 'transcript' : 'output';
+  return (
+    <>
+      <div class="tabs" role="tablist" aria-label="What the agent did">
+        {AGENT_TABS.map((t) => (
+          <button key={t.id} type="button" role="tab" id={`agent-tab-${t.id}`} aria-selected={t.id === chosen} aria-controls="agent-panel" data-testid={`tab-${t.id}`} onClick={() => setQuery({ tab: t.id })}>
+            {t.label}
+          </button>
+        ))}
+      </div>
+      <div role="tabpanel" id="agent-panel" aria-labelledby={`agent-tab-${chosen}`}>
+        {chosen === 'transcript' ? <TranscriptView runId={runId} totals={a.llm?.totals ?? null} liveTail={tail} noModelCalls={noModelCalls(a)} /> : <OutputView runId={runId} liveTail={tail} />}
+      </div>
+    </>
   );
 }
 
@@ -249,6 +278,22 @@ function RunHeader({ runId, analysis: a, status, live, ended, report }: { runId:
           <dd>{count(a ? Math.max(a.eventCount, (a.lastSeq ?? -1) + 1) : null)}</dd>
         </div>
       </dl>
+      {report?.limits?.length ? (
+        <div class="limits" role="note" data-testid="run-limits">
+          <h2 class="small">Limits reached</h2>
+          <ul>
+            {report.limits.map((l) => (
+              <li key={l.seq}>
+                <EventLink runId={runId} seq={l.seq} label={`${l.limit} reached, event ${l.seq}`}>
+                  {l.limit}
+                </EventLink>{' '}
+                {count(l.value)} of {count(l.max)}
+                {l.over > 0 ? <strong class="overrun"> — over by {count(l.over)}</strong> : null} · {l.action}
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
       {status && status.processes.length ? (
         <div class="current-processes">
           <h2 class="small">Running now</h2>
