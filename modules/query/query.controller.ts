@@ -13,6 +13,7 @@ import { entryText, transcriptText } from '../reports/transcript-text.js';
 import { buildTranscript } from '../../projections/transcript/transcript.js';
 import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery, TranscriptQuery } from './query.dto.js';
 import { RunSource } from './run-source.js';
+import { sortRuns } from './run-listing.js';
 import { runSummary } from './run-summary.js';
 import { TranscriptPager } from './transcript-page.js';
 
@@ -44,10 +45,10 @@ export class QueryController {
   private readonly pager: TranscriptPager;
 
   @Get('runs')
-  @ApiOkResponse({ description: '{total, limit, offset, items[]} ordered by run id' })
+  @ApiOkResponse({ description: '{total, limit, offset, items[]}, newest first (scheduled time, then run id)' })
   async list(@Query() q: ListRunsQuery) {
     const gone = runsWithHarnessGone(this.locks);
-    const runs = filterRuns(await this.source.runs(), q)
+    const runs = sortRuns(filterRuns(await this.source.runs(), q), 'started')
       .map((r) => liveRun(r, gone))
       .filter((r) => (q.state === undefined || r.state === q.state) && (q.failure_class === undefined || (!r.harnessGone && failureClassOf(r) === q.failure_class)));
     return { total: runs.length, limit: q.limit, offset: q.offset, items: runs.slice(q.offset, q.offset + q.limit).map(runSummary) };

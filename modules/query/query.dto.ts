@@ -1,20 +1,14 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
-import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
 import { REPORT_FORMATS, type ReportFormat } from '../reports/render.js';
-import { RUN_STATES } from '../runs/run-lifecycle.js';
+import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
+import { FAILURE_CLASSES, RUN_STATES } from './run-filters.js';
 
 // Query-string DTOs of the query API. The global ValidationPipe (whitelist, forbidNonWhitelisted,
 // transform) turns any unknown or invalid parameter into a 400 naming it.
 
-const FAILURE_CLASS_SET: Record<FailureClass, true> = {
-  success: true, timeout_no_submission: true, copy_model_fallback: true, code_error_runtime: true, rollout_logic_wrong: true,
-  training_diverged: true, invalid_checkpoint: true, no_improvement: true, agent_crash: true, infra_error: true,
-  infra_setup: true, infra_llm_limit: true, infra_model_unreachable: true, cancelled: true,
-};
-export const FAILURE_CLASSES = Object.keys(FAILURE_CLASS_SET) as FailureClass[];
-export { RUN_STATES };
+export { FAILURE_CLASSES, RUN_STATES };
 export const MAX_PAGE = 200;
 
 export class RunFilterQuery {

@@ -1,18 +1,13 @@
-import { writeFile } from 'node:fs/promises';
-import type { INestApplicationContext } from '@nestjs/common';
 import type { Command } from 'commander';
-import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
-import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
-import { followTranscript } from '../../modules/query/follow.js';
-import { RunSource } from '../../modules/query/run-source.js';
-import { REPORT_FORMATS, renderReport, type ReportFormat } from '../../modules/reports/render.js';
-import { formatNumber, resultsCsv } from '../../modules/reports/results-csv.js';
-import { transcriptText } from '../../modules/reports/transcript-text.js';
-import { scoreboard, scoreboardRuns, type ScoreboardFilter, type ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
-import { buildTranscript } from '../../projections/transcript/transcript.js';
-import { table, withApp } from './cli-support.js';
+import type { RunSource } from '../../modules/query/run-reading.js';
+import type { ScoreboardFilter, ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
+import { formatNumber } from '../../modules/reports/results-csv.js';
+import { table } from './cli-support.js';
+import { withReadSide, type ReadSide } from './read-side.js';
 import { documentOut, jsonOut } from './terminal.js';
+
+// The analysis commands read the ledger and the read models without the Nest app (read-side.ts);
+// what each renders with is imported on use.
 
 /** Commands over the post-hoc analysis: scoreboard, report, transcript. */
 export function registerAnalysisCommands(program: Command): void {
@@ -28,7 +23,7 @@ export function registerAnalysisCommands(program: Command): void {
     .option('--include-unfinished', 'also count runs whose set-up failed or that were cancelled (states setup_failed, cancelled; left out by default)')
     .action(async (opts: ScoreboardOptions) => {
       if (opts.json && opts.csv) throw new Error('give --json or --csv, not both');
-      await withApp((app) => printScoreboard(app, opts));
+      await withReadSide((side) => printScoreboard(side, opts));
     });
 
   program
@@ -38,9 +33,11 @@ export function registerAnalysisCommands(program: Command): void {
     .option('--format <format>', 'md | json | html', 'md')
     .option('-o, --output <file>', 'write to this file instead of stdout')
     .action(async (runId: string, opts: { format: string; output?: string }) => {
+      const { REPORT_FORMATS, renderReport } = await import('../../modules/reports/render.js');
+      type ReportFormat = (typeof REPORT_FORMATS)[number];
       if (!REPORT_FORMATS.includes(opts.format as ReportFormat)) throw new Error(`--format must be ${REPORT_FORMATS.join(', ')}, got "${opts.format}"`);
-      await withApp(async (app) => {
-        const input = await app.get(RunSource).reportInput(runId);
+      await withReadSide(async (side) => {
+        const input = await side.source.reportInput(runId);
         if (!input) throw new Error(`no run "${runId}" in the ledger`);
         const text = await renderReport(input, opts.format as ReportFormat);
         if (!opts.output) {
@@ -48,6 +45,7 @@ export function registerAnalysisCommands(program: Command): void {
           process.stdout.write(opts.format === 'json' ? jsonOut(text) : opts.format === 'html' ? documentOut(text) : text);
           return;
         }
+        const { writeFile } = await import('node:fs/promises');
         await writeFile(opts.output, text);
         process.stderr.write(`wrote ${opts.output} (${Buffer.byteLength(text)} bytes)\n`);
       });
@@ -60,13 +58,19 @@ export function registerAnalysisCommands(program: Command): void {
     .option('--follow', 'print each call as it is recorded, until the run ends')
     .option('--json', 'canonical JSON of the transcript; with --follow, one entry per line, then a line with the totals')
     .action(async (runId: string, opts: { follow?: boolean; json?: boolean }) => {
-      await withApp(async (app) => {
-        const source = app.get(RunSource);
+      await withReadSide(async (side) => {
+        const source: RunSource = side.source;
         const write = (text: string) => void process.stdout.write(opts.json ? jsonOut(text) : text); // text: inert as composed (transcript-text.ts)
         if (opts.follow) {
+          const { followTranscript } = await import('../../modules/query/follow.js');
           await followTranscript(source, runId, write, { json: opts.json });
           return;
         }
+        const [{ buildTranscript }, { transcriptText }, { canonicalJson }] = await Promise.all([
+          import('../../projections/transcript/transcript.js'),
+          import('../../modules/reports/transcript-text.js'),
+          import('../../modules/ledger/events/canonical-json.js'),
+        ]);
         const events = await source.events(runId);
         if (!events.length) throw new Error(`no run "${runId}" in the ledger`);
         const transcript = buildTranscript(events);
@@ -83,10 +87,22 @@ export interface ScoreboardOptions extends ScoreboardFilter {
   csv?: boolean;
 }
 
+/** The stores `a2rl scoreboard` reads: the read-only side, or the app's (the end of `a2rl campaign run`). */
+export interface ScoreboardStores {
+  source: RunSource;
+  /** The ledger holding the campaigns' streams (only read with --campaign). */
+  store: ReadSide['store'];
+}
+
 /** `a2rl scoreboard` (and the end of `a2rl campaign run`): the table, its JSON rows, or results.csv. */
-export async function printScoreboard(app: INestApplicationContext, opts: ScoreboardOptions): Promise<void> {
+export async function printScoreboard(stores: ScoreboardStores, opts: ScoreboardOptions): Promise<void> {
+  const [{ scoreboard, scoreboardRuns }, { resultsCsv }, { canonicalJson }] = await Promise.all([
+    import('../../projections/scoreboard/scoreboard.js'),
+    import('../../modules/reports/results-csv.js'),
+    import('../../modules/ledger/events/canonical-json.js'),
+  ]);
   const filter = { task: opts.task, agent: opts.agent, driver: opts.driver, includeUnfinished: opts.includeUnfinished === true };
-  const runs = await campaignOnly(app, await app.get(RunSource).runs(), opts.campaign);
+  const runs = await campaignOnly(stores, await stores.source.runs(), opts.campaign);
   if (opts.csv) {
     process.stdout.write(resultsCsv(scoreboardRuns(runs, filter)));
     return;
@@ -102,9 +118,10 @@ export async function printScoreboard(app: INestApplicationContext, opts: Scoreb
 }
 
 /** The runs a campaign accepted (one per completed cell × seed), or every run without --campaign. */
-async function campaignOnly<T extends { runId: string }>(app: INestApplicationContext, runs: T[], campaignId: string | undefined): Promise<T[]> {
+async function campaignOnly<T extends { runId: string }>(stores: ScoreboardStores, runs: T[], campaignId: string | undefined): Promise<T[]> {
   if (campaignId === undefined) return runs;
-  const accepted = await new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK)).acceptedRunIds(campaignId);
+  const { CampaignLedger } = await import('../../modules/campaigns/campaign-ledger.js');
+  const accepted = await new CampaignLedger(stores.store, () => new Date()).acceptedRunIds(campaignId);
   if (!accepted) throw new Error(`no campaign "${campaignId}" in the ledger`);
   return runs.filter((r) => accepted.has(r.runId));
 }

@@ -18,6 +18,7 @@ import type { RunService } from '../../modules/runs/run.service.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
 import type { CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import { loadConfig } from '../config/config.js';
+import { RunSource } from '../../modules/query/run-source.js';
 import { printScoreboard } from './analysis.commands.js';
 import { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { num, table, withApp, withRunApp } from './cli-support.js';
@@ -406,7 +407,7 @@ function interruptSignal(opts: { exitCodes?: boolean } = {}): { signal: AbortSig
 async function finish(app: INestApplicationContext, progress: CampaignProgress, json?: boolean): Promise<void> {
   const { completed, failed, cancelled, running, pending } = progress.counts;
   process.stderr.write(`campaign ${progress.campaignId}: ${progress.status}, ${completed} completed, ${failed} failed${cancelled ? `, ${cancelled} cancelled` : ''}${running + pending ? `, ${running + pending} still owed` : ''}\n`);
-  if (completed) await printScoreboard(app, { campaign: progress.campaignId });
+  if (completed) await printScoreboard({ source: app.get(RunSource), store: app.get(EVENT_STORE) }, { campaign: progress.campaignId });
   if (json) process.stdout.write(jsonOut(`${campaignJson(progress)}\n`));
   if (failed || cancelled || progress.status === 'cancelled') process.exitCode ??= 1;
 }

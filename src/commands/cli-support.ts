@@ -1,20 +1,18 @@
 import type { INestApplication, INestApplicationContext } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { RunService, type RunProgress, type RunSummary } from '../../modules/runs/run.service.js';
-import { AppModule } from '../app.module.js';
+import type { RunService, RunProgress, RunSummary } from '../../modules/runs/run.service.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';
 import { checkHome } from '../config/open-errors.js';
 import { formatSeconds } from '../../modules/settings/duration.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
-import { createHttpApp, nestOptions } from '../server.js';
-import { loadServingConfig } from '../../modules/serving/serving.config.js';
 
 // What the `a2rl` commands share. Each command builds the Nest application context it needs, does
-// its work and closes it, so stores are flushed and closed before the process exits.
+// its work and closes it, so stores are flushed and closed before the process exits. Nest and the
+// app's modules are imported when a command builds the app, not when the CLI starts (`a2rl --help`
+// and the read-only commands, read-side.ts, never load them).
 
 export async function withApp<T>(work: (app: INestApplicationContext) => Promise<T>): Promise<T> {
   checkHome(loadConfig().home); // fail fast, naming the variable, before any store is opened
+  const [{ NestFactory }, { AppModule }, { nestOptions }] = await Promise.all([import('@nestjs/core'), import('../app.module.js'), import('../server.js')]);
   // A store that does not open is thrown as one OpenError line (src/cli.ts), not logged by Nest.
   const app = await NestFactory.createApplicationContext(AppModule, nestOptions());
   try {
@@ -28,13 +26,18 @@ export async function withApp<T>(work: (app: INestApplicationContext) => Promise
 export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, config: A2rlConfig, app: INestApplication) => Promise<T>): Promise<T> {
   const config = loadConfig();
   checkHome(config.home);
+  const [{ loadServingConfig }, { createHttpApp }, { RunService: Runs }] = await Promise.all([
+    import('../../modules/serving/serving.config.js'),
+    import('../server.js'),
+    import('../../modules/runs/run.service.js'),
+  ]);
   // Serving and environment-server variables are read at each grading; a bad one fails here, before any run starts.
   loadServingConfig();
   const app = await createHttpApp();
   try {
     await app.listen(0, '127.0.0.1');
     const address = app.getHttpServer().address() as { port: number };
-    const runs = app.get(RunService);
+    const runs: RunService = app.get(Runs);
     const interrupted = await runs.recoverInterruptedRuns();
     for (const runId of interrupted) process.stderr.write(`recorded RunInterrupted for ${runId} (its harness had exited)\n`);
     // First Ctrl-C / SIGTERM: stop the agents and close their runs properly (exit 130/143 afterwards).
@@ -78,12 +81,6 @@ export const num = (n: number | null) => (n === null ? '-' : n.toFixed(1));
 
 export function summaryJson(r: RunSummary): string {
   return JSON.stringify({ runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions, state: r.state });
-}
-
-/** An event's data on one line, cut at `width` (shown inert: C1 and bidi characters pass JSON's escaping). */
-export function summary(data: unknown, width = 100): string {
-  const text = inertLine(canonicalJson(data));
-  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
 }
 
 /** Columns padded to their widest cell; every cell shown inert, on one line (modules/reports/inert-text.ts: cells hold recorded data). */

@@ -1,22 +1,21 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { EVENT_TYPES, isEventType, type A2rlEvent, type EventType } from '../../modules/ledger/events/catalog.js';
-import { streamName } from '../../modules/ledger/events/ids.js';
+import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.js';
 import type { EventStore } from '../../modules/ledger/event-store.port.js';
-import { LedgerService } from '../../modules/ledger/ledger.service.js';
-import { EVENT_STORE } from '../../modules/ledger/tokens.js';
-import { followRunEvents } from '../../modules/query/follow.js';
-import { FAILURE_CLASSES, RUN_STATES } from '../../modules/query/query.dto.js';
-import { RunSource, runEventsFrom } from '../../modules/query/run-source.js';
-import { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
-import { liveRun, runsWithHarnessGone, stateLabel, type LiveRun } from '../../modules/runs/run-liveness.js';
-import { RUN_LOCKS, type RunLocks } from '../../modules/runs/run.ports.js';
-import { failureClassOf } from '../../projections/run-analysis/analyze.js';
+import type { RunSource } from '../../modules/query/run-reading.js';
+import { FAILURE_CLASSES, RUN_STATES } from '../../modules/query/run-filters.js';
+import { isRunSort, RUN_SORTS, sortRuns, type RunSort } from '../../modules/query/run-listing.js';
+import type { LiveRun } from '../../modules/runs/run-liveness.js';
+import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
-import { serve } from '../server.js';
-import { summary, table, withApp } from './cli-support.js';
+import { formatSeconds } from '../../modules/settings/duration.js';
+import { table } from './cli-support.js';
+import { eventLine } from './event-line.js';
+import { withReadSide, type ReadModels } from './read-side.js';
 import { jsonOut } from './terminal.js';
+
+// `events` and `runs` read the ledger and the read models without the Nest app (read-side.ts), and
+// load what else they use on use: they start in a fraction of a second.
 
 /** Commands over the ledger and its read models: serve, events, runs, projections. */
 export function registerLedgerCommands(program: Command): void {
@@ -24,6 +23,7 @@ export function registerLedgerCommands(program: Command): void {
     .command('serve')
     .description('serve the HTTP API (GET /health) and keep projections up to date')
     .action(async () => {
+      const { serve } = await import('../server.js');
       await serve();
       await new Promise(() => undefined); // runs until a signal closes the app
     });
@@ -36,37 +36,39 @@ export function registerLedgerCommands(program: Command): void {
     .option('--after-seq <n>', 'only events with a seq greater than n (to resume where an earlier read stopped)')
     .option('--limit <n>', 'at most n events')
     .option('--follow', 'print events as they are appended until the run is completed or interrupted (and its final tree head signed), or Ctrl-C')
-    .option('--json', 'NDJSON: one canonical JSON event per line ({type, runId, seq, id, occurredAt, schemaVersion, data})')
+    .option('--json', 'NDJSON: one canonical JSON event per line ({type, runId, seq, id, occurredAt, schemaVersion, data}), every payload whole (without --json: one line per event, its fields cut at 160 characters)')
     .action(async (runId: string, opts: { type?: string[]; afterSeq?: string; limit?: string; follow?: boolean; json?: boolean }) => {
       const filter: EventFilter = {
-        types: eventTypes(opts.type ?? []),
+        types: await eventTypes(opts.type ?? []),
         afterSeq: opts.afterSeq === undefined ? -1 : integerOption('--after-seq', opts.afterSeq, -1),
         limit: opts.limit === undefined ? Infinity : integerOption('--limit', opts.limit, 1),
       };
-      await withApp(async (app) => {
-        if (opts.follow) await followEvents(app.get(RunSource), runId, filter, opts.json === true);
-        else await printEvents(app.get<EventStore>(EVENT_STORE), app.get(LedgerService).backend, runId, filter, opts.json === true);
+      await withReadSide(async (side) => {
+        if (opts.follow) await followEvents(side.source, runId, filter, opts.json === true);
+        else await printEvents(side.store, runId, filter, opts.json === true);
       });
     });
 
   program
     .command('runs')
-    .description('list runs from the run-list read model, ordered by run id; the filters are those of GET /runs')
+    .description('list runs, newest first: task, agent, driver, state, best, improvement, start time, agent duration; the filters are those of GET /runs')
     .option('--task <id>', 'only runs of this task')
     .option('--agent <id>', 'only runs of this agent')
     .option('--driver <model>', 'only runs whose driver is this (the model the agent called most, else the declared one, as on the scoreboard)')
     .option('--state <state>', `only runs in this state: ${RUN_STATES.join(', ')}`)
     .option('--failure-class <class>', `only runs of this failure class: ${FAILURE_CLASSES.join(', ')}`)
+    .option('--sort <key>', `order: ${RUN_SORTS.join(', ')} (started: newest first; best, improvement, duration: largest first; id: ascending)`, 'started')
     .option('--limit <n>', 'at most n runs')
     .option('--offset <n>', 'skip the first n matching runs')
-    .option('--json', 'one JSON object per line: {runId, task, agent, driver, baseModel, state, eventCount, lastSeq, scheduledAt, lastEventAt}, and harnessGone: true on an open run shown interrupted because its harness is gone')
+    .option('--json', 'one JSON object per line: {runId, task, agent, driver, declaredDriver, baseModel, state, baseline, best, improvement, submissions, scheduledAt, durationS, eventCount, lastSeq, lastEventAt}, and harnessGone: true on an open run shown interrupted because its harness is gone')
     .action(async (opts: RunsOptions) => {
       const filter = runFilter(opts);
-      await withApp(async (app) => {
-        const projections = app.get(ProjectionRunnerService);
-        await projections.catchUp();
-        const runs = await matchingRuns(projections, filter, runsWithHarnessGone(app.get<RunLocks>(RUN_LOCKS)));
+      await withReadSide(async (side) => {
+        const [{ runsWithHarnessGone }, models] = await Promise.all([import('../../modules/runs/run-liveness.js'), side.readModels()]);
+        await models.catchUp();
+        const runs = await matchingRuns(models, filter, runsWithHarnessGone(await side.locks()));
         if (opts.json) {
+          const { canonicalJson } = await import('../../modules/ledger/events/canonical-json.js');
           for (const run of runs) process.stdout.write(jsonOut(`${canonicalJson(run)}\n`));
           return;
         }
@@ -74,8 +76,15 @@ export function registerLedgerCommands(program: Command): void {
           process.stdout.write(filter.any ? 'no runs match\n' : 'no runs recorded yet\n');
           return;
         }
-        const rows = [['RUN', 'TASK', 'AGENT', 'STATE', 'EVENTS', 'LAST SEQ']];
-        for (const r of runs) rows.push([r.runId, r.task ?? '-', r.agent ?? '-', stateLabel(r), String(r.eventCount), String(r.lastSeq)]);
+        const { stateLabel } = await import('../../modules/runs/run-liveness.js');
+        const score = (n: number | null) => (n === null ? '-' : n.toFixed(1));
+        const rows = [['RUN', 'TASK', 'AGENT', 'DRIVER', 'STATE', 'BEST', 'IMPROVEMENT', 'STARTED (UTC)', 'DURATION', 'EVENTS']];
+        for (const r of runs) {
+          rows.push([
+            r.runId, r.task ?? '-', r.agent ?? '-', r.driver ?? '-', stateLabel(r), score(r.best), r.improvement === null ? '-' : `${r.improvement >= 0 ? '+' : ''}${r.improvement.toFixed(1)}`,
+            startedAt(r.scheduledAt), r.durationS === null ? '-' : formatSeconds(Math.round(r.durationS)), String(r.eventCount),
+          ]);
+        }
         process.stdout.write(`${table(rows)}\n`);
       });
     });
@@ -86,6 +95,7 @@ export function registerLedgerCommands(program: Command): void {
     .description('name, checkpoint and lag of every projection')
     .option('--json', 'JSON array')
     .action(async (opts: { json?: boolean }) => {
+      const { withApp, ProjectionRunnerService } = await appSide();
       await withApp(async (app) => {
         const status = await app.get(ProjectionRunnerService).status();
         if (opts.json) {
@@ -103,6 +113,7 @@ export function registerLedgerCommands(program: Command): void {
     .argument('[name]', 'projection name (default: all)')
     .option('--json', 'one JSON object: {projections: [{name, processed}], seconds}')
     .action(async (name: string | undefined, opts: { json?: boolean }) => {
+      const { withApp, ProjectionRunnerService } = await appSide();
       await withApp(async (app) => {
         const started = process.hrtime.bigint();
         const results = await app.get(ProjectionRunnerService).rebuild(name, (p) => {
@@ -118,6 +129,17 @@ export function registerLedgerCommands(program: Command): void {
         process.stdout.write(`rebuild took ${seconds.toFixed(2)} s\n`);
       });
     });
+}
+
+/** The Nest app and its projection runner, for the commands that maintain projections. */
+async function appSide() {
+  const [{ withApp }, { ProjectionRunnerService }] = await Promise.all([import('./cli-support.js'), import('../../modules/readmodels/readmodels.module.js')]);
+  return { withApp, ProjectionRunnerService };
+}
+
+/** A scheduled time (ISO UTC) as `2026-11-28 16:53:14`, or '-'. */
+function startedAt(iso: string | null): string {
+  return iso === null ? '-' : iso.replace('T', ' ').replace(/\.\d+Z$|Z$/, '');
 }
 
 /** `--type A,B --type C`: every value, split at commas. */
@@ -138,8 +160,9 @@ interface EventFilter {
   limit: number;
 }
 
-function eventTypes(names: string[]): ReadonlySet<EventType> | null {
+async function eventTypes(names: string[]): Promise<ReadonlySet<EventType> | null> {
   if (!names.length) return null;
+  const { EVENT_TYPES, isEventType } = await import('../../modules/ledger/events/catalog.js');
   const unknown = names.filter((name) => !isEventType(name));
   if (unknown.length) throw new Error(`--type: unknown event type ${unknown.map((n) => `"${n}"`).join(', ')} (known: ${EVENT_TYPES.join(', ')})`);
   return new Set(names as EventType[]);
@@ -152,19 +175,25 @@ const matches = (filter: EventFilter, event: A2rlEvent) => event.seq > filter.af
  * paging function GET /runs/:id/events uses): never the whole run when a page is asked for, and
  * with --json streamed to stdout as read.
  */
-async function printEvents(store: EventStore, backend: string, runId: string, filter: EventFilter, json: boolean): Promise<void> {
-  if ((await store.streamRevision(streamName(runId))) === null) throw new Error(`run "${runId}" has no events in the ${backend} ledger`);
+async function printEvents(store: EventStore, runId: string, filter: EventFilter, json: boolean): Promise<void> {
+  const [{ streamName }, { runEventsFrom }, { canonicalJson }] = await Promise.all([
+    import('../../modules/ledger/events/ids.js'),
+    import('../../modules/query/run-reading.js'),
+    import('../../modules/ledger/events/canonical-json.js'),
+  ]);
+  if ((await store.streamRevision(streamName(runId))) === null) throw new Error(`run "${runId}" has no events in the ${store.backend} ledger`);
   const rows = [['SEQ', 'OCCURRED AT', 'TYPE', 'DATA']];
   let count = 0;
   for await (const event of runEventsFrom(store, runId, filter)) {
     if (json) process.stdout.write(jsonOut(`${canonicalJson(event)}\n`));
-    else rows.push([String(event.seq), event.occurredAt, event.type, summary(event.data)]);
+    else rows.push([String(event.seq), event.occurredAt, event.type, eventLine(event.data)]);
     count += 1;
   }
   if (!json) process.stdout.write(count ? `${table(rows)}\n` : 'no events match\n');
 }
 
-const TYPE_WIDTH = Math.max(...EVENT_TYPES.map((t) => t.length));
+/** The widest event type name (RolloutBatchRecorded …): the column --follow pads to. */
+const TYPE_WIDTH = 24;
 const CLOSING = new Set<EventType>(['RunCompleted', 'RunInterrupted']);
 /** How many times (a second apart) `--follow` looks for the final tree head after the closing event. */
 const SEAL_POLLS = 30;
@@ -181,11 +210,12 @@ async function followEvents(source: RunSource, runId: string, filter: EventFilte
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  const [{ followRunEvents }, { canonicalJson }] = await Promise.all([import('../../modules/query/follow.js'), import('../../modules/ledger/events/canonical-json.js')]);
   let printed = 0;
   const print = (event: A2rlEvent): boolean => {
     if (!matches(filter, event)) return true;
-    // summary() shows the data inert; the other fields are the harness's own.
-    process.stdout.write(json ? jsonOut(`${canonicalJson(event)}\n`) : `${String(event.seq).padEnd(6)}  ${event.occurredAt}  ${event.type.padEnd(TYPE_WIDTH)}  ${summary(event.data)}\n`);
+    // eventLine() shows the data inert; the other fields are the harness's own.
+    process.stdout.write(json ? jsonOut(`${canonicalJson(event)}\n`) : `${String(event.seq).padEnd(6)}  ${event.occurredAt}  ${event.type.padEnd(TYPE_WIDTH)}  ${eventLine(event.data)}\n`);
     return ++printed < filter.limit;
   };
   try {
@@ -231,6 +261,7 @@ interface RunsOptions {
   driver?: string;
   state?: string;
   failureClass?: string;
+  sort: string;
   limit?: string;
   offset?: string;
   json?: boolean;
@@ -242,6 +273,7 @@ interface RunFilter {
   driver?: string;
   state?: string;
   failureClass?: string;
+  sort: RunSort;
   limit: number;
   offset: number;
   /** Whether any filter was given (for the "nothing matches" line). */
@@ -253,25 +285,60 @@ function runFilter(o: RunsOptions): RunFilter {
   if (o.failureClass !== undefined && !(FAILURE_CLASSES as readonly string[]).includes(o.failureClass)) {
     throw new Error(`--failure-class must be one of ${FAILURE_CLASSES.join(', ')}, got "${o.failureClass}"`);
   }
+  if (!isRunSort(o.sort)) throw new Error(`--sort must be one of ${RUN_SORTS.join(', ')}, got "${o.sort}"`);
   const limit = o.limit === undefined ? Infinity : integerOption('--limit', o.limit, 1);
   const offset = o.offset === undefined ? 0 : integerOption('--offset', o.offset, 0);
   const any = [o.task, o.agent, o.driver, o.state, o.failureClass, o.limit].some((v) => v !== undefined) || offset > 0;
-  return { task: o.task, agent: o.agent, driver: o.driver, state: o.state, failureClass: o.failureClass, limit, offset, any };
+  return { task: o.task, agent: o.agent, driver: o.driver, state: o.state, failureClass: o.failureClass, sort: o.sort, limit, offset, any };
+}
+
+/** One run as `a2rl runs` lists it: its run-list row with what its analysis adds (the attributed driver, scores, duration). */
+export interface ListedRun {
+  runId: string;
+  task: string | null;
+  agent: string | null;
+  /** The model the agent called most, else the declared one (as on the scoreboard). */
+  driver: string | null;
+  declaredDriver: string | null;
+  baseModel: string | null;
+  state: RunListRow['state'];
+  baseline: number | null;
+  best: number | null;
+  improvement: number | null;
+  submissions: number;
+  scheduledAt: string | null;
+  durationS: number | null;
+  eventCount: number;
+  lastSeq: number;
+  lastEventAt: string;
+}
+
+function listed(row: RunListRow, a: RunAnalysis | undefined): ListedRun {
+  return {
+    runId: row.runId, task: row.task, agent: row.agent, driver: a ? a.driver : row.driver, declaredDriver: row.driver, baseModel: row.baseModel, state: row.state,
+    baseline: a?.baseline ?? null, best: a?.best ?? null, improvement: a?.improvement ?? null, submissions: a?.submissions.length ?? 0,
+    scheduledAt: row.scheduledAt, durationS: a?.durationS ?? null, eventCount: row.eventCount, lastSeq: row.lastSeq, lastEventAt: row.lastEventAt,
+  };
 }
 
 /**
- * The run-list rows the filter keeps; driver and failure class come from the run analyses, as GET /runs
- * reads them (no failure class before a run has ended). An open run whose harness is `gone` is listed
- * interrupted (run-liveness.ts).
+ * The runs the filter keeps, in the order asked for: the run-list rows with their analyses (driver
+ * and failure class as GET /runs reads them; no failure class before a run has ended). An open run
+ * whose harness is `gone` is listed interrupted (run-liveness.ts).
  */
-async function matchingRuns(projections: ProjectionRunnerService, f: RunFilter, gone: ReadonlySet<string>): Promise<LiveRun<RunListRow>[]> {
-  const rows = (await projections.runList()).map((r) => liveRun(r, gone));
-  const analyses = f.driver !== undefined || f.failureClass !== undefined ? new Map((await projections.runAnalyses()).map((a) => [a.runId, a])) : null;
-  const analysed = (r: LiveRun<RunListRow>) => {
-    if (!analyses) return true;
+async function matchingRuns(models: ReadModels, f: RunFilter, gone: ReadonlySet<string>): Promise<LiveRun<ListedRun>[]> {
+  const [{ liveRun }, { failureClassOf }, rows, analyses] = await Promise.all([
+    import('../../modules/runs/run-liveness.js'),
+    import('../../projections/run-analysis/analyze.js'),
+    models.runList(),
+    models.runAnalyses().then((list) => new Map(list.map((a) => [a.runId, a]))),
+  ]);
+  const runs = rows.map((r) => liveRun(listed(r, analyses.get(r.runId)), gone));
+  const analysed = (r: LiveRun<ListedRun>) => {
+    if (f.driver === undefined && f.failureClass === undefined) return true;
     const a = analyses.get(r.runId);
     return !!a && (f.driver === undefined || a.driver === f.driver) && (f.failureClass === undefined || (!r.harnessGone && failureClassOf(a) === f.failureClass));
   };
-  const kept = rows.filter((r) => (f.task === undefined || r.task === f.task) && (f.agent === undefined || r.agent === f.agent) && (f.state === undefined || r.state === f.state) && analysed(r));
-  return kept.slice(f.offset, f.offset + f.limit);
+  const kept = runs.filter((r) => (f.task === undefined || r.task === f.task) && (f.agent === undefined || r.agent === f.agent) && (f.state === undefined || r.state === f.state) && analysed(r));
+  return sortRuns(kept, f.sort).slice(f.offset, f.offset + f.limit);
 }
