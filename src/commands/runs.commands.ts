@@ -14,6 +14,8 @@ import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-supp
 import { openDashboard } from './dashboard-link.js';
 import { inertText } from '../../modules/reports/inert-text.js';
 import { jsonOut } from './terminal.js';
+import { checkUpstreams } from '../../modules/llm-gateway/preflight.js';
+import { upstreamsFromEnv } from '../../modules/llm-gateway/upstreams.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -48,7 +50,8 @@ export function registerRunsCommands(program: Command): void {
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
       const allowNet = opts.allowNet === undefined ? [] : parseAllowlist(opts.allowNet);
       await withRunApp(async (runs, gradingBaseUrl, config, app) => {
-        runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
+        const spec = runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
+        if (spec.llm) await checkUpstreams(spec.llm.providers, upstreamsFromEnv(process.env)); // its model must answer (GET …/models), or nothing is recorded
         const dashboard = await openDashboard(app, config, opts.serve === true);
         const result = await runs.run({
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
