@@ -67,11 +67,12 @@ describe('GET /runs', () => {
   it('lists run summaries with filters and limit/offset pagination', async () => {
     const all = await json('/runs');
     expect(all.total).toBe(2);
-    expect(all.items.map((r: { runId: string }) => r.runId)).toEqual(['fx-a', 'fx-b']);
-    expect(all.items[0]).toMatchObject({ task: 'ref-arith', baseline: 10, best: 55, submissions: 2, failureClass: 'success', route: 'grpo' });
+    // Newest first: both were scheduled at the same time, so the later run id comes first.
+    expect(all.items.map((r: { runId: string }) => r.runId)).toEqual(['fx-b', 'fx-a']);
+    expect(all.items[1]).toMatchObject({ task: 'ref-arith', baseline: 10, best: 55, submissions: 2, failureClass: 'success', route: 'grpo' });
     expect((await json('/runs?driver=gpt-x')).items.map((r: { runId: string }) => r.runId)).toEqual(['fx-b']);
     expect((await json('/runs?failure_class=success&state=completed')).items.map((r: { runId: string }) => r.runId)).toEqual(['fx-a']);
-    expect(await json('/runs?limit=1&offset=1')).toMatchObject({ total: 2, limit: 1, offset: 1, items: [{ runId: 'fx-b' }] });
+    expect(await json('/runs?limit=1&offset=1')).toMatchObject({ total: 2, limit: 1, offset: 1, items: [{ runId: 'fx-a' }] });
   });
 
   it.each([
