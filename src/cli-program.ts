@@ -17,6 +17,7 @@ const AREAS = {
   regrade: async () => (await import('./commands/regrade.commands.js')).registerRegradeCommands,
   data: async () => (await import('./commands/data.commands.js')).registerDataCommands,
   peers: async () => (await import('./commands/peers.commands.js')).registerPeersCommands,
+  output: async () => (await import('./commands/output.commands.js')).registerOutputCommands,
 } satisfies Record<string, () => Promise<Register>>;
 
 /** The area that registers each top-level command (src/cli.spec.ts holds it to what the areas register). */
@@ -27,6 +28,7 @@ export const COMMAND_AREA: Record<string, keyof typeof AREAS> = {
   scoreboard: 'analysis', report: 'analysis', transcript: 'analysis',
   keys: 'audit', verify: 'audit', replay: 'audit', export: 'audit', 'verify-bundle': 'audit',
   tokens: 'access', access: 'access', regrade: 'regrade', data: 'data', doctor: 'data', peers: 'peers',
+  logs: 'output', blob: 'output',
 };
 
 /** The CLI with every command, with only `command`'s area when it names one, or none for --version (help and errors need them all). */
