@@ -90,6 +90,23 @@ describe('environment servers started from their command', () => {
   });
 });
 
+  it('write to blocking pipes, so that all of a long burst of output (a traceback written a byte at a time) reaches the error', async () => {
+    // Flags of the server's stdout/stderr as it sees them after the bridge has been up a while; then
+    // 4,000 one-byte writes to stderr, more than a socket buffer holds in small writes, and a last line.
+    const script = [
+      'import fcntl, os, sys, time',
+      'time.sleep(0.3)',
+      'print("nonblocking", [bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK) for fd in (1, 2)], flush=True)',
+      'for _ in range(4000): sys.stderr.write("^"); sys.stderr.flush()',
+      'sys.stderr.write("\\nlast line of the burst\\n")',
+      'sys.exit(3)',
+    ].join('\n');
+    const err = await rejection(start({ A2RL_ENV_ALFWORLD_COMMAND: `python3 -c '${script}' {port}` }));
+    expect(err.message).toMatch(/exited before becoming ready \(exit code 3\)/);
+    expect(err.message).toContain('nonblocking [False, False]');
+    expect(err.message).toMatch(/last line of the burst$/);
+  }, 30_000);
+
 describe('environment servers at a configured URL', () => {
   it('are probed, used with the configured token and never stopped by a2rl', async () => {
     const own = await start();

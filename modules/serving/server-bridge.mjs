@@ -49,13 +49,28 @@ try {
   fail(`cannot listen on ${socket}: ${err.message}`);
 }
 
-const child = spawn(command, args, { stdio: 'inherit' });
+// The server writes into pipes of its own, copied to ours: Node makes this process's stdout and
+// stderr non-blocking (a flag of the file description, shared with a child that inherits them), and a
+// server writing to a non-blocking pipe loses what meets a full buffer (EAGAIN) whenever the harness
+// reads late: the end of a traceback, or the server itself, whose logging then fails.
+const child = spawn(command, args, { stdio: ['inherit', 'pipe', 'pipe'] });
+child.stdout.pipe(process.stdout, { end: false });
+child.stderr.pipe(process.stderr, { end: false });
 child.on('error', (err) => fail(`cannot start ${command}: ${err.message}`));
 for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, () => undefined);
+// Its output is copied to the end before the bridge exits as it did; a leftover process of the
+// server's holding the pipes open is not waited for beyond a second.
+const copied = Promise.all([child.stdout, child.stderr].map((stream) => new Promise((done) => stream.once('close', done))));
 child.on('exit', (code, signal) => {
+  void Promise.race([copied, new Promise((done) => setTimeout(done, 1000))]).then(() => exitAs(code, signal));
+});
+
+async function exitAs(code, signal) {
+  // What was copied has reached the harness's pipes (a write's callback runs once it is written).
+  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise((done) => stream.write('', done))));
   if (signal) {
     process.removeAllListeners(signal);
     process.kill(process.pid, signal);
     setTimeout(() => process.exit(128), 1000).unref(); // a signal node ignores (SIGPIPE)
   } else process.exit(code ?? 1);
-});
+}

@@ -34,6 +34,8 @@ export class ServerProcess {
   private readonly exited: Promise<void>;
   private readonly lines: string[] = [];
   private readonly partial = ['', ''];
+  /** Output chunks read so far (see quiet()). */
+  private chunks = 0;
   private stopping: Promise<void> | null = null;
   private reaper: ChildProcess | null = null;
 
@@ -67,12 +69,10 @@ export class ServerProcess {
         reject(new EvaluatorError(`cannot start ${what} "${argv[0]}" (${variable}): ${err.message}`));
       });
     });
-    // Output still in the pipes when the process exits (its last traceback line) is read first, for
-    // at most a second: a leftover process holding the pipes open must not hold the exit back.
     const drained = Promise.all([this.child.stdout!, this.child.stderr!].map((stream) => new Promise((done) => stream.once('close', done))));
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, sig) => {
-        void Promise.race([drained, new Promise((done) => setTimeout(done, 1000))]).then(() => {
+        void Promise.race([drained, this.quiet(1000)]).then(() => {
           // 125: the sandbox or its bridge could not start the command (its message is in the output).
           this.exit = sig ? `killed by ${sig}` : `exit code ${code}`;
           resolve();
@@ -145,8 +145,25 @@ export class ServerProcess {
     if (report?.oomKills) this.exit = `${this.exit ?? 'stopped'}; ${report.oomKills} process(es) killed for exceeding the memory limit (A2RL_SERVER_MEMORY)`;
   }
 
+  /**
+   * Resolves once the pipes have been silent for `ms`: output still in them when the process exits
+   * (its last traceback line) is read first, while a leftover process holding them open cannot hold
+   * the exit back. Each check first yields to the poll phase (setImmediate), so a harness whose event
+   * loop was busy past `ms` still reads what is waiting before it decides the pipes are quiet. A
+   * leftover that never stops writing is waited for at most five periods.
+   */
+  private quiet(ms: number): Promise<void> {
+    return new Promise((done) => {
+      const check = (seen: number, left: number): void => {
+        setImmediate(() => (this.chunks === seen || left === 0 ? done() : setTimeout(() => check(this.chunks, left - 1), ms)));
+      };
+      setTimeout(() => check(this.chunks, 4), ms);
+    });
+  }
+
   /** Keeps the last lines of stdout (0) and stderr (1); a line split across chunks is joined first. */
   private keep(stream: number, chunk: string): void {
+    this.chunks++;
     const parts = (this.partial[stream] + chunk).split('\n');
     this.partial[stream] = parts.pop()!.slice(-4096);
     this.lines.push(...parts.filter((l) => l.trim()).map((l) => l.slice(0, 500)));
