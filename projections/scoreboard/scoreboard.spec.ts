@@ -4,7 +4,7 @@ import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { analyzeRun } from '../run-analysis/analyze.js';
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
 import { analysisFixture, sampleRun } from '../run-analysis/testing/run-fixture.js';
-import { distinguishable, meanCi95, noiseFloors, scoreboard, scoreboardRuns, tQuantile975 } from './scoreboard.js';
+import { distinguishable, meanCi95, noiseFloors, scoreboard, scoreboardRuns, tQuantile975, zeroWidthCaveat } from './scoreboard.js';
 
 const run = (runId: string, best: number | null, extra: { cls?: FailureClass; route?: Route; vsr?: number | null; task?: string; driver?: string } = {}) =>
   analysisFixture({
@@ -179,8 +179,13 @@ describe('scoreboard: n and the noise floor', () => {
     const floor = { n: 3, mean: 10, ci95: [10, 10] as [number, number] };
     expect(distinguishable({ mean: 10, ci95: null }, floor)).toBe(false);
     expect(distinguishable({ mean: 20, ci95: [10, 30] }, floor)).toBe(false);
-    expect(distinguishable({ mean: 20, ci95: [10.5, 30] }, floor)).toBe(true);
-    expect(distinguishable({ mean: 5, ci95: [0, 9.9] }, floor)).toBe(true);
+    // Clear of a zero-width floor is not claimed: identical baselines measured no spread.
+    expect(distinguishable({ mean: 20, ci95: [10.5, 30] }, floor)).toBeNull();
+    expect(zeroWidthCaveat({ mean: 20, ci95: [10.5, 30] }, floor)).toMatch(/^the noise floor's 3 baseline gradings are all identical: a zero-width interval measures no spread/);
+    expect(distinguishable({ mean: 5, ci95: [0, 9.9] }, { n: 3, mean: 10, ci95: [9.95, 10.05] })).toBe(true);
+    expect(zeroWidthCaveat({ mean: 5, ci95: [0, 9.9] }, { n: 3, mean: 10, ci95: [9.95, 10.05] })).toBeUndefined();
+    // Nor clear of a floor by two identical best scores (n = 2).
+    expect(distinguishable({ mean: 40, ci95: [40, 40] }, { n: 3, mean: 10, ci95: [9, 11] })).toBeNull();
     expect(distinguishable({ mean: null, ci95: null }, floor)).toBeNull();
     expect(distinguishable({ mean: 20, ci95: null }, null)).toBeNull();
     const tenths = noiseFloors([0.1, 0.1, 0.1].map((b, i) => graded(`t${i}`, b, null))).values().next().value!;

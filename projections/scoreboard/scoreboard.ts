@@ -2,6 +2,7 @@ import { isUnfinished } from '../../modules/runs/run-lifecycle.js';
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
 import { failureClassOf } from '../run-analysis/analyze.js';
 import { modelKey } from '../run-analysis/llm.js';
+import { infraOutcome } from '../run-analysis/outcome-badge.js';
 
 /**
  * The scoreboard, a pure fold of run analyses (the run-analysis projection's rows) into one row per
@@ -68,8 +69,10 @@ export interface ScoreboardRow {
   best: { mean: number | null; ci95: [number, number] | null };
   /** The task's noise floor (see the module comment); null with fewer than two fresh baseline gradings, or runs of several base models. */
   noiseFloor: NoiseFloor | null;
-  /** false: "not distinguishable from noise" (best overlaps the noise floor); true: clear of it; null: no floor or no scored run. */
+  /** false: "not distinguishable from noise" (best overlaps the noise floor); true: clear of it; null: no floor, no scored run, or an interval of zero width (see `caveat`). */
   distinguishable: boolean | null;
+  /** Present when an interval has zero width (identical scores): it measures no spread, so no verdict is given; says which and why. */
+  caveat?: string;
   /** Null until some checkpoint of the row's runs was graded at least twice. */
   evaluationNoise: EvaluationNoise | null;
   improvement: number | null;
@@ -85,6 +88,8 @@ export interface ScoreboardFilter {
   driver?: string;
   /** Count runs in state setup_failed or cancelled too (left out by default; see the module comment). */
   includeUnfinished?: boolean;
+  /** Count LLM-driven runs that tested the infrastructure, not the agent (outcome-badge.ts; left out by default). */
+  includeInfra?: boolean;
 }
 
 /** t(0.975, df) for df = 1..30. */
@@ -136,9 +141,9 @@ export function filterRuns<T extends RunAnalysis>(runs: readonly T[], filter: Sc
   );
 }
 
-/** The runs the scoreboard counts: those matching the filter, without set-up failures and cancelled runs unless included. */
+/** The runs the scoreboard counts: those matching the filter, without set-up failures, cancelled runs and infrastructure outcomes unless included. */
 export function scoreboardRuns<T extends RunAnalysis>(runs: readonly T[], filter: ScoreboardFilter): T[] {
-  return filterRuns(runs, filter).filter((a) => filter.includeUnfinished === true || !isUnfinished(a.state));
+  return filterRuns(runs, filter).filter((a) => (filter.includeUnfinished === true || !isUnfinished(a.state)) && (filter.includeInfra === true || infraOutcome(a) === null));
 }
 
 /** Slack for comparing scores that went through sums (a floor of identical scores has a zero-width interval). */
@@ -194,11 +199,29 @@ export function evaluationNoise(runs: readonly RunAnalysis[]): EvaluationNoise |
   return df ? { checkpoints, gradings, std: Math.sqrt(squares / df) } : null;
 }
 
-/** Whether the best-of-budget estimate is clear of the noise floor (see the module comment). */
+/**
+ * Why no verdict on noise is given although there is a floor and a score: an interval of zero width
+ * (every score the same, as two gradings at n = 2 often are) measures no spread, so "clear of noise"
+ * would claim a certainty nothing measured. Undefined when both intervals have some width.
+ */
+export function zeroWidthCaveat(best: ScoreboardRow['best'], floor: NoiseFloor | null): string | undefined {
+  if (floor === null || best.mean === null) return undefined;
+  const zero = (ci: [number, number] | null) => ci !== null && ci[1] - ci[0] <= EPSILON;
+  const which = [zero(best.ci95) ? 'the best scores' : null, zero(floor.ci95) ? `the noise floor's ${floor.n} baseline gradings` : null].filter((w): w is string => w !== null);
+  if (!which.length) return undefined;
+  return `${which.join(' and ')} ${which.length > 1 ? 'are' : 'are all'} identical: a zero-width interval measures no spread, not certainty; grade more runs or repeat gradings (--baseline-repeats) before calling it clear of noise`;
+}
+
+/**
+ * Whether the best-of-budget estimate is clear of the noise floor (see the module comment). Overlap is
+ * "not distinguishable" whatever the widths; "clear" is never claimed from an interval of zero width
+ * (null, and the row says why: zeroWidthCaveat).
+ */
 export function distinguishable(best: ScoreboardRow['best'], floor: NoiseFloor | null): boolean | null {
   if (floor === null || best.mean === null) return null;
   const [low, high] = best.ci95 ?? [best.mean, best.mean];
-  return low > floor.ci95[1] + EPSILON || high < floor.ci95[0] - EPSILON;
+  const clear = low > floor.ci95[1] + EPSILON || high < floor.ci95[0] - EPSILON;
+  return clear && zeroWidthCaveat(best, floor) !== undefined ? null : clear;
 }
 
 /** One row per task × agent × driver, ordered by task, agent, driver (nulls first). */
@@ -219,6 +242,9 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
     for (const cls of sorted.map(failureClassOf)) if (cls !== null) failures.set(cls, (failures.get(cls) ?? 0) + 1);
     const best = meanCi95(scored.map((a) => bestOfBudget(a)!));
     const noiseFloor = floorOf(sorted, floors);
+    const verdict = distinguishable(best, noiseFloor);
+    // The caveat explains a verdict withheld (an overlap needs none).
+    const caveat = verdict === null ? zeroWidthCaveat(best, noiseFloor) : undefined;
     return {
       task: sorted[0].task,
       agent: sorted[0].agent,
@@ -230,7 +256,8 @@ export function scoreboard(analyses: readonly RunAnalysis[], filter: ScoreboardF
       baseline: mean(sorted.flatMap((a) => (a.baseline === null ? [] : [a.baseline]))),
       best,
       noiseFloor,
-      distinguishable: distinguishable(best, noiseFloor),
+      distinguishable: verdict,
+      ...(caveat ? { caveat } : {}),
       evaluationNoise: evaluationNoise(sorted),
       improvement: mean(improvements),
       validSubmissionRate: mean(sorted.flatMap((a) => (a.metrics.valid_submission_rate === null ? [] : [a.metrics.valid_submission_rate]))),

@@ -19,6 +19,8 @@ export interface RunSummary {
   improvement: number | null;
   submissions: number;
   failureClass: string | null;
+  /** An LLM-driven run that tested the infrastructure: the class it is badged with instead of its state (absent from older servers). */
+  outcome?: string | null;
   route: string | null;
   lastSeq: number;
   /** Present when the server sends them. */

@@ -11,8 +11,20 @@ const STATE_TONE: Record<string, string> = {
   failed: 'bad',
 };
 
-export function StateBadge({ state, harnessGone, testId }: { state: RunState | string | null | undefined; harnessGone?: boolean; testId?: string }) {
+/**
+ * A run's or campaign's state. `outcome`: the failure class an LLM-driven run that tested the
+ * infrastructure is shown by instead of `completed` (projections/run-analysis/outcome-badge.ts):
+ * amber, never green, its state still in the title and data-state.
+ */
+export function StateBadge({ state, harnessGone, outcome, testId }: { state: RunState | string | null | undefined; harnessGone?: boolean; outcome?: string | null; testId?: string }) {
   const shown = harnessGone ? 'interrupted' : (state ?? 'unknown');
+  if (outcome && !harnessGone) {
+    return (
+      <span class="badge tone-warn" data-testid={testId} data-state={shown} data-outcome={outcome} title={`${shown}, but the run tested the infrastructure, not the agent (${outcome}); left off the scoreboard`}>
+        {shown.replace(/_/g, ' ')}: {outcome.replace(/^infra_/, '').replace(/_/g, ' ')}
+      </span>
+    );
+  }
   return (
     <span class={`badge tone-${STATE_TONE[shown] ?? 'neutral'}`} data-testid={testId} data-state={shown} title={harnessGone ? 'the harness that ran it is gone' : undefined}>
       {shown.replace(/_/g, ' ')}

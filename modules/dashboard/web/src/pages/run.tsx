@@ -10,6 +10,7 @@ import { LineChart } from '../components/line-chart.js';
 import { Table, type Column } from '../components/table.js';
 import { TimelineChart } from '../components/timeline-chart.js';
 import { OutputView } from '../components/output-view.js';
+import { infraOutcome } from '../../../../../projections/run-analysis/outcome-badge.js';
 import { TranscriptView } from '../components/transcript-view.js';
 import { link, setQuery, useLocation } from '../router.js';
 import type { LedgerEvent, LiveStatus, ProcessReport, RunAnalysis, RunReport, SubmissionAnalysis, SubmissionReport } from '../types.js';
@@ -216,7 +217,7 @@ function RunHeader({ runId, analysis: a, status, live, ended, report }: { runId:
         <h1 id="run-title">
           Run <code>{runId}</code>
         </h1>
-        <StateBadge state={state} harnessGone={a?.harnessGone} testId="run-state" />
+        <StateBadge state={state} harnessGone={a?.harnessGone} outcome={a && state === a.state ? infraOutcome(a) : null} testId="run-state" />
         <span class={`live-dot ${live ? 'on' : ''}`} role="status">
           {live ? 'live' : ended || (state && state !== 'running' && state !== 'scheduled') ? 'ended' : 'not live'}
         </span>
@@ -394,7 +395,7 @@ function Processes({ runId, analysis: a, report, status }: { runId: string; anal
       }
       // Processes after the last submission are only on the timeline.
       for (const item of report.timeline.items) {
-        if (['files', 'rollouts', 'submissions'].includes(item.lane) || known.has(item.seq)) continue;
+        if (['files', 'rollouts', 'submissions', 'model-calls'].includes(item.lane) || known.has(item.seq)) continue;
         known.set(item.seq, { pid: NaN, command: item.label, kind: item.lane, startS: item.startS, durationS: item.endS === null ? null : item.endS - item.startS, exit: item.endS === null ? 'running or unknown' : '—', seqs: [item.seq] });
       }
       return [...known.values()].sort((x, y) => x.seqs[0]! - y.seqs[0]!);

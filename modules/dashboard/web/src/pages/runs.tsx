@@ -42,7 +42,7 @@ const COLUMNS: Column<RunSummary>[] = [
   { key: 'task', label: 'Task', sort: (r) => r.task, render: (r) => r.task ?? '—' },
   { key: 'agent', label: 'Agent', sort: (r) => r.agent, render: (r) => r.agent ?? '—' },
   { key: 'driver', label: 'Driver', sort: (r) => r.driver, render: (r) => r.driver ?? '—' },
-  { key: 'state', label: 'State', sort: (r) => (r.harnessGone ? 'interrupted' : r.state), render: (r) => <StateBadge state={r.state} harnessGone={r.harnessGone} testId={`run-state-${r.runId}`} /> },
+  { key: 'state', label: 'State', sort: (r) => (r.harnessGone ? 'interrupted' : r.state), render: (r) => <StateBadge state={r.state} harnessGone={r.harnessGone} outcome={r.outcome} testId={`run-state-${r.runId}`} /> },
   { key: 'baseline', label: 'Baseline', numeric: true, sort: (r) => r.baseline, render: (r) => num(r.baseline) },
   { key: 'best', label: 'Best', numeric: true, sort: (r) => r.best, render: (r) => num(r.best) },
   { key: 'improvement', label: 'Improvement', numeric: true, sort: (r) => r.improvement, render: (r) => signed(r.improvement) },
