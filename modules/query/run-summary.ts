@@ -1,4 +1,5 @@
 import { failureClassOf } from '../../projections/run-analysis/analyze.js';
+import { infraOutcome } from '../../projections/run-analysis/outcome-badge.js';
 import type { ResultsRun } from '../reports/results-csv.js';
 import type { LiveRun } from '../runs/run-liveness.js';
 
@@ -12,7 +13,7 @@ export function runSummary(r: LiveRun<ResultsRun>) {
     runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, declaredDriver: r.declaredDriver ?? null, driverMismatch: r.driverMismatch ?? false, baseModel: r.baseModel, state: r.state, scheduledAt: r.scheduledAt, durationS: r.durationS,
     ...(r.harnessGone ? { harnessGone: true } : {}),
     baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions.length,
-    failureClass: r.harnessGone ? null : failureClassOf(r), route: r.route.best, lastSeq: r.lastSeq,
+    failureClass: r.harnessGone ? null : failureClassOf(r), outcome: r.harnessGone ? null : infraOutcome(r), route: r.route.best, lastSeq: r.lastSeq,
   };
 }
 
