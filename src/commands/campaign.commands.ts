@@ -68,7 +68,8 @@ export function registerCampaignCommands(program: Command): void {
     .option('--concurrency <n>', 'runs at once in this process (embedded; ignored with --queue)', '1')
     .option('--retries <n>', 'further attempts per cell after an infrastructure failure', '2')
     .option('--queue <redis://…>', 'put the jobs on this Redis queue for `a2rl worker`s instead of running them here (needs a shared ledger)')
-    .option('--regrade-baseline', 'grade every run\'s baseline afresh (no cache): the scoreboard\'s noise floor')
+    .option('--regrade-baseline', 'grade every run\'s baseline afresh (no cache): the scoreboard\'s noise floor (the default)')
+    .option('--no-regrade-baseline', 'take each run\'s baseline from the cache: no noise floor on the scoreboard (cheaper with a slow evaluator)')
     .option('--baseline-repeats <k>', 'grade every run\'s base model k times in all before its agent starts: more noise-floor samples per run', '1')
     .option('--serve', 'also serve the HTTP API and dashboard on A2RL_HTTP_HOST:A2RL_HTTP_PORT while the campaign runs here (not with --queue: run `a2rl serve` beside it); its URL is printed at start, as it is when a server is already up there')
     .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
@@ -83,7 +84,7 @@ export function registerCampaignCommands(program: Command): void {
         budgetSeconds: parseDuration(opts.budget),
         retries: wholeNumber(opts.retries, '--retries'),
         concurrency: wholeNumber(opts.concurrency, '--concurrency'),
-        regradeBaseline: opts.regradeBaseline === true,
+        regradeBaseline: opts.regradeBaseline !== false, // the noise floor is measured unless --no-regrade-baseline
         baselineRepeats: parseRepeats(opts.baselineRepeats, '--baseline-repeats'),
       };
       if (opts.queue !== undefined) {
