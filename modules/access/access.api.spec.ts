@@ -278,8 +278,9 @@ describe('where a credential is required', () => {
   it('verifies a run for a viewer and records the outcome', async () => {
     const res = await call(req, 'POST', `/runs/${SEALED}/verify`, { token: viewer });
     expect(res.status).toBe(200);
-    expect(JSON.parse(res.text)).toMatchObject({ runId: SEALED, ok: true, sealed: true, failureCount: 0 });
-    expect(JSON.parse((await call(req, 'POST', `/runs/${OPEN}/verify`, { token: viewer })).text)).toMatchObject({ ok: true, sealed: false });
+    // A sealed run gets the checks of `a2rl verify` (its blobs too); an open one its chain so far.
+    expect(JSON.parse(res.text)).toMatchObject({ runId: SEALED, ok: true, sealed: true, failureCount: 0, artifacts: expect.any(Number), checks: ['chain', 'artifacts', 'integrity'] });
+    expect(JSON.parse((await call(req, 'POST', `/runs/${OPEN}/verify`, { token: viewer })).text)).toMatchObject({ ok: true, sealed: false, artifacts: null, checks: ['chain'] });
     expect((await records(req)).at(-2)).toMatchObject({ action: 'verify', target: { runId: SEALED }, outcome: 'ok', verified: true });
     expect((await call(req, 'POST', '/runs/nope-run/verify', { token: viewer })).status).toBe(404);
     expect(await req.ledger.lastVerified(SEALED)).toEqual({ time: expect.any(String), ok: true, actor: { kind: 'token', name: 'reader' } });

@@ -23,7 +23,7 @@ import { AccessControl, type Identity } from './access-control.js';
 import { Caller, Role } from './access.decorators.js';
 import { RegradeBody, RUN_OR_CAMPAIGN_ID } from './access.dto.js';
 import { cancelRun, type CancelDeps } from './run-cancel.js';
-import { checkRunChain, type ChainCheck } from './run-check.js';
+import { checkRun, type RunCheck } from './run-check.js';
 
 /** How this process signals a run's harness (a seam: tests do not signal real processes). */
 export const HARNESS_SIGNALS = Symbol('HARNESS_SIGNALS');
@@ -120,16 +120,18 @@ export class RunActionsController {
     }
   }
 
-  /** The run's chain and signatures, checked now (run-check.ts); the outcome is recorded (what the audit page shows as last verified). */
+  /** The checks of `a2rl verify` run now (run-check.ts: a run still open has its chain checked); the outcome is recorded (what the audit page shows as last verified). */
   @Post('runs/:id/verify')
   @HttpCode(200)
   @Role('viewer', 'verify')
-  async verify(@Param('id') runId: string, @Caller() caller: Identity): Promise<ChainCheck> {
+  async verify(@Param('id') runId: string, @Caller() caller: Identity): Promise<RunCheck> {
     checkId(runId);
-    const result = await checkRunChain(this.store, runId, loadPublicKey(this.settings.home)?.publicKeyPem ?? null);
+    const publicKeyPem = loadPublicKey(this.settings.home)?.publicKeyPem ?? null;
+    const result = await checkRun({ store: this.store, artifacts: this.artifacts, publicKeyPem, taskCacheDir: path.join(this.settings.home, 'tasks') }, runId);
     if (!result) throw new NotFoundException(`no run "${runId}"`);
     const first = result.failures[0];
-    const detail = result.ok ? `${result.events} events, ${result.treeHeads} signed heads${result.sealed ? '' : ', run still open'}` : `${result.failureCount} failures; first: ${first.message}`;
+    const artifacts = result.artifacts === null ? '' : `, ${result.artifacts} artifacts`;
+    const detail = result.ok ? `${result.events} events, ${result.treeHeads} signed heads${artifacts}${result.sealed ? '' : ', run still open'}` : `${result.failureCount} failures; first: ${first.message}`;
     await this.access.recorded(caller, 'verify', { runId }, { verified: result.ok, detail });
     return result;
   }

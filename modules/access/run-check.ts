@@ -1,3 +1,4 @@
+import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
@@ -16,6 +17,31 @@ export interface ChainCheck {
   sealed: boolean;
   failureCount: number;
   failures: VerificationFailure[];
+}
+
+/** POST /runs/:id/verify's answer: the chain check, and for a sealed run what `a2rl verify` checks besides. */
+export interface RunCheck extends ChainCheck {
+  /** Blobs checked against their recorded sha256 (null for an open run: checked once it is sealed). */
+  artifacts: number | null;
+  /** What was checked: chain (always); artifacts and integrity (data/ and models/ unchanged) for a sealed run. */
+  checks: Array<'chain' | 'artifacts' | 'integrity'>;
+}
+
+/**
+ * "Verify now": the checks of `a2rl verify` (without --rebuild or --regrade: the record, every signed
+ * head, the seal, every referenced blob's sha256, the workspace integrity checks) for a sealed run;
+ * for a run still open, its chain so far (checkRunChain: the unsigned tail is not a failure), as the
+ * CLI's verify would fail an open run on its seal. Null for a run with no events.
+ */
+export async function checkRun(deps: { store: EventStore; artifacts: ArtifactStore; publicKeyPem: string | null; taskCacheDir: string }, runId: string): Promise<RunCheck | null> {
+  const chain = await checkRunChain(deps.store, runId, deps.publicKeyPem);
+  if (!chain || !chain.sealed) return chain && { ...chain, artifacts: null, checks: ['chain'] };
+  const { RunVerifier } = await import('../audit/verify.service.js');
+  const result = await new RunVerifier({ store: deps.store, artifacts: deps.artifacts, publicKeyPem: deps.publicKeyPem, taskCacheDir: deps.taskCacheDir }).verify(runId);
+  return {
+    runId, ok: result.ok, events: result.events, treeHeads: result.treeHeads, sealed: true, failureCount: result.failures.length,
+    failures: result.failures.slice(0, MAX_FAILURES), artifacts: result.artifacts, checks: ['chain', 'artifacts', 'integrity'],
+  };
 }
 
 /**

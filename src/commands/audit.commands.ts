@@ -8,6 +8,7 @@ import { loadConfig, type A2rlConfig } from '../config/config.js';
 import { checkHome, checkOutputFile } from '../config/open-errors.js';
 import type { VerifyDeps, VerifyOptions, VerifyProgress, VerifyResult } from '../../modules/audit/verify.service.js';
 import { inertLine, inertText } from '../../modules/reports/inert-text.js';
+import { recordCliAction } from './access-trail.js';
 import { jsonOut } from './terminal.js';
 
 /**
@@ -86,7 +87,7 @@ export function registerAuditCommands(program: Command): void {
 
   program
     .command('verify')
-    .description("check a run's record: dense seqs, every signed tree head (root and signature), the stored columns against the signed bytes, the seal, every referenced blob's sha256, the workspace integrity checks; with --rebuild, also the projections and reports rebuilt from zero against the live ones; exit 1 naming each failure")
+    .description("check a run's record: dense seqs, every signed tree head (root and signature), the stored columns against the signed bytes, the seal, every referenced blob's sha256, the workspace integrity checks; with --rebuild, also the projections and reports rebuilt from zero against the live ones; exit 1 naming each failure; recorded in the access stream (actor cli: the OS user)")
     .argument('<runId>', 'run id')
     .option('--rebuild', 'also rebuild every projection of the run from zero and compare its rows and the md/json/html reports with the live ones (time and memory grow with the run)')
     .option('--regrade', "also re-grade every archived checkpoint with the task's evaluator and compare the scores")
@@ -116,6 +117,15 @@ export function registerAuditCommands(program: Command): void {
       const options = { rebuild: opts.rebuild, regrade: opts.regrade, onProgress };
       const result = opts.rebuild ? await verifyWithReadModels(base, runId, options) : await verifyRecord(config, base, runId, options);
       if (process.stderr.isTTY) process.stderr.write('\n');
+      const checks = `${opts.rebuild ? ', projections and reports rebuilt' : ''}${result.regraded !== null ? `, ${result.regraded} submissions re-graded` : ''}`;
+      const first = result.failures[0];
+      await recordCliAction(config, {
+        action: 'verify',
+        target: { runId },
+        done: true,
+        verified: result.ok,
+        detail: result.ok ? `${result.events} events, ${result.treeHeads} signed heads, ${result.artifacts} artifacts${checks}` : `${result.failures.length} failures${checks}; first: ${first.check}${first.seq !== undefined ? ` (seq ${first.seq})` : ''}: ${first.message}`,
+      });
       if (opts.json) process.stdout.write(jsonOut(`${JSON.stringify(result)}\n`));
       else {
         // Failure messages quote recorded data (paths, names): each is one inert line, and the verdict comes last.
@@ -183,7 +193,7 @@ export function registerAuditCommands(program: Command): void {
 
   program
     .command('export')
-    .description("write a run's self-contained audit bundle (.tar.gz): events.ndjson, signed tree heads with proofs, the public key, artifacts, reports")
+    .description("write a run's self-contained audit bundle (.tar.gz): events.ndjson, signed tree heads with proofs, the public key, artifacts, reports; recorded in the access stream (actor cli: the OS user)")
     .argument('<runId>', 'run id')
     .requiredOption('-o, --output <bundle.tar.gz>', 'bundle file to write')
     .option('--with-checkpoints', "include the submitted checkpoints' files (left out by default; the manifest marks them omitted)")
@@ -204,10 +214,24 @@ export function registerAuditCommands(program: Command): void {
         const artifacts = await openArtifacts(config);
         try {
           const taskLevel = (task: string) => TASKS.find((t) => t.id === task)?.level ?? null;
-          const s = await exportBundle({ runId, eventStore, artifacts, publicKeyPem: key.publicKeyPem, withCheckpoints: opts.withCheckpoints, taskLevel }, opts.output);
+          let s;
+          try {
+            s = await exportBundle({ runId, eventStore, artifacts, publicKeyPem: key.publicKeyPem, withCheckpoints: opts.withCheckpoints, taskLevel }, opts.output);
+          } catch (err) {
+            await recordCliAction(config, { action: 'export', target: { runId }, done: false, detail: (err as Error).message.split('\n')[0] }, eventStore);
+            throw err;
+          }
           const omitted = s.omittedBlobs ? ` (${s.omittedBlobs} checkpoint files left out; --with-checkpoints includes them)` : '';
+          const digest = await fileDigest(opts.output);
+          const where = resolve(opts.output);
+          await recordCliAction(config, {
+            action: 'export',
+            target: { runId },
+            done: true,
+            detail: `bundle of ${s.events} events, ${digest.bytes} bytes, sha256 ${digest.sha256}, key id ${key.keyId}${opts.withCheckpoints ? ', with checkpoints' : ''}, written to ${where}`,
+          }, eventStore);
           if (opts.json) {
-            const file = { bundle: resolve(opts.output), ...(await fileDigest(opts.output)) };
+            const file = { bundle: where, ...digest };
             process.stdout.write(`${JSON.stringify({ ...s, ...file, withCheckpoints: opts.withCheckpoints === true, keyId: key.keyId })}\n`);
           } else process.stdout.write(`wrote ${opts.output}: run ${runId}, ${s.events} events, ${s.heads} signed tree heads, ${s.blobs} blobs${omitted}, key id ${key.keyId}\n`);
         } finally {

@@ -24,6 +24,7 @@ import { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { num, table, withApp, withRunApp } from './cli-support.js';
 import { dashboardBase, openDashboard, serverUp } from './dashboard-link.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
+import { recordCliAction } from './access-trail.js';
 import { jsonOut } from './terminal.js';
 import { reachQueue } from './worker.commands.js';
 
@@ -207,7 +208,14 @@ export function registerCampaignCommands(program: Command): void {
         const before = await service.get(id);
         const queue = opts.queue === undefined ? null : await reachQueue(() => openRedisCampaignQueue(redisUrl(opts.queue!), queueOptions()));
         try {
-          const progress = await service.cancel(id, opts.reason);
+          let progress;
+          try {
+            progress = await service.cancel(id, opts.reason);
+          } catch (err) {
+            await recordCliAction(loadConfig(), { action: 'cancel', target: { campaignId: id }, done: false, detail: (err as Error).message.split('\n')[0] }, app.get(EVENT_STORE));
+            throw err;
+          }
+          await recordCliAction(loadConfig(), { action: 'cancel', target: { campaignId: id }, done: true, ...(opts.reason ? { detail: opts.reason } : {}) }, app.get(EVENT_STORE));
           await queue?.drop(id);
           const stopping = before.counts.running ? `; ${plural(before.counts.running, 'running run')} being stopped by ${before.scheduled!.queue === 'local' ? 'its scheduling process' : 'the workers'}` : '';
           process.stdout.write(`cancelled campaign ${id}: ${plural(progress.counts.cancelled, 'cell')} cancelled, ${progress.counts.completed} completed${stopping}\n`);

@@ -3,6 +3,7 @@ import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { RegradeService, type RegradeResult } from '../../modules/grading/regrade.service.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
 import { num, withApp } from './cli-support.js';
+import { recordCliAction } from './access-trail.js';
 import { jsonOut } from './terminal.js';
 
 /** `a2rl regrade`: the evaluation noise of a closed run's submissions (GradingRepeated events). */
@@ -21,7 +22,18 @@ export function registerRegradeCommands(program: Command): void {
         if (!n || Number(n) < 1) throw new Error(`--submission takes submission numbers (3 or sub-3), got "${s}"`);
         return Number(n);
       });
-      const result = await withApp((app) => app.get(RegradeService).regrade(runId, { repeat, ...(submissions ? { submissions } : {}) }));
+      const { loadConfig } = await import('../config/config.js');
+      const config = loadConfig();
+      const detail = `repeat ${repeat}${submissions ? `, submissions ${submissions.join(',')}` : ''}`;
+      const result = await withApp(async (app) => {
+        try {
+          return await app.get(RegradeService).regrade(runId, { repeat, ...(submissions ? { submissions } : {}) });
+        } catch (err) {
+          await recordCliAction(config, { action: 'regrade', target: { runId }, done: false, detail: `${detail}: ${(err as Error).message.split('\n')[0]}` });
+          throw err;
+        }
+      });
+      await recordCliAction(config, { action: 'regrade', target: { runId }, done: true, detail });
       process.stdout.write(opts.json ? jsonOut(`${JSON.stringify(result)}\n`) : describe(result));
     });
 }

@@ -581,9 +581,12 @@ export class TokenRevoked {
   @Matches(TOKEN_ID) tokenId!: string;
 }
 
-/** Who acted: a token (id = token id), a reverse proxy's user (id = user name), or nobody known (id = source address). */
+/**
+ * Who acted: a token (id = token id), a reverse proxy's user (id = user name), the command line on
+ * the ledger's host (id = name = the OS user running `a2rl`), or nobody known (id = source address).
+ */
 export class AccessActor {
-  @IsIn(['token', 'proxy', 'anonymous']) kind!: 'token' | 'proxy' | 'anonymous';
+  @IsIn(['token', 'proxy', 'cli', 'anonymous']) kind!: 'token' | 'proxy' | 'cli' | 'anonymous';
   @IsString() @MinLength(1) @MaxLength(200) id!: string;
   @IsString() @MinLength(1) @MaxLength(200) name!: string;
   /** Absent for an anonymous caller that was refused. */
