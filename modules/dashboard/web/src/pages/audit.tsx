@@ -24,9 +24,11 @@ interface AuditView {
   lastVerified: { time: string; ok: boolean; actor: string | { name?: string; kind?: string } | null } | null;
 }
 
-/** POST /runs/:id/verify: the chain check (modules/access/run-check.ts). */
+/** POST /runs/:id/verify: the checks of `a2rl verify` (modules/access/run-check.ts). */
 interface VerifyOutcome {
   ok: boolean;
+  /** Blobs checked (null for a run still open). */
+  artifacts?: number | null;
   events?: number;
   treeHeads?: number;
   sealed?: boolean;
@@ -140,7 +142,7 @@ function Facts({ view }: { view: AuditView }) {
 function lastVerifiedText(view: AuditView | null): string {
   if (!view) return 'Not checked in this view yet.';
   const last = view.lastVerified;
-  if (!last) return 'Never verified end to end. Verify now checks every event, signed head, blob and rebuilt projection.';
+  if (!last) return 'Never verified end to end. Verify now checks every event, signed head and blob, as a2rl verify does.';
   const who = typeof last.actor === 'string' ? last.actor : last.actor?.name ?? last.actor?.kind ?? 'someone';
   return `${last.ok ? 'Last verified' : 'Last verification FAILED'} at ${last.time} by ${who}.`;
 }
@@ -153,7 +155,7 @@ function lastVerifiedKind(view: AuditView | null): string {
 function verifiedText(outcome: VerifyOutcome | null): string {
   if (!outcome || outcome.events === undefined) return 'Verified just now: the chain is intact.';
   const open = outcome.sealed === false ? ' The run is still open: events after its last signed head are checked once it is signed.' : '';
-  return `Verified just now: ${outcome.events} events and ${outcome.treeHeads ?? 0} signed head${outcome.treeHeads === 1 ? '' : 's'}, every root and signature intact.${open} (Artifacts and rebuilt projections: a2rl verify.)`;
+  return `Verified just now: ${outcome.events} events and ${outcome.treeHeads ?? 0} signed head${outcome.treeHeads === 1 ? '' : 's'}, every root and signature intact${typeof outcome.artifacts === 'number' ? `, ${outcome.artifacts} blob${outcome.artifacts === 1 ? '' : 's'} matching their sha256, data/ and models/ unchanged` : ''}.${open} (Projections rebuilt from zero: a2rl verify --rebuild.)`;
 }
 
 function failureText(outcome: VerifyOutcome): string {
