@@ -79,10 +79,10 @@ export function EventDrawer({ runId, seq, onClose }: { runId: string; seq: numbe
                 </>
               ) : null}
             </dl>
+            <BlobView runId={runId} event={event} />
             <pre class="json" tabIndex={0} aria-label="the event as JSON" data-testid="event-json">
               {JSON.stringify(envelopeFirst(event), null, 2)}
             </pre>
-            <BlobView runId={runId} event={event} />
           </>
         ) : null}
       </div>
