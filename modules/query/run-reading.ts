@@ -6,7 +6,6 @@ import { artifactBlobReader, type BlobReader } from '../../projections/run-analy
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { ReportInput } from '../reports/report-model.js';
 import type { ResultsRun } from '../reports/results-csv.js';
-import { TASKS } from '../../tasks/index.js';
 
 // Reading runs without Nest: the seam (RunSource) the CLI, the HTTP controllers and the specs share,
 // the paged event reads, and the run source over the ledger and the run_analysis read model. The
@@ -94,6 +93,8 @@ export abstract class RunSource {
   async reportInput(runId: string, events?: readonly A2rlEvent[]): Promise<ReportInput | null> {
     const analysis = await this.run(runId);
     if (!analysis) return null;
+    // The task packs (imported here, on use: reading runs does not load every task's module).
+    const { TASKS } = await import('../../tasks/index.js');
     const level = TASKS.find((t) => t.id === analysis.task)?.level ?? null;
     return { analysis, events: events ?? (await this.events(runId)), blobs: this.blobs, level };
   }

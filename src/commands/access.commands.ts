@@ -1,13 +1,14 @@
 import type { Command } from 'commander';
-import { AccessLedger } from '../../modules/access/access-ledger.js';
+import type { AccessStreamLedger } from '../../modules/access/access-stream.js';
 import { tokenStatus, withoutHash, type TokenInfo } from '../../modules/access/access-state.js';
 import { parseExpiry } from '../../modules/access/token-secret.js';
 import type { A2rlEvent, AccessRole } from '../../modules/ledger/events/catalog.js';
-import { openLedger, systemClock } from '../composition.js';
 import { loadConfig } from '../config/config.js';
 import { checkHome } from '../config/open-errors.js';
 import { table } from './cli-support.js';
 import { jsonOut } from './terminal.js';
+
+const systemClock = () => new Date();
 
 /** Commands over the access stream (docs/security.md, "Who may look"): API tokens and the access records. */
 export function registerAccessCommands(program: Command): void {
@@ -71,12 +72,14 @@ export function registerAccessCommands(program: Command): void {
     });
 }
 
-async function withAccess<T>(work: (ledger: AccessLedger) => Promise<T>): Promise<T> {
+/** The access stream of the ledger the settings name, without the Nest app. */
+async function withAccess<T>(work: (ledger: AccessStreamLedger) => Promise<T>): Promise<T> {
   const config = loadConfig();
   checkHome(config.home);
+  const [{ openLedger }, { AccessStreamLedger: Ledger }] = await Promise.all([import('../open-stores.js'), import('../../modules/access/access-stream.js')]);
   const store = await openLedger(config);
   try {
-    return await work(new AccessLedger(store, systemClock));
+    return await work(new Ledger(store, systemClock));
   } finally {
     await store.close();
   }

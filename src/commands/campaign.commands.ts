@@ -1,32 +1,50 @@
 import os from 'node:os';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Command } from 'commander';
-import { openRedisCampaignQueue } from '../../infra/queue/bullmq-campaign-queue.js';
-import { displayQueueUrl, redisUrl } from '../../infra/queue/redis-connection.js';
-import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
-import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
+import type { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import type { CampaignJob, CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
-import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
-import { CampaignService } from '../../modules/campaigns/campaign.service.js';
+import type { CampaignService } from '../../modules/campaigns/campaign.service.js';
+import type { LocalQueue } from '../../modules/campaigns/local-queue.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
-import { LocalQueue } from '../../modules/campaigns/local-queue.js';
-import { workerInfo } from '../../modules/campaigns/worker-info.js';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
+import { RunSource } from '../../modules/query/run-reading.js';
 import type { RunService } from '../../modules/runs/run.service.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
 import type { CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import { loadConfig } from '../config/config.js';
-import { RunSource } from '../../modules/query/run-source.js';
 import { printScoreboard } from './analysis.commands.js';
-import { CampaignProgressPrinter } from './campaign-progress-printer.js';
+import type { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { num, table, withApp, withRunApp } from './cli-support.js';
-import { dashboardBase, openDashboard, serverUp } from './dashboard-link.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
 import { recordCliAction } from './access-trail.js';
 import { jsonOut } from './terminal.js';
 import { reachQueue } from './worker.commands.js';
+
+/** What the campaign commands run with (the queue, the campaign ledger and runner, the app's modules), loaded by each action: `a2rl --help` does not load it. */
+let deps!: Awaited<ReturnType<typeof campaignDeps>>;
+async function campaignDeps() {
+  const [queue, redis, artifacts, ledger, runner, service, local, workers, runLedger, printer, dashboard] = await Promise.all([
+    import('../../infra/queue/bullmq-campaign-queue.js'),
+    import('../../infra/queue/redis-connection.js'),
+    import('../../modules/artifacts/artifacts.module.js'),
+    import('../../modules/campaigns/campaign-ledger.js'),
+    import('../../modules/campaigns/campaign-runner.js'),
+    import('../../modules/campaigns/campaign.service.js'),
+    import('../../modules/campaigns/local-queue.js'),
+    import('../../modules/campaigns/worker-info.js'),
+    import('../../modules/ledger/ledger.service.js'),
+    import('./campaign-progress-printer.js'),
+    import('./dashboard-link.js'),
+  ]);
+  return {
+    openRedisCampaignQueue: queue.openRedisCampaignQueue, displayQueueUrl: redis.displayQueueUrl, redisUrl: redis.redisUrl, ARTIFACT_STORE: artifacts.ARTIFACT_STORE,
+    CampaignLedger: ledger.CampaignLedger, CampaignRunner: runner.CampaignRunner, CampaignService: service.CampaignService, LocalQueue: local.LocalQueue,
+    workerInfo: workers.workerInfo, LedgerService: runLedger.LedgerService, CampaignProgressPrinter: printer.CampaignProgressPrinter,
+    dashboardBase: dashboard.dashboardBase, openDashboard: dashboard.openDashboard, serverUp: dashboard.serverUp,
+  };
+}
+const loadDeps = async () => void (deps ??= await campaignDeps());
 
 // `a2rl campaign …`: the matrix task × agent × driver × seed as one campaign (modules/campaigns). The
 // campaign's stream is the record; these commands schedule it, run its jobs in this process (the
@@ -76,6 +94,7 @@ export function registerCampaignCommands(program: Command): void {
     .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
     .addHelpText('after', EXIT_HELP)
     .action(async (opts: RunOptions) => {
+      await loadDeps();
       if (opts.serve && opts.queue !== undefined) throw new Error('--serve serves the dashboard from the process that runs the jobs; with --queue, run `a2rl serve` beside it');
       const options = {
         tasks: list(opts.tasks),
@@ -96,8 +115,8 @@ export function registerCampaignCommands(program: Command): void {
           const queue = await openSharedQueue(url);
           try {
             const { campaignId, progress } = await service.schedule(plan);
-            announce(campaignId, progress, `on the queue ${displayQueueUrl(url)}`);
-            if (await serverUp(loadConfig())) process.stderr.write(`dashboard: ${dashboardBase(loadConfig())}/#/campaigns/${campaignId}\n`);
+            announce(campaignId, progress, `on the queue ${deps.displayQueueUrl(url)}`);
+            if (await deps.serverUp(loadConfig())) process.stderr.write(`dashboard: ${deps.dashboardBase(loadConfig())}/#/campaigns/${campaignId}\n`);
             await finish(app, await onQueue(app, queue, progress), opts.json);
           } finally {
             await queue.close();
@@ -108,7 +127,7 @@ export function registerCampaignCommands(program: Command): void {
       await withRunApp(async (runs, gradingBaseUrl, config, app) => {
         const { service } = campaigns(app);
         const plan = service.plan({ ...options, queue: 'local' });
-        const dashboard = await openDashboard(app, config, opts.serve === true);
+        const dashboard = await deps.openDashboard(app, config, opts.serve === true);
         try {
           const { campaignId, progress } = await service.schedule(plan);
           announce(campaignId, progress, `here, ${options.concurrency} at a time`);
@@ -127,13 +146,14 @@ export function registerCampaignCommands(program: Command): void {
     .option('--json', 'the campaign\'s progress as canonical JSON (with --follow: one line per change)')
     .option('--follow', 'follow the campaign until it completes or is cancelled')
     .action(async (id: string, opts: { json?: boolean; follow?: boolean }) => {
+      await loadDeps();
       await withApp(async (app) => {
         const { ledger, service } = campaigns(app);
         let progress = await service.get(id);
         if (opts.follow) {
           progress = opts.json
             ? await followJson(ledger, id)
-            : await followed(ledger, id, new CampaignProgressPrinter({ printExisting: true }));
+            : await followed(ledger, id, new deps.CampaignProgressPrinter({ printExisting: true }));
           if (opts.json) return;
         }
         process.stdout.write(opts.json ? jsonOut(`${canonicalJson(progress)}\n`) : statusText(progress));
@@ -149,6 +169,7 @@ export function registerCampaignCommands(program: Command): void {
     .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
     .addHelpText('after', EXIT_HELP)
     .action(async (id: string, opts: { concurrency?: string; queue?: string; json?: boolean }) => {
+      await loadDeps();
       const concurrency = opts.concurrency === undefined ? undefined : wholeNumber(opts.concurrency, '--concurrency', 1);
       if (opts.queue !== undefined) {
         const url = opts.queue;
@@ -156,7 +177,7 @@ export function registerCampaignCommands(program: Command): void {
           const progress = await resumable(app, id, 'redis');
           const queue = await openSharedQueue(url);
           try {
-            announce(id, progress, `on the queue ${displayQueueUrl(url)} (resumed)`);
+            announce(id, progress, `on the queue ${deps.displayQueueUrl(url)} (resumed)`);
             await finish(app, await onQueue(app, queue, progress), opts.json);
           } finally {
             await queue.close();
@@ -177,6 +198,7 @@ export function registerCampaignCommands(program: Command): void {
     .description('every campaign: status and cell counts')
     .option('--json', 'canonical JSON array')
     .action(async (opts: { json?: boolean }) => {
+      await loadDeps();
       await withApp(async (app) => {
         const all = (await campaigns(app).service.list()).filter((p) => p.scheduled);
         if (opts.json) {
@@ -203,10 +225,11 @@ export function registerCampaignCommands(program: Command): void {
     .option('--reason <text>', 'recorded with the cancellation')
     .option('--queue <redis://…>', 'also remove its waiting jobs from this Redis queue now (otherwise workers skip them when they take them)')
     .action(async (id: string, opts: { reason?: string; queue?: string }) => {
+      await loadDeps();
       await withApp(async (app) => {
         const { service } = campaigns(app);
         const before = await service.get(id);
-        const queue = opts.queue === undefined ? null : await reachQueue(() => openRedisCampaignQueue(redisUrl(opts.queue!), queueOptions()));
+        const queue = opts.queue === undefined ? null : await reachQueue(() => deps.openRedisCampaignQueue(deps.redisUrl(opts.queue!), queueOptions()));
         try {
           let progress;
           try {
@@ -229,8 +252,8 @@ export function registerCampaignCommands(program: Command): void {
 // ── the campaign's parts ──────────────────────────────────────────────────────────────────────
 
 function campaigns(app: INestApplicationContext): { ledger: CampaignLedger; service: CampaignService } {
-  const ledger = new CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK));
-  return { ledger, service: new CampaignService(ledger, app.get(CLOCK)) };
+  const ledger = new deps.CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK));
+  return { ledger, service: new deps.CampaignService(ledger, app.get(CLOCK)) };
 }
 
 /** The Redis queue's key prefix: A2RL_QUEUE_PREFIX (shared with the workers), default 'a2rl'. */
@@ -241,7 +264,7 @@ const queueOptions = () => ({ prefix: process.env.A2RL_QUEUE_PREFIX?.trim() || u
  * whose runs other machines execute: they must record into the same ledger, so an embedded one is refused.
  */
 async function openSharedQueue(url: string): Promise<CampaignQueue> {
-  const queue = await reachQueue(() => openRedisCampaignQueue(redisUrl(url), queueOptions()));
+  const queue = await reachQueue(() => deps.openRedisCampaignQueue(deps.redisUrl(url), queueOptions()));
   const { ledgerUrl } = loadConfig();
   if (/^(sqlite|memory):/.test(ledgerUrl)) {
     await queue.close();
@@ -304,23 +327,23 @@ interface RunContext {
  */
 async function embedded(ctx: RunContext, progress: CampaignProgress, concurrency: number): Promise<CampaignProgress> {
   const { ledger, service } = campaigns(ctx.app);
-  const printer = new CampaignProgressPrinter();
+  const printer = new deps.CampaignProgressPrinter();
   printer.update(progress); // what had ended before is not printed again
   const interrupt = interruptSignal();
   let queue: LocalQueue | undefined;
-  const runner = new CampaignRunner({
+  const runner = new deps.CampaignRunner({
     ledger,
     runs: ctx.runs,
-    runLedger: ctx.app.get(LedgerService),
-    artifacts: ctx.app.get(ARTIFACT_STORE),
+    runLedger: ctx.app.get(deps.LedgerService),
+    artifacts: ctx.app.get(deps.ARTIFACT_STORE),
     gradingBaseUrl: ctx.gradingBaseUrl,
     enqueue: (jobs: CampaignJob[]) => queue!.enqueue(jobs),
     log: (line) => runnerLine(printer, line),
   });
-  queue = new LocalQueue({
+  queue = new deps.LocalQueue({
     concurrency,
     handler: runner.handle,
-    worker: workerInfo(),
+    worker: deps.workerInfo(),
     signal: interrupt.signal,
     onError: (job, err) => printer.log(`[${job.campaignId}] cell ${job.cell}: not recorded: ${err instanceof Error ? err.message : String(err)}`),
   });
@@ -348,7 +371,7 @@ async function embedded(ctx: RunContext, progress: CampaignProgress, concurrency
 async function onQueue(app: INestApplicationContext, queue: CampaignQueue, progress: CampaignProgress): Promise<CampaignProgress> {
   const { ledger, service } = campaigns(app);
   await queue.enqueue(service.pendingJobs(progress));
-  const printer = new CampaignProgressPrinter();
+  const printer = new deps.CampaignProgressPrinter();
   printer.update(progress);
   const interrupt = interruptSignal({ exitCodes: true });
   const last = await ledger.follow(progress.campaignId, (p) => printer.update(p), interrupt.signal).finally(() => {

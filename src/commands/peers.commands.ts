@@ -1,12 +1,8 @@
 import path from 'node:path';
 import type { Command } from 'commander';
-import { installPeerEvaluators } from '../../modules/agents/peer-evaluators-env.js';
-import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
 import type { ArtifactStore } from '../../modules/artifacts/artifact-store.port.js';
-import { describePeerCheck, peerCheckRun } from '../../modules/grading/peer-check.js';
-import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
-import { SETTINGS, type Settings } from '../../modules/settings/settings.port.js';
+import type { Settings } from '../../modules/settings/settings.port.js';
 import { withApp } from './cli-support.js';
 import { jsonOut } from './terminal.js';
 
@@ -18,6 +14,7 @@ export function registerPeersCommands(program: Command): void {
     .description('build their environment from infra/peer-evaluators/requirements.txt (pinned, hash-checked, --no-deps) in the machine cache (A2RL_CACHE, default ~/.cache/a2rl)')
     .option('--force', 'rebuild it even when installed')
     .action(async (opts: { force?: boolean }) => {
+      const { installPeerEvaluators } = await import('../../modules/agents/peer-evaluators-env.js');
       process.stdout.write(`${await installPeerEvaluators({ log: (line) => process.stderr.write(`${line}\n`), force: opts.force })}\n`);
     });
   peers
@@ -26,6 +23,12 @@ export function registerPeersCommands(program: Command): void {
     .argument('<runId>', 'run id')
     .option('--json', 'print {runId, task, submissions: [{submissionId, recorded, result}]} as one JSON object')
     .action(async (runId: string, opts: { json?: boolean }) => {
+      const [{ ARTIFACT_STORE }, { describePeerCheck, peerCheckRun }, { LedgerService }, { SETTINGS }] = await Promise.all([
+        import('../../modules/artifacts/artifacts.module.js'),
+        import('../../modules/grading/peer-check.js'),
+        import('../../modules/ledger/ledger.service.js'),
+        import('../../modules/settings/settings.port.js'),
+      ]);
       const result = await withApp((app) => {
         const ledger = app.get(LedgerService, { strict: false });
         const { home } = app.get<Settings>(SETTINGS, { strict: false });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
-import { RegradeService, type RegradeResult } from '../../modules/grading/regrade.service.js';
+import type { RegradeResult } from '../../modules/grading/regrade.service.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
 import { num, withApp } from './cli-support.js';
 import { recordCliAction } from './access-trail.js';
@@ -22,7 +22,7 @@ export function registerRegradeCommands(program: Command): void {
         if (!n || Number(n) < 1) throw new Error(`--submission takes submission numbers (3 or sub-3), got "${s}"`);
         return Number(n);
       });
-      const { loadConfig } = await import('../config/config.js');
+      const [{ loadConfig }, { RegradeService }] = await Promise.all([import('../config/config.js'), import('../../modules/grading/regrade.service.js')]);
       const config = loadConfig();
       const detail = `repeat ${repeat}${submissions ? `, submissions ${submissions.join(',')}` : ''}`;
       const result = await withApp(async (app) => {

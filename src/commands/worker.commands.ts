@@ -1,14 +1,6 @@
 import type { Command } from 'commander';
-import { openRedisCampaignQueue } from '../../infra/queue/bullmq-campaign-queue.js';
-import { checkQueue, displayQueueUrl, queuePrefix, redisUrl } from '../../infra/queue/redis-connection.js';
-import { startRedisWorker } from '../../infra/queue/redis-worker.js';
-import { heartbeatLiveness, startHeartbeat } from '../../infra/queue/worker-heartbeat.js';
-import { ARTIFACT_STORE } from '../../modules/artifacts/artifacts.module.js';
-import { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
-import { CampaignRunner } from '../../modules/campaigns/campaign-runner.js';
 import { onThisMachine, processAlive, workerInfo } from '../../modules/campaigns/worker-info.js';
 import { keysDir, loadSigningKey } from '../../modules/audit/tree-head.js';
-import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
 import { OpenError } from '../config/open-errors.js';
@@ -50,11 +42,22 @@ export function registerWorkerCommands(program: Command): void {
     .option('--gpus <ids>', 'GPU ids this worker lends to jobs that need GPUs, e.g. 0,1 (default: none, so CPU jobs only); a job needing n GPUs gets n of them to itself')
     .addHelpText('after', HELP)
     .action(async (opts: WorkerOptions) => {
+      // The queue (BullMQ, Redis), the campaign runner and the app's modules: loaded when a worker starts.
+      const [{ openRedisCampaignQueue }, { checkQueue, displayQueueUrl, queuePrefix, redisUrl }, { startRedisWorker }, { heartbeatLiveness, startHeartbeat }, { ARTIFACT_STORE }, { CampaignLedger }, { CampaignRunner }, { LedgerService }] = await Promise.all([
+        import('../../infra/queue/bullmq-campaign-queue.js'),
+        import('../../infra/queue/redis-connection.js'),
+        import('../../infra/queue/redis-worker.js'),
+        import('../../infra/queue/worker-heartbeat.js'),
+        import('../../modules/artifacts/artifacts.module.js'),
+        import('../../modules/campaigns/campaign-ledger.js'),
+        import('../../modules/campaigns/campaign-runner.js'),
+        import('../../modules/ledger/ledger.service.js'),
+      ]);
       const url = redisUrl(opts.queue);
       const slots = parseSlots(opts.slots);
       const gpus = parseGpus(opts.gpus);
       if (slots === 0 && gpus.length === 0) throw new Error('--slots 0 takes no CPU jobs: give --gpus, or at least one slot');
-      const prefix = queuePrefixFromEnv(process.env);
+      const prefix = queuePrefixFromEnv(process.env, queuePrefix);
       const leaseMs = leaseFromEnv(process.env);
       const config = loadConfig();
       checkSharedStores(config);
@@ -170,9 +173,10 @@ export function leaseFromEnv(env: NodeJS.ProcessEnv): number {
   return Number(text);
 }
 
-export function queuePrefixFromEnv(env: NodeJS.ProcessEnv): string {
+/** A2RL_QUEUE_PREFIX checked by `check` (redis-connection.ts's queuePrefix), a bad one named as a ConfigError. */
+export function queuePrefixFromEnv(env: NodeJS.ProcessEnv, check: (prefix: string | undefined) => string): string {
   try {
-    return queuePrefix(env.A2RL_QUEUE_PREFIX?.trim() || undefined);
+    return check(env.A2RL_QUEUE_PREFIX?.trim() || undefined);
   } catch (err) {
     throw new ConfigError('A2RL_QUEUE_PREFIX', (err as Error).message);
   }

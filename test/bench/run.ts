@@ -2,6 +2,7 @@
 import { auditBench } from './audit.bench.js';
 import { campaignBench } from './campaign.bench.js';
 import { checkpointBench } from './checkpoint.bench.js';
+import { cliBench } from './cli.bench.js';
 import { dashboardBench } from './dashboard.bench.js';
 import { gatewayBench } from './gateway.bench.js';
 import { instrumentationBench } from './instrumentation.bench.js';
@@ -10,7 +11,7 @@ import { queryBench } from './query.bench.js';
 import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench, cli: cliBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;
