@@ -1,21 +1,17 @@
 import type { Command } from 'commander';
-import { checkAgent, listAgents, resolveCommand, type ResolvedCommand } from '../../modules/agents/agent-registry.js';
-import { installAgentClis } from '../../modules/agents/agent-clis.js';
-import { installAgentPython } from '../../modules/agents/agent-python-env.js';
-import { commandsInSandbox } from '../../modules/runs/sandbox/command-probe.js';
+import type { ResolvedCommand } from '../../modules/agents/agent-registry.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
-import { TASKS } from '../../tasks/index.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
-import { parseAllowlist } from '../../modules/runs/sandbox/egress-proxy.js';
 import { parseDollars, parseLimitOverrides } from '../../modules/runs/sandbox/limits.js';
-import { redact } from '../server.js';
+import { redact } from '../config/config.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
-import { openDashboard } from './dashboard-link.js';
 import { inertText } from '../../modules/reports/inert-text.js';
 import { jsonOut } from './terminal.js';
-import { checkUpstreams } from '../../modules/llm-gateway/preflight.js';
-import { upstreamsFromEnv } from '../../modules/llm-gateway/upstreams.js';
+
+// What only some commands use (the egress proxy, the task packs, the agent installers, the
+// dashboard link, the upstream check) is imported by them: `a2rl --help` registers these commands
+// without loading it.
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -48,6 +44,12 @@ export function registerRunsCommands(program: Command): void {
       const graceMs = parseDuration(opts.grace) * 1000;
       const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
+      const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { openDashboard }] = await Promise.all([
+        import('../../modules/runs/sandbox/egress-proxy.js'),
+        import('../../modules/llm-gateway/preflight.js'),
+        import('../../modules/llm-gateway/upstreams.js'),
+        import('./dashboard-link.js'),
+      ]);
       const allowNet = opts.allowNet === undefined ? [] : parseAllowlist(opts.allowNet);
       await withRunApp(async (runs, gradingBaseUrl, config, app) => {
         const spec = runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
@@ -75,6 +77,7 @@ export function registerRunsCommands(program: Command): void {
     .option('--json', 'print one JSON summary per run')
     .action(async (opts: { budget: string; json?: boolean }) => {
       const budgetSeconds = parseDuration(opts.budget);
+      const { TASKS } = await import('../../tasks/index.js');
       await withRunApp(async (runs, gradingBaseUrl, config) => {
         const results: RunSummary[] = [];
         for (const task of TASKS.filter((t) => t.reference)) {
@@ -97,7 +100,8 @@ export function registerRunsCommands(program: Command): void {
     .command('tasks')
     .description('list the task packs')
     .option('--json', 'one JSON array: [{id, level, title, baseModel, evaluatorVersion, reference, interactive}]')
-    .action((opts: { json?: boolean }) => {
+    .action(async (opts: { json?: boolean }) => {
+      const { TASKS } = await import('../../tasks/index.js');
       if (opts.json) {
         const tasks = TASKS.map((t) => ({ id: t.id, level: t.level, title: t.title, baseModel: t.baseModel, evaluatorVersion: t.evaluatorVersion, reference: t.reference === true, interactive: t.environment !== undefined }));
         process.stdout.write(`${JSON.stringify(tasks)}\n`);
@@ -129,6 +133,7 @@ export function registerRunsCommands(program: Command): void {
     .command('install')
     .description('install everything agents need: the agent CLIs at the versions a2rl is tested with (infra/agent-clis/package.json), for the project\'s use only, and the agents\' Python (`agents python install`)')
     .action(async () => {
+      const [{ installAgentClis }, { installAgentPython }] = await Promise.all([import('../../modules/agents/agent-clis.js'), import('../../modules/agents/agent-python-env.js')]);
       installAgentClis({ log });
       await installAgentPython({ log });
     });
@@ -139,6 +144,7 @@ export function registerRunsCommands(program: Command): void {
     .description('build the agents\' Python from infra/agent-python/requirements.txt (pinned, hash-checked) in the machine cache (A2RL_CACHE, default ~/.cache/a2rl); runs use it unless A2RL_AGENT_PYTHON(_<TASK>) names another')
     .option('--force', 'rebuild it even when installed')
     .action(async (opts: { force?: boolean }) => {
+      const { installAgentPython } = await import('../../modules/agents/agent-python-env.js');
       const prefix = await installAgentPython({ log, force: opts.force });
       process.stdout.write(`${prefix}\n`);
     });
@@ -150,6 +156,7 @@ const NO_SANDBOX_NOTE = '(this machine cannot sandbox agents: `a2rl doctor --san
 
 /** Each agent and what it lacks here: its commands (and whether the sandbox would see them), its keys. */
 async function agentReadiness() {
+  const [{ checkAgent, listAgents, resolveCommand }, { commandsInSandbox }] = await Promise.all([import('../../modules/agents/agent-registry.js'), import('../../modules/runs/sandbox/command-probe.js')]);
   const specs = listAgents();
   const found = specs.flatMap((spec) => (spec.requires.commands ?? []).map((name) => resolveCommand(name))).filter((c): c is ResolvedCommand => c !== null);
   const visible = await commandsInSandbox(found);
