@@ -13,6 +13,8 @@ export interface DashboardLink {
   runUrl(runId: string): string;
   campaignUrl(campaignId: string): string;
   close(): Promise<void>;
+  /** This process serves the dashboard (`--serve` with no server up): it goes when the process ends. */
+  serving: boolean;
 }
 
 /** The dashboard's base URL for the configured host and port (a wildcard host is reached by this machine's name). */
@@ -51,7 +53,31 @@ export async function openDashboard(app: INestApplication, config: A2rlConfig, s
     runUrl: (runId) => `${base}/#/runs/${encodeURIComponent(runId)}`,
     campaignUrl: (campaignId) => `${base}/#/campaigns/${encodeURIComponent(campaignId)}`,
     close: () => closeServer(server),
+    serving: server !== null,
   };
+}
+
+/**
+ * After a run started with `--serve`: on a terminal the dashboard keeps serving until Ctrl-C (the run's
+ * own Ctrl-C handling is set aside meanwhile: the run has ended), and says so; otherwise it says that
+ * it stopped. Then closes it.
+ */
+export async function afterRun(link: DashboardLink | null, url: string): Promise<void> {
+  if (!link?.serving) return link?.close();
+  if (process.stdin.isTTY && process.stderr.isTTY) {
+    const handlers = process.listeners('SIGINT');
+    process.removeAllListeners('SIGINT');
+    process.stderr.write(`the run has ended; the dashboard keeps serving at ${url} — Ctrl-C to stop it\n`);
+    try {
+      await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
+    } finally {
+      for (const handler of handlers) process.on('SIGINT', handler);
+    }
+    process.stderr.write('dashboard stopped\n');
+  } else {
+    process.stderr.write(`dashboard at ${url} stopped: the run has ended (--serve keeps serving after the run only on a terminal; \`a2rl serve\` serves the dashboard for good)\n`);
+  }
+  await link.close();
 }
 
 /** A second HTTP server over the app's request handler, on the configured address. */
