@@ -209,6 +209,8 @@ export interface ScoreboardRow {
   best: { mean: number | null; ci95: [number, number] | null };
   noiseFloor: { n: number; mean: number; ci95: [number, number] } | null;
   distinguishable: boolean | null;
+  /** Why no verdict on noise: an interval of zero width (absent otherwise, and from older servers). */
+  caveat?: string;
   /** Pooled sd of repeated gradings of the same checkpoints; absent from older servers. */
   evaluationNoise?: { checkpoints: number; gradings: number; std: number } | null;
   improvement: number | null;

@@ -5,7 +5,9 @@ import { Table, type Column } from '../components/table.js';
 import { link, setQuery, useLocation } from '../router.js';
 import type { CampaignListItem, ScoreboardRow } from '../types.js';
 
-function Distinguishable({ value }: { value: boolean | null }) {
+function Distinguishable({ value, caveat }: { value: boolean | null; caveat?: string }) {
+  // A zero-width interval (identical scores) gets no verdict: the row says why instead.
+  if (value === null && caveat) return <span class="badge tone-warn" title={caveat}>no verdict: {caveat}</span>;
   if (value === null) return <span class="muted" title="no noise floor, or no scored run">n/a</span>;
   return value ? <span class="badge tone-good">clear of noise</span> : <span class="badge tone-warn">within noise</span>;
 }
@@ -34,7 +36,7 @@ const COLUMNS: Column<ScoreboardRow>[] = [
     sort: (r) => r.evaluationNoise?.std,
     render: (r) => (r.evaluationNoise ? <span title={`${r.evaluationNoise.gradings} gradings of ${r.evaluationNoise.checkpoints} checkpoints`}>{num(r.evaluationNoise.std, 3)}</span> : <span class="muted">—</span>),
   },
-  { key: 'distinguishable', label: 'Distinguishable', sort: (r) => (r.distinguishable === null ? null : r.distinguishable ? 1 : 0), render: (r) => <Distinguishable value={r.distinguishable} /> },
+  { key: 'distinguishable', label: 'Distinguishable', sort: (r) => (r.distinguishable === null ? null : r.distinguishable ? 1 : 0), render: (r) => <Distinguishable value={r.distinguishable} caveat={r.caveat} /> },
   {
     key: 'runs',
     label: 'Runs',
@@ -56,7 +58,8 @@ export function ScoreboardPage() {
       <h1 id="scoreboard-title">Scoreboard{campaign ? ` · campaign ${campaign}` : ''}</h1>
       <p class="muted">
         Best-of-budget score per task × agent × driver: mean over scored runs with its Student-t 95% interval. The noise floor is what grading the unchanged base model
-        again gives; a row whose interval overlaps it is not distinguishable from noise.
+        again gives; a row whose interval overlaps it is not distinguishable from noise, and one whose interval has zero width (identical scores) gets no verdict.
+        LLM-driven runs that tested the infrastructure (their model never answered, the harness failed) are left out.
       </p>
       <FilterBar
         label="Scoreboard scope"
