@@ -107,7 +107,7 @@ export class QueryController {
   @ApiProduces('application/json', 'text/csv')
   @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv; runs whose set-up failed or that were cancelled count only with include_unfinished=true' })
   async scoreboard(@Query() q: ScoreboardQuery, @Res({ passthrough: true }) res: Response) {
-    const filter = { task: q.task, agent: q.agent, driver: q.driver, includeUnfinished: q.include_unfinished === 'true' };
+    const filter = { task: q.task, agent: q.agent, driver: q.driver, includeUnfinished: q.include_unfinished === 'true', includeInfra: q.include_infra === 'true' };
     const runs = await this.campaignOnly(await this.source.runs(), q.campaign);
     if (q.format === 'json') return scoreboard(runs, filter);
     res.setHeader('Content-Type', 'text/csv; charset=utf-8');

@@ -72,6 +72,9 @@ export class ScoreboardQuery extends RunFilterQuery {
   @ApiPropertyOptional({ enum: ['true', 'false'], default: 'false', description: 'also count runs whose set-up failed or that were cancelled (states setup_failed, cancelled), left out by default' })
   @IsOptional() @IsIn(['true', 'false']) include_unfinished?: 'true' | 'false';
 
+  @ApiPropertyOptional({ enum: ['true', 'false'], default: 'false', description: 'also count LLM-driven runs that tested the infrastructure, not the agent (their model never answered, the harness failed), left out by default' })
+  @IsOptional() @IsIn(['true', 'false']) include_infra?: 'true' | 'false';
+
   @ApiPropertyOptional({ enum: ['json', 'csv'], default: 'json', description: 'csv: the paper\'s results.csv, one row per run' })
   @IsOptional() @IsIn(['json', 'csv']) format: 'json' | 'csv' = 'json';
 
