@@ -94,8 +94,8 @@ export interface ScoreboardStores {
   store: ReadSide['store'];
 }
 
-/** `a2rl scoreboard` (and the end of `a2rl campaign run`): the table, its JSON rows, or results.csv. */
-export async function printScoreboard(stores: ScoreboardStores, opts: ScoreboardOptions): Promise<void> {
+/** `a2rl scoreboard` (and the end of `a2rl campaign run`, to stderr with --json): the table, its JSON rows, or results.csv, written by `write` (stdout). */
+export async function printScoreboard(stores: ScoreboardStores, opts: ScoreboardOptions, write: (text: string) => void = (text) => void process.stdout.write(text)): Promise<void> {
   const [{ scoreboard, scoreboardRuns }, { resultsCsv }, { canonicalJson }] = await Promise.all([
     import('../../projections/scoreboard/scoreboard.js'),
     import('../../modules/reports/results-csv.js'),
@@ -104,17 +104,17 @@ export async function printScoreboard(stores: ScoreboardStores, opts: Scoreboard
   const filter = { task: opts.task, agent: opts.agent, driver: opts.driver, includeUnfinished: opts.includeUnfinished === true };
   const runs = await campaignOnly(stores, await stores.source.runs(), opts.campaign);
   if (opts.csv) {
-    process.stdout.write(resultsCsv(scoreboardRuns(runs, filter)));
+    write(resultsCsv(scoreboardRuns(runs, filter)));
     return;
   }
   const rows = scoreboard(runs, filter);
   if (opts.json) {
-    process.stdout.write(jsonOut(`${canonicalJson(rows)}\n`));
+    write(jsonOut(`${canonicalJson(rows)}\n`));
     return;
   }
-  process.stdout.write(rows.length ? `${scoreboardTable(rows)}\n` : 'no runs match\n');
+  write(rows.length ? `${scoreboardTable(rows)}\n` : 'no runs match\n');
   const left = scoreboardRuns(runs, { ...filter, includeUnfinished: true }).length - scoreboardRuns(runs, filter).length;
-  if (left) process.stdout.write(`${left} run(s) whose set-up failed or that were cancelled are not counted (--include-unfinished counts them)\n`);
+  if (left) write(`${left} run(s) whose set-up failed or that were cancelled are not counted (--include-unfinished counts them)\n`);
 }
 
 /** The runs a campaign accepted (one per completed cell × seed), or every run without --campaign. */

@@ -439,7 +439,9 @@ function interruptSignal(opts: { exitCodes?: boolean } = {}): { signal: AbortSig
 async function finish(app: INestApplicationContext, progress: CampaignProgress, json?: boolean): Promise<void> {
   const { completed, failed, cancelled, running, pending } = progress.counts;
   process.stderr.write(`campaign ${progress.campaignId}: ${progress.status}, ${completed} completed, ${failed} failed${cancelled ? `, ${cancelled} cancelled` : ''}${running + pending ? `, ${running + pending} still owed` : ''}\n`);
-  if (completed) await printScoreboard({ source: app.get(RunSource), store: app.get(EVENT_STORE) }, { campaign: progress.campaignId });
+  // With --json, stdout holds only the JSON line: the scoreboard is for the person watching, on stderr.
+  const human = (text: string) => void (json ? process.stderr : process.stdout).write(text);
+  if (completed) await printScoreboard({ source: app.get(RunSource), store: app.get(EVENT_STORE) }, { campaign: progress.campaignId }, human);
   if (json) process.stdout.write(jsonOut(`${campaignJson(progress)}\n`));
   if (failed || cancelled || progress.status === 'cancelled') process.exitCode ??= 1;
 }

@@ -79,8 +79,10 @@ export function progressPrinter(): (p: RunProgress) => void {
 
 export const num = (n: number | null) => (n === null ? '-' : n.toFixed(1));
 
-export function summaryJson(r: RunSummary): string {
-  return JSON.stringify({ runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions, state: r.state });
+/** A run's --json summary; `declaredDriver` when the caller knows it apart from the attributed `driver`. */
+export function summaryJson(r: RunSummary & { declaredDriver?: string | null }): string {
+  const declared = r.declaredDriver === undefined ? {} : { declaredDriver: r.declaredDriver };
+  return JSON.stringify({ runId: r.runId, task: r.task, agent: r.agent, driver: r.driver, ...declared, baseline: r.baseline, best: r.best, improvement: r.improvement, submissions: r.submissions, state: r.state });
 }
 
 /** Columns padded to their widest cell; every cell shown inert, on one line (modules/reports/inert-text.ts: cells hold recorded data). */

@@ -1,3 +1,4 @@
+import type { INestApplication } from '@nestjs/common';
 import type { Command } from 'commander';
 import type { ResolvedCommand } from '../../modules/agents/agent-registry.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
@@ -44,7 +45,7 @@ export function registerRunsCommands(program: Command): void {
       const graceMs = parseDuration(opts.grace) * 1000;
       const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
-      const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { afterRun, openDashboard }] = await Promise.all([
+      const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { openDashboard }] = await Promise.all([
         import('../../modules/runs/sandbox/egress-proxy.js'),
         import('../../modules/llm-gateway/preflight.js'),
         import('../../modules/llm-gateway/upstreams.js'),
@@ -59,18 +60,15 @@ export function registerRunsCommands(program: Command): void {
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
           seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(), limits, allowNet, baselineRepeats,
           onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
-        }).catch(async (err: unknown) => {
-          await dashboard?.close();
-          throw err;
-        });
+        }).finally(() => dashboard?.close());
         if (process.stderr.isTTY) process.stderr.write('\n');
-        process.stdout.write(inertText(
+        // With --json, stdout holds only the JSON summary: the human lines go to stderr.
+        (opts.json ? process.stderr : process.stdout).write(inertText(
           `run ${result.runId} (${result.task}, agent ${result.agent}): baseline ${num(result.baseline)}, best ${num(result.best)}, ` +
             `improvement ${num(result.improvement)}, ${result.submissions} submissions, agent ${result.exitReason}, sandbox ${result.sandbox}\n` +
             `  events: a2rl events ${result.runId}   workspace: ${result.workspace}\n`,
         ));
-        if (opts.json) process.stdout.write(jsonOut(`${summaryJson(result)}\n`));
-        await afterRun(dashboard, dashboard?.runUrl(result.runId) ?? '');
+        if (opts.json) process.stdout.write(jsonOut(`${summaryJson(await attributed(app, result))}\n`));
       });
     });
 
@@ -91,11 +89,13 @@ export function registerRunsCommands(program: Command): void {
         }
         const rows = [['TASK', 'BASELINE', 'BEST', 'IMPROVEMENT', 'SUBMISSIONS', 'RUN']];
         for (const r of results) rows.push([r.task, num(r.baseline), num(r.best), num(r.improvement), String(r.submissions), r.runId]);
-        process.stdout.write(`\n${table(rows)}\n\n`);
-        process.stdout.write(`events:     ${redact(config.ledgerUrl)}   (a2rl events <run>, a2rl runs)\n`);
-        process.stdout.write(`artifacts:  ${redact(config.artifactsUrl)}\n`);
-        process.stdout.write(`workspaces: ${config.workspacesDir}\n`);
-        process.stdout.write(`dashboard:  npx a2rl serve, then open http://${config.httpHost}:${config.httpPort}/\n`);
+        // With --json, stdout holds only the JSON lines: the table and where things are go to stderr.
+        const human = (text: string) => void (opts.json ? process.stderr : process.stdout).write(text);
+        human(`\n${table(rows)}\n\n`);
+        human(`events:     ${redact(config.ledgerUrl)}   (a2rl events <run>, a2rl runs)\n`);
+        human(`artifacts:  ${redact(config.artifactsUrl)}\n`);
+        human(`workspaces: ${config.workspacesDir}\n`);
+        human(`dashboard:  a2rl serve, then open http://${config.httpHost}:${config.httpPort}/\n`);
         if (opts.json) for (const r of results) process.stdout.write(jsonOut(`${summaryJson(r)}\n`));
       });
     });
@@ -154,6 +154,16 @@ export function registerRunsCommands(program: Command): void {
     });
 
   // `a2rl replay` (issue 5): modules/replay; imported on use so other commands do not load it.
+}
+
+/**
+ * The run's summary with the driver the scoreboard, the report and the runs page name: the model the
+ * agent called most (its analysis), else the declared one (RunSummary.driver, `--driver`).
+ */
+async function attributed(app: INestApplication, result: RunSummary): Promise<RunSummary & { declaredDriver: string | null }> {
+  const { RunSource } = await import('../../modules/query/run-reading.js');
+  const analysis = await app.get(RunSource).run(result.runId);
+  return { ...result, driver: analysis?.driver ?? result.driver, declaredDriver: result.driver };
 }
 
 const NO_SANDBOX_NOTE = '(this machine cannot sandbox agents: `a2rl doctor --sandbox` says why)\n';
