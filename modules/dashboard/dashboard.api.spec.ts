@@ -189,6 +189,44 @@ describe('GET /runs/:id/replay', () => {
   });
 });
 
+describe('GET /runs/:id/blobs/:seq and /output', () => {
+  it("opens an event's blob by part: a file revision as text, binary marked, large cut, a missing blob an integrity error", async () => {
+    const events = (await get('/runs/fx-done/events?format=json')).body as A2rlEvent[];
+    const seqOf = (pred: (e: A2rlEvent) => boolean) => events.find(pred)!.seq;
+    const train = seqOf((e) => e.type === 'FileChanged' && e.data.sha256 === sha(TRAIN_V1));
+    const text = await get(`/runs/fx-done/blobs/${train}`);
+    expect([text.status, text.body.part, text.body.parts.map((p: { part: string }) => p.part), text.body.format, text.body.content]).toEqual([200, 'content', ['content'], 'text', TRAIN_V1]);
+    const binary = await get(`/runs/fx-done/blobs/${seqOf((e) => e.type === 'FileChanged' && e.data.path === 'data/blob.bin')}`);
+    expect([binary.body.binary, binary.body.content, binary.body.format]).toEqual([true, null, 'binary']);
+    const large = await get(`/runs/fx-done/blobs/${seqOf((e) => e.type === 'FileChanged' && e.data.path === 'logs/big.log')}?part=content`);
+    expect([large.body.truncated, large.body.content.length]).toEqual([true, MAX_SHOWN_BYTES]);
+    // A model call names its request (and response) parts; this fixture's blobs were never stored.
+    const call = seqOf((e) => e.type === 'LlmCallRecorded');
+    const missing = await get(`/runs/fx-done/blobs/${call}?part=request`);
+    expect([missing.status, missing.body.message]).toEqual([500, expect.stringMatching(/is missing from the artifact store/)]);
+  });
+
+  it('refuses a bad seq or part, and says which blobs an event has', async () => {
+    expect((await get('/runs/fx-done/blobs/abc')).status).toBe(400);
+    expect((await get('/runs/fx-done/blobs/1?part=../x')).status).toBe(400);
+    expect((await get('/runs/fx-done/blobs/99999')).status).toBe(404);
+    expect((await get('/runs/nope/blobs/0')).status).toBe(404);
+    const none = await get('/runs/fx-done/blobs/0');
+    expect([none.status, none.body.message]).toEqual([404, 'event 0 (RunScheduled) references no blob']);
+    const events = (await get('/runs/fx-done/events?format=json')).body as A2rlEvent[];
+    const call = events.find((e) => e.type === 'LlmCallRecorded')!.seq;
+    const wrong = await get(`/runs/fx-done/blobs/${call}?part=chunk`);
+    expect([wrong.status, wrong.body.message]).toEqual([404, expect.stringMatching(new RegExp(`^event ${call} \\(LlmCallRecorded\\) has no blob "chunk"; it has request`))]);
+  });
+
+  it('pages the agent output (none recorded here) and answers 404 for an unknown run', async () => {
+    const out = await get('/runs/fx-done/output');
+    expect([out.status, out.body.chunks, out.body.more]).toEqual([200, [], false]);
+    expect((await get('/runs/nope/output')).status).toBe(404);
+    expect((await get('/runs/fx-done/output?stream=both')).status).toBe(400);
+  });
+});
+
 describe('campaigns', () => {
   it('lists campaigns, shows one with its cells, and answers 404 for an unknown one', async () => {
     const list = (await get('/campaigns')).body;
