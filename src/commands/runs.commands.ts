@@ -45,7 +45,7 @@ export function registerRunsCommands(program: Command): void {
       const graceMs = parseDuration(opts.grace) * 1000;
       const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
-      const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { openDashboard }] = await Promise.all([
+      const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { afterRun, openDashboard }] = await Promise.all([
         import('../../modules/runs/sandbox/egress-proxy.js'),
         import('../../modules/llm-gateway/preflight.js'),
         import('../../modules/llm-gateway/upstreams.js'),
@@ -60,7 +60,10 @@ export function registerRunsCommands(program: Command): void {
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
           seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(), limits, allowNet, baselineRepeats,
           onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
-        }).finally(() => dashboard?.close());
+        }).catch(async (err: unknown) => {
+          await dashboard?.close();
+          throw err;
+        });
         if (process.stderr.isTTY) process.stderr.write('\n');
         // With --json, stdout holds only the JSON summary: the human lines go to stderr.
         (opts.json ? process.stderr : process.stdout).write(inertText(
@@ -69,6 +72,7 @@ export function registerRunsCommands(program: Command): void {
             `  events: a2rl events ${result.runId}   workspace: ${result.workspace}\n`,
         ));
         if (opts.json) process.stdout.write(jsonOut(`${summaryJson(await attributed(app, result))}\n`));
+        await afterRun(dashboard, dashboard?.runUrl(result.runId) ?? '');
       });
     });
 
