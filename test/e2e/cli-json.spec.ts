@@ -142,8 +142,9 @@ describe('a2rl --version and --json', () => {
 });
 
 describe('a2rl runs: the filters of GET /runs', () => {
-  it('lists every run without a filter, ordered by run id', async () => {
-    expect(await runIds([])).toEqual([crashed, adHoc].sort());
+  it('lists every run without a filter, newest first (--sort id: by run id)', async () => {
+    expect(await runIds([])).toEqual([adHoc, crashed]);
+    expect(await runIds(['--sort', 'id'])).toEqual([crashed, adHoc].sort());
   });
 
   it('filters by task, agent, driver, state and failure class', async () => {
