@@ -1,0 +1,44 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { describe, expect, it } from '@jest/globals';
+import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { BlobIntegrityError, eventBlobs, isBinaryContent, readableText, readEventBlob } from './event-blob.js';
+
+const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+const ref = (text: string) => ({ sha256: sha(text), size: Buffer.byteLength(text), key: `sha256/${sha(text).slice(0, 2)}/${sha(text)}` });
+
+/** An artifact store holding `blobs` by sha256 (only get is used). */
+const storeOf = (blobs: Record<string, string>): ArtifactStore => ({
+  get: async (sha256: string) => {
+    if (!(sha256 in blobs)) throw new ArtifactNotFoundError(sha256);
+    return Readable.from([Buffer.from(blobs[sha256])]);
+  },
+}) as unknown as ArtifactStore;
+
+describe('the blobs an event references', () => {
+  it("names them by the payload field: a model call's request and response, a file revision's content", () => {
+    const call = { data: { provider: 'anthropic', request: ref('{"a":1}'), response: ref('data: x'), status: 200 } };
+    expect(eventBlobs(call).map((b) => b.part)).toEqual(['request', 'response']);
+    const file = { data: { path: 'code/a.py', op: 'modify', ...ref('print(1)') } };
+    expect(eventBlobs(file)).toEqual([{ part: 'content', sha256: sha('print(1)'), size: 8 }]);
+    expect(eventBlobs({ data: { pid: 1, argv: ['x'] } })).toEqual([]);
+    expect(eventBlobs({ data: { chunk: { sha256: 'not-a-hash', size: 1 } } })).toEqual([]);
+  });
+
+  it('reads a blob checked against its recorded sha256 and size, and says when it is missing or other bytes', async () => {
+    const body = '{"messages":[]}';
+    const [blob] = eventBlobs({ data: { request: ref(body) } });
+    expect((await readEventBlob(storeOf({ [sha(body)]: body }), blob, 'request of event 3', 1024)).toString()).toBe(body);
+    await expect(readEventBlob(storeOf({}), blob, 'request of event 3', 1024)).rejects.toThrow(new BlobIntegrityError(`request of event 3: blob ${sha(body)} is missing from the artifact store`));
+    await expect(readEventBlob(storeOf({ [sha(body)]: '{"messages":[1]}' }), blob, 'request of event 3', 1024)).rejects.toThrow(/the stored bytes .* are not the recorded ones/);
+    await expect(readEventBlob(storeOf({ [sha(body)]: body }), blob, 'request of event 3', 4)).rejects.toThrow(/more than the 4 shown at once: write it to a file with --raw/);
+  });
+
+  it('tells binary from text and pretty-prints JSON', () => {
+    expect(isBinaryContent(Buffer.from('a\0b'))).toBe(true);
+    expect(isBinaryContent(Buffer.from([0xff, 0xfe, 0x41]))).toBe(true);
+    expect(isBinaryContent(Buffer.from('héllo'))).toBe(false);
+    expect(readableText('{"a":[1,2]}')).toEqual({ format: 'json', text: '{\n  "a": [\n    1,\n    2\n  ]\n}\n' });
+    expect(readableText('{not json')).toEqual({ format: 'text', text: '{not json' });
+  });
+});
