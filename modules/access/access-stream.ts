@@ -51,7 +51,7 @@ export class AccessStreamLedger {
     return out;
   }
 
-  /** The last verification of a run over HTTP (POST /runs/:id/verify): for the audit page's "last verified". */
+  /** The last verification of a run from any source (POST /runs/:id/verify, the dashboard's Verify now, `a2rl verify`): the audit page's "last verified". */
   async lastVerified(runId: string): Promise<{ time: string; ok: boolean; actor: { kind: string; name: string } } | null> {
     let last: { time: string; ok: boolean; actor: { kind: string; name: string } } | null = null;
     for await (const { event: e } of this.store.readStream(accessStreamName())) {
