@@ -1,5 +1,6 @@
-"""GRPO with TRL: groups of sampled answers per question, rewarded 1 when the last number is the
-reference answer (the evaluation's rule), starting from the SFT checkpoint. Saves safetensors."""
+"""GRPO with TRL: groups of sampled answers per question, asked in the evaluation's 4-shot
+conversation and rewarded 1 when the last number is the reference answer (the evaluation's rule),
+starting from the SFT checkpoint. Saves safetensors."""
 import argparse
 import os
 import sys
@@ -10,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gsm8k_format import gold, is_correct, prompt, read_rows  # noqa: E402
+from gsm8k_format import eval_context, gold, is_correct, prompt, read_rows  # noqa: E402
 from time_limit import TimeLimit, record_device  # noqa: E402
 
 
@@ -29,7 +30,8 @@ def main():
     torch.manual_seed(0)
     record_device(args.out + ".work")
     rows = read_rows(args.data)
-    dataset = Dataset.from_list([{"prompt": prompt(r["question"]), "reference": gold(r["answer"])} for r in rows])
+    context = eval_context()
+    dataset = Dataset.from_list([{"prompt": context + prompt(r["question"]), "reference": gold(r["answer"])} for r in rows])
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model)
     config = GRPOConfig(
@@ -48,6 +50,7 @@ def main():
         use_cpu=not torch.cuda.is_available(),
         seed=0,
         dataloader_num_workers=0,
+        gradient_checkpointing=False,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=correct_answer, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=[TimeLimit(args.seconds)])
     trainer.train()

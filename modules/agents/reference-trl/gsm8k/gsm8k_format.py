@@ -1,11 +1,13 @@
-"""How gsm8k is asked and scored (the task's description): one user turn per question in the
-evaluation's template, a worked answer ending "The answer is <n>", the last number before any
-"Question:" is the prediction."""
+"""How gsm8k is asked and scored (the task's description): a 4-shot conversation (the fixed worked
+rounds of eval_context.json, then the question) in the evaluation's template, a worked answer ending
+"The answer is <n>", the last number before any "Question:" is the prediction."""
 import json
 import os
 import re
 
-USER_TEMPLATE = "Question: {question}\nLet's think step by step\nAnswer:"
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval_context.json")) as _f:
+    CONTEXT = json.load(_f)
+USER_TEMPLATE = CONTEXT["userTemplate"]
 NUMBER = re.compile(r"-?\d+\.\d+|-?\d+")
 
 
@@ -27,6 +29,14 @@ def worked_answer(answer):
 
 def prompt(question):
     return [{"role": "user", "content": USER_TEMPLATE.format(question=question)}]
+
+
+def eval_context():
+    """The fixed rounds the evaluation puts before every question, as chat messages."""
+    messages = []
+    for shot in CONTEXT["rounds"]:
+        messages += [{"role": "user", "content": USER_TEMPLATE.format(question=shot["question"])}, {"role": "assistant", "content": shot["answer"]}]
+    return messages
 
 
 def predicted(reply):

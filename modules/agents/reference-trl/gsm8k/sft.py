@@ -1,5 +1,12 @@
-"""SFT warm-up with TRL: the base model learns to answer in the evaluation's format (worked steps, then
-"The answer is <n>"), loss on the answer only. Saves a full safetensors checkpoint."""
+"""SFT warm-up with TRL, in the evaluation's context: the base model learns to answer in the graded
+format (worked steps, then "The answer is <n>"), loss on the answer only. Saves a full safetensors
+checkpoint.
+
+Every graded question comes after the same four worked rounds (eval_context.json). Training without
+them teaches the model a context it is never graded in (measured: the micro model fell from 9 to 1
+correct of 100); training with them in every example costs ten times the compute per step. So each
+step encodes the rounds once, without gradients, as a KV cache that every example of the batch
+attends to, exactly where the grader puts them: the evaluation's context at the cost of the question."""
 import argparse
 import os
 import sys
@@ -10,8 +17,35 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import SFTConfig, SFTTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gsm8k_format import prompt, read_rows, worked_answer  # noqa: E402
+from gsm8k_format import eval_context, prompt, read_rows, worked_answer  # noqa: E402
 from time_limit import TimeLimit, record_device  # noqa: E402
+
+
+class InContextSFTTrainer(SFTTrainer):
+    """SFTTrainer whose examples continue a fixed context (token ids), encoded afresh at each step."""
+
+    def __init__(self, *args, context_ids, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.context_ids = context_ids
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        ids, labels = inputs["input_ids"], inputs["labels"]
+        mask = inputs.get("attention_mask")
+        if mask is None:
+            mask = (labels != -100) | (ids != self.processing_class.pad_token_id)
+        with torch.no_grad():
+            cache = model(input_ids=self.context_ids.to(ids.device), use_cache=True).past_key_values
+        cache.batch_repeat_interleave(ids.shape[0])
+        context_mask = torch.ones(ids.shape[0], self.context_ids.shape[1], dtype=mask.dtype, device=ids.device)
+        outputs = model(input_ids=ids, attention_mask=torch.cat([context_mask, mask.to(context_mask.dtype)], dim=1),
+                        past_key_values=cache, labels=labels, use_cache=True)
+        return (outputs.loss, outputs) if return_outputs else outputs.loss
+
+
+def context_ids(tokenizer):
+    """The rounds as the model's chat template renders them before the question's own turn."""
+    text = tokenizer.apply_chat_template(eval_context(), tokenize=False)
+    return torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
 
 
 def main():
@@ -35,7 +69,8 @@ def main():
         max_steps=100000,
         per_device_train_batch_size=8,
         learning_rate=1e-3,
-        lr_scheduler_type="constant",
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=10,
         logging_steps=10,
         save_strategy="no",
         report_to=[],
@@ -44,8 +79,10 @@ def main():
         max_length=192,
         completion_only_loss=True,
         dataloader_num_workers=0,
+        gradient_checkpointing=False,  # it turns the context's KV cache off; a tiny model needs no memory saving
     )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=[TimeLimit(args.seconds)])
+    trainer = InContextSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                                  callbacks=[TimeLimit(args.seconds)], context_ids=context_ids(tokenizer))
     trainer.train()
     trainer.model.save_pretrained(args.out)  # safetensors only: no pickled training state in the checkpoint
     tokenizer.save_pretrained(args.out)
