@@ -16,6 +16,14 @@ import { isGenerating, type Transcript, type TranscriptEntry } from '../../proje
 export type ReportFormat = 'md' | 'json' | 'html';
 export const REPORT_FORMATS: readonly ReportFormat[] = ['md', 'json', 'html'];
 
+/**
+ * The renderer's version: bump it whenever the same events render to other bytes (here, in
+ * report-model.ts, charts.ts or the run-analysis projection). Audit bundles record it, and
+ * `a2rl verify-bundle` re-renders and compares only a bundle's reports of this version; the digests
+ * in modules/audit/bundle/renderer-version.spec.ts fail a change of bytes without a bump.
+ */
+export const REPORT_RENDERER = 'a2rl.report/2';
+
 /** `long`: a recorded value that may run to kilobytes (an argv with a script): cut in md with the event to read it whole, collapsed in HTML. */
 type Inline = string | { code: string } | { cite: number[] } | { strong: string } | { long: string; seq: number };
 

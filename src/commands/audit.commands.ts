@@ -273,6 +273,8 @@ export function registerAuditCommands(program: Command): void {
       if (result.ok && result.keyTrust === 'embedded') {
         process.stderr.write(`note: signed by key ${result.keyId}, the key inside the bundle, which was not checked against a trust list (--trust-embedded-key): a bundle re-signed with another key passes too; pin the signer's key with --pubkey <file> or \`a2rl keys trust <file>\`\n`);
       }
+      // Notes (reports of another renderer version, not re-rendered) are inert lines; --json carries them in `notes`.
+      for (const note of result.notes) process.stderr.write(`note: ${note}\n`);
       if (opts.json) process.stdout.write(jsonOut(`${JSON.stringify({ ...result, failures: result.failures.map((f) => ({ ...f, text: describeFailure(f) })) })}\n`));
       // The verdict is ours and last: the failure is one inert line (describeFailure) after "failed
       // verification:", so no bundle text can break the line, move the cursor or recolour it.
@@ -283,7 +285,8 @@ export function registerAuditCommands(program: Command): void {
       if (!opts.json) {
         const omitted = result.omittedBlobs ? ` (${result.omittedBlobs} checkpoint files not included)` : '';
         const key = { pubkey: 'the --pubkey key', trusted: 'a trusted key', embedded: 'the embedded key, unchecked', untrusted: '' }[result.keyTrust!];
-        process.stdout.write(`OK ${inertLine(file)}: run ${inertLine(result.runId ?? '')}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; chain, proofs, artifacts and reports verified; signed by key ${result.keyId} (${key})\n`);
+        const checked = result.reportsChecked ? 'chain, proofs, artifacts and reports verified' : 'chain, proofs and artifacts verified, reports not re-rendered (another renderer version)';
+        process.stdout.write(`OK ${inertLine(file)}: run ${inertLine(result.runId ?? '')}, ${result.events} events, ${result.heads} signed tree heads, ${result.blobs} blobs${omitted}; ${checked}; signed by key ${result.keyId} (${key})\n`);
       }
     });
 }

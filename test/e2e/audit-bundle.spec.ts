@@ -51,6 +51,30 @@ describe('a2rl export + a2rl verify-bundle on a reference-agent run', () => {
     expect(readdirSync(scratch)).toEqual([]);
   });
 
+  it('verifies a bundle exported before bundles named their report renderer, saying its reports were not re-rendered; a current one with an edited report fails', async () => {
+    const { files } = await readTarGz(bundle);
+    const { renderer: _renderer, ...descriptor } = JSON.parse(files.get('bundle.json')!.toString()) as Record<string, unknown>;
+    const older = new Map(files)
+      .set('bundle.json', Buffer.from(JSON.stringify({ ...descriptor, format: 'a2rl.audit-bundle/1' }, Object.keys({ ...descriptor }).sort())))
+      .set('reports/report.md', Buffer.from(`${files.get('reports/report.md')!.toString()}older renderer\n`));
+    const olderFile = path.join(home, 'older.tar.gz');
+    await writeTarGz(olderFile, [...older].map(([p, body]) => ({ path: p, size: body.length, body })), new Date(0));
+    const r = await verifyOffline(olderFile, '--pubkey', pubkey());
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.stdout).toMatch(/^OK .*; chain, proofs and artifacts verified, reports not re-rendered \(another renderer version\); signed by key/);
+    expect(r.stderr).toMatch(/^note: bundle\.json names no report renderer \(format "a2rl\.audit-bundle\/1": exported before bundles recorded it\); this a2rl renders "a2rl\.report\/\d+", so reports\/ were not re-rendered/m);
+    const json = await verifyOffline(olderFile, '--pubkey', pubkey(), '--json');
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, renderer: null, reportsChecked: false, notes: [expect.stringMatching(/^bundle\.json names no report renderer/)] });
+
+    const edited = new Map(files).set('reports/report.md', older.get('reports/report.md')!);
+    const editedFile = path.join(home, 'edited-report.tar.gz');
+    await writeTarGz(editedFile, [...edited].map(([p, body]) => ({ path: p, size: body.length, body })), new Date(0));
+    const failed = await verifyOffline(editedFile, '--pubkey', pubkey());
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain("failed verification: reports/report.md differs from the report re-rendered from the bundle's events and blobs");
+  });
+
   it('exports byte-identical bundles of the same run', async () => {
     const again = path.join(home, 'again.tar.gz');
     expect((await a2rl(['export', runId, '-o', again])).code).toBe(0);

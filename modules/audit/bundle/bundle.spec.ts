@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { FsArtifactStore } from '../../../infra/artifacts/fs-artifact-store.js';
 import { SqliteEventStore } from '../../../infra/eventstore/sqlite-event-store.js';
+import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import type { EventData } from '../../ledger/events/catalog.js';
 import { buildEvent } from '../../ledger/events/envelope.js';
 import { streamName } from '../../ledger/events/ids.js';
@@ -14,6 +15,7 @@ import { blobPath } from './layout.js';
 import { inflateLimit, readTarGz, writeTarGz } from './tar-io.js';
 import { gzipBomb } from './testing/gzip-bomb.js';
 import { SignedRunWriter } from './testing/signed-run.js';
+import { REPORT_RENDERER } from './reports.js';
 import { describeFailure, verifyBundle, type BundleVerification } from './verify.js';
 
 // The tamper matrix: a bundle exported from a small signed run verifies; each kind of mutation
@@ -121,7 +123,7 @@ describe('an exported bundle', () => {
     for (const [opts, keyTrust] of ways) {
       const v = await verifyBundle(good, opts);
       expect(v.failures.map(describeFailure)).toEqual([]);
-      expect(v).toMatchObject({ ok: true, runId: RUN, events: lines().length, omittedBlobs: 1, keyId: keyIdOf(key.publicKeyPem), keyTrust });
+      expect(v).toMatchObject({ ok: true, runId: RUN, events: lines().length, omittedBlobs: 1, keyId: keyIdOf(key.publicKeyPem), keyTrust, renderer: REPORT_RENDERER, reportsChecked: true, notes: [] });
       expect(v.heads).toBeGreaterThanOrEqual(4);
     }
   });
@@ -147,6 +149,7 @@ describe('an exported bundle', () => {
     expect(names).toEqual(expect.arrayContaining(['bundle.json', 'events.ndjson', 'heads.json', 'public-key.pem', 'artifacts/manifest.json', 'reports/report.md', 'reports/report.html', 'reports/report.json', blobPath(codeSha)]));
     expect(names).not.toContain(blobPath(checkpointSha));
     expect(goodFiles.get('public-key.pem')!.toString()).toBe(key.publicKeyPem);
+    expect(JSON.parse(goodFiles.get('bundle.json')!.toString())).toEqual({ format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER });
     for (const body of goodFiles.values()) expect(body.toString('latin1')).not.toMatch(/PRIVATE KEY/);
     const manifest = JSON.parse(goodFiles.get('artifacts/manifest.json')!.toString()) as Array<{ sha256: string; kind: string; omitted: boolean }>;
     expect(manifest.find((m) => m.sha256 === checkpointSha)).toMatchObject({ kind: 'checkpoint', omitted: true });
@@ -273,11 +276,63 @@ describe('the tamper matrix: verify-bundle fails and names what was touched', ()
     expect(f.message).toBe('heads.json: not in canonical JSON form (RFC 8785): the file was edited');
   });
 
-  it('an edited report', async () => {
+  it('an edited report (the bundle names this renderer version, so its reports are re-rendered)', async () => {
     for (const name of ['reports/report.md', 'reports/report.html', 'reports/report.json']) {
-      const f = first(await tampered((files) => files.set(name, Buffer.from(files.get(name)!.toString().replace('40', '95')))));
-      expect(f.message).toBe(`${name} differs from the report re-rendered from the bundle's events and blobs`);
+      const v = await tampered((files) => files.set(name, Buffer.from(files.get(name)!.toString().replace('40', '95'))));
+      expect(first(v).message).toBe(`${name} differs from the report re-rendered from the bundle's events and blobs`);
+      expect(v).toMatchObject({ reportsChecked: true, notes: [] });
     }
+  });
+
+  it('a bundle.json that is not one of the two formats: format 2 without a renderer, a renderer that is not a version, format 1 with one', async () => {
+    const descriptors: Array<[Record<string, unknown>, RegExp]> = [
+      [{ format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1 }, /^bundle\.json: must hold exactly format, runId, withCheckpoints, level and renderer$/],
+      [{ format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1, renderer: 'a2rl.report/2\u001b[32m OK' }, /^bundle\.json: renderer must be a report renderer version/],
+      [{ format: 'a2rl.audit-bundle/1', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER }, /^bundle\.json: must hold exactly format, runId, withCheckpoints and level \(format "a2rl\.audit-bundle\/1"\)$/],
+      [{ format: 'a2rl.audit-bundle/3', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER }, /^bundle\.json: format is "a2rl\.audit-bundle\/3"; this a2rl reads/],
+    ];
+    for (const [descriptor, message] of descriptors) {
+      const v = await tampered((files) => files.set('bundle.json', canonicalBytes(descriptor)));
+      expect(describeFailure(first(v))).toMatch(message);
+    }
+  });
+});
+
+describe('bundles whose reports another renderer version rendered', () => {
+  /** The good bundle as an older a2rl (or another renderer) would have written it: its descriptor, and reports in other bytes. */
+  const older = (descriptor: Record<string, unknown>) => (files: Map<string, Buffer>) => {
+    files.set('bundle.json', canonicalBytes(descriptor));
+    for (const name of ['reports/report.md', 'reports/report.html', 'reports/report.json']) files.set(name, Buffer.from(`${files.get(name)!.toString()}(rendered by an older renderer)\n`));
+  };
+
+  it('an older-style bundle (format 1: no renderer named) with report bytes the current renderer would not give verifies, with a note', async () => {
+    const v = await tampered(older({ format: 'a2rl.audit-bundle/1', runId: RUN, withCheckpoints: false, level: 1 }));
+    expect(v.failures.map(describeFailure)).toEqual([]);
+    expect(v).toMatchObject({ ok: true, renderer: null, reportsChecked: false, events: lines().length, omittedBlobs: 1 });
+    expect(v.notes).toEqual([
+      `bundle.json names no report renderer (format "a2rl.audit-bundle/1": exported before bundles recorded it); this a2rl renders "${REPORT_RENDERER}", so reports/ were not re-rendered or compared and are not verified (events, heads, key, blobs and integrity were verified as usual)`,
+    ]);
+  });
+
+  it('a bundle naming another renderer version verifies with a note naming it; the rest is still checked', async () => {
+    const descriptor = { format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1, renderer: 'a2rl.report/1' };
+    const v = await tampered(older(descriptor));
+    expect(v).toMatchObject({ ok: true, renderer: 'a2rl.report/1', reportsChecked: false });
+    expect(v.notes).toEqual([expect.stringMatching(new RegExp(`^the reports were rendered by report renderer "a2rl\\.report/1"; this a2rl renders "${REPORT_RENDERER.replace(/[./]/g, '\\$&')}", so reports/ were not re-rendered`))]);
+    // Not re-rendering the reports skips nothing else: an altered blob or event line still fails.
+    const blobName = blobPath(codeSha);
+    const altered = await tampered((files) => {
+      older(descriptor)(files);
+      files.set(blobName, Buffer.from(files.get(blobName)!.toString().replace('v2', 'v3')));
+    });
+    expect(first(altered).artifact).toBe(blobName);
+    const ls = lines();
+    [ls[7], ls[9]] = [ls[9], ls[7]];
+    const moved = await tampered((files) => {
+      older(descriptor)(files);
+      withLines(ls)(files);
+    });
+    expect(describeFailure(first(moved))).toMatch(/^events\.ndjson line 8: /);
   });
 
   it('an extra file, and a file missing from the layout', async () => {

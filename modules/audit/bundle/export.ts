@@ -12,7 +12,7 @@ import {
   type BundleDescriptor, type ManifestItem,
 } from './layout.js';
 import { LeafHashes, leafHash } from '../merkle.js';
-import { renderBundleReports } from './reports.js';
+import { renderBundleReports, REPORT_RENDERER } from './reports.js';
 import { writeTarGz, type TarFile } from './tar-io.js';
 
 export interface ExportBundleOptions {
@@ -85,7 +85,7 @@ export async function exportBundle(opts: ExportBundleOptions, outFile: string): 
 
   const level = run.task !== null && opts.taskLevel ? opts.taskLevel(run.task) : null;
   const reports = await renderBundleReports(await runEvents(opts.eventStore, runId), bundleBlobs, level);
-  const descriptor: BundleDescriptor = { format: BUNDLE_FORMAT, runId, withCheckpoints, level };
+  const descriptor: BundleDescriptor = { format: BUNDLE_FORMAT, runId, withCheckpoints, level, renderer: REPORT_RENDERER };
   const text = (path: string, body: Buffer | string): TarFile => {
     const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8');
     return { path, size: bytes.length, body: bytes };

@@ -5,7 +5,12 @@ import { artifactKey } from '../../artifacts/artifact-store.port.js';
  * The audit bundle's layout (docs/audit-bundle.md). Every file but the blobs is canonical JSON or text
  * derived from events.ndjson, so a verifier re-derives each one and compares bytes.
  */
-export const BUNDLE_FORMAT = 'a2rl.audit-bundle/1';
+export const BUNDLE_FORMAT = 'a2rl.audit-bundle/2';
+/**
+ * Bundles exported before the descriptor named its report renderer: still read and verified, but
+ * their reports are not re-rendered (their renderer version is unknown).
+ */
+export const BUNDLE_FORMAT_V1 = 'a2rl.audit-bundle/1';
 export const HEADS_FORMAT = 'a2rl.tree-heads/1';
 
 export const EVENTS_FILE = 'events.ndjson';
@@ -18,7 +23,11 @@ export const FIXED_FILES = [DESCRIPTOR_FILE, EVENTS_FILE, HEADS_FILE, KEY_FILE, 
 
 export const blobPath = (sha256: string): string => `artifacts/${artifactKey(sha256)}`;
 
-/** What the bundle is; not signed: every field is cross-checked against the events. */
+/**
+ * What the bundle is; not signed: every field only steers checks (runId, withCheckpoints and level are
+ * cross-checked against the events; renderer decides whether the reports are re-rendered, and a
+ * bundle whose reports are not is said to be so).
+ */
 export interface BundleDescriptor {
   format: typeof BUNDLE_FORMAT;
   runId: string;
@@ -26,7 +35,15 @@ export interface BundleDescriptor {
   withCheckpoints: boolean;
   /** The task's level given to the report renderer (the task pack is not in the bundle). */
   level: number | null;
+  /** The report renderer that rendered reports/: REPORT_RENDERER (modules/reports/render.ts) of the exporting a2rl. */
+  renderer: string;
 }
+
+/** A descriptor as read: a format-1 bundle names no renderer (null). */
+export type ReadDescriptor = Omit<BundleDescriptor, 'format' | 'renderer'> & { format: typeof BUNDLE_FORMAT | typeof BUNDLE_FORMAT_V1; renderer: string | null };
+
+/** A renderer version as bundle.json may carry it: printable ASCII, no spaces or quotes, at most 64 characters. */
+export const RENDERER_VERSION = /^[A-Za-z0-9._/:+-]{1,64}$/;
 
 /**
  * Why an event references a blob: `data` (WorkspacePrepared.dataManifest), `file` (FileChanged),

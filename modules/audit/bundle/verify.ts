@@ -8,10 +8,10 @@ import { sealFailures, verifyEventChain, type VerificationFailure } from '../ver
 import { integrityFailures } from '../verify-integrity.js';
 import { checkHeads } from './heads.js';
 import {
-  blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
-  type BundleDescriptor, type ManifestItem,
+  blobPath, BUNDLE_FORMAT, BUNDLE_FORMAT_V1, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, RENDERER_VERSION,
+  REPORT_FILES, type ManifestItem, type ReadDescriptor,
 } from './layout.js';
-import { renderBundleReports } from './reports.js';
+import { renderBundleReports, REPORT_RENDERER } from './reports.js';
 import { readTarGz } from './tar-io.js';
 
 export interface VerifyBundleOptions {
@@ -44,6 +44,15 @@ export interface BundleVerification {
   heads: number;
   blobs: number;
   omittedBlobs: number;
+  /** The report renderer bundle.json names; null when it names none (bundles exported before it did) or was not read. */
+  renderer: string | null;
+  /**
+   * Whether reports/ were re-rendered and compared byte for byte: only when `renderer` is the version
+   * this a2rl renders (REPORT_RENDERER). Otherwise they are not verified, and `notes` says so.
+   */
+  reportsChecked: boolean;
+  /** What the reader should know that is not a failure (reports of another renderer version not re-rendered): inert lines. */
+  notes: string[];
   /** Every failure, most telling first: archive and key, event lines in line order, heads, blobs, reports, integrity. */
   failures: VerificationFailure[];
 }
@@ -67,13 +76,15 @@ export function describeFailure(f: VerificationFailure): string {
  * of events.ndjson is a valid canonical event of the run, seqs dense, every signed head's root and
  * signature check and the last head covers everything (verify-chain.ts); heads.json's leaves,
  * heads and proofs check against the key and the lines; the artifact manifest is the one the events
- * imply and every included blob has its sha256 and size; the reports re-render identically; and no
+ * imply and every included blob has its sha256 and size; the reports re-render identically (only
+ * when bundle.json names this a2rl's REPORT_RENDERER; otherwise a note says they were not); and no
  * WorkspaceIntegrityChecked found the read-only data/ or models/ modified (the run's own verdict).
  */
 export async function verifyBundle(file: string, opts: VerifyBundleOptions = {}): Promise<BundleVerification> {
   const pinned = opts.publicKeyPem !== undefined;
   const result: BundleVerification = {
-    ok: false, runId: null, pinnedKey: pinned, keyId: null, keyTrust: null, events: 0, heads: 0, blobs: 0, omittedBlobs: 0, failures: [],
+    ok: false, runId: null, pinnedKey: pinned, keyId: null, keyTrust: null, events: 0, heads: 0, blobs: 0, omittedBlobs: 0,
+    renderer: null, reportsChecked: false, notes: [], failures: [],
   };
   const archive: VerificationFailure[] = [];
   const bundle = (message: string) => archive.push({ check: 'bundle', message });
@@ -96,6 +107,7 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
   }
   const { runId } = descriptor;
   result.runId = runId;
+  result.renderer = descriptor.renderer;
 
   const key = readKeys(files.get(KEY_FILE)!, opts.publicKeyPem);
   key.problems.forEach(bundle);
@@ -131,6 +143,13 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
   result.omittedBlobs = blobs.omitted;
 
   const reports: VerificationFailure[] = [];
+  if (descriptor.renderer !== REPORT_RENDERER) {
+    // Reports are derived: a renderer that changed renders other bytes from the same events. They
+    // are left as they are and said to be unverified; everything they derive from is verified.
+    result.notes.push(rendererNote(descriptor));
+    return finish(numbered, unnumbered, heads.failures, blobs.failures, integrityFailures(events));
+  }
+  result.reportsChecked = true;
   try {
     const rendered = await renderBundleReports(events, blobs.reader, descriptor.level);
     for (const [format, name] of Object.entries(REPORT_FILES)) {
@@ -145,20 +164,38 @@ export async function verifyBundle(file: string, opts: VerifyBundleOptions = {})
   return finish(numbered, unnumbered, heads.failures, blobs.failures, reports, integrityFailures(events));
 }
 
-function readDescriptor(bytes: Buffer): BundleDescriptor | string {
+/** Why reports/ were not re-rendered, in one inert line: the renderer versions (bundle text) are quoted as JSON strings. */
+function rendererNote(d: ReadDescriptor): string {
+  const why =
+    d.renderer === null
+      ? `${DESCRIPTOR_FILE} names no report renderer (format "${BUNDLE_FORMAT_V1}": exported before bundles recorded it)`
+      : `the reports were rendered by report renderer ${JSON.stringify(d.renderer)}`;
+  return inertLine(
+    `${why}; this a2rl renders "${REPORT_RENDERER}", so reports/ were not re-rendered or compared and are not verified ` +
+      '(events, heads, key, blobs and integrity were verified as usual)',
+  );
+}
+
+/** bundle.json: format 2 names its renderer; format 1 (older exports) does not, and is read with renderer null. */
+function readDescriptor(bytes: Buffer): ReadDescriptor | string {
   let d: Record<string, unknown>;
   try {
     d = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
   } catch (err) {
     return `not JSON: ${(err as Error).message}`;
   }
-  if (typeof d !== 'object' || d === null || Object.keys(d).sort().join() !== 'format,level,runId,withCheckpoints') return 'must hold exactly format, runId, withCheckpoints and level';
-  if (d.format !== BUNDLE_FORMAT) return `format is ${JSON.stringify(d.format)}; this a2rl reads "${BUNDLE_FORMAT}"`;
+  if (typeof d !== 'object' || d === null || Array.isArray(d)) return 'not a JSON object';
+  if (d.format !== BUNDLE_FORMAT && d.format !== BUNDLE_FORMAT_V1) return `format is ${JSON.stringify(d.format)}; this a2rl reads "${BUNDLE_FORMAT}" and "${BUNDLE_FORMAT_V1}"`;
+  const v1 = d.format === BUNDLE_FORMAT_V1;
+  if (Object.keys(d).sort().join() !== (v1 ? 'format,level,runId,withCheckpoints' : 'format,level,renderer,runId,withCheckpoints')) {
+    return v1 ? `must hold exactly format, runId, withCheckpoints and level (format "${BUNDLE_FORMAT_V1}")` : 'must hold exactly format, runId, withCheckpoints, level and renderer';
+  }
+  if (!v1 && (typeof d.renderer !== 'string' || !RENDERER_VERSION.test(d.renderer))) return 'renderer must be a report renderer version (up to 64 characters of A-Z a-z 0-9 . _ / : + -)';
   if (typeof d.runId !== 'string' || typeof d.withCheckpoints !== 'boolean' || !(d.level === null || (Number.isSafeInteger(d.level) && (d.level as number) > 0))) {
     return 'runId must be a string, withCheckpoints a boolean, level null or a positive integer';
   }
   if (!canonicalBytes(d).equals(bytes)) return 'not in canonical JSON form (RFC 8785): the file was edited';
-  return d as unknown as BundleDescriptor;
+  return { ...(d as unknown as ReadDescriptor), renderer: v1 ? null : (d.renderer as string) };
 }
 
 /** Whether the bundled key is among the trusted keys (compared as SPKI DER), or accepted as embedded. */
@@ -224,7 +261,7 @@ function splitLines(buf: Buffer): Buffer[] {
 }
 
 /** Manifest against the events, blobs against the manifest, and no file the layout does not name. */
-function checkArtifacts(files: Map<string, Buffer>, events: readonly A2rlEvent[], descriptor: BundleDescriptor): { failures: VerificationFailure[]; reader: BlobReader; included: number; omitted: number } {
+function checkArtifacts(files: Map<string, Buffer>, events: readonly A2rlEvent[], descriptor: ReadDescriptor): { failures: VerificationFailure[]; reader: BlobReader; included: number; omitted: number } {
   const failures: VerificationFailure[] = [];
   const expected = expectedManifest(events, descriptor.withCheckpoints);
   const manifestBytes = files.get(MANIFEST_FILE);
