@@ -1,44 +1,21 @@
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import { readFileContent, type FileContent } from './file-content.js';
+import { BlobIntegrityError, eventBlobs, pickEventBlob, readEventBlobHead, type EventBlob } from '../query/event-blob.js';
+import { ReplayIntegrityError } from '../replay/errors.js';
+import { isBinary, MAX_SHOWN_BYTES, type FileContent } from './file-content.js';
 
-// Which blobs an event references, by part name: read from the payload's shape, not a list of event
-// types, so an event added later that carries a `{sha256, size, key}` is openable without a change here.
-
-const SHA256 = /^[0-9a-f]{64}$/;
+// The dashboard's view of the blobs an event references. Which blobs, by part name, and reading one
+// checked against the ledger's sha256 and size are the read side's (modules/query/event-blob.ts, also
+// behind `a2rl blob` and `a2rl logs`); here only how a blob is shown: at most 1 MiB, text or binary,
+// and the format the page renders it in.
 
 /** One blob an event references: `part` names it (the payload field: request, response, chunk, content, items, …). */
-export interface BlobPart {
-  part: string;
-  sha256: string;
-  size: number;
-}
+export type BlobPart = EventBlob;
 
-function isRef(value: unknown): value is { sha256: string; size: number } {
-  if (!value || typeof value !== 'object') return false;
-  const v = value as Record<string, unknown>;
-  return typeof v.sha256 === 'string' && SHA256.test(v.sha256) && typeof v.size === 'number';
-}
-
-/**
- * The blobs an event's payload references, in a stable order: a file revision's content (FileChanged
- * carries its sha256 and size at the top level) as `content`, then every top-level field holding a
- * blob reference, by field name. Lists of blobs (an archived home's files) are not parts.
- */
-export function blobParts(event: { type: string; data: unknown }): BlobPart[] {
-  const data = (event.data ?? {}) as Record<string, unknown>;
-  const parts: BlobPart[] = [];
-  if (typeof data.sha256 === 'string' && SHA256.test(data.sha256) && typeof data.size === 'number') parts.push({ part: 'content', sha256: data.sha256, size: data.size });
-  for (const key of Object.keys(data).sort()) {
-    const value = data[key];
-    if (isRef(value)) parts.push({ part: key, sha256: value.sha256, size: value.size });
-  }
-  return parts;
-}
+/** The blobs an event's payload references, in a stable order (query/event-blob.ts's eventBlobs). */
+export const blobParts: (event: { type: string; data: unknown }) => BlobPart[] = eventBlobs;
 
 /** The part asked for, else the event's first (the request of a model call, the chunk of an output event). */
-export function pickPart(parts: readonly BlobPart[], asked: string | undefined): BlobPart | undefined {
-  return asked === undefined ? parts[0] : parts.find((p) => p.part === asked);
-}
+export const pickPart: (parts: readonly BlobPart[], asked: string | undefined) => BlobPart | undefined = pickEventBlob;
 
 /** How a blob's text is best shown: JSON (pretty-printed by the page), server-sent events (a streamed model answer), or plain text. */
 export type BlobFormat = 'json' | 'sse' | 'text' | 'binary' | 'none';
@@ -59,8 +36,21 @@ export function blobFormat(shown: FileContent): BlobFormat {
   return 'text';
 }
 
-/** A blob read for display: its text (at most 1 MiB, checked against the recorded sha256 when read whole) and how to show it. */
+/**
+ * A blob read for display: its text (at most 1 MiB, checked against the recorded sha256 and size when
+ * read whole) and how to show it. A blob missing from the store or not the recorded bytes is a
+ * ReplayIntegrityError, as a workspace file's content is (the controllers answer 500 naming it).
+ */
 export async function readBlob(artifacts: ArtifactStore, runSeq: number, part: BlobPart): Promise<FileContent & { format: BlobFormat }> {
-  const shown = await readFileContent(artifacts, { path: `${part.part} of event ${runSeq}`, sha256: part.sha256, size: part.size, seq: runSeq });
+  let read: { bytes: Buffer; truncated: boolean };
+  try {
+    read = await readEventBlobHead(artifacts, part, `${part.part} of event ${runSeq}`, MAX_SHOWN_BYTES);
+  } catch (error) {
+    if (error instanceof BlobIntegrityError) throw new ReplayIntegrityError(error.message);
+    throw error;
+  }
+  const { bytes, truncated } = read;
+  // Decoded as a stream when cut, so that a multi-byte character cut at the end is dropped, not mangled.
+  const shown: FileContent = isBinary(bytes, truncated) ? { binary: true, content: null, truncated } : { binary: false, content: new TextDecoder('utf-8').decode(bytes, { stream: truncated }), truncated };
   return { ...shown, format: blobFormat(shown) };
 }

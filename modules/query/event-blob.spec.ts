@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from '@jest/globals';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
-import { BlobIntegrityError, eventBlobs, isBinaryContent, readableText, readEventBlob } from './event-blob.js';
+import { BlobIntegrityError, eventBlobs, isBinaryContent, pickEventBlob, readableText, readEventBlob, readEventBlobHead } from './event-blob.js';
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 const ref = (text: string) => ({ sha256: sha(text), size: Buffer.byteLength(text), key: `sha256/${sha(text).slice(0, 2)}/${sha(text)}` });
@@ -32,6 +32,24 @@ describe('the blobs an event references', () => {
     await expect(readEventBlob(storeOf({}), blob, 'request of event 3', 1024)).rejects.toThrow(new BlobIntegrityError(`request of event 3: blob ${sha(body)} is missing from the artifact store`));
     await expect(readEventBlob(storeOf({ [sha(body)]: '{"messages":[1]}' }), blob, 'request of event 3', 1024)).rejects.toThrow(/the stored bytes .* are not the recorded ones/);
     await expect(readEventBlob(storeOf({ [sha(body)]: body }), blob, 'request of event 3', 4)).rejects.toThrow(/more than the 4 shown at once: write it to a file with --raw/);
+  });
+
+  it('picks the part asked for, else the first; none when the event has no such part', () => {
+    const blobs = eventBlobs({ data: { request: ref('{"a":1}'), response: ref('data: x') } });
+    expect(pickEventBlob(blobs, undefined)?.part).toBe('request');
+    expect(pickEventBlob(blobs, 'response')?.part).toBe('response');
+    expect(pickEventBlob(blobs, 'chunk')).toBeUndefined();
+    expect(pickEventBlob([], undefined)).toBeUndefined();
+  });
+
+  it('reads the head of a blob for display: whole and checked when it fits, cut and unchecked past the cap', async () => {
+    const body = 'x'.repeat(10);
+    const [blob] = eventBlobs({ data: { chunk: ref(body) } });
+    expect(await readEventBlobHead(storeOf({ [sha(body)]: body }), blob, 'chunk of event 5', 10)).toEqual({ bytes: Buffer.from(body), truncated: false });
+    expect(await readEventBlobHead(storeOf({ [sha(body)]: body }), blob, 'chunk of event 5', 4)).toEqual({ bytes: Buffer.from('xxxx'), truncated: true });
+    await expect(readEventBlobHead(storeOf({}), blob, 'chunk of event 5', 10)).rejects.toThrow(new BlobIntegrityError(`chunk of event 5: blob ${sha(body)} is missing from the artifact store`));
+    await expect(readEventBlobHead(storeOf({ [sha(body)]: 'y'.repeat(10) }), blob, 'chunk of event 5', 10)).rejects.toThrow(/^chunk of event 5: the stored bytes \(10 B, sha256 \w+\) are not the recorded ones/);
+    await expect(readEventBlobHead(storeOf({ [sha(body)]: 'x'.repeat(9) }), blob, 'chunk of event 5', 10)).rejects.toThrow(BlobIntegrityError);
   });
 
   it('tells binary from text and pretty-prints JSON', () => {

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
 
-// The blobs an event references, for `a2rl blob` and `a2rl logs`: named by the payload field that
+// The blobs an event references, for `a2rl blob`, `a2rl logs` and the dashboard's blob and output
+// endpoints (modules/dashboard/event-blobs.ts): named by the payload field that
 // holds the reference (request, response, chunk, items, checkpoint, …; a file revision's own
 // sha256/size as `content`), read from the artifact store and checked against the ledger's sha256
 // and size. Read from the payload's shape, so an event type added later is covered without a change.
@@ -29,6 +30,11 @@ export function eventBlobs(event: { data: unknown }): EventBlob[] {
     if (isRef(value)) parts.push({ part: key, sha256: value.sha256, size: value.size });
   }
   return parts;
+}
+
+/** The part asked for, else the event's first (the request of a model call, the chunk of an output event); undefined when it has no such part. */
+export function pickEventBlob(blobs: readonly EventBlob[], asked: string | undefined): EventBlob | undefined {
+  return asked === undefined ? blobs[0] : blobs.find((b) => b.part === asked);
 }
 
 /** A blob that is not what the ledger recorded: missing from the store, or other bytes. */
@@ -82,6 +88,31 @@ export async function readEventBlob(artifacts: ArtifactStore, blob: EventBlob, w
   }
   check.end();
   return Buffer.concat(chunks);
+}
+
+/**
+ * The blob's first `cap` bytes, for display: `truncated` when it is longer (then only what was read is
+ * returned, unchecked: a blob's sha256 covers all of it). A blob read whole is checked against the
+ * recorded sha256 and size (BlobIntegrityError), as readEventBlob does.
+ */
+export async function readEventBlobHead(artifacts: ArtifactStore, blob: EventBlob, what: string, cap: number): Promise<{ bytes: Buffer; truncated: boolean }> {
+  const stream = await openBlob(artifacts, blob, what);
+  const check = new BlobCheck(blob, what);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of stream) {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+      check.update(buf);
+      chunks.push(buf);
+      size += buf.length;
+      if (size > cap) return { bytes: Buffer.concat(chunks).subarray(0, cap), truncated: true };
+    }
+  } finally {
+    stream.destroy();
+  }
+  check.end();
+  return { bytes: Buffer.concat(chunks), truncated: false };
 }
 
 /** Binary: a NUL byte, or bytes that are not UTF-8. */
