@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { stat } from 'node:fs/promises';
 import { PassThrough, Transform, Writable, type Readable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ArtifactIntegrityError, assertSha256 } from '../../modules/artifacts/artifact-store.port.js';
@@ -69,4 +70,10 @@ export class VerifyingStream extends Transform {
 export async function verifyBody(body: Readable | Buffer, declared: Declared): Promise<void> {
   const discard = new Writable({ write: (_chunk, _encoding, done) => done() });
   await pipeline(bodyStream(body), new VerifyingStream(declared), discard);
+}
+
+/** The size half of the check, for a file whose sha256 its writer computed over the bytes it wrote. */
+export async function checkSize(file: string, declared: Declared): Promise<void> {
+  const { size } = await stat(file);
+  if (size !== declared.size) throw new ArtifactIntegrityError(`artifact body does not match its declaration: ${size} bytes, declared ${declared.size}`);
 }

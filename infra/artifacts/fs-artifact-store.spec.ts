@@ -137,6 +137,16 @@ describe('FsArtifactStore.putFile', () => {
     expect((await stat(file)).nlink).toBe(1);
   });
 
+  it('with hashedAsWritten, links the file checking its size only (the writer hashed it); a wrong size is still refused', async () => {
+    await expect(store.putFile(file, { sha256, size: bytes.length + 1 }, { hashedAsWritten: true })).rejects.toBeInstanceOf(ArtifactIntegrityError);
+    expect(await storeTemp()).toEqual([]);
+    // The hash is taken on the writer's word: a wrong one is stored under its key (a2rl verify re-hashes every blob and names it).
+    const claimed = createHash('sha256').update('the writer said so').digest('hex');
+    await expect(store.putFile(file, { sha256: claimed, size: bytes.length }, { hashedAsWritten: true })).resolves.toMatchObject({ sha256: claimed, created: true });
+    expect((await stat(blobPath(claimed))).ino).toBe((await stat(file)).ino);
+    expect(await hashOf(await store.get(claimed))).toBe(sha256);
+  });
+
   it('links nothing when the content is stored already, and still checks the file', async () => {
     await store.put(Buffer.from(bytes), { sha256, size: bytes.length });
     await expect(store.putFile(file, { sha256, size: bytes.length })).resolves.toMatchObject({ created: false });

@@ -14,7 +14,7 @@ import {
   type PutResult,
 } from '../../modules/artifacts/artifact-store.port.js';
 import { SparseWriter } from '../../modules/artifacts/sparse-writer.js';
-import { assertDeclared, bodyStream, verifyBody, VerifyingStream, type Declared } from './content-verifier.js';
+import { assertDeclared, bodyStream, checkSize, verifyBody, VerifyingStream, type Declared } from './content-verifier.js';
 
 const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
 
@@ -131,7 +131,7 @@ export class FsArtifactStore implements ArtifactStore {
    * against the declaration while it is fsynced, and renamed in as a put's temp file is. Where it cannot be
    * linked (another filesystem, no hard links) or the content is stored already, it goes through put().
    */
-  async putFile(file: string, declared: Declared): Promise<PutResult> {
+  async putFile(file: string, declared: Declared, options: { hashedAsWritten?: boolean } = {}): Promise<PutResult> {
     assertDeclared(declared);
     const info: ArtifactInfo = { key: artifactKey(declared.sha256), sha256: declared.sha256, size: declared.size };
     const temp = this.tempPath(declared.sha256);
@@ -141,7 +141,8 @@ export class FsArtifactStore implements ArtifactStore {
     try {
       await chmod(temp, 0o444);
       // The check reads (CPU) while the fsync writes its bytes out (disk): both before the rename.
-      await Promise.all([verifyBody(createReadStream(temp, { highWaterMark: FILE_CHUNK }), declared), fsyncPath(temp)]);
+      const check = options.hashedAsWritten ? checkSize(temp, declared) : verifyBody(createReadStream(temp, { highWaterMark: FILE_CHUNK }), declared);
+      await Promise.all([check, fsyncPath(temp)]);
       return await this.commit(temp, info);
     } catch (err) {
       await rm(temp, { force: true });

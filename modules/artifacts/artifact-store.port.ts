@@ -22,8 +22,11 @@ export interface ArtifactStore {
    * Optional: stores a file the caller made and no one else can write (a staged checkpoint), checked
    * as put() checks a body. The filesystem store links it in when it can, so its bytes are written
    * once; afterwards the file may be the blob itself: the caller may remove it, never write to it.
+   * `hashedAsWritten`: the caller computed `declared.sha256` over exactly the bytes it wrote into the
+   * file, so a store that links the file checks its size only instead of reading it all again (the
+   * second pass over a multi-GB checkpoint); `a2rl verify` re-hashes every blob either way.
    */
-  putFile?(file: string, declared: { sha256: string; size: number }): Promise<PutResult>;
+  putFile?(file: string, declared: { sha256: string; size: number }, options?: { hashedAsWritten?: boolean }): Promise<PutResult>;
   /** Streams the blob; throws ArtifactNotFoundError when absent. */
   get(sha256: string): Promise<Readable>;
   stat(sha256: string): Promise<ArtifactInfo | null>;

@@ -107,11 +107,12 @@ export async function archiveCheckpoint(opts: {
 
 /**
  * Puts a staged file into the artifact store: linked in where the store can (the filesystem store:
- * its bytes are written once, not copied again; nothing writes to a staged file after this), streamed
- * in 1 MiB reads otherwise (64 KiB stream chunks cost twice the CPU per byte).
+ * its bytes are written once, not copied again, nor read again: copyHashed hashed exactly what it
+ * wrote, into a private directory; nothing writes to a staged file after this), streamed in 1 MiB
+ * reads otherwise (64 KiB stream chunks cost twice the CPU per byte).
  */
 function storeStaged(artifacts: ArtifactStore, staged: string, declared: { sha256: string; size: number }): Promise<unknown> {
-  if (artifacts.putFile) return artifacts.putFile(staged, declared);
+  if (artifacts.putFile) return artifacts.putFile(staged, declared, { hashedAsWritten: true });
   return artifacts.put(createReadStream(staged, { highWaterMark: 1024 * 1024 }), declared);
 }
 
@@ -265,7 +266,11 @@ async function stageFile(
   }
 }
 
-/** Copies the open file to `staged` (64 KiB blocks of zeros left as holes), hashing its full content; refuses past the limit. */
+/**
+ * Copies the open file to `staged` (64 KiB blocks of zeros left as holes), hashing its full content;
+ * refuses past the limit. The next block is read while the current one is hashed and written (two
+ * buffers), so the copy costs about the slower of reading and hashing-plus-writing, not their sum.
+ */
 async function copyHashed(handle: FileHandle, staged: string, limit: { copied: number; max: number }, sizeHint: number): Promise<{ sha256: string; size: number }> {
   // A plain read/write loop rather than FileHandle streams: a FileHandle whose stream has ended
   // can make a later close() wait forever, which would hang the grading request.
@@ -274,15 +279,24 @@ async function copyHashed(handle: FileHandle, staged: string, limit: { copied: n
   try {
     const sparse = new SparseWriter(out);
     // Sized to the file (as stat'ed; one that grew since is still read to its end): a small file does not allocate a megabyte.
-    const buffer = Buffer.allocUnsafe(Math.min(1024 * 1024, Math.max(sizeHint + 1, 4096)));
-    for (let position = 0; ; ) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
-      if (bytesRead === 0) break;
-      position += bytesRead;
-      if (limit.copied + position > limit.max) throw tooLarge(limit.copied + position, limit.max, null);
-      const chunk = buffer.subarray(0, bytesRead);
-      hash.update(chunk);
-      await sparse.write(chunk);
+    const size = Math.min(1024 * 1024, Math.max(sizeHint + 1, 4096));
+    const buffers = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];
+    let position = 0;
+    let reading = handle.read(buffers[0]!, 0, size, 0);
+    try {
+      for (let turn = 0; ; turn ^= 1) {
+        const { bytesRead } = await reading;
+        if (bytesRead === 0) break;
+        position += bytesRead;
+        if (limit.copied + position > limit.max) throw tooLarge(limit.copied + position, limit.max, null);
+        reading = handle.read(buffers[turn ^ 1]!, 0, size, position);
+        const chunk = buffers[turn]!.subarray(0, bytesRead);
+        hash.update(chunk);
+        await sparse.write(chunk);
+      }
+    } catch (err) {
+      await reading.catch(() => undefined); // the read ahead ends before its file is closed
+      throw err;
     }
     return { sha256: hash.digest('hex'), size: await sparse.end() };
   } finally {

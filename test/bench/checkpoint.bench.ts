@@ -118,7 +118,7 @@ async function runBench(dir: string, target: number, note: string | null): Promi
     console.log(`cp -r:             ${seconds(cpFirst.ms)} s before, ${seconds(cpAfter.ms)} s after (reference: ${seconds(cp)} s, ${mbps(original.bytes, cp)} MB/s; CPU ${cpuOf(cpCpu)})`);
     console.log(`cp -r + fsync:     ${seconds(cpSync.ms)} s (for comparison: the store fsyncs its blobs, cp does not)`);
     console.log(`stage (walk, read, hash, private copy): ${seconds(submit.stageMs)} s (CPU ${cpuOf(submit.stageCpuMs)})`);
-    console.log(`archive (store put: verify hash, link or write, fsync): ${seconds(submit.archiveMs)} s (CPU ${cpuOf(submit.archiveCpuMs)}; ${submit.storeCalls.putFile} files linked in, ${submit.storeCalls.put} bodies copied in)`);
+    console.log(`archive (store put: link and check the size (hashed as staged) or write and verify the hash, fsync): ${seconds(submit.archiveMs)} s (CPU ${cpuOf(submit.archiveCpuMs)}; ${submit.storeCalls.putFile} files linked in, ${submit.storeCalls.put} bodies copied in)`);
     console.log(`one sha256 pass over model.safetensors (1 MiB reads, OpenSSL): ${seconds(hash.ms)} s (CPU ${cpuOf(hash.cpuMs)})`);
     console.log(`submit until the evaluator starts: ${seconds(submit.untilGradeMs)} s; whole request: ${seconds(submit.totalMs)} s`);
     console.log(`verify (blob check, ${verify.blobs} blobs): ${seconds(verify.ms)} s (CPU ${cpuOf(verify.cpuMs)})`);
@@ -269,11 +269,11 @@ class TimedStore implements ArtifactStore {
   readonly backend = 'fs' as const;
   putMs = 0;
   putCpuMs = 0;
-  readonly putFile?: (file: string, declared: { sha256: string; size: number }) => Promise<PutResult>;
+  readonly putFile?: ArtifactStore['putFile'];
 
   constructor(private readonly inner: ArtifactStore, withPutFile: boolean) {
     const putFile = withPutFile ? inner.putFile?.bind(inner) : undefined;
-    if (putFile) this.putFile = (file, declared) => (this.calls.putFile++, this.timed(() => putFile(file, declared)));
+    if (putFile) this.putFile = (file, declared, options) => (this.calls.putFile++, this.timed(() => putFile(file, declared, options)));
   }
 
   /** How the archive stored: files taken in (putFile) and bodies streamed (put, the manifest included). */
