@@ -216,5 +216,10 @@ async function datasetCheck(task: string, home: string): Promise<DoctorCheck> {
   if (spec.baseModel && !wanted.includes(`${BASE_MODEL}/config.json`)) {
     return { name: 'dataset', status: 'missing', detail: `data fetched but no base checkpoint in ${path.join(dir, BASE_MODEL)}`, hint: `a2rl data fetch ${task} --base-model <Hugging Face checkpoint dir>` };
   }
+  if (manifest.micro) {
+    // Micro assets stand in for the dataset (and its base model) until the real one is fetched.
+    const made = `micro assets (seed ${manifest.seed ?? '?'}, \`a2rl data micro ${task}\`): ${wanted.length} file(s) in ${dir}`;
+    return { name: 'dataset', status: 'ok', detail: `${made}; scores on them are not the paper's (\`a2rl data fetch ${task} --force\` replaces them)` };
+  }
   return { name: 'dataset', status: 'ok', detail: `${wanted.length} file(s) in ${dir}${spec.environmentData ? `; ${spec.environmentData}` : ''}` };
 }

@@ -2,11 +2,11 @@ import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 
 /**
  * Whether the run analysis (analyze.ts and what it calls) and the report model read this event for
- * what it says: not the agent's stdout chunks (only stderr is read, for errors), not the signed tree
- * heads. Those two are most of a long run's events; the others are kept.
+ * what it says: not the signed tree heads, most of a long run's events. The agent's output chunks
+ * are kept (their metadata only, a few hundred bytes each): the report's output section counts them
+ * and reads the last ones of each stream.
  */
 export function readByAnalysis(event: A2rlEvent): boolean {
-  if (event.type === 'AgentOutput') return event.data.stream === 'stderr';
   return event.type !== 'TreeHeadSigned';
 }
 
