@@ -21,6 +21,7 @@ export function registerAnalysisCommands(program: Command): void {
     .option('--json', 'canonical JSON array of rows')
     .option('--csv', "the paper's results.csv: one row per run")
     .option('--include-unfinished', 'also count runs whose set-up failed or that were cancelled (states setup_failed, cancelled; left out by default)')
+    .option('--include-infra', "also count LLM-driven runs whose model never answered or whose infrastructure failed (left out by default: they measure the set-up, not the agent)")
     .action(async (opts: ScoreboardOptions) => {
       if (opts.json && opts.csv) throw new Error('give --json or --csv, not both');
       await withReadSide((side) => printScoreboard(side, opts));
@@ -101,7 +102,7 @@ export async function printScoreboard(stores: ScoreboardStores, opts: Scoreboard
     import('../../modules/reports/results-csv.js'),
     import('../../modules/ledger/events/canonical-json.js'),
   ]);
-  const filter = { task: opts.task, agent: opts.agent, driver: opts.driver, includeUnfinished: opts.includeUnfinished === true };
+  const filter = { task: opts.task, agent: opts.agent, driver: opts.driver, includeUnfinished: opts.includeUnfinished === true, includeInfra: opts.includeInfra === true };
   const runs = await campaignOnly(stores, await stores.source.runs(), opts.campaign);
   if (opts.csv) {
     write(resultsCsv(scoreboardRuns(runs, filter)));
@@ -113,8 +114,11 @@ export async function printScoreboard(stores: ScoreboardStores, opts: Scoreboard
     return;
   }
   write(rows.length ? `${scoreboardTable(rows)}\n` : 'no runs match\n');
-  const left = scoreboardRuns(runs, { ...filter, includeUnfinished: true }).length - scoreboardRuns(runs, filter).length;
-  if (left) write(`${left} run(s) whose set-up failed or that were cancelled are not counted (--include-unfinished counts them)\n`);
+  const counted = scoreboardRuns(runs, filter).length;
+  const unfinished = scoreboardRuns(runs, { ...filter, includeUnfinished: true }).length - counted;
+  const infra = scoreboardRuns(runs, { ...filter, includeInfra: true }).length - counted;
+  if (unfinished) write(`${unfinished} run(s) whose set-up failed or that were cancelled are not counted (--include-unfinished counts them)\n`);
+  if (infra) write(`${infra} LLM-driven run(s) whose model never answered or whose infrastructure failed are not counted (--include-infra counts them)\n`);
 }
 
 /** The runs a campaign accepted (one per completed cell × seed), or every run without --campaign. */
@@ -140,7 +144,9 @@ export function scoreboardTable(rows: readonly ScoreboardRow[]): string {
     ]);
   }
   const marked = rows.some((r) => r.distinguishable === false);
-  return `${table(lines)}${marked ? `\n${NOT_DISTINGUISHABLE}` : ''}`;
+  // A verdict withheld (an interval of zero width) is said, never shown as clear of noise.
+  const caveats = rows.filter((r) => r.caveat).map((r) => `${r.task ?? '-'} × ${r.agent ?? '-'} × ${r.driver ?? '-'}: no noise verdict: ${r.caveat}`);
+  return `${table(lines)}${marked ? `\n${NOT_DISTINGUISHABLE}` : ''}${caveats.length ? `\n${caveats.join('\n')}` : ''}`;
 }
 
 /** The footnote of a row marked `*`. */
