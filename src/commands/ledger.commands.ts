@@ -13,6 +13,7 @@ import { table } from './cli-support.js';
 import { eventLine } from './event-line.js';
 import { withReadSide, type ReadModels } from './read-side.js';
 import { jsonOut } from './terminal.js';
+import { untilInterrupted } from './interrupt.js';
 
 // `events` and `runs` read the ledger and the read models without the Nest app (read-side.ts), and
 // load what else they use on use: they start in a fraction of a second.
@@ -203,13 +204,6 @@ const SEAL_POLLS = 30;
  * closes and its final tree head is recorded, `--limit` events were printed, or Ctrl-C (exit 130).
  */
 async function followEvents(source: RunSource, runId: string, filter: EventFilter, json: boolean): Promise<void> {
-  const stop = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    process.exitCode = signal === 'SIGINT' ? 130 : 143;
-    stop.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
   const [{ followRunEvents }, { canonicalJson }] = await Promise.all([import('../../modules/query/follow.js'), import('../../modules/ledger/events/canonical-json.js')]);
   let printed = 0;
   const print = (event: A2rlEvent): boolean => {
@@ -218,18 +212,15 @@ async function followEvents(source: RunSource, runId: string, filter: EventFilte
     process.stdout.write(json ? jsonOut(`${canonicalJson(event)}\n`) : `${String(event.seq).padEnd(6)}  ${event.occurredAt}  ${event.type.padEnd(TYPE_WIDTH)}  ${eventLine(event.data)}\n`);
     return ++printed < filter.limit;
   };
-  try {
+  await untilInterrupted(async (signal) => {
     let last: A2rlEvent | undefined;
-    for await (const event of followRunEvents(source, runId, { signal: stop.signal })) {
+    for await (const event of followRunEvents(source, runId, { signal })) {
       last = event;
       if (!print(event)) return;
     }
     if (!last || !CLOSING.has(last.type)) return; // interrupted by a signal
-    for await (const event of sealOf(source, runId, last.seq, stop.signal)) if (!print(event)) return;
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
+    for await (const event of sealOf(source, runId, last.seq, signal)) if (!print(event)) return;
+  });
 }
 
 /**

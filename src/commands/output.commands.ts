@@ -5,6 +5,7 @@ import type { EventBlob } from '../../modules/query/event-blob.js';
 import { inertLine, inertText } from '../../modules/reports/inert-text.js';
 import { withReadSide, type ReadSide } from './read-side.js';
 import { jsonOut } from './terminal.js';
+import { untilInterrupted } from './interrupt.js';
 
 // What the agent printed and what events reference, from the ledger and the artifact store, as
 // recorded (the gateway redacts model calls before it stores them): `a2rl logs` (AgentOutput
@@ -110,20 +111,10 @@ async function printLogs(side: ReadSide, runId: string, opts: LogsOptions): Prom
     await printer.end();
     return;
   }
-  const stop = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    process.exitCode = signal === 'SIGINT' ? 130 : 143;
-    stop.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  try {
-    for await (const event of followRunEvents(side.source, runId, { signal: stop.signal })) if (event.type === 'AgentOutput') await printer.print(event);
+  await untilInterrupted(async (signal) => {
+    for await (const event of followRunEvents(side.source, runId, { signal })) if (event.type === 'AgentOutput') await printer.print(event);
     await printer.end();
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
+  });
 }
 
 /** Prints output chunks as text (decoded per stream, so a character split between chunks stays whole), NDJSON or raw bytes. */

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import Database from 'better-sqlite3';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -7,6 +7,18 @@ import { promisify } from 'node:util';
 // process, for the end-to-end specs. A non-zero exit is a result to assert on, not an exception.
 
 export const A2RL_BIN = path.resolve('src/bin/a2rl.js');
+
+/** Whether agents run here as CI runs them: a root harness with bubblewrap on PATH (the sandbox). */
+export const sandboxedAsRoot =
+  process.getuid?.() === 0 &&
+  (() => {
+    try {
+      execFileSync('sh', ['-c', 'command -v bwrap'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
 
 export interface CliResult {
   code: number;

@@ -8,7 +8,7 @@ import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
 import { startFakeGemini } from '../servers/fake-llm/fake-gemini.js';
 import { startFakeOpenAI } from '../servers/fake-llm/fake-openai.js';
 import type { FakeLlmOptions, FakeLlmServer } from '../servers/fake-llm/types.js';
-import { runA2rl } from './a2rl-cli.js';
+import { runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
 
 // The real agent CLIs (installed at pinned versions in infra/agent-clis by `npm test`'s pretest), each
 // run unmodified by `a2rl run` in the sandbox as its own uid, its model calls going through the run's
@@ -47,15 +47,6 @@ const CLIS: Cli[] = [
   { agent: 'opencode', binary: 'opencode', provider: 'OPENAI', start: startFakeOpenAI, upstream: (f) => `${f.url}/v1` },
 ];
 
-const root = process.getuid?.() === 0;
-const hasBwrap = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v bwrap'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 const installed = (cli: Cli) => existsSync(path.join(projectCliBin(), cli.binary));
 
 let home: string;
@@ -97,7 +88,7 @@ function filesContaining(dir: string, needle: string): string[] {
 
 const ofType = (evs: Ev[], type: string) => evs.filter((e) => e.type === type);
 
-const describeRun = root && hasBwrap ? describe : describe.skip;
+const describeRun = sandboxedAsRoot ? describe : describe.skip;
 
 describeRun('real agent CLIs through the LLM gateway (harness as root, sandboxed)', () => {
   beforeAll(() => {

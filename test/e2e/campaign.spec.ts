@@ -126,10 +126,11 @@ describe('a2rl campaign run, embedded (SQLite ledger, in-process pool)', () => {
     for (const r of json.runs) expect(typeof r.best).toBe('number');
   });
 
-  it('prints a line per finished run on stderr, then the scoreboard', () => {
+  it('prints a line per finished run on stderr, then the scoreboard (on stderr too: with --json, stdout holds only JSON)', () => {
     for (const r of json.runs) expect(result.stderr).toContain(`] cell ${json.runs.indexOf(r)} ${r.task} × ${r.agent} × - seed ${r.seed}: completed best `);
     expect(result.stderr).toContain(`(run ${json.runs[0].runId})`);
-    expect(result.stdout).toMatch(/^TASK +AGENT/m);
+    expect(result.stderr).toMatch(/^TASK +AGENT/m);
+    for (const line of result.stdout.trim().split('\n')) expect(() => JSON.parse(line) as unknown).not.toThrow();
   });
 
   it('has a scoreboard restricted to the campaign with n = 2 per cell', async () => {

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,7 +7,7 @@ import type { Browser, Page } from 'playwright-core';
 import { projectCliBin } from '../../modules/agents/agent-registry.js';
 import { startFakeOpenAI } from '../servers/fake-llm/fake-openai.js';
 import type { FakeLlmServer } from '../servers/fake-llm/types.js';
-import { A2RL_BIN, agentStartedIn, runA2rl } from './a2rl-cli.js';
+import { A2RL_BIN, agentStartedIn, runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
 import { describeWithBrowser, eventually, launchBrowser, screenshot, type Server, startServer } from './testing/browser.js';
 
 // An LLM agent's run in Chromium while it runs: the openhands adapter starts an `openhands` of ours
@@ -48,18 +48,9 @@ async function main() {
 main().catch((err) => { console.error(err); process.exit(1); });
 `;
 
-const root = process.getuid?.() === 0;
-const hasBwrap = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v bwrap'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 // The scripted `openhands` must be the one found: a pinned OpenHands would come first.
 const pinned = existsSync(path.join(projectCliBin(), 'openhands'));
-const describeRun = root && hasBwrap && !pinned ? describeWithBrowser : describe.skip;
+const describeRun = sandboxedAsRoot && !pinned ? describeWithBrowser : describe.skip;
 
 let home: string;
 let bin: string;

@@ -7,7 +7,7 @@ import { projectCliBin } from '../../modules/agents/agent-registry.js';
 import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
 import { usageFromRequest } from '../servers/fake-llm/serve.js';
 import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from '../servers/fake-llm/types.js';
-import { runA2rl } from './a2rl-cli.js';
+import { runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
 
 // A hostile LLM agent against the built `a2rl`, harness as root, sandboxed: the claude-code adapter
 // runs a `claude` of ours (a Node script first on PATH) that attacks the run's LLM gateway — calls in
@@ -77,17 +77,8 @@ if (plan === 'parallel') {
 main().catch((err) => { console.error(err); process.exit(1); });
 `;
 
-const root = process.getuid?.() === 0;
-const hasBwrap = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v bwrap'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 const pinnedClaude = existsSync(path.join(projectCliBin(), 'claude'));
-const describeRun = root && hasBwrap && !pinnedClaude ? describe : describe.skip;
+const describeRun = sandboxedAsRoot && !pinnedClaude ? describe : describe.skip;
 
 let home: string;
 let bin: string;
