@@ -9,8 +9,8 @@ import { processesWith } from '../../test/servers/processes.js';
 import type { ScriptedAnswers } from '../../test/servers/openai-test-server.js';
 import { DatasetMissingError } from '../paper-common/dataset.js';
 import { EvaluatorError, InvalidCheckpointError, type TaskPaths } from '../task-pack.js';
-import { alfworld, TRAIN_GAMES_LIST } from './index.js';
-import { MAX_STEPS, processObservation, PROMPT_KEYS, PROMPTS_FILE, reactPolicy, taskTypeKey } from './prompt.js';
+import { alfworld, MICRO_SETTINGS_FILE, TRAIN_GAMES_LIST } from './index.js';
+import { MAX_STEPS, MICRO_MAX_STEPS, processObservation, PROMPT_KEYS, PROMPTS_FILE, reactPolicy, taskTypeKey } from './prompt.js';
 
 const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
 const ENV_SERVER = path.resolve('tasks/paper-common/env_server.py');
@@ -141,6 +141,19 @@ describe('alfworld materialize', () => {
     expect(JSON.parse(await readFile(path.join(paths.privateDir, PROMPTS_FILE), 'utf8'))).toEqual(PROMPTS);
     expect(JSON.parse(await readFile(path.join(paths.dataDir, PROMPTS_FILE), 'utf8'))).toEqual(PROMPTS);
     expect(await readdir(paths.modelDir)).toEqual(['config.json']);
+    // Fetched (or hand-made) data: no micro step limit anywhere.
+    expect(await readdir(paths.privateDir)).not.toContain(MICRO_SETTINGS_FILE);
+    expect(await readdir(paths.dataDir)).not.toContain(MICRO_SETTINGS_FILE);
+  });
+
+  it('with micro assets (the manifest says micro: true), tells grader and agent the micro step limit of the protocol file', async () => {
+    const { paths, data } = await fixture();
+    await writeFile(path.join(paths.datasetDir, 'manifest.json'), JSON.stringify({ task: 'alfworld', complete: true, micro: true, seed: 1, generator: 'g', files: [] }));
+    await withAlfworldData(data, () => alfworld.materialize(paths));
+    expect(MICRO_MAX_STEPS).toBeLessThan(MAX_STEPS);
+    for (const dir of [paths.privateDir, paths.dataDir]) {
+      expect(JSON.parse(await readFile(path.join(dir, MICRO_SETTINGS_FILE), 'utf8'))).toEqual({ maxSteps: MICRO_MAX_STEPS, deviation: 'alfworld-micro-max-steps' });
+    }
   });
 
   it('says how to get what is missing: ALFWORLD_DATA, the games, or a complete prompts file', async () => {
@@ -169,7 +182,14 @@ describe('alfworld evaluation on an environment server', () => {
   it('counts thinking against the step limit: a model that only thinks fails every game after MAX_STEPS replies', async () => {
     const result = await alfworld.evaluate(await checkpoint({ rules: [], default: 'think: where could it be?' }), await privateDirWithPrompts(), undefined, context());
     expect(result.score).toBe(0);
-    expect(result.details).toMatchObject({ successes: 0, meanReplies: MAX_STEPS, thinkReplies: EVAL * MAX_STEPS, outOfSteps: EVAL });
+    expect(result.details).toMatchObject({ successes: 0, maxSteps: MAX_STEPS, meanReplies: MAX_STEPS, thinkReplies: EVAL * MAX_STEPS, outOfSteps: EVAL });
+  });
+
+  it('grades micro assets with the micro step limit (deviation alfworld-micro-max-steps) when materialize recorded it', async () => {
+    const dir = await privateDirWithPrompts();
+    await writeFile(path.join(dir, MICRO_SETTINGS_FILE), JSON.stringify({ maxSteps: MICRO_MAX_STEPS, deviation: 'alfworld-micro-max-steps' }));
+    const result = await alfworld.evaluate(await checkpoint({ rules: [], default: 'think: where could it be?' }), dir, undefined, context());
+    expect(result.details).toMatchObject({ successes: 0, maxSteps: MICRO_MAX_STEPS, meanReplies: MICRO_MAX_STEPS, thinkReplies: EVAL * MICRO_MAX_STEPS, outOfSteps: EVAL });
   });
 
   it('scores partial success by the games won', async () => {

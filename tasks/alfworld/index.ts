@@ -10,7 +10,8 @@ import { evaluateOnEnvServer, openServerTraining, round4 } from '../paper-common
 import { SERVING_REQUIREMENTS } from '../paper-common/served-chat.js';
 import { EvaluatorError, type EvaluationContext, type EvaluationResult, type TaskPack, type TaskPaths } from '../task-pack.js';
 import { protocolNumber } from '../paper-common/protocol.js';
-import { MAX_STEPS, PROMPTS_FILE, PROTOCOL, promptsProblems, reactPolicy, TASK_TYPES, taskTypeKey } from './prompt.js';
+import { readManifest } from '../../modules/datasets/fetch-dataset.js';
+import { MAX_STEPS, MICRO_MAX_STEPS, PROMPTS_FILE, PROTOCOL, promptsProblems, reactPolicy, TASK_TYPES, taskTypeKey } from './prompt.js';
 
 const TASK_ID = 'alfworld';
 const BASE_MODEL = 'base-model';
@@ -19,6 +20,12 @@ const ENV_SERVER = 'alfworld';
 export const EVAL_GAMES = protocolNumber(PROTOCOL, 'settings', 'evalGames');
 const CONCURRENCY = 4;
 export const TRAIN_GAMES_LIST = 'train_games.txt';
+/**
+ * Written by materialize when the installed dataset is micro (its manifest says `micro: true`): the
+ * evaluation's replies per game (settings.micro.maxSteps, deviation alfworld-micro-max-steps), in
+ * `private/` for the grader and in `data/` for the agent. Absent for real ALFWorld data (50 replies).
+ */
+export const MICRO_SETTINGS_FILE = 'micro_settings.json';
 const DATA_HINT = 'install ALFWorld (`pip install alfworld && alfworld-download`) and export ALFWORLD_DATA';
 
 const DESCRIPTION = `# alfworld — text household tasks (L3, interactive, ReAct)
@@ -28,6 +35,8 @@ Improve the base model (\`models/${BASE_MODEL}/\`, a Hugging Face checkpoint) as
 ## Data and environment
 - \`data/train/\`: the official ALFWorld training games (\`traj_data.json\` with the expert plan and
   \`game.tw-pddl\` per trial); \`data/${TRAIN_GAMES_LIST}\` lists them in the order the environment indexes them.
+- \`data/${MICRO_SETTINGS_FILE}\` (only with micro assets, \`a2rl data micro alfworld\`): \`maxSteps\`, the replies per
+  game the evaluation allows on them instead of ${MAX_STEPS}.
 - \`data/${PROMPTS_FILE}\`: the few-shot examples used by the evaluation prompt (two per task type).
 - Play training games through the grading API (every step is recorded):
   \`POST $GRADING_SERVER_URL/env/reset {"seed": n}\` starts game \`n mod <number of training games>\` of
@@ -106,7 +115,21 @@ async function materialize(paths: TaskPaths): Promise<void> {
   await writeFile(join(paths.dataDir, PROMPTS_FILE), promptsJson);
   // The evaluator reads its own copy: what the agent sees cannot change how it is graded.
   await writeFile(join(paths.privateDir, PROMPTS_FILE), promptsJson);
+  if ((await readManifest(datasetDir))?.micro) {
+    const settings = `${JSON.stringify({ maxSteps: MICRO_MAX_STEPS, deviation: 'alfworld-micro-max-steps' })}\n`;
+    await writeFile(join(paths.privateDir, MICRO_SETTINGS_FILE), settings);
+    await writeFile(join(paths.dataDir, MICRO_SETTINGS_FILE), settings);
+  }
   await copyBaseModel(TASK_ID, datasetDir, paths.modelDir);
+}
+
+/** The evaluation's replies per game: settings.micro.maxSteps when materialize found micro assets, else settings.maxSteps. */
+async function evalMaxSteps(privateDir: string): Promise<number> {
+  const text = await readFile(join(privateDir, MICRO_SETTINGS_FILE), 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  return text === null ? MAX_STEPS : MICRO_MAX_STEPS;
 }
 
 async function evaluate(checkpointDir: string, privateDir: string, signal?: AbortSignal, ctx?: EvaluationContext): Promise<EvaluationResult> {
@@ -114,7 +137,8 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
   const prompts = await readPrompts(join(privateDir, PROMPTS_FILE)).catch((err: Error) => {
     throw new EvaluatorError(err.message);
   });
-  const policy = reactPolicy(prompts);
+  const maxSteps = await evalMaxSteps(privateDir);
+  const policy = reactPolicy(prompts, maxSteps);
   const { outcomes, health } = await evaluateOnEnvServer(TASK_ID, ENV_SERVER, ctx, checkpointDir, policy, { concurrency: CONCURRENCY, signal });
   const won = outcomes.map((o) => o.lastInfo.won === true);
   const byType = Object.fromEntries(TASK_TYPES.map(([, key]) => [key, { games: 0, successes: 0, successRate: 0 }]));
@@ -134,6 +158,7 @@ async function evaluate(checkpointDir: string, privateDir: string, signal?: Abor
       successes,
       successRate: round4(successes / total),
       byTaskType: byType,
+      maxSteps,
       meanReplies: round4(outcomes.reduce((n, o) => n + o.steps, 0) / total),
       thinkReplies: outcomes.reduce((n, o) => n + o.thinks, 0),
       outOfSteps: outcomes.filter((o) => !o.done).length,

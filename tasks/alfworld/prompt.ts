@@ -6,6 +6,17 @@ import type { EnvResetResult } from '../task-pack.js';
 export const PROTOCOL: EvalProtocol = loadProtocol('alfworld');
 /** Model replies per game (thinking included), as in the paper. */
 export const MAX_STEPS = protocolNumber(PROTOCOL, 'settings', 'maxSteps');
+/** Replies per game when the installed assets are micro (deviation alfworld-micro-max-steps). */
+export const MICRO_MAX_STEPS = microMaxSteps(PROTOCOL);
+
+function microMaxSteps(protocol: EvalProtocol): number {
+  const micro = protocol.settings.micro as Record<string, unknown> | undefined;
+  const n = micro?.maxSteps;
+  if (!Number.isSafeInteger(n) || (n as number) < 1 || (n as number) > MAX_STEPS) {
+    throw new Error(`tasks/alfworld/protocol.json: settings.micro.maxSteps must be an integer from 1 to settings.maxSteps (${MAX_STEPS})`);
+  }
+  return n as number;
+}
 export const PROMPTS_FILE = 'alfworld_3prompts.json';
 const P = (key: string) => protocolString(PROTOCOL, 'prompt', key);
 const POST = (key: string) => protocolString(PROTOCOL, 'postprocess', key);
@@ -54,10 +65,10 @@ export function initialPrompt(prompts: Record<string, string>, reset: EnvResetRe
  * stops at the first newline) stripped is the action; `think:` is answered "OK."; every step appends
  * ` <action>\n<observation>\n>`.
  */
-export function reactPolicy(prompts: Record<string, string>): EpisodePolicy {
+export function reactPolicy(prompts: Record<string, string>, maxSteps: number = MAX_STEPS): EpisodePolicy {
   return {
     request: PROTOCOL.request,
-    maxSteps: MAX_STEPS,
+    maxSteps,
     start(reset): EpisodeTranscript {
       const init = initialPrompt(prompts, reset);
       let history = '';

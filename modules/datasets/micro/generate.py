@@ -29,7 +29,7 @@ import micro_model as mm  # noqa: E402
 SIZES = {
     "gsm8k": {"vocab": 1536, "hidden": 96, "layers": 2, "heads": 4, "positions": 2048, "steps": 600, "batch": 16, "lr": 4e-3, "pretrain": 1200},
     "humaneval": {"vocab": 768, "hidden": 64, "layers": 2, "heads": 4, "positions": 1024, "steps": 450, "batch": 8, "lr": 3e-3, "pretrain": 600},
-    "alfworld": {"vocab": 1024, "hidden": 64, "layers": 2, "heads": 4, "positions": 4096, "steps": 600, "batch": 8, "lr": 3e-3, "pretrain": 120},
+    "alfworld": {"vocab": 1024, "hidden": 96, "layers": 2, "heads": 4, "positions": 4096, "steps": 2000, "batch": 8, "lr": 3e-3, "pretrain": 2400},
 }
 
 

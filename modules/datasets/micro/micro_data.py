@@ -291,14 +291,11 @@ VERB = {"sinkbasin": "clean", "microwave": "heat", "fridge": "cool"}
 
 def alfworld_scene(r, kind_index):
     prefix, _key, tool, sentence = TASK_KINDS[kind_index]
-    places = r.sample(sorted(PLACES), r.randint(3, 5))
+    # Micro rooms: three or four places and the task's tool, one receptacle of each type ("shelf 1"),
+    # so a tiny model can name what it saw in the room's listing.
+    places = r.sample(sorted(PLACES), r.randint(3, 4))
     rec_types = places + ([tool] if tool else [])
-    if prefix.startswith("look_at"):
-        rec_types = places + ["desklamp"]
-    receptacles = []
-    for t in rec_types:
-        receptacles.append(f"{t} {r.randint(1, 2) if t not in (tool, 'desklamp') else 1}")
-    receptacles = sorted(set(receptacles))
+    receptacles = sorted(f"{t} 1" for t in rec_types)
     locs = r.sample(range(1, 40), len(receptacles))
     obj = r.choice(sorted(OBJECTS))
     target = r.choice([x for x in receptacles if kind(x) in PLACES])
@@ -309,8 +306,8 @@ def alfworld_scene(r, kind_index):
         contents[r.choice(surfaces)].append(f"{obj} {i + 1}")
     fillers = [o for o in sorted(OBJECTS) if o != obj]
     for x in receptacles:
-        if kind(x) in PLACES and r.random() < 0.6:
-            contents[x].append(f"{r.choice(fillers)} {r.randint(1, 3)}")
+        if kind(x) in PLACES and r.random() < 0.4:
+            contents[x].append(f"{r.choice(fillers)} 1")
     contents = {x: sorted(set(v)) for x, v in contents.items() if v}
     scene = {
         "task_type": prefix,

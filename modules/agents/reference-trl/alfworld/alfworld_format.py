@@ -24,6 +24,15 @@ def read_prompts(data_dir):
         return json.load(f)
 
 
+def eval_max_steps(data_dir):
+    """Replies per game in the evaluation: data/micro_settings.json's maxSteps with micro assets, else MAX_STEPS."""
+    path = os.path.join(data_dir, "micro_settings.json")
+    if not os.path.isfile(path):
+        return MAX_STEPS
+    with open(path, encoding="utf-8") as f:
+        return int(json.load(f)["maxSteps"])
+
+
 def train_games(data_dir):
     """The training games in the order /env/reset {seed: n} indexes them (game n mod count)."""
     with open(os.path.join(data_dir, "train_games.txt"), encoding="utf-8") as f:

@@ -16,12 +16,12 @@ from a2rl_env_client import Session
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alfworld_format import THINK_OBSERVATION, after_reply, initial_prompt, is_think, read_prompts, train_games  # noqa: E402
+from alfworld_format import THINK_OBSERVATION, after_reply, eval_max_steps, initial_prompt, is_think, read_prompts, train_games  # noqa: E402
 from time_limit import record_device  # noqa: E402
 
 GROUP = 4  # episodes per game (the group)
 GAMES_PER_UPDATE = 2
-MAX_REPLIES = 20  # per training episode (the evaluation allows 50)
+MAX_REPLIES = 20  # per training episode at most (the evaluation allows 50, or micro_settings.json's maxSteps)
 MAX_REPLY_TOKENS = 40
 
 
@@ -56,14 +56,14 @@ def sample_reply(model, episode, stop_ids):
         logits = next_logits([token])
 
 
-def rollout(model, tokenizer, prompts, seed, newline_id):
+def rollout(model, tokenizer, prompts, seed, newline_id, max_replies=MAX_REPLIES):
     """One episode of training game `seed` played through /env/reset and /env/step."""
     session = Session(seed=seed)
     first = session.reset()
     text = initial_prompt(prompts, first["info"].get("task_type", ""), first["observation"])
     episode = Episode(tokenizer(text, add_special_tokens=False)["input_ids"])
     stop_ids = [newline_id, tokenizer.eos_token_id]
-    while episode.replies < MAX_REPLIES:
+    while episode.replies < max_replies:
         reply_ids = sample_reply(model, episode, stop_ids)
         episode.replies += 1
         episode.add(reply_ids, trained=True)
@@ -115,6 +115,7 @@ def main():
     record_device(args.out + ".work")
     prompts = read_prompts(args.data)
     games = len(train_games(args.data))
+    max_replies = min(MAX_REPLIES, eval_max_steps(args.data))
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model)
     newline_id = tokenizer("\n", add_special_tokens=False)["input_ids"][-1]
@@ -129,7 +130,7 @@ def main():
         for seed in rng.sample(range(games), GAMES_PER_UPDATE):
             if time.monotonic() >= deadline:
                 break
-            group = [rollout(model, tokenizer, prompts, seed, newline_id) for _ in range(GROUP)]
+            group = [rollout(model, tokenizer, prompts, seed, newline_id, max_replies) for _ in range(GROUP)]
             played += len(group)
             won += sum(e.won for e in group)
             adv = advantages(group)
