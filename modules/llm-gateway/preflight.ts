@@ -22,15 +22,19 @@ export class UpstreamUnreachableError extends ConfigError {
   }
 }
 
+/** The user agent of the pre-flight request: the provider (and a test's upstream) can tell it from an agent's calls. */
+export const PREFLIGHT_USER_AGENT = 'a2rl-preflight';
+
 /** The provider's model listing under its base URL, and the headers that carry the key. */
 function listing(provider: Provider, url: string, key: string): { url: string; headers: Record<string, string> } {
+  const agent = { 'user-agent': PREFLIGHT_USER_AGENT };
   switch (provider) {
     case 'anthropic':
-      return { url: `${url}/v1/models`, headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' } };
+      return { url: `${url}/v1/models`, headers: { ...agent, 'x-api-key': key, 'anthropic-version': '2023-06-01' } };
     case 'openai':
-      return { url: `${url}/models`, headers: { authorization: `Bearer ${key}` } };
+      return { url: `${url}/models`, headers: { ...agent, authorization: `Bearer ${key}` } };
     case 'gemini':
-      return { url: `${url}/v1beta/models`, headers: { 'x-goog-api-key': key } };
+      return { url: `${url}/v1beta/models`, headers: { ...agent, 'x-goog-api-key': key } };
   }
 }
 

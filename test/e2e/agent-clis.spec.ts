@@ -7,6 +7,7 @@ import { projectCliBin } from '../../modules/agents/agent-registry.js';
 import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
 import { startFakeGemini } from '../servers/fake-llm/fake-gemini.js';
 import { startFakeOpenAI } from '../servers/fake-llm/fake-openai.js';
+import { agentCalls } from '../servers/fake-llm/serve.js';
 import type { FakeLlmOptions, FakeLlmServer } from '../servers/fake-llm/types.js';
 import { runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
 
@@ -104,23 +105,23 @@ describeRun('real agent CLIs through the LLM gateway (harness as root, sandboxed
         const { summary, events: evs } = await runAgent(cli, fake);
         const graded = ofType(evs, 'SubmissionGraded');
         const calls = ofType(evs, 'LlmCallRecorded');
-        const shellCalls = fake.calls.filter((c) => c.toolCall);
+        const shellCalls = agentCalls(fake).filter((c) => c.toolCall);
         expect({
           submissions: summary.submissions,
           graded: graded.length,
-          everyCallHadTheHarnessKey: fake.calls.every((c) => c.authOk),
+          everyCallHadTheHarnessKey: agentCalls(fake).every((c) => c.authOk),
           scriptRun: shellCalls.map((c) => c.toolCall!.command),
         }).toEqual({ submissions: 1, graded: 1, everyCallHadTheHarnessKey: true, scriptRun: SCRIPT });
 
         // One LlmCallRecorded per upstream call, with the fake's token counts.
-        const upstreamUsage = fake.calls.filter((c) => c.usage).map((c) => `${c.usage!.input}/${c.usage!.output}`).sort();
+        const upstreamUsage = agentCalls(fake).filter((c) => c.usage).map((c) => `${c.usage!.input}/${c.usage!.output}`).sort();
         const recordedUsage = calls
           .map((e) => e.data.usage as { inputTokens: number | null; outputTokens: number | null })
           .filter((u) => u.inputTokens !== null && u.outputTokens !== null)
           .map((u) => `${u.inputTokens}/${u.outputTokens}`)
           .sort();
         expect(recordedUsage).toEqual(upstreamUsage);
-        expect(calls.length).toBe(fake.calls.length);
+        expect(calls.length).toBe(agentCalls(fake).length);
 
         // The transcript shows each tool call; the driver is the model the fake saw.
         const transcript = JSON.parse((await a2rl(['transcript', summary.runId, '--json'])).stdout) as { entries: Array<{ answer: { toolCalls: Array<{ name: string; input: string }> } | null }> };
@@ -128,7 +129,7 @@ describeRun('real agent CLIs through the LLM gateway (harness as root, sandboxed
         expect(SCRIPT.map((command) => inputs.some((input) => input.includes(JSON.stringify(command).slice(1, -1))))).toEqual(SCRIPT.map(() => true));
         const report = JSON.parse((await a2rl(['report', summary.runId, '--format', 'json'])).stdout) as { run: { driver: string | null }; metrics: { training_launches: number } };
         const seen = new Map<string, number>();
-        for (const c of fake.calls.filter((x) => x.usage && x.model)) seen.set(c.model!, (seen.get(c.model!) ?? 0) + 1);
+        for (const c of agentCalls(fake).filter((x) => x.usage && x.model)) seen.set(c.model!, (seen.get(c.model!) ?? 0) + 1);
         const mostUsed = [...seen.entries()].sort((a, b) => b[1] - a[1])[0][0];
         expect({ driver: report.run.driver, trainingLaunches: report.metrics.training_launches }).toEqual({ driver: mostUsed, trainingLaunches: 1 });
 
@@ -189,7 +190,7 @@ describeRun('real agent CLIs through the LLM gateway (harness as root, sandboxed
       expect({
         firstServed: calls[0]?.outcome,
         refused: calls.slice(1).every((c) => c.outcome === 'limit_exceeded' && c.status === 429),
-        upstreamCalls: fake.calls.length,
+        upstreamCalls: agentCalls(fake).length,
         limit: limits.map((l) => [l.limit, l.max]),
       }).toEqual({ firstServed: 'ok', refused: true, upstreamCalls: 1, limit: [['llmTokens', 500]] });
       expect((await failureOf(summary.runId)).class).toBe('infra_llm_limit');

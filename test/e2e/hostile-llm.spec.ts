@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { projectCliBin } from '../../modules/agents/agent-registry.js';
 import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
-import { usageFromRequest } from '../servers/fake-llm/serve.js';
+import { agentCalls, usageFromRequest } from '../servers/fake-llm/serve.js';
 import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from '../servers/fake-llm/types.js';
 import { runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
 
@@ -134,7 +134,7 @@ describeRun('a hostile agent against its LLM gateway (harness as root, sandboxed
         refused: calls.filter((c) => c.outcome === 'limit_exceeded' && c.status === 429).length > 0,
         // Calls that fit their reservations end under the limit; one more may go alone while the spend is under it.
         withinBound: total <= MAX_TOKENS - 1 + largest,
-        reachedTheProvider: fake.calls.length,
+        reachedTheProvider: agentCalls(fake).length,
         asReported: answered.map((c) => [c.usage.inputTokens, c.usage.outputTokens, c.usageSource]),
         limitReached: reached && { limit: reached.limit, value: reached.value, max: reached.max },
       }).toEqual({
@@ -142,7 +142,7 @@ describeRun('a hostile agent against its LLM gateway (harness as root, sandboxed
         refused: true,
         withinBound: true,
         reachedTheProvider: answered.length,
-        asReported: fake.calls.map((c: FakeLlmCall) => [c.usage!.input, c.usage!.output, 'provider']),
+        asReported: agentCalls(fake).map((c: FakeLlmCall) => [c.usage!.input, c.usage!.output, 'provider']),
         limitReached: { limit: 'llmTokens', value: total, max: MAX_TOKENS },
       });
     });
@@ -155,7 +155,7 @@ describeRun('a hostile agent against its LLM gateway (harness as root, sandboxed
     let timer: NodeJS.Timeout | undefined;
     const hold = (call: FakeLlmCall) => (call.stream ? Promise.race([listed, new Promise<void>((r) => (timer = setTimeout(r, 60_000)))]) : undefined);
     await withFake({ model: 'claude-y', hold }, async (fake) => {
-      const seen = fake.calls;
+      const seen = agentCalls(fake);
       const watch = setInterval(() => seen.some((c) => c.path === '/v1/models') && next(), 50);
       const { runId, events } = await runAgent('misc', fake, ['--driver', 'gpt-x']).finally(() => (clearInterval(watch), clearTimeout(timer)));
       const calls = ofType(events, 'LlmCallRecorded').map((e) => e.data as { api: string; outcome: string; status: number; modelRequested: string | null; usage: Record<string, number | null>; usageSource?: string; stream: boolean });

@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { FakeLlmCall, FakeLlmOptions, FakeLlmServer } from './types.js';
+import { PREFLIGHT_USER_AGENT } from '../../../modules/llm-gateway/preflight.js';
 
 /** What a provider's fake does with one parsed request; it pushes its FakeLlmCall itself. */
 export type FakeHandler = (req: IncomingMessage, body: unknown, res: ServerResponse, calls: FakeLlmCall[]) => void | Promise<void>;
@@ -81,4 +82,9 @@ export function endAnswer(res: ServerResponse, call: FakeLlmCall, last?: string)
 /** Writes one server-sent event (`event:` line only when named). */
 export function sse(res: ServerResponse, data: unknown, event?: string): void {
   res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+}
+
+/** The calls an agent made (through the gateway): the run's pre-flight model listing left out. */
+export function agentCalls(server: { calls: readonly FakeLlmCall[] }): FakeLlmCall[] {
+  return server.calls.filter((c) => c.headers['user-agent'] !== PREFLIGHT_USER_AGENT);
 }
