@@ -12,9 +12,12 @@ import { runA2rl } from './a2rl-cli.js';
 // sampling and updates it with a group-relative policy gradient (rl_grpo.py). The CPU engine grades each
 // checkpoint by playing the held-out games.
 
-// Opt-in (A2RL_REAL_INTERACTIVE=1) until it passes: measured on two busy cores, the micro base model's
-// baseline is 0/18, one grading of a checkpoint (18 games x 50 replies on the CPU engine) takes ~6 of the
-// run's 6 minutes, and the SFT checkpoint also scored 0, so the RL step never got to run.
+// Opt-in (A2RL_REAL_INTERACTIVE=1) until it passes. Measured on two busy cores (seed 1, micro rooms, 20 replies
+// per game): `a2rl data micro alfworld` 391 s; baseline 16.67 (3/18 games); each grading 13-17 s on the CPU
+// engine; the run 282 s (collect 9 s, SFT 108 s, GRPO 110 s: 104 rollouts, 53 won, 11 updates); scores
+// 16.67 -> 16.67 -> 16.67, so best > baseline does not hold yet. SFT fits the 60 training games (rollouts on
+// them win about half the time) without moving the 18 held-out ones: more training games and more SFT steps
+// (the few-shot context cached as in reference-trl/gsm8k/sft.py) are the next levers.
 const python = installedAgentPython(process.env);
 const why = !python
   ? 'the agents\' Python is not installed (npm test\'s pretest builds it: a2rl agents python install)'
