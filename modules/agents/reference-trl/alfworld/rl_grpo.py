@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alfworld_format import THINK_OBSERVATION, after_reply, eval_max_steps, initial_prompt, is_think, read_prompts, train_games  # noqa: E402
-from time_limit import record_device  # noqa: E402
+from time_limit import prepare_device  # noqa: E402
 
 GROUP = 4  # episodes per game (the group)
 GAMES_PER_UPDATE = 2
@@ -112,7 +112,7 @@ def main():
     deadline = time.monotonic() + args.seconds
     torch.manual_seed(0)
     rng = random.Random(0)
-    record_device(args.out + ".work")
+    prepare_device(args.out + ".work")
     prompts = read_prompts(args.data)
     games = len(train_games(args.data))
     max_replies = min(MAX_REPLIES, eval_max_steps(args.data))

@@ -13,7 +13,7 @@ from trl import SFTConfig, SFTTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alfworld_format import after_reply  # noqa: E402
-from time_limit import TimeLimit, record_device  # noqa: E402
+from time_limit import TimeLimit, prepare_device  # noqa: E402
 
 
 def encode(tokenizer, episode):
@@ -38,7 +38,7 @@ def main():
     parser.add_argument("--expert", help="expert.jsonl (default: collect.py's, <out>/../expert/expert.jsonl)")
     args = parser.parse_args()
     torch.manual_seed(0)
-    record_device(args.out + ".work")
+    prepare_device(args.out + ".work")
     expert = args.expert or os.path.join(os.path.dirname(os.path.abspath(args.out)), "expert", "expert.jsonl")
     with open(expert, encoding="utf-8") as f:
         episodes = [json.loads(line) for line in f if line.strip()]

@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gsm8k_format import eval_context, gold, is_correct, prompt, read_rows  # noqa: E402
-from time_limit import TimeLimit, record_device  # noqa: E402
+from time_limit import TimeLimit, prepare_device  # noqa: E402
 
 
 def correct_answer(completions, reference, **_):
@@ -28,7 +28,7 @@ def main():
     parser.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
-    record_device(args.out + ".work")
+    prepare_device(args.out + ".work")
     rows = read_rows(args.data)
     context = eval_context()
     dataset = Dataset.from_list([{"prompt": context + prompt(r["question"]), "reference": gold(r["answer"])} for r in rows])

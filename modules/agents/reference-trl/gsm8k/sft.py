@@ -4,10 +4,12 @@ checkpoint.
 
 Every graded question comes after the same four worked rounds (eval_context.json). Training without
 them teaches the model a context it is never graded in (measured: the micro model fell from 9 to 1
-correct of 100); training with them in every example costs ten times the compute per step. So each
-step encodes the rounds once, without gradients, as a KV cache that every example of the batch
-attends to, exactly where the grader puts them: the evaluation's context at the cost of the question."""
+correct of 100); training with them in every example costs ten times the compute per step. So the
+rounds, encoded without gradients as a KV cache, are lent to every example of the batch exactly where
+the grader puts them: the evaluation's context at the cost of the question (measured: 9 → 25 of 100
+in a 6m run's SFT share)."""
 import argparse
+import copy
 import os
 import sys
 
@@ -18,26 +20,37 @@ from trl import SFTConfig, SFTTrainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gsm8k_format import eval_context, prompt, read_rows, worked_answer  # noqa: E402
-from time_limit import TimeLimit, record_device  # noqa: E402
+from time_limit import TimeLimit, prepare_device  # noqa: E402
 
 
 class InContextSFTTrainer(SFTTrainer):
-    """SFTTrainer whose examples continue a fixed context (token ids), encoded afresh at each step."""
+    """SFTTrainer whose examples continue a fixed context (token ids). The context is encoded without
+    gradients every `refresh` steps (the weights move little in between) and lent to each batch."""
 
-    def __init__(self, *args, context_ids, **kwargs):
+    def __init__(self, *args, context_ids, refresh=4, **kwargs):
         super().__init__(*args, **kwargs)
         self.context_ids = context_ids
+        self.refresh = refresh
+        self.encoded = None
+        self.steps = 0
+
+    def context_cache(self, model, batch_size):
+        if self.steps % self.refresh == 0:
+            with torch.no_grad():
+                self.encoded = model(input_ids=self.context_ids.to(model.device), use_cache=True).past_key_values
+        self.steps += 1
+        cache = copy.deepcopy(self.encoded)
+        cache.batch_repeat_interleave(batch_size)
+        return cache
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         ids, labels = inputs["input_ids"], inputs["labels"]
         mask = inputs.get("attention_mask")
         if mask is None:
             mask = (labels != -100) | (ids != self.processing_class.pad_token_id)
-        with torch.no_grad():
-            cache = model(input_ids=self.context_ids.to(ids.device), use_cache=True).past_key_values
-        cache.batch_repeat_interleave(ids.shape[0])
-        context_mask = torch.ones(ids.shape[0], self.context_ids.shape[1], dtype=mask.dtype, device=ids.device)
-        outputs = model(input_ids=ids, attention_mask=torch.cat([context_mask, mask.to(context_mask.dtype)], dim=1),
+        cache = self.context_cache(model, ids.shape[0])
+        context_mask = torch.ones(ids.shape[0], self.context_ids.shape[1], dtype=torch.long, device=ids.device)
+        outputs = model(input_ids=ids, attention_mask=torch.cat([context_mask, mask.long()], dim=1),
                         past_key_values=cache, labels=labels, use_cache=True)
         return (outputs.loss, outputs) if return_outputs else outputs.loss
 
@@ -56,7 +69,7 @@ def main():
     parser.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
-    record_device(args.out + ".work")
+    prepare_device(args.out + ".work")
     rows = read_rows(args.data)
     dataset = Dataset.from_list([
         {"prompt": prompt(r["question"]), "completion": [{"role": "assistant", "content": worked_answer(r["answer"])}]}
