@@ -10,8 +10,8 @@ import { runA2rl } from './a2rl-cli.js';
 // the agents' Python, and every checkpoint is graded by the CPU engine (transformers behind the OpenAI
 // routes, confined). Then the run verifies, exports, its bundle verifies offline, and a regrade of the
 // archived checkpoints gives the recorded scores (greedy decoding on CPU, one request at a time).
-// Measured here (two cores, one other job): micro assets ~1 min, the 6m run 4m45s (baseline 9, SFT
-// 1,086 steps → 25, GRPO 113 steps → 27 of 100), regrade ~2 min.
+// Measured here (two cores, beside other specs): the spec 397–460 s; the 6m run about 4m45s
+// (baseline 9 of 100, SFT → 25, GRPO → 27 or 28; 11 and 12 at load 7–9); regrade ~40 s.
 
 const python = installedAgentPython(process.env);
 const why = 'the agents\' Python is not installed (npm test\'s pretest builds it: a2rl agents python install)';
