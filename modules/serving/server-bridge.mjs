@@ -56,6 +56,8 @@ try {
 const child = spawn(command, args, { stdio: ['inherit', 'pipe', 'pipe'] });
 child.stdout.pipe(process.stdout, { end: false });
 child.stderr.pipe(process.stderr, { end: false });
+// The harness closes its ends only when it stops the server: the copy's last writes may then fail.
+for (const out of [process.stdout, process.stderr]) out.on('error', () => undefined);
 child.on('error', (err) => fail(`cannot start ${command}: ${err.message}`));
 for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, () => undefined);
 // Its output is copied to the end before the bridge exits as it did; a leftover process of the
