@@ -5,6 +5,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ProcessMonitor, readAllStats, readProcStat, type LiveProcess } from '../instrumentation/process-monitor.js';
 import { StraceTracer, straceWorks, TracerUnavailableError, type TraceCallbacks, type TracerKind } from '../instrumentation/process-tracer.js';
+import { disarmReaper, startReaper } from '../serving/server-process.js';
 
 export type ExitReason = 'completed' | 'timeout' | 'killed' | 'crashed';
 
@@ -114,6 +115,9 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
   const pid = child.pid!;
   const startedAt = new Date();
   const pgid = pid; // detached: the child is a session and group leader
+  // A harness killed outright (SIGKILL, OOM) runs no exit hook: the watchdog kills the group then.
+  // The sandbox's own lifeline cannot, when its first process is still held for exec-time capture.
+  const reaper = startReaper(pgid, []);
   // With strace, the poller only keeps the membership used for killing; the tracer reports.
   const { intervalMs, onStart, onExit, onGap } = opts.monitor ?? {};
   const monitor = new ProcessMonitor(tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, onGap, rootPid: pid }).start();
@@ -124,6 +128,7 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     } catch (err) {
       // Without the pid file a harness crash could leave this tree behind: do not run it.
       tryKill(-pgid, 'SIGKILL');
+      disarmReaper(reaper);
       monitor.stop();
       await tracer?.finish(TRACER_DRAIN_MS);
       throw new AgentLaunchError(`cannot write pid file ${opts.pidFile}: ${(err as Error).message}`, { cause: err });
@@ -156,6 +161,7 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     clearTimeout(budget);
     // Leftovers of an agent that exited by itself are swept too; after a kill this waits for it.
     await (termination ?? killTree(monitor, pgid, graceMs, spare));
+    disarmReaper(reaper);
     const endedAt = Date.now();
     await withTimeout(outputClosed, OUTPUT_DRAIN_MS);
     await tracer?.finish(TRACER_DRAIN_MS);

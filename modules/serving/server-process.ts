@@ -129,7 +129,7 @@ export class ServerProcess {
       killGroup(pgid, 'SIGKILL');
       await this.exitedOr(this.graceMs);
       live.delete(pgid);
-      this.reaper?.stdin?.end(DISARM);
+      disarmReaper(this.reaper);
       this.child.stdout?.destroy();
       this.child.stderr?.destroy();
       await this.release();
@@ -173,11 +173,17 @@ export class ServerProcess {
 
 const DISARM = 'disarm\n';
 
+/** Tells a watchdog from startReaper that its group ended as it should: it exits without killing. */
+export function disarmReaper(reaper: ChildProcess | null): void {
+  reaper?.stdin?.end(DISARM);
+}
+
 /**
  * A watchdog for a harness that dies without running its exit hooks (SIGKILL, OOM killer): a tiny
  * detached Node process holding a pipe from the harness; when the pipe closes without being
- * disarmed, it SIGKILLs the server's process group, then removes what the launch left on the host
- * (the socket directory, the emptied memory cgroup: `leftovers`). stop() disarms it once the group is gone.
+ * disarmed, it SIGKILLs the process group (a server's, an agent's), then removes what the launch left
+ * on the host (the socket directory, the emptied memory cgroup: `leftovers`). The owner disarms it
+ * (disarmReaper) once the group is gone.
  */
 const REAPER_SOURCE = `
 const fs = require('node:fs');
@@ -202,7 +208,7 @@ process.stdin.on('end', () => {
   tidy();
 });`;
 
-function startReaper(pgid: number, leftovers: readonly string[]): ChildProcess | null {
+export function startReaper(pgid: number, leftovers: readonly string[]): ChildProcess | null {
   try {
     const reaper = spawn(process.execPath, ['-e', REAPER_SOURCE, String(pgid), ...leftovers], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
     reaper.on('error', () => undefined);

@@ -148,7 +148,7 @@ describe('alfworld materialize', () => {
 
   it('with micro assets (the manifest says micro: true), tells grader and agent the micro step limit of the protocol file', async () => {
     const { paths, data } = await fixture();
-    await writeFile(path.join(paths.datasetDir, 'manifest.json'), JSON.stringify({ task: 'alfworld', complete: true, micro: true, seed: 1, generator: 'g', files: [] }));
+    await writeFile(path.join(paths.datasetDir!, 'manifest.json'), JSON.stringify({ task: 'alfworld', complete: true, micro: true, seed: 1, generator: 'g', files: [] }));
     await withAlfworldData(data, () => alfworld.materialize(paths));
     expect(MICRO_MAX_STEPS).toBeLessThan(MAX_STEPS);
     for (const dir of [paths.privateDir, paths.dataDir]) {
