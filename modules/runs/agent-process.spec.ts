@@ -90,17 +90,43 @@ describe('launchAgent', () => {
     await expect(launchAgent({ ...bash(''), file: '/nonexistent/agent' })).rejects.toThrow(/cannot start agent/);
   });
 
-  it('lets the next harness kill the process group left behind by a crashed harness', async () => {
-    const marker = `${300 + Math.random()}`.slice(0, 12);
-    const pidFile = join(dir, 'agent.pid');
-    // A harness that launches an agent and dies without cleaning up.
+  /**
+   * A harness that launches an agent whose bash runs two sleeps, waits until both run, then dies
+   * without cleaning up; with `killWatchdog` it first SIGKILLs its watchdog (the node -e child), as if
+   * that had died with it.
+   */
+  function crashingHarness(marker: string, pidFile: string, killWatchdog: boolean): void {
     const harness = `
+      import { readFileSync, readdirSync } from 'node:fs';
       import { launchAgent } from ${JSON.stringify(new URL('./agent-process.ts', import.meta.url).pathname)};
       await launchAgent({ file: 'bash', args: ['-c', 'sleep ${marker} & sleep ${marker}; true'], cwd: '/tmp', env: process.env,
         budgetMs: 60000, onOutput: () => {}, pidFile: ${JSON.stringify(pidFile)} });
+      const argv = (pid) => { try { return readFileSync('/proc/' + pid + '/cmdline', 'utf8').split('\\0'); } catch { return []; } };
+      for (const end = Date.now() + 20000; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) {
+        if (readdirSync('/proc').filter((p) => argv(p).join(' ') === 'sleep ${marker} ').length >= 2) break;
+      }
+      if (${killWatchdog}) {
+        for (const child of readFileSync('/proc/self/task/' + process.pid + '/children', 'utf8').trim().split(/\\s+/)) {
+          if (argv(child)[1] === '-e') process.kill(Number(child), 'SIGKILL');
+        }
+      }
       process.exit(0);`;
     execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', harness], { stdio: 'ignore' });
     expect(JSON.parse(readFileSync(pidFile, 'utf8'))).toMatchObject({ pgid: expect.any(Number) });
+  }
+
+  it('kills the agent\'s process group when its harness dies without cleaning up (the watchdog)', async () => {
+    const marker = `${300 + Math.random()}`.slice(0, 12);
+    const pidFile = join(dir, 'agent-watched.pid');
+    crashingHarness(marker, pidFile, false);
+    await until('the agent\'s processes gone', () => survivors(marker).length === 0);
+    expect(await killLeftoverProcessGroup(pidFile)).toBe(0);
+  });
+
+  it('lets the next harness kill the process group left behind by a crashed harness whose watchdog died too', async () => {
+    const marker = `${300 + Math.random()}`.slice(0, 12);
+    const pidFile = join(dir, 'agent.pid');
+    crashingHarness(marker, pidFile, true);
     // Both sleeps, not just any command line holding the marker (strace's and bash's hold it before bash has forked).
     const sleeps = () => survivors(marker).filter((pid) => readArgv(pid)?.join(' ') === `sleep ${marker}`);
     await until('both sleeps running', () => sleeps().length >= 2);
