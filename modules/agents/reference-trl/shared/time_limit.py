@@ -23,7 +23,7 @@ def prepare_device(work_dir):
     """Chooses torch's CPU threads, then writes and prints what torch sees: the held GPUs (renumbered
     from 0) or the CPU. On two cores or fewer, shared with the harness and its grader, one thread:
     torch's OpenMP workers spin while another process holds a core (measured on two cores beside one
-    busy process: 572 SFT steps a minute with one thread, 153 with two). OMP_NUM_THREADS decides when set."""
+    busy process: 294 SFT steps a minute with one thread, 153 with two). OMP_NUM_THREADS decides when set."""
     os.makedirs(work_dir, exist_ok=True)
     count = torch.cuda.device_count()
     if not count and not os.environ.get("OMP_NUM_THREADS") and len(os.sched_getaffinity(0)) <= 2:
