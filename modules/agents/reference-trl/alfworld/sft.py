@@ -61,6 +61,8 @@ def main():
         max_length=max(longest, model.config.max_position_embeddings // 2),
         completion_only_loss=True,
         dataloader_num_workers=0,
+        # TRL turns it on by default; on this tiny model it only recomputes (measured: 23 steps in 90 s with it, 363 in 100 s without)
+        gradient_checkpointing=False,
     )
     trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                          callbacks=[TimeLimit(args.seconds)])
