@@ -1,4 +1,4 @@
-import { evolve, initialRunState, type RunCommand, type RunLifecycleState, type RunState } from '../modules/runs/run-lifecycle.js';
+import { evolve, initialRunState, type RunCommand, type RunLifecycleState, type RunState } from '../modules/ledger/run-lifecycle.js';
 
 /** A run's lifecycle state, as every projection derives it (defined by the run-lifecycle decider). */
 export type { RunState };

@@ -14,7 +14,7 @@ import { LedgerService } from '../modules/ledger/ledger.service.js';
 import { CLOCK, EVENT_STORE } from '../modules/ledger/tokens.js';
 import { ProjectionRunnerService, ReadModelsModule } from '../modules/readmodels/readmodels.module.js';
 import { READ_MODELS } from '../modules/readmodels/read-models.port.js';
-import { RUN_LOCKS, type RunLocks } from '../modules/runs/run.ports.js';
+import { RUN_LOCKS, type RunLocks } from '../modules/ledger/run-locks.port.js';
 import { SETTINGS } from '../modules/settings/settings.port.js';
 import { AdaptersModule, readModelStores } from './composition.js';
 import { loadConfig } from './config/config.js';

@@ -7,7 +7,7 @@ import { ARTIFACT_STORE } from '../modules/artifacts/artifacts.module.js';
 import type { EventStore } from '../modules/ledger/event-store.port.js';
 import { CLOCK, type Clock, EVENT_STORE } from '../modules/ledger/tokens.js';
 import { READ_MODEL_STORES, type ReadModelStores } from '../modules/readmodels/read-models.port.js';
-import { RUN_LOCKS, type RunLocks } from '../modules/runs/run.ports.js';
+import { RUN_LOCKS, type RunLocks } from '../modules/ledger/run-locks.port.js';
 import { SETTINGS, type Settings } from '../modules/settings/settings.port.js';
 import { ConfigModule } from './config/config.module.js';
 import { openArtifacts, openLedger, opening } from './open-stores.js';

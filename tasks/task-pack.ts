@@ -8,7 +8,7 @@
  * weights the pack's evaluator loads (for the reference packs, small JSON files). Agents write
  * checkpoints under `output/` and submit their path to the grading API.
  */
-import type { RunLimits } from '../modules/runs/sandbox/limits.js';
+import type { RunLimits } from '../modules/sandbox/limits.js';
 import type { EvalProtocol } from './paper-common/protocol.js';
 
 export type TaskLevel = 1 | 2 | 3;

@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { RunLock, RunLocks } from '../../modules/runs/run.ports.js';
+import type { RunLock, RunLocks } from '../../modules/ledger/run-locks.port.js';
 
 /**
  * Lock files of open runs under `<A2RL_HOME>/runs/<runId>.json` (never inside a workspace): written

@@ -17,7 +17,7 @@ import { RegradeService } from '../grading/regrade.service.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { accessStreamName } from '../ledger/events/ids.js';
 import { CLOCK, EVENT_STORE } from '../ledger/tokens.js';
-import { RUN_LOCKS, type RunLock } from '../runs/run.ports.js';
+import { RUN_LOCKS, type RunLock } from '../ledger/run-locks.port.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import { AccessControl } from './access-control.js';
 import { AccessLedger } from './access-ledger.js';

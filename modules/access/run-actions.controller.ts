@@ -17,7 +17,7 @@ import { RegradeRefusedError, RegradeService } from '../grading/regrade.service.
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { EVENT_STORE } from '../ledger/tokens.js';
-import { RUN_LOCKS, type RunLocks } from '../runs/run.ports.js';
+import { RUN_LOCKS, type RunLocks } from '../ledger/run-locks.port.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import { AccessControl, type Identity } from './access-control.js';
 import { Caller, Role } from './access.decorators.js';

@@ -1,6 +1,6 @@
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
-import type { RunLocks } from '../runs/run.ports.js';
+import type { RunLocks } from '../ledger/run-locks.port.js';
 
 /** Events read back from a run's end to find its last event that is not a signed head. */
 const TAIL = 16;

@@ -1,5 +1,5 @@
 import type { A2rlEvent } from '../ledger/events/catalog.js';
-import { evolve, initialRunState, type RunLifecycleState, type RunState } from '../runs/run-lifecycle.js';
+import { evolve, initialRunState, type RunLifecycleState, type RunState } from '../ledger/run-lifecycle.js';
 
 /** A process of the run that has started and not exited (as far as the events go). */
 export interface LiveProcess {

@@ -3,7 +3,7 @@ import { Observable, type Subscriber } from 'rxjs';
 import { RunSource } from '../query/run-source.js';
 import { runSummary } from '../query/run-summary.js';
 import { liveRun, runsWithHarnessGone } from '../runs/run-liveness.js';
-import { RUN_LOCKS, type RunLocks } from '../runs/run.ports.js';
+import { RUN_LOCKS, type RunLocks } from '../ledger/run-locks.port.js';
 import { CampaignFeed } from './campaign-feed.js';
 import { LedgerFeed } from './ledger-feed.js';
 import type { SseMessage } from './run-stream.js';

@@ -7,7 +7,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { artifactKey, type ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { EventData } from '../ledger/events/catalog.js';
-import { materializeTask } from '../runs/workspace.js';
+import { materializeTask } from './task-cache.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
 import type { EvaluationContext, EvaluationResult, TaskPack } from '../../tasks/task-pack.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { TaskPack, TaskPaths } from '../../tasks/task-pack.js';
-import { materializeTask } from '../runs/workspace.js';
+import { materializeTask } from './task-cache.js';
 import { BaselineCache } from './baseline-cache.js';
 import { baseModelHash, keyHash, taskCacheKey, taskParameters } from './cache-key.js';
 import { directoryHash, HashMemo } from './content-hash.js';

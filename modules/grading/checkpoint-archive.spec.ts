@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import { REFERENCE_LIMITS } from '../runs/sandbox/limits.js';
+import { REFERENCE_LIMITS } from '../sandbox/limits.js';
 import { archiveCheckpoint } from './checkpoint-archive.js';
 import { openCheckpointDir } from './workspace-path.js';
 import { SubmissionRefusedError } from './submission-refused.error.js';

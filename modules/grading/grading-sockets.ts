@@ -2,7 +2,7 @@ import type { Server as HttpServer } from 'node:http';
 import net from 'node:net';
 import { Injectable, Optional } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { listenUnix, type SocketOwner } from '../runs/sandbox/unix-socket.js';
+import { listenUnix, type SocketOwner } from '../sandbox/unix-socket.js';
 
 /** Marks a connection that arrived on a run's socket: every request on it acts for that run. */
 const BRIDGED_TOKEN = Symbol('a2rl.bridgedRunToken');

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, ServiceUnavailableException, UnauthorizedException, UseFilters, UseGuards, UsePipes } from '@nestjs/common';
 import { Public } from '../access/access.decorators.js';
-import type { RunMetaFields } from '../runs/workspace.js';
+import type { RunMetaFields } from '../workspace-fs/layout.js';
 import { EnvResetDto, EnvStepDto, GradingBodyPipe, SetBaselineDto, SubmitDto } from './grading.dto.js';
 import { GradingExceptionFilter } from './grading-exception.filter.js';
 import { GRADING_OPTIONS, type GradingOptions } from './grading.options.js';

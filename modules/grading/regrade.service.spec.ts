@@ -15,7 +15,7 @@ import { ChainVerifier, sealFailures } from '../audit/verify-chain.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { LedgerService } from '../ledger/ledger.service.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
-import { materializeTask } from '../runs/workspace.js';
+import { materializeTask } from './task-cache.js';
 import { regradeRun, RegradeRefusedError, type RegradeDeps } from './regrade.service.js';
 
 let home: string;

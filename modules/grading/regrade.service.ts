@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
 import { KeyedMutex } from '../ledger/keyed-mutex.js';
 import { LedgerService } from '../ledger/ledger.service.js';
-import { foldRunLifecycle, hasEnded, runGuard } from '../runs/run-lifecycle.js';
+import { foldRunLifecycle, hasEnded, runGuard } from '../ledger/run-lifecycle.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import { getTask } from '../../tasks/index.js';
 import type { EvaluationContext, TaskPack } from '../../tasks/task-pack.js';

@@ -2,8 +2,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import PQueue from 'p-queue';
 import type { EnvironmentContext, EnvSession, InteractiveEnvironment, TrainingEnvironment } from '../../tasks/task-pack.js';
-import type { RunContext } from '../runs/run-context.js';
-import type { RunMetaFields } from '../runs/workspace.js';
+import type { RunContext } from '../run-context/run-context.js';
+import type { RunMetaFields } from '../workspace-fs/layout.js';
 import { RolloutRecorder } from '../instrumentation/rollout-recorder.js';
 
 export interface RegisterOptions {

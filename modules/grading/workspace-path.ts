@@ -2,7 +2,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { BeneathError, HeldDir } from '../workspace-fs/held-dir.js';
-import type { WorkspaceLayout } from '../runs/run-context.js';
+import type { WorkspaceLayout } from '../workspace-fs/layout.js';
 import { invalidPath } from './submission-refused.error.js';
 
 /** A checkpoint directory, held open below the held workspace root: the walk starts from descriptors, never from a path. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { FileChanged, LimitReached } from '../ledger/events/catalog.js';
-import type { Recorder } from '../runs/run-context.js';
+import type { Recorder } from '../ledger/recorder.js';
 import { FileWatcher, type FileWatcherOptions } from './file-watcher.js';
 
 const MiB = 1024 * 1024;

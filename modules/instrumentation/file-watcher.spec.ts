@@ -7,7 +7,7 @@ import { buffer } from 'node:stream/consumers';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { FileChanged, TransientFileRecorded } from '../ledger/events/catalog.js';
-import type { Recorder } from '../runs/run-context.js';
+import type { Recorder } from '../ledger/recorder.js';
 import { workerWatchSource, type WatchHandlers, type WatchSource } from './file-watch-source.js';
 import { FileWatcher, type FileWatcherOptions } from './file-watcher.js';
 

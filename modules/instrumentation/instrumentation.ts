@@ -1,7 +1,7 @@
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
-import type { Recorder } from '../runs/run-context.js';
+import type { Recorder } from '../ledger/recorder.js';
 import { FileWatcher } from './file-watcher.js';
 import type { ObservationClock, Observer } from './observer.js';
 import { OutputRecorder } from './output-recorder.js';
@@ -9,7 +9,7 @@ import type { CapturedFile } from './exec-capture.js';
 import { processExitedFact, processStartedFact, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { RunRecorder } from './run-recorder.js';
 import type { LimitReached } from '../ledger/events/catalog.js';
-import type { LimitName, RunLimits } from '../runs/sandbox/limits.js';
+import type { LimitName, RunLimits } from '../sandbox/limits.js';
 import { RedactingArtifactStore } from './redacting-artifact-store.js';
 import { RunRedaction } from './run-redaction.js';
 import type { KnownSecret } from './secret-redactor.js';

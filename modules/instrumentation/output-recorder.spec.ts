@@ -5,7 +5,7 @@ import { buffer } from 'node:stream/consumers';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { OutputRecorder } from './output-recorder.js';
-import type { Recorder } from '../runs/run-context.js';
+import type { Recorder } from '../ledger/recorder.js';
 
 interface Recorded {
   type: string;

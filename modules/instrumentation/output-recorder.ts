@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { LimitReached } from '../ledger/events/catalog.js';
-import type { Recorder } from '../runs/run-context.js';
+import type { Recorder } from '../ledger/recorder.js';
 import { systemClock, type ObservationClock, type Observer } from './observer.js';
 
 export type OutputStream = 'stdout' | 'stderr';

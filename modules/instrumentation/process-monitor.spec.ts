@@ -3,8 +3,8 @@ import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProcessMonitor, processExitedFact, processStartedFact, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
-import { writeExtraFds } from '../runs/agent-process.js';
-import { sandboxCommand } from '../runs/sandbox/sandbox.js';
+import { writeExtraFds } from '../sandbox/extra-fds.js';
+import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace } from '../runs/workspace.js';
 

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:os';
-import { CGROUP_ENTER } from '../runs/sandbox/cgroup.js';
-import { SANDBOX_BRIDGE } from '../runs/sandbox/sandbox.js';
+import { CGROUP_ENTER } from '../sandbox/cgroup.js';
+import { SANDBOX_BRIDGE } from '../sandbox/sandbox.js';
 import { basename } from 'node:path';
 import type { EventData, ExecutedFile } from '../ledger/events/catalog.js';
 import { ExecCapturer, type CapturedFile } from './exec-capture.js';

@@ -7,7 +7,7 @@ import { processStartedFact, readAllStats, readArgv, readProcStat, type ProcessE
 import type { CapturedFile } from './exec-capture.js';
 import { programKind } from '../../projections/run-analysis/process-kind.js';
 import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
-import { sandboxCommand } from '../runs/sandbox/sandbox.js';
+import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
-import type { Recorder } from '../runs/run-context.js';
+import type { Recorder } from '../ledger/recorder.js';
 import type { EnvResetResult, EnvStepResult } from '../../tasks/task-pack.js';
 import { systemClock, type ObservationClock } from './observer.js';
 

@@ -3,7 +3,7 @@ import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
 import { LedgerService } from '../ledger/ledger.service.js';
-import { runGuard } from '../runs/run-lifecycle.js';
+import { runGuard } from '../ledger/run-lifecycle.js';
 import { RunRecorder } from './run-recorder.js';
 import { RunRedaction } from './run-redaction.js';
 

@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { EventData } from '../ledger/events/catalog.js';
 import PQueue from 'p-queue';
-import { listenUnix, type SocketOwner } from '../runs/sandbox/unix-socket.js';
+import { listenUnix, type SocketOwner } from '../sandbox/unix-socket.js';
 import { SpendGate, roundUsd, type Reservation, type SpendLimit } from './budget.js';
 import { costOf, priceTable, worstCostOf } from './prices.js';
 import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type Provider, type ProviderCodec, type RequestFacts, type ResponseFacts, type Usage } from './protocol.js';

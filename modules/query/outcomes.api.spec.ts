@@ -5,7 +5,7 @@ import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { analysisFixture, memoryBlobs } from '../../projections/run-analysis/testing/run-fixture.js';
 import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
 import type { ResultsRun } from '../reports/results-csv.js';
-import { RUN_LOCKS, type RunLock, type RunLocks } from '../runs/run.ports.js';
+import { RUN_LOCKS, type RunLock, type RunLocks } from '../ledger/run-locks.port.js';
 import { RunSource } from './run-source.js';
 import { startQueryApi } from './testing/query-api.js';
 

@@ -6,7 +6,7 @@ import { EVENT_TYPES, isEventType, type EventType } from '../ledger/events/catal
 import { failureClassOf } from '../../projections/run-analysis/analyze.js';
 import { filterRuns, scoreboard, scoreboardRuns } from '../../projections/scoreboard/scoreboard.js';
 import { liveRun, runsWithHarnessGone } from '../runs/run-liveness.js';
-import { RUN_LOCKS, type RunLocks } from '../runs/run.ports.js';
+import { RUN_LOCKS, type RunLocks } from '../ledger/run-locks.port.js';
 import { renderReport, type ReportFormat } from '../reports/render.js';
 import { resultsCsv } from '../reports/results-csv.js';
 import { entryText, transcriptText } from '../reports/transcript-text.js';

@@ -1,5 +1,5 @@
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
-import { RUN_STATES } from '../runs/run-lifecycle.js';
+import { RUN_STATES } from '../ledger/run-lifecycle.js';
 
 // The values the run filters accept (GET /runs' query and `a2rl runs`), without the DTOs' decorators
 // (query.dto.ts), so the CLI names them in its help without loading the HTTP side.

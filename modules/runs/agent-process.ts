@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { ProcessMonitor, readAllStats, readProcStat, type LiveProcess } from '../instrumentation/process-monitor.js';
 import { StraceTracer, straceWorks, TracerUnavailableError, type TraceCallbacks, type TracerKind } from '../instrumentation/process-tracer.js';
 import { disarmReaper, startReaper } from '../serving/server-process.js';
+import { writeExtraFds } from '../sandbox/extra-fds.js';
 
 export type ExitReason = 'completed' | 'timeout' | 'killed' | 'crashed';
 
@@ -185,14 +186,6 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
   };
 }
 
-/** Feeds fds 3, 4… of a spawned child; a command that never reads them fails on its own. */
-export function writeExtraFds(stdio: ReadonlyArray<unknown>, fds: Buffer[] | undefined): void {
-  fds?.forEach((bytes, i) => {
-    const pipe = stdio[3 + i] as NodeJS.WritableStream & { on(event: 'error', fn: () => void): unknown };
-    pipe.on('error', () => undefined);
-    pipe.end(bytes);
-  });
-}
 
 /** SIGTERM to the group and every tracked descendant, wait up to `graceMs`, then SIGKILL until none is left. */
 async function killTree(monitor: ProcessMonitor, pgid: number, graceMs: number, spare: (pid: number) => boolean): Promise<void> {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { RunState } from './run-lifecycle.js';
+import type { RunState } from '../ledger/run-lifecycle.js';
 import { liveRun, runsWithHarnessGone, stateLabel } from './run-liveness.js';
-import type { RunLock } from './run.ports.js';
+import type { RunLock } from '../ledger/run-locks.port.js';
 
 const locks = (...list: RunLock[]) => ({ list: () => list });
 const run = (runId: string, state: RunState | null) => ({ runId, state, eventCount: 3 });

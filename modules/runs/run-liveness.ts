@@ -1,6 +1,6 @@
 import { processLauncher } from './agent-launcher.js';
-import type { RunState } from './run-lifecycle.js';
-import type { RunLocks } from './run.ports.js';
+import type { RunState } from '../ledger/run-lifecycle.js';
+import type { RunLocks } from '../ledger/run-locks.port.js';
 
 // Whether an open run's harness is still there: a live observation made when runs are listed, not a
 // projection (projections see only events). Nothing is recorded here: a read (`a2rl runs`, GET

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TaskPack } from '../../tasks/task-pack.js';
 import type { AgentHandle, LaunchOptions } from './agent-process.js';
-import type { SandboxPlan } from './sandbox/capabilities.js';
+import type { SandboxPlan } from '../sandbox/capabilities.js';
 
 /** The task packs a run can name (the registry in tasks/, or a fake in tests). */
 export type TaskCatalog = (taskId: string) => TaskPack;
@@ -12,24 +12,6 @@ export interface RunIds {
   runId(taskId: string, now: Date): string;
   /** A fresh capability token for a run's grading API. */
   token(): string;
-}
-
-/** Which harness process owns an open run: what recovery after a harness crash reads. */
-export interface RunLock {
-  runId: string;
-  pid: number;
-  /** The file holding the agent's process group, for killing leftovers after a harness crash. */
-  pidFile?: string;
-}
-
-/** Lock files of open runs (one per run), kept outside every workspace. */
-export interface RunLocks {
-  write(lock: RunLock): void;
-  remove(runId: string): void;
-  /** Every lock left, in run id order. */
-  list(): RunLock[];
-  /** Where an unsandboxed run's process group file goes. */
-  pidFile(runId: string): string;
 }
 
 /** Starts the agent process tree (spawn behind a port, so the run service is testable without one). */
@@ -46,7 +28,6 @@ export type SandboxPlanner = () => SandboxPlan;
 
 export const RUN_IDS = Symbol('RUN_IDS');
 export const SANDBOX_PLANNER = Symbol('SANDBOX_PLANNER');
-export const RUN_LOCKS = Symbol('RUN_LOCKS');
 export const AGENT_LAUNCHER = Symbol('AGENT_LAUNCHER');
 export const TASK_CATALOG = Symbol('TASK_CATALOG');
 

@@ -12,9 +12,10 @@ import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { LedgerService } from '../ledger/ledger.service.js';
 import type { Settings } from '../settings/settings.port.js';
 import type { AgentExit, AgentHandle, LaunchOptions } from './agent-process.js';
-import type { AgentLauncher, RunIds, RunLock, RunLocks } from './run.ports.js';
+import type { AgentLauncher, RunIds } from './run.ports.js';
+import type { RunLock, RunLocks } from '../ledger/run-locks.port.js';
 import { RunService, type RunRequest } from './run.service.js';
-import { planFrom } from './sandbox/capabilities.js';
+import { planFrom } from '../sandbox/capabilities.js';
 import { fakeTask } from './testing/fake-task.js';
 
 // The run service with every port in memory: no agent process, no disk ledger, no artifact

@@ -5,7 +5,7 @@ import { LedgerModule } from '../ledger/ledger.module.js';
 import { processLauncher } from './agent-launcher.js';
 import { getTask } from '../../tasks/index.js';
 import { AGENT_LAUNCHER, randomRunIds, RUN_IDS, SANDBOX_PLANNER, TASK_CATALOG } from './run.ports.js';
-import { sandboxPlan } from './sandbox/capabilities.js';
+import { sandboxPlan } from '../sandbox/capabilities.js';
 import { RunService } from './run.service.js';
 
 /**

@@ -9,8 +9,8 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { validatePayload } from '../ledger/events/envelope.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
 import { fakeTask } from './testing/fake-task.js';
-import { prepareWorkspace, workspaceLayout, type ManifestEntry } from './workspace.js';
-import type { WorkspaceLayout } from './run-context.js';
+import { prepareWorkspace } from './workspace.js';
+import { workspaceLayout, type ManifestEntry, type WorkspaceLayout } from '../workspace-fs/layout.js';
 import {
   captureIntegrityBaseline,
   checkWorkspaceIntegrity,

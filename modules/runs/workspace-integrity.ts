@@ -3,8 +3,7 @@ import { realpath } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
 import { BeneathError, DirCursor, hashOpenFile, HeldDir } from '../workspace-fs/held-dir.js';
 import type { EventData } from '../ledger/events/catalog.js';
-import type { WorkspaceLayout } from './run-context.js';
-import type { ManifestEntry } from './workspace.js';
+import type { ManifestEntry, WorkspaceLayout } from '../workspace-fs/layout.js';
 
 /**
  * Integrity of the read-only world: the files under `<workspace>/data` and `<workspace>/models`

@@ -4,7 +4,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fakeTask } from './testing/fake-task.js';
-import { epochSeconds, prepareWorkspace, RunMeta, WorkspaceError } from './workspace.js';
+import { epochSeconds, prepareWorkspace, RunMeta } from './workspace.js';
+import { WorkspaceError } from '../workspace-fs/layout.js';
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 

@@ -1,20 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { chmod, chown, cp, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import { join, relative, resolve, sep } from 'node:path';
-import { pipeline } from 'node:stream/promises';
+import { chmod, chown, cp, mkdir, readdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import PQueue from 'p-queue';
 import type { TaskPack } from '../../tasks/task-pack.js';
-import { keyHash, taskCacheKey } from '../grading/cache-key.js';
-import { HashMemo } from '../grading/content-hash.js';
-import type { WorkspaceLayout } from './run-context.js';
-
-export interface ManifestEntry {
-  /** Workspace-relative, posix separators: `data/...` or `models/<baseModel>/...`. */
-  path: string;
-  sha256: string;
-  size: number;
-}
+import { materializeTask } from '../grading/task-cache.js';
+import { WorkspaceError, workspaceLayout, type ManifestEntry, type RunMetaFields, type WorkspaceLayout } from '../workspace-fs/layout.js';
 
 export interface PrepareWorkspaceOptions {
   workspacesRoot: string;
@@ -51,46 +40,6 @@ export interface PreparedWorkspace {
   runDir: string;
   /** keyHash of the task's TaskCacheKey (modules/grading/cache-key.ts): what the baseline cache is keyed on besides the model. */
   cacheKey: string;
-}
-
-export interface MaterializedTask {
-  dataDir: string;
-  modelDir: string;
-  privateDir: string;
-  manifest: ManifestEntry[];
-  /** keyHash of the TaskCacheKey it was materialised under. */
-  cacheKey: string;
-}
-
-export class WorkspaceError extends Error {
-  override readonly name = 'WorkspaceError';
-}
-
-/** Files the harness puts into the workspace itself (the file watcher ignores them). */
-const HARNESS_FILES = new Set(['description.md', 'instructions.md', 'run_meta.json']);
-
-export function isHarnessFile(workspaceRelativePath: string): boolean {
-  return HARNESS_FILES.has(workspaceRelativePath);
-}
-
-const MARKER = '.complete.json';
-const SAFE_SEGMENT = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,200}$/;
-
-export function workspaceLayout(workspacesRoot: string, runId: string, baseModel: string): WorkspaceLayout {
-  assertSegment('run id', runId);
-  assertSegment('base model', baseModel);
-  const root = join(workspacesRoot, runId);
-  return {
-    root,
-    codeDir: join(root, 'code'),
-    dataDir: join(root, 'data'),
-    modelsDir: join(root, 'models'),
-    baseModelDir: join(root, 'models', baseModel),
-    outputDir: join(root, 'output'),
-    descriptionFile: join(root, 'description.md'),
-    instructionsFile: join(root, 'instructions.md'),
-    runMetaFile: join(root, 'run_meta.json'),
-  };
 }
 
 /**
@@ -141,104 +90,6 @@ export async function prepareWorkspace(opts: PrepareWorkspaceOptions): Promise<P
   }
 }
 
-/**
- * Materialises a task pack once into `<taskCacheDir>/<taskId>/{data,model,private}` and reuses it
- * while the completion marker's key matches the pack's TaskCacheKey (id, base model name and content,
- * evaluator version, protocol, data parameters, fetched dataset; the base model's file hashes are
- * memoised in `<taskCacheDir>/.hash-memo.json` by path, mtime and size). The pack is
- * written into a temporary sibling and renamed into place with the marker already inside, so a
- * crash never leaves a directory that looks complete; concurrent preparers converge on one copy.
- * Packs must therefore not embed their target paths in the files they write.
- */
-export async function materializeTask(task: TaskPack, taskCacheDir: string, datasetsDir?: string): Promise<MaterializedTask> {
-  assertSegment('task id', task.id);
-  const dir = join(taskCacheDir, task.id);
-  const key = keyHash(await taskCacheKey(task, datasetsDir, { memo: new HashMemo(join(taskCacheDir, '.hash-memo.json')) }));
-  const cached = await readMarker(dir, task, key);
-  if (cached) return cached;
-
-  await mkdir(taskCacheDir, { recursive: true });
-  const temp = join(taskCacheDir, `.${task.id}.${randomUUID()}.tmp`);
-  const dirs = { dataDir: join(temp, 'data'), modelDir: join(temp, 'model'), privateDir: join(temp, 'private') };
-  const paths = { ...dirs, ...(datasetsDir ? { datasetDir: join(datasetsDir, task.id) } : {}) };
-  try {
-    for (const p of Object.values(dirs)) await mkdir(p, { recursive: true });
-    await task.materialize(paths);
-    const manifest = [
-      ...(await hashTree(paths.dataDir, 'data')),
-      ...(await hashTree(paths.modelDir, `models/${task.baseModel}`)),
-    ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-    const marker: Marker = { taskId: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion, cacheKey: key, manifest };
-    await writeFile(join(temp, MARKER), JSON.stringify(marker));
-
-    const stale = join(taskCacheDir, `.${task.id}.${randomUUID()}.stale`);
-    if (await exists(dir)) {
-      const winner = await readMarker(dir, task, key);
-      if (winner) return winner; // another preparer finished first
-      await rename(dir, stale);
-    }
-    try {
-      await rename(temp, dir);
-    } catch (err) {
-      const winner = await readMarker(dir, task, key);
-      if (winner) return winner;
-      throw new WorkspaceError(`cannot install materialised task ${task.id} into ${dir}`, { cause: err });
-    }
-    await rm(stale, { recursive: true, force: true });
-    return { ...cachePaths(dir), manifest, cacheKey: key };
-  } finally {
-    await rm(temp, { recursive: true, force: true });
-  }
-}
-
-interface Marker {
-  taskId: string;
-  baseModel: string;
-  evaluatorVersion: string;
-  /** Absent in markers written before it was kept: such a copy is materialised again. */
-  cacheKey?: string;
-  manifest: ManifestEntry[];
-}
-
-async function readMarker(dir: string, task: TaskPack, key: string): Promise<MaterializedTask | null> {
-  let marker: Marker;
-  try {
-    marker = JSON.parse(await readFile(join(dir, MARKER), 'utf8')) as Marker;
-  } catch {
-    return null; // absent or torn: not complete
-  }
-  const current =
-    marker.taskId === task.id && marker.baseModel === task.baseModel && marker.evaluatorVersion === task.evaluatorVersion && marker.cacheKey === key;
-  return current ? { ...cachePaths(dir), manifest: marker.manifest, cacheKey: key } : null;
-}
-
-function cachePaths(dir: string): Omit<MaterializedTask, 'manifest' | 'cacheKey'> {
-  return { dataDir: join(dir, 'data'), modelDir: join(dir, 'model'), privateDir: join(dir, 'private') };
-}
-
-async function hashTree(root: string, prefix: string): Promise<ManifestEntry[]> {
-  const entries: ManifestEntry[] = [];
-  for (const file of await listFiles(root)) {
-    const hash = createHash('sha256');
-    await pipeline(createReadStream(file), hash);
-    entries.push({
-      path: `${prefix}/${relative(root, file).split(sep).join('/')}`,
-      sha256: hash.digest('hex'),
-      size: (await stat(file)).size,
-    });
-  }
-  return entries;
-}
-
-async function listFiles(dir: string): Promise<string[]> {
-  const files: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) files.push(...(await listFiles(path)));
-    else if (entry.isFile()) files.push(path);
-  }
-  return files;
-}
 
 /**
  * The run directory: only the harness writes it; the agent (its group) may read it, and only through
@@ -261,29 +112,8 @@ async function makeReadOnly(path: string): Promise<void> {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function isWithin(path: string, dir: string): boolean {
   return path === dir || path.startsWith(`${dir}/`);
-}
-
-function assertSegment(what: string, value: string): void {
-  if (!SAFE_SEGMENT.test(value)) throw new WorkspaceError(`${what} "${value}" is not a safe directory name`);
-}
-
-/** run_meta.json as the paper has it; times are Unix epoch seconds (fractional), null until known. */
-export interface RunMetaFields {
-  start_time: number | null;
-  timeout_s: number | null;
-  last_submit_time: number | null;
-  end_time: number | null;
 }
 
 export function epochSeconds(date: Date = new Date()): number {

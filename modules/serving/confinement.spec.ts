@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { processesWith, rejection } from '../../test/servers/processes.js';
 import { gsm8k } from '../../tasks/gsm8k/index.js';
 import { EvaluatorError, type ServedModel } from '../../tasks/task-pack.js';
-import { sandboxPlan } from '../runs/sandbox/capabilities.js';
-import { memoryCgroupSupport } from '../runs/sandbox/cgroup.js';
+import { sandboxPlan } from '../sandbox/capabilities.js';
+import { memoryCgroupSupport } from '../sandbox/cgroup.js';
 import { createEvaluationContext } from './model-server.js';
 import { loadServingConfig } from './serving.config.js';
 import { serverEnv } from './server-view.js';

@@ -5,11 +5,11 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { sandboxPlan, type IsolationMode, type SandboxPlan } from '../runs/sandbox/capabilities.js';
-import { createRunCgroup, type RunCgroup } from '../runs/sandbox/cgroup.js';
-import { gpuBinding, visibleIds, type GpuBinding } from '../runs/sandbox/gpu-binding.js';
-import { nodePrefix, nulSeparated, setprivTo, SYSTEM_DIRS, withTraversableParents } from '../runs/sandbox/sandbox.js';
-import { noNewUserNamespacesFilter } from '../runs/sandbox/seccomp.js';
+import { sandboxPlan, type IsolationMode, type SandboxPlan } from '../sandbox/capabilities.js';
+import { createRunCgroup, type RunCgroup } from '../sandbox/cgroup.js';
+import { gpuBinding, visibleIds, type GpuBinding } from '../sandbox/gpu-binding.js';
+import { nodePrefix, nulSeparated, setprivTo, SYSTEM_DIRS, withTraversableParents } from '../sandbox/sandbox.js';
+import { noNewUserNamespacesFilter } from '../sandbox/seccomp.js';
 import { freePort } from './server-process.js';
 import { bindable, commandBinds, isWithin, serverEnv, type BindPolicy } from './server-view.js';
 

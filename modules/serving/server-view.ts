@@ -1,6 +1,6 @@
 import { accessSync, constants, existsSync, openSync, readSync, closeSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { SYSTEM_DIRS } from '../runs/sandbox/sandbox.js';
+import { SYSTEM_DIRS } from '../sandbox/sandbox.js';
 
 /**
  * What a confined server (model server, environment server) sees of the harness's machine: the

@@ -1,10 +1,10 @@
 import os from 'node:os';
 import path from 'node:path';
-import { parseLimitOverrides } from '../runs/sandbox/limits.js';
+import { parseLimitOverrides } from '../sandbox/limits.js';
 import { parseDuration } from '../settings/duration.js';
 import { packageRoot } from '../settings/package-root.js';
 import { installedAgentPython } from '../agents/agent-python-env.js';
-import { probeHostGpus } from '../runs/sandbox/gpu-binding.js';
+import { probeHostGpus } from '../sandbox/gpu-binding.js';
 import { ConfigError } from '../settings/settings.port.js';
 import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
 import type { ServerConfinementConfig } from './confinement.js';

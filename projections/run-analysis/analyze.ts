@@ -1,5 +1,5 @@
 import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.js';
-import { hasEnded } from '../../modules/runs/run-lifecycle.js';
+import { hasEnded } from '../../modules/ledger/run-lifecycle.js';
 import { runStateAfter } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from './blob-reader.js';

@@ -15,7 +15,7 @@ export type ProcessKind = 'training' | 'evaluation' | 'install' | 'agent-tool' |
 
 export type ProcessFacts = Pick<EventData<'ProcessStarted'>, 'argv' | 'executable' | 'exe' | 'script'>;
 
-/** Where the harness mounts the agent adapters inside the sandbox (SANDBOX_AGENT_DIR, modules/runs/sandbox.ts). */
+/** Where the harness mounts the agent adapters inside the sandbox (SANDBOX_AGENT_DIR, modules/sandbox/sandbox.ts). */
 const AGENT_MOUNT = '/agent/';
 /** The agent CLIs (and their platform binaries, e.g. codex-x86_64-unknown-linux-musl). */
 const AGENT_CLI = /^(claude|codex|gemini|opencode|openhands)([-_.].*)?$/;

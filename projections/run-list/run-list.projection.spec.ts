@@ -3,7 +3,7 @@ import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
 import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
-import { foldRunLifecycle, runGuard } from '../../modules/runs/run-lifecycle.js';
+import { foldRunLifecycle, runGuard } from '../../modules/ledger/run-lifecycle.js';
 import type { RunListRow } from './run-list.entity.js';
 import { runListProjection } from './run-list.projection.js';
 

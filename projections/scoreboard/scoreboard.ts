@@ -1,4 +1,4 @@
-import { isUnfinished } from '../../modules/runs/run-lifecycle.js';
+import { isUnfinished } from '../../modules/ledger/run-lifecycle.js';
 import type { FailureClass, Route, RunAnalysis } from '../run-analysis/analysis.types.js';
 import { failureClassOf } from '../run-analysis/analyze.js';
 import { modelKey } from '../run-analysis/llm.js';

@@ -4,7 +4,7 @@ import type { ArtifactStore } from '../../modules/artifacts/artifact-store.port.
 import type { EventStore } from '../../modules/ledger/event-store.port.js';
 import { StoreRunSource, type RunAnalysesReader, type RunSource } from '../../modules/query/run-reading.js';
 import type { ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
-import type { RunLocks } from '../../modules/runs/run.ports.js';
+import type { RunLocks } from '../../modules/ledger/run-locks.port.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
 import { loadConfig, type A2rlConfig } from '../config/config.js';

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { ResolvedCommand } from '../../modules/agents/agent-registry.js';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
-import { parseDollars, parseLimitOverrides } from '../../modules/runs/sandbox/limits.js';
+import { parseDollars, parseLimitOverrides } from '../../modules/sandbox/limits.js';
 import { redact } from '../config/config.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
@@ -46,7 +46,7 @@ export function registerRunsCommands(program: Command): void {
       const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
       const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { afterRun, openDashboard }] = await Promise.all([
-        import('../../modules/runs/sandbox/egress-proxy.js'),
+        import('../../modules/sandbox/egress-proxy.js'),
         import('../../modules/llm-gateway/preflight.js'),
         import('../../modules/llm-gateway/upstreams.js'),
         import('./dashboard-link.js'),
@@ -174,7 +174,7 @@ const NO_SANDBOX_NOTE = '(this machine cannot sandbox agents: `a2rl doctor --san
 
 /** Each agent and what it lacks here: its commands (and whether the sandbox would see them), its keys. */
 async function agentReadiness() {
-  const [{ checkAgent, listAgents, resolveCommand }, { commandsInSandbox }] = await Promise.all([import('../../modules/agents/agent-registry.js'), import('../../modules/runs/sandbox/command-probe.js')]);
+  const [{ checkAgent, listAgents, resolveCommand }, { commandsInSandbox }] = await Promise.all([import('../../modules/agents/agent-registry.js'), import('../../modules/sandbox/command-probe.js')]);
   const specs = listAgents();
   const found = specs.flatMap((spec) => (spec.requires.commands ?? []).map((name) => resolveCommand(name))).filter((c): c is ResolvedCommand => c !== null);
   const visible = await commandsInSandbox(found);

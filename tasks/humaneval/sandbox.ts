@@ -4,8 +4,8 @@ import { lstat, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { promisify } from 'node:util';
-import { sandboxPlan, type SandboxPlan } from '../../modules/runs/sandbox/capabilities.js';
-import { noNewUserNamespacesFilter } from '../../modules/runs/sandbox/seccomp.js';
+import { sandboxPlan, type SandboxPlan } from '../../modules/sandbox/capabilities.js';
+import { noNewUserNamespacesFilter } from '../../modules/sandbox/seccomp.js';
 import { EvaluatorError } from '../task-pack.js';
 
 export interface SandboxLimits {
@@ -30,7 +30,7 @@ const TMP_BYTES = 16 * 1024 ** 2;
 /**
  * uids of the confined processes when the harness is root: each sample's candidate and judge get two
  * uids drawn from here, distinct from each other and from the other confined uids (agents: 64000 and
- * 100000–159999, modules/runs/sandbox; servers: 160000–219999, modules/serving/confinement.ts), so the
+ * 100000–159999, modules/sandbox; servers: 160000–219999, modules/serving/confinement.ts), so the
  * per-uid process limit of one cannot starve another.
  */
 export const SAMPLE_UIDS = { candidate: { first: 220_000, count: 20_000 }, judge: { first: 240_000, count: 20_000 } } as const;
@@ -96,7 +96,7 @@ export function sampleUids(): Record<Role, number> {
 
 /**
  * How a sample's processes are kept apart from the harness and from each other: the machine's
- * sandbox plan (modules/runs/sandbox/capabilities.ts), which must be one that confines. A grader
+ * sandbox plan (modules/sandbox/capabilities.ts), which must be one that confines. A grader
  * that ran completions unconfined would hand the model the harness, so there is no fallback.
  */
 function confiningPlan(): SandboxPlan {

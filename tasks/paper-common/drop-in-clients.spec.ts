@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { dropInPackagesDir } from '../../modules/runs/sandbox/agent-python.js';
+import { dropInPackagesDir } from '../../modules/sandbox/agent-python.js';
 import { FakeTask, startGradingServer, type TestRun, type TestServer } from '../../modules/grading/testing/grading-fixtures.js';
 import { createEvaluationContext } from '../../modules/serving/model-server.js';
 import { loadServingConfig } from '../../modules/serving/serving.config.js';

@@ -20,8 +20,9 @@ import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
 import { ReplayService } from '../../modules/replay/replay.service.js';
-import type { RunContext, WorkspaceLayout } from '../../modules/runs/run-context.js';
-import { PAPER_LIMITS } from '../../modules/runs/sandbox/limits.js';
+import type { RunContext } from '../../modules/run-context/run-context.js';
+import type { WorkspaceLayout } from '../../modules/workspace-fs/layout.js';
+import { PAPER_LIMITS } from '../../modules/sandbox/limits.js';
 import { workspaceRevisionsProjection } from '../../projections/workspace-revisions/workspace-revisions.projection.js';
 import type { EvaluationResult } from '../../tasks/task-pack.js';
 

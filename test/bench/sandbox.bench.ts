@@ -6,10 +6,10 @@
 import { spawn } from 'node:child_process';
 import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { writeExtraFds } from '../../modules/runs/agent-process.js';
-import { sandboxPlan } from '../../modules/runs/sandbox/capabilities.js';
-import { REFERENCE_LIMITS } from '../../modules/runs/sandbox/limits.js';
-import { DEFAULT_AGENT_UID, sandboxCommand, SANDBOX_PORTS, type SandboxedCommand } from '../../modules/runs/sandbox/sandbox.js';
+import { writeExtraFds } from '../../modules/sandbox/extra-fds.js';
+import { sandboxPlan } from '../../modules/sandbox/capabilities.js';
+import { REFERENCE_LIMITS } from '../../modules/sandbox/limits.js';
+import { DEFAULT_AGENT_UID, sandboxCommand, SANDBOX_PORTS, type SandboxedCommand } from '../../modules/sandbox/sandbox.js';
 import { startGradingServer } from '../../modules/grading/testing/grading-fixtures.js';
 
 const STARTS = 15;

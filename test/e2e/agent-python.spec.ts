@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { installedAgentPython } from '../../modules/agents/agent-python-env.js';
-import { detectSandbox } from '../../modules/runs/sandbox/sandbox.js';
+import { detectSandbox } from '../../modules/sandbox/sandbox.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // The agents' Python that `a2rl agents python install` builds (npm test's pretest does it when missing),

@@ -5,7 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { buildWheel, fakeIndex, PKG, WHEEL } from '../../modules/runs/sandbox/testing/fake-index.js';
+import { buildWheel, fakeIndex, PKG, WHEEL } from '../../modules/sandbox/testing/fake-index.js';
 import { A2RL_BIN, agentStartedIn, runA2rl } from './a2rl-cli.js';
 
 // A hostile ad-hoc agent against the built `a2rl` binary, with the harness as root (as in CI) and the

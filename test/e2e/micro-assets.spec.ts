@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { agentPython } from '../../modules/runs/sandbox/agent-python.js';
+import { agentPython } from '../../modules/sandbox/agent-python.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl data micro gsm8k`: made twice from one seed into two A2RL_HOMEs, byte for byte the same; the

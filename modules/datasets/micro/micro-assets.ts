@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../../ledger/events/canonical-json.js';
-import { agentPython } from '../../runs/sandbox/agent-python.js';
+import { agentPython } from '../../sandbox/agent-python.js';
 import { packageRoot } from '../../settings/package-root.js';
 import { datasetDir } from '../dataset-registry.js';
 import { MANIFEST, readManifest, sha256OfFile, type DatasetManifest, type ManifestEntry } from '../fetch-dataset.js';

@@ -24,7 +24,8 @@ import {
 } from '../../../tasks/task-pack.js';
 import type { ArtifactStore } from '../../artifacts/artifact-store.port.js';
 import type { EventData, EventType } from '../../ledger/events/catalog.js';
-import type { RunContext, WorkspaceLayout } from '../../runs/run-context.js';
+import type { RunContext } from '../../run-context/run-context.js';
+import type { WorkspaceLayout } from '../../workspace-fs/layout.js';
 import { configureGradingHttp } from '../grading-http.js';
 import { GradingModule } from '../grading.module.js';
 import { GRADING_OPTIONS, type GradingOptions, OPERATOR_TOKEN } from '../grading.options.js';

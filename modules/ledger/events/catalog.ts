@@ -305,7 +305,7 @@ export class EgressConnection {
 }
 
 /**
- * A per-run limit (`RunLimits`, modules/runs/sandbox/limits.ts) was reached and the harness acted:
+ * A per-run limit (`RunLimits`, modules/sandbox/limits.ts) was reached and the harness acted:
  * `value` is what it observed against `max` (bytes for the size limits), `scope` what it applies to
  * (a stream, a workspace path, a submission id), `action` what the harness did about it.
  */

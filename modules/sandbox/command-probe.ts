@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { ResolvedCommand } from '../../agents/agent-registry.js';
-import { agentsRoot } from '../../agents/agent-registry.js';
-import { writeExtraFds } from '../agent-process.js';
-import { workspaceLayout } from '../workspace.js';
+import type { ResolvedCommand } from '../agents/agent-registry.js';
+import { agentsRoot } from '../agents/agent-registry.js';
+import { writeExtraFds } from './extra-fds.js';
+import { workspaceLayout } from '../workspace-fs/layout.js';
 import { sandboxPlan, type SandboxPlan } from './capabilities.js';
 import { sandboxCommand } from './sandbox.js';
 

@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, createServer, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import { BlockList, connect as netConnect, isIP, SocketAddress, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { EventData } from '../../ledger/events/catalog.js';
+import type { EventData } from '../ledger/events/catalog.js';
 
 // The agent's only way to the internet: an allowlisting HTTP(S) proxy run by the harness. It speaks
 // CONNECT (HTTPS tunnels) and absolute-form plain HTTP, connects only to hosts the run's `--allow-net`

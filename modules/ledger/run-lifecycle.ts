@@ -1,5 +1,5 @@
-import type { EventData, EventType } from '../ledger/events/catalog.js';
-import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
+import type { EventData, EventType } from './events/catalog.js';
+import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from './events/ids.js';
 
 // The run lifecycle as a pure decider: `evolve(state, event)` folds a run's events into the little
 // it takes to judge the next one, and `decide(state, command)` answers "may this event be recorded

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { EVENT_TYPES, type EventType } from '../ledger/events/catalog.js';
-import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from '../ledger/events/ids.js';
+import { EVENT_TYPES, type EventType } from './events/catalog.js';
+import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from './events/ids.js';
 import {
   decide,
   evolve,

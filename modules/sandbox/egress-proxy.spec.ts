@@ -7,7 +7,7 @@ import { createServer as createHttpServer, type IncomingHttpHeaders, type Server
 import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { validatePayload } from '../../ledger/events/envelope.js';
+import { validatePayload } from '../ledger/events/envelope.js';
 import { buildWheel, fakeIndex, PKG, WHEEL } from './testing/fake-index.js';
 import { nonPublicKind, parseAllowlist, startEgressProxy, type EgressProxy, type EgressProxyOptions, type EgressRecord } from './egress-proxy.js';
 

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { installedAgentPython } from '../../agents/agent-python-env.js';
-import { packageRoot } from '../../settings/package-root.js';
+import { installedAgentPython } from '../agents/agent-python-env.js';
+import { packageRoot } from '../settings/package-root.js';
 
 /**
  * The Python environment an agent trains with (torch, trl, vllm…), read-only inside the sandbox at its

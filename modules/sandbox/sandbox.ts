@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import path, { dirname } from 'node:path';
-import { packageRoot } from '../../settings/package-root.js';
-import type { WorkspaceLayout } from '../run-context.js';
+import { packageRoot } from '../settings/package-root.js';
+import type { WorkspaceLayout } from '../workspace-fs/layout.js';
 import type { AgentRuntime } from './agent-python.js';
 import { sandboxPlan, type IsolationMode, type SandboxPlan } from './capabilities.js';
 import { CGROUP_ENTER } from './cgroup.js';
@@ -235,7 +235,7 @@ export function nulSeparated(args: string[]): Buffer {
 
 /** The bridge script shipped with a2rl (plain JavaScript, no dependencies: it runs inside). */
 export function bridgeScript(): string {
-  return path.join(packageRoot(), 'modules', 'runs', 'sandbox', 'bridge.mjs');
+  return path.join(packageRoot(), 'modules', 'sandbox', 'bridge.mjs');
 }
 
 /** The node installation running the harness (`<prefix>/bin/node`): agents are Node programs. */

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { agentPythonKey, managedAgentPythonPrefix } from '../../agents/agent-python-env.js';
+import { agentPythonKey, managedAgentPythonPrefix } from '../agents/agent-python-env.js';
 import { agentPython, agentRuntime, dropInPackagesDir, runtimeEnv, taskPythonVariable } from './agent-python.js';
 
 let root: string;

@@ -1,0 +1,23 @@
+// Which harness process writes an open run's stream. The ledger has one writer per run; a lock file
+// names it, so that recovery after a harness crash knows whose run was left open (adapter:
+// infra/runs/fs-run-locks.ts, files under $A2RL_HOME/runs/).
+
+/** Which harness process owns an open run: what recovery after a harness crash reads. */
+export interface RunLock {
+  runId: string;
+  pid: number;
+  /** The file holding the agent's process group, for killing leftovers after a harness crash. */
+  pidFile?: string;
+}
+
+/** Lock files of open runs (one per run), kept outside every workspace. */
+export interface RunLocks {
+  write(lock: RunLock): void;
+  remove(runId: string): void;
+  /** Every lock left, in run id order. */
+  list(): RunLock[];
+  /** Where an unsandboxed run's process group file goes. */
+  pidFile(runId: string): string;
+}
+
+export const RUN_LOCKS = Symbol('RUN_LOCKS');
