@@ -1,4 +1,4 @@
-import { sqlitePath } from '../../src/config/config.js';
+import { sqlitePath } from '../../modules/settings/store-url.js';
 import type { ArtifactStore } from '../../modules/artifacts/artifact-store.port.js';
 
 /** Opens the artifact store adapter an artifacts URL names (`file://…` or `s3://…`). */

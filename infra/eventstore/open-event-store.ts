@@ -1,4 +1,4 @@
-import { sqlitePath } from '../../src/config/config.js';
+import { sqlitePath } from '../../modules/settings/store-url.js';
 import type { EventStore } from '../../modules/ledger/event-store.port.js';
 
 /** Opens the event store adapter a ledger URL names (see docs/operations.md for the URL forms). */

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { sqlitePath } from '../../src/config/config.js';
+import { sqlitePath } from '../../modules/settings/store-url.js';
 import { ProjectionCheckpoint } from '../../modules/readmodels/projection-checkpoint.entity.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';

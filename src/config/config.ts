@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { authSettings } from '../../modules/access/auth-settings.js';
 import { ConfigError, type Settings } from '../../modules/settings/settings.port.js';
+import { sqlitePath } from '../../modules/settings/store-url.js';
 
 // Configuration comes only from the environment. Every value is checked at start; a bad value
 // fails with a ConfigError that names the variable, before anything is opened or written.
@@ -61,10 +62,6 @@ export function redact(url: string): string {
   return url.replace(/\/\/([^:@/]+):([^@/]+)@/, '//$1:***@');
 }
 
-/** `sqlite:///abs/file.db` or `sqlite://relative/file.db` (same for `file://`) → a filesystem path. */
-export function sqlitePath(url: string): string {
-  return url.replace(/^(sqlite|file):\/\//, '');
-}
 
 const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 /** Defaults of A2RL_TREE_HEAD_EVERY: a signed head at most every 10 s or 10,000 events, and at seal. */

@@ -1,7 +1,8 @@
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { inspect } from 'node:util';
-import { ConfigError, redact, sqlitePath } from './config.js';
+import { sqlitePath } from '../../modules/settings/store-url.js';
+import { ConfigError, redact } from './config.js';
 import { inertLine, inertText } from '../../modules/reports/inert-text.js';
 
 // Failures to open what the configuration names (a backend, A2RL_HOME, a path given on the command
