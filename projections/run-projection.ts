@@ -1,6 +1,6 @@
 import type { A2rlEvent } from '../modules/ledger/events/catalog.js';
 import type { Projection } from './projection.js';
-import type { BlobReader } from './run-analysis/blob-reader.js';
+import type { BlobReader } from './blob-reader.js';
 
 /**
  * A run-recompute projection: one row per run, recomputed from the run's complete stream (and

@@ -9,7 +9,7 @@
  * checkpoints under `output/` and submit their path to the grading API.
  */
 import type { RunLimits } from '../modules/sandbox/limits.js';
-import type { EvalProtocol } from './paper-common/protocol.js';
+import type { EvalProtocol } from './eval-protocol.js';
 
 export type TaskLevel = 1 | 2 | 3;
 

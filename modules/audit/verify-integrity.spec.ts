@@ -7,7 +7,7 @@ import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { openReadModels } from '../../infra/readmodels/data-source.js';
 import { PROJECTIONS } from '../../projections/index.js';
-import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader } from '../../projections/blob-reader.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { ProjectionRunner } from '../readmodels/projection-runner.js';

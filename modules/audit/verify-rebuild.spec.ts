@@ -9,7 +9,7 @@ import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { openReadModels } from '../../infra/readmodels/data-source.js';
 import { PROJECTIONS } from '../../projections/index.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
-import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader } from '../../projections/blob-reader.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { WorkspaceRevisionRow } from '../../projections/workspace-revisions/workspace-revision.entity.js';
 import type { EventStore, ReadStreamOptions, RecordedEvent } from '../ledger/event-store.port.js';

@@ -11,7 +11,7 @@ import { AnalysisEvents } from '../../projections/run-analysis/analysis-events.j
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
 import { analysisRow, runAnalysisProjection } from '../../projections/run-analysis/run-analysis.projection.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
-import { artifactBlobReader, type BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader, type BlobReader } from '../../projections/blob-reader.js';
 import type { AnyProjection } from '../../projections/run-projection.js';
 import { EventStoreUnavailableError } from '../ledger/errors.js';
 import type { EventStore, ReadAllOptions, ReadStreamOptions, RecordedEvent, Subscription } from '../ledger/event-store.port.js';

@@ -3,7 +3,7 @@ import type { CellProgress, CampaignProgress } from '../../projections/campaign-
 import { isTerminal } from '../../projections/campaign-progress/campaign-progress.js';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
 import type { FailureClass } from '../../projections/run-analysis/analysis.types.js';
-import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader } from '../../projections/blob-reader.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, RunFinished, WorkerInfo } from '../ledger/events/catalog.js';
 import type { LedgerService } from '../ledger/ledger.service.js';

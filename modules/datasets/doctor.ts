@@ -3,7 +3,7 @@ import { accessSync, constants, existsSync, readdirSync, statSync } from 'node:f
 import path from 'node:path';
 import type { TaskPack, TaskRequirement } from '../../tasks/task-pack.js';
 import { EnvClient } from '../serving/env-client.js';
-import { probeJudge, probeSearch } from '../serving/service-probes.js';
+import { probeJudge, probeSearch } from './service-probes.js';
 import { chooseServeEngine, hostEngineProbe, INFERENCE_URL_REFUSAL } from '../serving/serving.config.js';
 import { DATASETS, datasetDir } from './dataset-registry.js';
 import { BASE_MODEL, readManifest } from './fetch-dataset.js';

@@ -6,7 +6,7 @@ import type { TaskPack, TaskPaths } from '../../tasks/task-pack.js';
 import { materializeTask } from './task-cache.js';
 import { BaselineCache } from './baseline-cache.js';
 import { baseModelHash, keyHash, taskCacheKey, taskParameters } from './cache-key.js';
-import { directoryHash, HashMemo } from './content-hash.js';
+import { directoryHash, HashMemo } from '../workspace-fs/content-hash.js';
 
 let root: string;
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import type { TaskPack } from '../../tasks/task-pack.js';
-import { directoryHash, digestListHash, type HashMemo } from './content-hash.js';
+import { directoryHash, digestListHash, type HashMemo } from '../workspace-fs/content-hash.js';
 
 /** Directory, inside a task's dataset dir, of the base checkpoint `a2rl data fetch` installs (tasks/paper-common/dataset.ts). */
 const BASE_MODEL_DIR = 'base-model';

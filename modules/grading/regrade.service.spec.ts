@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
-import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader } from '../../projections/blob-reader.js';
 import { evaluationNoise, noiseFloors } from '../../projections/scoreboard/scoreboard.js';
 import type { TaskPack } from '../../tasks/task-pack.js';
 import { SignedRunWriter } from '../audit/bundle/testing/signed-run.js';

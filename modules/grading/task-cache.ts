@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import type { TaskPack } from '../../tasks/task-pack.js';
 import { assertSegment, WorkspaceError, type ManifestEntry } from '../workspace-fs/layout.js';
 import { keyHash, taskCacheKey } from './cache-key.js';
-import { HashMemo } from './content-hash.js';
+import { HashMemo } from '../workspace-fs/content-hash.js';
 
 export interface MaterializedTask {
   dataDir: string;

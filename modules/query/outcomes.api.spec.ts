@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { analysisFixture, memoryBlobs } from '../../projections/run-analysis/testing/run-fixture.js';
-import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import type { BlobReader } from '../../projections/blob-reader.js';
 import type { ResultsRun } from '../reports/results-csv.js';
 import { RUN_LOCKS, type RunLock, type RunLocks } from '../ledger/run-locks.port.js';
 import { RunSource } from './run-source.js';

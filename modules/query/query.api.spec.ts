@@ -10,7 +10,7 @@ import { streamName } from '../ledger/events/ids.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { failedCall, llmCall } from '../../projections/transcript/testing/llm-call.js';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
-import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import type { BlobReader } from '../../projections/blob-reader.js';
 import { sampleRun, memoryBlobs, TRAIN_V1, TRAIN_V2 } from '../../projections/run-analysis/testing/run-fixture.js';
 import type { ResultsRun } from '../reports/results-csv.js';
 import { RunSource } from './run-source.js';

@@ -2,7 +2,7 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
-import { artifactBlobReader, type BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader, type BlobReader } from '../../projections/blob-reader.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { ReportInput } from '../reports/report-model.js';
 import type { ResultsRun } from '../reports/results-csv.js';

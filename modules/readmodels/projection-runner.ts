@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { KeyedRow, Projection } from '../../projections/projection.js';
-import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import type { BlobReader } from '../../projections/blob-reader.js';
 import { isRunProjection, type AnyProjection, type RunProjection } from '../../projections/run-projection.js';
 import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';

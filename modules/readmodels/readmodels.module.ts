@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { PROJECTIONS } from '../../projections/index.js';
-import { artifactBlobReader } from '../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader } from '../../projections/blob-reader.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';

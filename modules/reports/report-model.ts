@@ -1,5 +1,5 @@
 import type { Evidence, LlmAnalysis, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../../projections/run-analysis/analysis.types.js';
-import type { BlobReader } from '../../projections/run-analysis/blob-reader.js';
+import type { BlobReader } from '../../projections/blob-reader.js';
 import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';

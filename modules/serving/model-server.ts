@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { EvaluatorError, InvalidCheckpointError, type EvaluationContext, type OpenAiEndpoint, type ServedModel } from '../../tasks/task-pack.js';
-import { agentDirectoryHash, directoryHash } from '../grading/content-hash.js';
+import { agentDirectoryHash, directoryHash } from '../workspace-fs/content-hash.js';
 import { startEnvServer } from './env-server.js';
 import { confineServer, type ServerIsolation } from './confinement.js';
 import { refuseMissingCommand, ServerProcess, type StartTimings } from './server-process.js';

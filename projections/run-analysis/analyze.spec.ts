@@ -3,7 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { analyzeRun } from './analyze.js';
-import type { BlobReader } from './blob-reader.js';
+import type { BlobReader } from '../blob-reader.js';
 
 const RUN = 'r-1';
 const WS = '/ws/r-1';

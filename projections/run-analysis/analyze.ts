@@ -2,7 +2,7 @@ import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.j
 import { hasEnded } from '../../modules/ledger/run-lifecycle.js';
 import { runStateAfter } from '../run-state.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
-import type { BlobReader } from './blob-reader.js';
+import type { BlobReader } from '../blob-reader.js';
 import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
 import { answeredModels, driverAttribution, llmAnalysis } from './llm.js';
 import { optionalRepeats } from './grading-repeats.js';

@@ -10,7 +10,7 @@ import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import type { FailureClass, RunAnalysis } from './analysis.types.js';
 import { analyzeRun } from './analyze.js';
-import { artifactBlobReader } from './blob-reader.js';
+import { artifactBlobReader } from '../blob-reader.js';
 
 // Each faulty agent (and the reference agent) runs once through the built `a2rl` binary; its events
 // are then read back from the ledger on that A2RL_HOME and analysed with the artifact store's blobs.

@@ -10,7 +10,7 @@ import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import { dumpReadModel, InvalidProjectionError, ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
 import { analyzeRun } from './analyze.js';
-import type { BlobReader } from './blob-reader.js';
+import type { BlobReader } from '../blob-reader.js';
 import type { RunAnalysisRow } from './run-analysis.entity.js';
 import { runAnalysisProjection } from './run-analysis.projection.js';
 

@@ -100,7 +100,7 @@ async function openReadModels(config: A2rlConfig, store: EventStore, artifacts: 
     import('../../infra/readmodels/data-source.js'),
     import('../../modules/readmodels/projection-runner.js'),
     import('../../projections/index.js'),
-    import('../../projections/run-analysis/blob-reader.js'),
+    import('../../projections/blob-reader.js'),
   ]);
   const dataSource = await opening({ variable: 'A2RL_READMODEL_URL', what: 'read models', url: config.readModelUrl }, open);
   closers.push(async () => {

@@ -9,63 +9,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../../modules/settings/package-root.js';
+import type { EvalProtocol, RequestApi, RequestSettings, RowRange, SplitRecipe } from '../eval-protocol.js';
 
-export type RequestApi = 'chat' | 'completion';
-
-/** One generation request's settings, as sent to the OpenAI-compatible server. */
-export interface RequestSettings {
-  api: RequestApi;
-  maxTokens: number;
-  stop: string[];
-  temperature: number;
-}
-
-/** Rows `[start, end)` of a fetched file, in file order or in the order of a shipped permutation. */
-export interface RowRange {
-  file: string;
-  start: number;
-  /** null = to the end of the file. */
-  end: number | null;
-  /** An environment variable that replaces `end` when set (e.g. A2RL_ALPACAEVAL_TRAIN_COUNT). */
-  endVariable?: string;
-  /** `permutation`: row `i` of the range is the file's row `permutation[i]`. */
-  order: 'file' | 'permutation';
-}
-
-export type SplitRecipe =
-  | {
-      kind: 'rows';
-      /** How the paper's harness draws it (for auditors). */
-      recipe: string;
-      visible: RowRange;
-      private: RowRange;
-      /** Rows per source file in the upstream release, used when the file is not fetched. */
-      expectedRows: Record<string, number>;
-      /** A shipped index list (tasks/<task>/<file>) for `order: "permutation"`. */
-      permutation?: { file: string; length: number; sha256: string };
-    }
-  | { kind: 'environment'; recipe: string };
-
-export interface Deviation {
-  /** A short kebab-case name, the heading of its entry in docs/paper-tasks.md. */
-  name: string;
-  reason: string;
-}
-
-export interface EvalProtocol {
-  task: string;
-  /** The harness code this protocol follows (repository, commit, path). */
-  source: string;
-  split: SplitRecipe;
-  request: RequestSettings;
-  /** Task-specific prompt data (templates with `{placeholders}`, few-shot examples). */
-  prompt: Record<string, unknown>;
-  /** Task-specific post-processing of replies (names of the rules and their parameters). */
-  postprocess: Record<string, unknown>;
-  /** Task-specific extra settings (judge, environment options, step limits). */
-  settings: Record<string, unknown>;
-  deviations: Deviation[];
-}
+// The protocol's types live in tasks/eval-protocol.ts, below the TaskPack that names them.
+export type { Deviation, EvalProtocol, RequestApi, RequestSettings, RowRange, SplitRecipe } from '../eval-protocol.js';
 
 export class ProtocolError extends Error {
   override readonly name = 'ProtocolError';

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseCsv } from '../deepsearchqa/dataset.js';
+import { parseCsv } from './csv.js';
 import { loadProtocol, ProtocolError, type EvalProtocol } from './protocol.js';
 import { loadPermutation, rowsRecipe, splitIndices } from './split-rows.js';
 

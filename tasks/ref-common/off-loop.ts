@@ -1,7 +1,7 @@
 import { EvaluatorError, InvalidCheckpointError, type EvaluationResult } from '../task-pack.js';
 import { startWorker } from '../../modules/settings/worker-thread.js';
 
-/** The reference packs whose evaluation runs in a worker (evaluate-worker.ts knows where each one's is). */
+/** The reference packs whose evaluation runs in a worker (tasks/ref-evaluate-worker.ts knows where each one's is). */
 export type ReferencePackId = 'ref-arith' | 'ref-judge' | 'ref-household';
 
 export interface OffLoopLimits {
@@ -30,7 +30,7 @@ export type WorkerMessage =
  */
 export function evaluateOffLoop(pack: ReferencePackId, checkpointDir: string, privateDir: string, signal?: AbortSignal, limits: OffLoopLimits = REFERENCE_EVAL_LIMITS): Promise<EvaluationResult> {
   if (signal?.aborted) return Promise.reject(new EvaluatorError(`the ${pack} evaluation was cancelled before it started`));
-  const worker = startWorker(new URL('./evaluate-worker.js', import.meta.url), { pack, checkpointDir, privateDir }, { resourceLimits: { maxOldGenerationSizeMb: limits.heapMb } });
+  const worker = startWorker(new URL('../ref-evaluate-worker.js', import.meta.url), { pack, checkpointDir, privateDir }, { resourceLimits: { maxOldGenerationSizeMb: limits.heapMb } });
   return new Promise<EvaluationResult>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
     let settled = false;

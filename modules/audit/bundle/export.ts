@@ -5,7 +5,7 @@ import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import { streamName } from '../../ledger/events/ids.js';
 import type { EventStore } from '../../ledger/event-store.port.js';
-import { artifactBlobReader, type BlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import { artifactBlobReader, type BlobReader } from '../../../projections/blob-reader.js';
 import { checkHeads, headsFromLeaves } from './heads.js';
 import {
   blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, HEADS_FILE, ManifestFold, KEY_FILE, MANIFEST_FILE, REPORT_FILES,

@@ -1,5 +1,5 @@
 import { analyzeRun } from '../../../projections/run-analysis/analyze.js';
-import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import type { BlobReader } from '../../../projections/blob-reader.js';
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { renderReport, REPORT_FORMATS, REPORT_RENDERER, type ReportFormat } from '../../reports/render.js';
 

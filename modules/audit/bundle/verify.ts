@@ -1,7 +1,7 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
-import type { BlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import type { BlobReader } from '../../../projections/blob-reader.js';
 import { inertLine } from '../../reports/inert-text.js';
 import { keyIdOf } from '../tree-head.js';
 import { sealFailures, verifyEventChain, type VerificationFailure } from '../verify-chain.js';

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { RunAnalysis } from '../../../projections/run-analysis/analysis.types.js';
-import type { artifactBlobReader } from '../../../projections/run-analysis/blob-reader.js';
+import type { artifactBlobReader } from '../../../projections/blob-reader.js';
 import { RunAnalysisRow } from '../../../projections/run-analysis/run-analysis.entity.js';
 import type { EventStore } from '../../ledger/event-store.port.js';
 import type { A2rlEvent } from '../../ledger/events/catalog.js';

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import type { A2rlEvent, EventData, EventType } from '../../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../../modules/ledger/events/envelope.js';
 import type { RunAnalysis } from '../analysis.types.js';
-import type { BlobReader } from '../blob-reader.js';
+import type { BlobReader } from '../../blob-reader.js';
 
 export const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 

@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { hashOpenFile, HeldDir, utf8Name } from '../workspace-fs/held-dir.js';
+import { hashOpenFile, HeldDir, utf8Name } from './held-dir.js';
 
 export interface FileDigest {
   /** Relative to the hashed directory, posix separators. */

@@ -1,4 +1,4 @@
-import { ArtifactNotFoundError, type ArtifactStore } from '../../modules/artifacts/artifact-store.port.js';
+import { ArtifactNotFoundError, type ArtifactStore } from '../modules/artifacts/artifact-store.port.js';
 
 /**
  * Content-addressed reads for the analysis: a blob's bytes never change, so an analysis that reads

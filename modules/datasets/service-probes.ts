@@ -1,6 +1,6 @@
 import { searchBackendFromEnv } from '../../tasks/deepsearchqa/search.js';
 import type { OpenAiEndpoint } from '../../tasks/task-pack.js';
-import { OpenAiClient } from './openai-client.js';
+import { OpenAiClient } from '../serving/openai-client.js';
 
 /** How long `a2rl doctor` waits for one live call. */
 export const PROBE_TIMEOUT_MS = 15_000;
