@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AccessModule } from '../modules/access/access.module.js';
+import { RunActionsModule } from '../modules/run-actions/run-actions.module.js';
 import { CampaignsModule } from '../modules/campaigns/campaigns.module.js';
 import { DashboardModule } from '../modules/dashboard/dashboard.module.js';
 import { ArtifactsModule } from '../modules/artifacts/artifacts.module.js';
@@ -13,6 +14,6 @@ import { AdaptersModule } from './composition.js';
 
 /** The application: the composition root's adapters (global) and the feature modules that use them. */
 @Module({
-  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule, AccessModule, DashboardModule],
+  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule, AccessModule, RunActionsModule, DashboardModule],
 })
 export class AppModule {}

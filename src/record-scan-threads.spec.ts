@@ -8,7 +8,7 @@ import { SqliteEventStore } from '../infra/eventstore/sqlite-event-store.js';
 import { streamName } from '../modules/ledger/events/ids.js';
 import { SignedRunWriter } from '../modules/audit/bundle/testing/signed-run.js';
 import { scanRecord } from '../modules/audit/record-scan.js';
-import { initSigningKey, type SigningKey } from '../modules/audit/tree-head.js';
+import { initSigningKey, type SigningKey } from '../modules/ledger/tree-head.js';
 import { threadedSegmentScanner } from './record-scan-threads.js';
 
 // `a2rl verify`'s parallel read in real worker threads, each opening the ledger (SQLite, PostgreSQL

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AccessAction, AccessRole, EventData } from '../ledger/events/catalog.js';
-import { bearerToken } from '../grading/grading.guards.js';
+import { bearerToken } from './bearer-token.js';
 import { CLOCK, type Clock } from '../ledger/tokens.js';
 import { SETTINGS, type AuthSettings, type Settings } from '../settings/settings.port.js';
 import { AccessLedger } from './access-ledger.js';

@@ -10,7 +10,7 @@ import { Test } from '@nestjs/testing';
 import { MemoryArtifactStore } from '../../infra/artifacts/memory-artifact-store.js';
 import { MemoryEventStore } from '../../infra/eventstore/memory-event-store.js';
 import { SignedRunWriter } from '../audit/bundle/testing/signed-run.js';
-import { initSigningKey } from '../audit/tree-head.js';
+import { initSigningKey } from '../ledger/tree-head.js';
 import { ARTIFACT_STORE } from '../artifacts/artifacts.module.js';
 import { CampaignService } from '../campaigns/campaign.service.js';
 import { RegradeService } from '../grading/regrade.service.js';
@@ -25,7 +25,7 @@ import { AccessController } from './access.controller.js';
 import { Public } from './access.decorators.js';
 import { AccessGuard } from './access.guard.js';
 import { authSettings } from './auth-settings.js';
-import { HARNESS_SIGNALS, RunActionsController, TASK_LEVELS } from './run-actions.controller.js';
+import { HARNESS_SIGNALS, RunActionsController, TASK_LEVELS } from '../run-actions/run-actions.controller.js';
 
 // The guard matrix over HTTP on loopback: "required" comes from the settings (A2RL_AUTH=required),
 // so no bind beyond loopback is needed. The clock is fixed and moved by the tests (expiry, the

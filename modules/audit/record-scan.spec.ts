@@ -8,7 +8,7 @@ import { storedEvents, type EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
 import { scanRecord, scanSegment, type SegmentScanner } from './record-scan.js';
-import { initSigningKey, type SigningKey } from './tree-head.js';
+import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
 
 // The fast check of a run's record: it vouches for an intact run, alone or in parallel segments,
 // and gives up (an anomaly, so that the full check names the failure) on anything else.

@@ -2,8 +2,8 @@ import { storedEvents, type EventStore, type StoredEvent } from '../ledger/event
 import { EVENT_CATALOG, isEventType, type A2rlEvent, type EventData } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
 import { ArtifactRefs, type ArtifactRef } from './artifact-refs.js';
-import { leafHash, MerkleAccumulator, type PerfectSubtree } from './merkle.js';
-import { verifyTreeHead } from './tree-head.js';
+import { leafHash, MerkleAccumulator, type PerfectSubtree } from '../ledger/merkle.js';
+import { verifyTreeHead } from '../ledger/tree-head.js';
 import { sealFailure, sealRelevant, validated } from './verify-chain.js';
 
 /**

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { initSigningKey, keyIdOf } from './tree-head.js';
+import { initSigningKey, keyIdOf } from '../ledger/tree-head.js';
 import { fingerprintOf, listTrustedKeys, parsePublicKey, trustedKeysDir, trustKey, untrustKey } from './trusted-keys.js';
 
 const publicPem = () => generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();

@@ -1,7 +1,7 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { keyIdOf, keysDir, loadPublicKey } from './tree-head.js';
+import { keyIdOf, keysDir, loadPublicKey } from '../ledger/tree-head.js';
 
 /**
  * The keys `a2rl verify-bundle` accepts a bundle's signature from without `--pubkey`: the ledger's

@@ -7,8 +7,8 @@ import { EVENT_CATALOG, type EventData, type EventType } from '../ledger/events/
 import { eventId } from '../ledger/events/ids.js';
 import { clearUpcasters, registerUpcaster } from '../ledger/events/upcast.js';
 import { buildEvent, encodeEvent } from '../ledger/events/envelope.js';
-import { leafHash, MerkleAccumulator } from './merkle.js';
-import { initSigningKey, signTreeHead } from './tree-head.js';
+import { leafHash, MerkleAccumulator } from '../ledger/merkle.js';
+import { initSigningKey, signTreeHead } from '../ledger/tree-head.js';
 import { sealFailures, verifyEventChain } from './verify-chain.js';
 
 const home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-chain-'));

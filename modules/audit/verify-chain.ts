@@ -1,8 +1,8 @@
 import { EVENT_CATALOG, isEventType, type A2rlEvent, type EventData } from '../ledger/events/catalog.js';
 import { canonicalBytes } from '../ledger/events/canonical-json.js';
 import { validateAndEncode, validateStoredEvent } from '../ledger/events/envelope.js';
-import { leafHash, MerkleAccumulator } from './merkle.js';
-import { verifyTreeHead } from './tree-head.js';
+import { leafHash, MerkleAccumulator } from '../ledger/merkle.js';
+import { verifyTreeHead } from '../ledger/tree-head.js';
 
 /** One problem found by a verification, located by seq, bundle line or artifact. */
 export interface VerificationFailure {

@@ -12,7 +12,7 @@ import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { ProjectionRunner } from '../readmodels/projection-runner.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
-import { initSigningKey, type SigningKey } from './tree-head.js';
+import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
 import { integrityFailures } from './verify-integrity.js';
 import { LiveRunSource } from './testing/live-run-source.js';
 import { RunVerifier } from './verify.service.js';

@@ -15,7 +15,7 @@ import { WorkspaceRevisionRow } from '../../projections/workspace-revisions/work
 import type { EventStore, ReadStreamOptions, RecordedEvent } from '../ledger/event-store.port.js';
 import { ProjectionRunner } from '../readmodels/projection-runner.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
-import { initSigningKey, type SigningKey } from './tree-head.js';
+import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
 import { LiveRunSource } from './testing/live-run-source.js';
 import { RunVerifier } from './verify.service.js';
 

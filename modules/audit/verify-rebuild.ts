@@ -20,9 +20,9 @@ import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { streamName } from '../ledger/events/ids.js';
 import { RunSource } from '../query/run-source.js';
 import { ProjectionFailedError, ProjectionRunner } from '../readmodels/projection-runner.js';
-import { leafHash } from './merkle.js';
+import { leafHash } from '../ledger/merkle.js';
 import type { VerificationFailure } from './verify-chain.js';
-import { readResilient, type RunScan, type VerifyDeps, type VerifyProgress } from './verify.service.js';
+import { readResilient, type RunScan, type VerifyDeps, type VerifyProgress } from './verify-model.js';
 
 // `a2rl verify --rebuild` (verify.service.ts, step 3): the derived read models and reports rebuilt
 // from the verified events and compared with the live ones. Imported only when asked for: it pulls

@@ -1,22 +1,20 @@
 import { createHash } from 'node:crypto';
-import type { DataSource } from 'typeorm';
 import { getTask } from '../../tasks/index.js';
 import { ArtifactNotFoundError, artifactKey, type ArtifactStore } from '../artifacts/artifact-store.port.js';
-import { EventStoreUnavailableError } from '../ledger/errors.js';
 import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
-import type { RunSource } from '../query/run-source.js';
-import type { ReadModelStores } from '../readmodels/read-models.port.js';
 import { ArchivedCheckpointGrader } from '../grading/archived-grading.js';
-import { LeafHashes } from './merkle.js';
+import { LeafHashes } from '../ledger/merkle.js';
 import { ChainVerifier, parseBytes, sealFailure, sealRelevant, type VerificationFailure } from './verify-chain.js';
 import { storedColumnFailures } from './verify-columns.js';
 import { integrityFailures } from './verify-integrity.js';
 import { ArtifactRefs, type ArtifactRef } from './artifact-refs.js';
-import { KEPT_TYPES, scanRecord, type RecordScan, type SegmentScanner } from './record-scan.js';
+import { KEPT_TYPES, scanRecord, type RecordScan } from './record-scan.js';
 
 export { artifactRefs, type ArtifactRef } from './artifact-refs.js';
+export { readResilient, type RunScan, type VerifyDeps, type VerifyOptions, type VerifyProgress, type VerifyStage } from './verify-model.js';
+import { readResilient, type RunScan, type VerifyDeps, type VerifyOptions, type VerifyProgress } from './verify-model.js';
 
 /**
  * `a2rl verify <runId>`: re-checks a run against everything it claims.
@@ -43,44 +41,6 @@ export { artifactRefs, type ArtifactRef } from './artifact-refs.js';
  * 5. Integrity: no WorkspaceIntegrityChecked found data/ or models/ different from the manifest
  *    (verify-integrity.ts); a run with no such check has nothing to contradict it.
  */
-export interface VerifyDeps {
-  store: EventStore;
-  artifacts: ArtifactStore;
-  /** The live read models (as `a2rl runs` / `a2rl report` read them). This and the next three: for `rebuild` only. */
-  readModels?: DataSource;
-  /** Opens the scratch store the projections are rebuilt into (the read-model port). */
-  readModelStores?: Pick<ReadModelStores, 'openScratch'>;
-  /** The live run source (`a2rl report` renders from it). */
-  runs?: RunSource;
-  /** Brings the live read models up to date before they are compared. */
-  catchUp?: () => Promise<unknown>;
-  /** The ledger's public key (PEM); null when there is none. */
-  publicKeyPem: string | null;
-  /** The task cache (`$A2RL_HOME/tasks`): private evaluation sets for --regrade. */
-  taskCacheDir: string;
-  /** Where `a2rl data fetch` stores paper-task datasets, for --regrade when the task cache is cold. */
-  datasetsDir?: string;
-  /** Where scratch stores and restored checkpoints go (default: the OS temp dir). */
-  tmpDir?: string;
-  /** Reads a long run's stream in segments at once, in threads that open the ledger themselves (not for an in-memory one). */
-  parallelRead?: { scanner: SegmentScanner; threads: number };
-}
-
-export type VerifyStage = 'events' | 'chain' | 'artifacts' | 'projections' | 'reports' | 'regrade';
-
-export interface VerifyProgress {
-  stage: VerifyStage;
-  done: number;
-  total: number;
-}
-
-export interface VerifyOptions {
-  /** Also rebuild every projection from zero and compare rows and reports with the live ones (step 3). */
-  rebuild?: boolean;
-  regrade?: boolean;
-  onProgress?: (progress: VerifyProgress) => void;
-}
-
 export interface VerifyResult {
   runId: string;
   ok: boolean;
@@ -214,33 +174,6 @@ export class RunVerifier {
 
 
 /**
- * What one streaming read of a run leaves for the later checks. Events and their bytes are dropped
- * as soon as they are checked; what grows with the run is the leaf hashes (32 bytes an event, so
- * the projection view can prove it re-reads the verified bytes), one entry per distinct blob, the
- * signed heads (bounded by the signing rate) and the failures found.
- */
-export interface RunScan {
-  /** Entries read, decodable or not (the next seq). */
-  count: number;
-  /** Events the store cannot decode. */
-  decodeFailures: VerificationFailure[];
-  /** Stored columns that disagree with the bytes. */
-  columnFailures: VerificationFailure[];
-  chain: ChainVerifier;
-  /** Revisions the store cannot decode: the projection view skips them, as the rebuild always has. */
-  undecodable: Set<number>;
-  leaves: LeafHashes;
-  /** Each TreeHeadSigned's seq and size, in seq order. */
-  heads: Array<{ seq: number; treeSize: number }>;
-  /** The last valid event that is not a head (the seal check). */
-  lastNonHead?: { seq: number; type: A2rlEvent['type'] };
-  /** Every referenced blob, once per sha256. */
-  refs: ArtifactRefs;
-  /** Events of KEPT_TYPES. */
-  kept: A2rlEvent[];
-}
-
-/**
  * Reads the run's stream once and checks each event as it comes: stored columns against the
  * bytes, then the chain (ChainVerifier: parse, validity, canonical form, seq, heads, signatures).
  * An event the store can no longer decode does not end the read: it is reported at its seq,
@@ -273,28 +206,6 @@ async function scanRun(store: EventStore, runId: string, publicKeyPem: string | 
   if (scan.count) scan.chain.finish();
   onProgress(scan.count);
   return scan;
-}
-
-/**
- * A stream's events from `from` on. An event the store cannot decode is handed to `onUndecodable`
- * and reading resumes after it; past the store's last revision an error is the store's, and thrown.
- */
-export async function* readResilient(store: EventStore, stream: string, from: bigint, onUndecodable: (revision: bigint, error: Error) => void): AsyncGenerator<RecordedEvent> {
-  let last: bigint | null | undefined;
-  for (;;) {
-    try {
-      for await (const recorded of store.readStream(stream, { fromRevision: from })) {
-        from = recorded.revision + 1n;
-        yield recorded;
-      }
-      return;
-    } catch (error) {
-      last ??= await store.streamRevision(stream);
-      if (error instanceof EventStoreUnavailableError || last === null || from > last) throw error;
-      onUndecodable(from, error as Error);
-      from += 1n;
-    }
-  }
 }
 
 /**

@@ -2,7 +2,7 @@ import { Controller, Get, Inject, NotFoundException, Param } from '@nestjs/commo
 import { ApiNotFoundResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { createPublicKey } from 'node:crypto';
 import { fingerprintOf } from '../audit/trusted-keys.js';
-import { loadPublicKey } from '../audit/tree-head.js';
+import { loadPublicKey } from '../ledger/tree-head.js';
 import type { EventStore } from '../ledger/event-store.port.js';
 import { EVENT_STORE } from '../ledger/tokens.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';

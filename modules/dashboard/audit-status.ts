@@ -1,7 +1,7 @@
 import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
-import { leafHash, MerkleAccumulator } from '../audit/merkle.js';
-import { verifyTreeHead } from '../audit/tree-head.js';
+import { leafHash, MerkleAccumulator } from '../ledger/merkle.js';
+import { verifyTreeHead } from '../ledger/tree-head.js';
 
 export interface HeadStatus {
   seq: number;

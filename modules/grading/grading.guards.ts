@@ -9,6 +9,7 @@ import {
   UnauthorizedException,
 } from '@nestjs/common';
 import { OPERATOR_TOKEN } from './grading.options.js';
+import { bearerToken } from '../access/bearer-token.js';
 import { type ActiveRun, RunRegistry, tokensEqual } from './run-registry.js';
 
 interface GradingRequest {
@@ -19,11 +20,6 @@ interface GradingRequest {
 
 const HOW_TO_AUTHENTICATE =
   'call the grading API through $GRADING_SERVER_URL (it carries the run token) or send "Authorization: Bearer $A2RL_RUN_TOKEN"';
-
-export function bearerToken(headers: IncomingHttpHeaders): string | null {
-  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(headers.authorization ?? '');
-  return match ? match[1] : null;
-}
 
 function unauthorized(message: string): UnauthorizedException {
   return new UnauthorizedException({ statusCode: 401, error: 'Unauthorized', message });

@@ -10,7 +10,7 @@ import { artifactBlobReader } from '../../projections/blob-reader.js';
 import { evaluationNoise, noiseFloors } from '../../projections/scoreboard/scoreboard.js';
 import type { TaskPack } from '../../tasks/task-pack.js';
 import { SignedRunWriter } from '../audit/bundle/testing/signed-run.js';
-import { initSigningKey, type SigningKey } from '../audit/tree-head.js';
+import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
 import { ChainVerifier, sealFailures } from '../audit/verify-chain.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { LedgerService } from '../ledger/ledger.service.js';

@@ -33,7 +33,7 @@ export function registerAuditCommands(program: Command): void {
     .command('init')
     .description('create the signing key (refuses to replace an existing one; the first run creates it too)')
     .action(async () => {
-      const { initSigningKey, keysDir } = await import('../../modules/audit/tree-head.js');
+      const { initSigningKey, keysDir } = await import('../../modules/ledger/tree-head.js');
       const { home } = loadConfig();
       const key = initSigningKey(home);
       process.stdout.write(`created signing key ${key.keyId} in ${keysDir(home)}\n${key.publicKeyPem}`);
@@ -42,7 +42,7 @@ export function registerAuditCommands(program: Command): void {
     .command('show')
     .description('print the public key (PEM) and its key id')
     .action(async () => {
-      const { loadPublicKey, keysDir } = await import('../../modules/audit/tree-head.js');
+      const { loadPublicKey, keysDir } = await import('../../modules/ledger/tree-head.js');
       const { home } = loadConfig();
       const key = loadPublicKey(home);
       if (!key) throw new Error(`no signing key in ${keysDir(home)}; create one with \`a2rl keys init\``);
@@ -94,7 +94,7 @@ export function registerAuditCommands(program: Command): void {
     .option('--json', 'print the result as one JSON object')
     .action(async (runId: string, opts: { rebuild?: boolean; regrade?: boolean; json?: boolean }) => {
       const [{ loadPublicKey }, path] = await Promise.all([
-        import('../../modules/audit/tree-head.js'),
+        import('../../modules/ledger/tree-head.js'),
         import('node:path'),
       ]);
       let shown = '';
@@ -201,7 +201,7 @@ export function registerAuditCommands(program: Command): void {
     .action(async (runId: string, opts: { output: string; withCheckpoints?: boolean; json?: boolean }) => {
       const [{ exportBundle }, { loadPublicKey, keysDir }, { openLedger, openArtifacts }] = await Promise.all([
         import('../../modules/audit/bundle/index.js'),
-        import('../../modules/audit/tree-head.js'),
+        import('../../modules/ledger/tree-head.js'),
         import('../open-stores.js'),
       ]);
       const { TASKS } = await import('../../tasks/index.js');

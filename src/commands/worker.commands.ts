@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { onThisMachine, processAlive, workerInfo } from '../../modules/campaigns/worker-info.js';
-import { keysDir, loadSigningKey } from '../../modules/audit/tree-head.js';
+import { keysDir, loadSigningKey } from '../../modules/ledger/tree-head.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
 import { OpenError } from '../config/open-errors.js';

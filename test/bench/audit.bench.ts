@@ -9,7 +9,7 @@ import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { exportBundle, verifyBundle } from '../../modules/audit/bundle/index.js';
 import { expectedManifest } from '../../modules/audit/bundle/layout.js';
 import { SignedRunWriter } from '../../modules/audit/bundle/testing/signed-run.js';
-import { initSigningKey } from '../../modules/audit/tree-head.js';
+import { initSigningKey } from '../../modules/ledger/tree-head.js';
 import { verifyEventChain } from '../../modules/audit/verify-chain.js';
 import type { A2rlEvent, BlobRef } from '../../modules/ledger/events/catalog.js';
 import { encodeEvent } from '../../modules/ledger/events/envelope.js';

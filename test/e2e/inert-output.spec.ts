@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { SignedRunWriter } from '../../modules/audit/bundle/testing/signed-run.js';
 import { readTarGz, writeTarGz } from '../../modules/audit/bundle/tar-io.js';
-import { loadSigningKey } from '../../modules/audit/tree-head.js';
+import { loadSigningKey } from '../../modules/ledger/tree-head.js';
 import { hasActiveControls } from '../../modules/reports/inert-text.js';
 import { llmCall } from '../../projections/transcript/testing/llm-call.js';
 import { runA2rl } from './a2rl-cli.js';

@@ -9,7 +9,7 @@ import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import type { EventData } from '../../ledger/events/catalog.js';
 import { buildEvent } from '../../ledger/events/envelope.js';
 import { streamName } from '../../ledger/events/ids.js';
-import { initSigningKey, keyIdOf, type SigningKey } from '../tree-head.js';
+import { initSigningKey, keyIdOf, type SigningKey } from '../../ledger/tree-head.js';
 import { BundleExportError, exportBundle } from './export.js';
 import { blobPath } from './layout.js';
 import { inflateLimit, readTarGz, writeTarGz } from './tar-io.js';

@@ -11,7 +11,7 @@ import {
   blobPath, BUNDLE_FORMAT, DESCRIPTOR_FILE, EVENTS_FILE, HEADS_FILE, ManifestFold, KEY_FILE, MANIFEST_FILE, REPORT_FILES,
   type BundleDescriptor, type ManifestItem,
 } from './layout.js';
-import { LeafHashes, leafHash } from '../merkle.js';
+import { LeafHashes, leafHash } from '../../ledger/merkle.js';
 import { renderBundleReports, REPORT_RENDERER } from './reports.js';
 import { writeTarGz, type TarFile } from './tar-io.js';
 

@@ -1,7 +1,7 @@
 import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
-import { LeafHashes, leafHash, verifyInclusion } from '../merkle.js';
-import { verifyTreeHead } from '../tree-head.js';
+import { LeafHashes, leafHash, verifyInclusion } from '../../ledger/merkle.js';
+import { verifyTreeHead } from '../../ledger/tree-head.js';
 import type { VerificationFailure } from '../verify-chain.js';
 import { HEADS_FILE, HEADS_FORMAT } from './layout.js';
 import { MerkleLevels, verifyConsistency } from './proofs.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { inclusionProof, leafHash, treeRoot, verifyInclusion } from '../merkle.js';
+import { inclusionProof, leafHash, treeRoot, verifyInclusion } from '../../ledger/merkle.js';
 import { MerkleLevels, verifyConsistency } from './proofs.js';
 
 const leaves = Array.from({ length: 37 }, (_, i) => leafHash(Buffer.from(`event ${i}`)));

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { nodeHash, type LeafHashes } from '../merkle.js';
+import { nodeHash, type LeafHashes } from '../../ledger/merkle.js';
 
 /**
  * RFC 6962 roots and proofs for every prefix of one leaf list, each in O(log n) after an O(n) build.

@@ -3,7 +3,7 @@ import type { A2rlEvent } from '../../ledger/events/catalog.js';
 import { canonicalBytes } from '../../ledger/events/canonical-json.js';
 import type { BlobReader } from '../../../projections/blob-reader.js';
 import { inertLine } from '../../reports/inert-text.js';
-import { keyIdOf } from '../tree-head.js';
+import { keyIdOf } from '../../ledger/tree-head.js';
 import { sealFailures, verifyEventChain, type VerificationFailure } from '../verify-chain.js';
 import { integrityFailures } from '../verify-integrity.js';
 import { checkHeads } from './heads.js';

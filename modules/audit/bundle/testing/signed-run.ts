@@ -2,8 +2,8 @@ import type { A2rlEvent, EventData, EventType } from '../../../ledger/events/cat
 import { buildEvent, encodeEvent } from '../../../ledger/events/envelope.js';
 import { streamName } from '../../../ledger/events/ids.js';
 import type { EventStore } from '../../../ledger/event-store.port.js';
-import { leafHash, MerkleAccumulator } from '../../merkle.js';
-import { signTreeHead, type SigningKey } from '../../tree-head.js';
+import { leafHash, MerkleAccumulator } from '../../../ledger/merkle.js';
+import { signTreeHead, type SigningKey } from '../../../ledger/tree-head.js';
 
 /**
  * Test and benchmark helper: writes a run the way a signing harness does, a TreeHeadSigned after

@@ -1,11 +1,11 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { afterEach, describe, expect, it, jest } from '@jest/globals';
-import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
-import { buildEvent, encodeEvent } from '../ledger/events/envelope.js';
+import type { A2rlEvent, EventData, EventType } from './events/catalog.js';
+import { buildEvent, encodeEvent } from './events/envelope.js';
 import { leafHash, treeRoot } from './merkle.js';
 import { keyIdOf, type SigningKey } from './tree-head.js';
 import { TreeHeadSigner, TreeHeadSignerError } from './tree-head-signer.js';
-import { verifyEventChain } from './verify-chain.js';
+import { verifyEventChain } from '../audit/verify-chain.js';
 
 const RUN = 'run-signer';
 

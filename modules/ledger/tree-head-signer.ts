@@ -1,5 +1,5 @@
-import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
-import { encodeEvent } from '../ledger/events/envelope.js';
+import type { A2rlEvent, EventData } from './events/catalog.js';
+import { encodeEvent } from './events/envelope.js';
 import { leafHash, MerkleAccumulator } from './merkle.js';
 import { signTreeHead, type SigningKey } from './tree-head.js';
 

@@ -1,7 +1,7 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { canonicalBytes } from '../ledger/events/canonical-json.js';
+import { canonicalBytes } from './events/canonical-json.js';
 
 /**
  * Signed tree heads: Ed25519 (node:crypto) over the canonical JSON of
