@@ -122,7 +122,7 @@ export interface RunAnalysis {
   baseModel: string | null;
   budgetSeconds: number | null;
   mode: string | null;
-  /** The run-lifecycle state (null before any lifecycle event); see modules/runs/run-lifecycle.ts. */
+  /** The run-lifecycle state (null before any lifecycle event); see modules/ledger/run-lifecycle.ts. */
   state: RunState | null;
   scheduledAt: string | null;
   baseline: number | null;
