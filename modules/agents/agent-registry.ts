@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
+import { pythonAgentBinDirs, pythonAgentCommandBinds } from './python-agent-systems.js';
 
 /**
  * Agents are configuration plus a start script, one folder each under modules/agents/. The harness
@@ -18,6 +19,12 @@ export interface AgentSpec {
   llm?: AgentLlm;
   /** Folder holding start.sh (absent for ad-hoc commands). */
   dir?: string;
+  /**
+   * Hold each program this many ms at its exec (a stop its parent cannot see) instead of stopping it
+   * with SIGSTOP until it is captured: for agents that run commands in an interactive shell with job
+   * control, which takes that SIGSTOP for its job being suspended (docs/runs.md, exec-time capture).
+   */
+  execHoldMs?: number;
 }
 
 /**
@@ -67,6 +74,7 @@ export function loadAgent(id: string, root = agentsRoot()): AgentSpec {
   const spec = JSON.parse(readFileSync(file, 'utf8')) as AgentSpec;
   if (spec.id !== id) throw new Error(`${file}: id "${spec.id}" does not match its folder "${id}"`);
   if (spec.llm) checkLlmSection(file, spec.llm);
+  if (spec.execHoldMs !== undefined && !(Number.isInteger(spec.execHoldMs) && spec.execHoldMs >= 1 && spec.execHoldMs <= 10_000)) throw new Error(`${file}: execHoldMs must be a whole number of milliseconds from 1 to 10000`);
   return { ...spec, requires: spec.requires ?? {}, dir: path.join(root, id) };
 }
 
@@ -108,13 +116,14 @@ export interface ResolvedCommand {
 }
 
 /**
- * Finds a command in the project's pinned CLIs first, then on `env.PATH`. An npm-installed CLI needs its
- * whole `node_modules` (platform packages, dependencies) and is bound as such; anything else needs the
+ * Finds a command in the project's pinned CLIs first, then in the pinned Python agent systems, then on
+ * `env.PATH`. An npm-installed CLI needs its whole `node_modules` (platform packages, dependencies) and
+ * is bound as such; a Python system's command its venv and its interpreter's root; anything else the
  * directories of the file found and of its real target.
  */
 export function resolveCommand(name: string, env: NodeJS.ProcessEnv = process.env): ResolvedCommand | null {
   if (!/^[A-Za-z0-9._+-]+$/.test(name)) return null;
-  const dirs = [projectCliBin(), ...(env.PATH ?? '').split(':').filter((d) => path.isAbsolute(d))];
+  const dirs = [projectCliBin(), ...pythonAgentBinDirs(env), ...(env.PATH ?? '').split(':').filter((d) => path.isAbsolute(d))];
   for (const dir of dirs) {
     const file = path.join(dir, name);
     let real: string;
@@ -124,6 +133,8 @@ export function resolveCommand(name: string, env: NodeJS.ProcessEnv = process.en
     } catch {
       continue;
     }
+    const python = pythonAgentCommandBinds(dir, env);
+    if (python) return { name, file, binDir: dir, binds: python };
     const modules = outermostNodeModules(real);
     const binds = modules ? [modules] : [...new Set([realpathSync(dir), path.dirname(real)])];
     if (modules && !isWithin(realpathSync(dir), modules)) binds.push(realpathSync(dir));

@@ -117,6 +117,8 @@ export class StraceState {
     rootCwd: string,
     private readonly harnessPid: number,
     private readonly hooks?: ExecHooks,
+    /** Execs are held this long by strace (delay_exit) rather than stopped with SIGSTOP. */
+    private readonly execHoldMs?: number,
   ) {
     this.parentOf.set(rootPid, harnessPid);
     if (rootCwd) this.cwdOf.set(rootPid, rootCwd);
@@ -144,11 +146,14 @@ export class StraceState {
       if (head === undefined) {
         // A multithreaded process exec'd from a non-leader thread: the call was printed under the
         // thread's id, the result under the leader's pid. The new argv and file are in /proc.
-        if (resumed[1].startsWith('execve') && /\)\s+= 0$/.test(resumed[2])) this.exec(pid, at, readArgv(pid) ?? [], readExe(pid) || undefined);
+        if (resumed[1].startsWith('execve') && /\)\s+= 0(?: \(DELAYED\))?$/.test(resumed[2])) this.exec(pid, at, readArgv(pid) ?? [], readExe(pid) || undefined);
         return;
       }
       text = head + resumed[2];
     }
+    // A held exec (delay_exit) is marked as such after its result.
+    const held = text.endsWith(' (DELAYED)');
+    if (held) text = text.slice(0, -' (DELAYED)'.length);
     if (text.startsWith('+++ ')) return this.onExitLine(pid, at, text);
     if (text.startsWith('--- ')) return this.onSignalLine(pid, at, text);
     const call = /^(\w+)\(/.exec(text);
@@ -161,7 +166,7 @@ export class StraceState {
       }
       if (!/\)\s+= 0$/.test(parsed.tail)) return; // failed exec: no new program
       const exact = parsed.truncated ? readArgv(pid) : null;
-      this.exec(pid, at, exact && exact.length > 0 ? exact : parsed.argv, execPath(text, call[1], call[0].length));
+      this.exec(pid, at, exact && exact.length > 0 ? exact : parsed.argv, execPath(text, call[1], call[0].length), held);
     } else if (call[1] === 'chdir' || call[1] === 'fchdir') {
       if (/\)\s+= 0$/.test(text)) this.chdir(pid, call[1] === 'chdir' ? parseCString(text, call[0].length) : null);
     } else {
@@ -224,7 +229,7 @@ export class StraceState {
     else this.earlyExits.set(pid, { at, status });
   }
 
-  private exec(pid: number, at: number, argv: string[], path: string | undefined): void {
+  private exec(pid: number, at: number, argv: string[], path: string | undefined, held = false): void {
     const previous = this.programs.get(pid);
     // A fork followed by exec is one process running one program: the fork alone is not reported.
     if (previous && (previous.announced || !previous.forkOnly)) this.end(previous, at, {});
@@ -238,16 +243,21 @@ export class StraceState {
     this.programs.set(pid, p);
     this.sample(p);
     // After the first sample: a root that does not wait at its exec may be gone once a large image is hashed.
-    if (this.hooks) this.captureExec(p, path ?? executable);
+    if (this.hooks) this.captureExec(p, path ?? executable, held);
     if (p.ppid === undefined) this.awaitingParent.set(pid, p);
     else this.announce(p);
   }
 
   /** Reads what `p` runs while it waits at its exec (the launched root's first exec does not wait). */
-  private captureExec(p: Program, path: string | undefined): void {
+  private captureExec(p: Program, path: string | undefined, held: boolean): void {
     const first = p.pid === this.rootPid && !this.rootExecSeen;
     if (p.pid === this.rootPid) this.rootExecSeen = true;
     p.facts = this.hooks!.capture(p.pid, path, p.argv);
+    if (this.execHoldMs !== undefined) {
+      // Held for a fixed time: vouched for only when read before strace let it go (same clock as -ttt).
+      p.capture = !first && held && Date.now() < p.startedAt + this.execHoldMs ? 'at-exec' : 'after-start';
+      return;
+    }
     p.capture = first ? 'after-start' : 'at-exec';
     if (!first) this.capturedAt.set(p.pid, Date.now());
   }

@@ -18,6 +18,7 @@ export interface TracerWorkerData {
   fifo: string;
   intervalMs: number;
   maxPendingBytes: number;
+  execHoldMs?: number;
 }
 
 export type TracerFact = { k: 'start'; p: ProcessStart } | { k: 'exit'; p: ProcessExit };
@@ -37,7 +38,7 @@ const MAX_BATCH = 512;
 const IDLE_POLL_MS = 2;
 
 const port = parentPort!;
-const { fifo, intervalMs, maxPendingBytes } = workerData as TracerWorkerData;
+const { fifo, intervalMs, maxPendingBytes, execHoldMs } = workerData as TracerWorkerData;
 const post = (msg: FromWorker) => port.postMessage(msg);
 
 let state: StraceState | undefined;
@@ -152,7 +153,7 @@ function complete(why: 'eof' | 'finish'): void {
 
 port.on('message', (msg: ToWorker) => {
   if (msg.t === 'root') {
-    state = new StraceState(sink, msg.pid, msg.cwd, process.pid, hooks);
+    state = new StraceState(sink, msg.pid, msg.cwd, process.pid, hooks, execHoldMs);
     const lines = early;
     early = [];
     for (const line of lines) state.line(line);

@@ -3,6 +3,7 @@ import { closeSync, constants as fsConstants, mkdtempSync, openSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import pTimeout from 'p-timeout';
 import { readAllStats, readArgv, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { FromWorker, ToWorker, TracerWorkerData } from './process-tracer-worker.js';
 import { startWorker } from '../settings/worker-thread.js';
@@ -42,6 +43,8 @@ export interface TraceCallbacks {
   intervalMs?: number;
   /** Bound on facts posted by the worker and not yet acknowledged; default 64 MiB. */
   maxPendingBytes?: number;
+  /** Hold each new program this long at its exec instead of stopping it with SIGSTOP (straceFlags). */
+  execHoldMs?: number;
 }
 
 export class TracerUnavailableError extends Error {
@@ -74,6 +77,18 @@ const STRACE_FLAGS = [
   '-e',
   'signal=!SIGCHLD,SIGURG,SIGWINCH',
 ];
+
+/**
+ * With a hold (`execHoldMs`), each successful exec is delayed that long instead (`delay_exit`: strace
+ * keeps the new program in a ptrace stop, which its parent never sees). A shell with job control — the
+ * interactive bash OpenHands runs commands in — takes the SIGSTOP for its foreground job being
+ * suspended and returns early; with the hold it never notices. The capture is vouched for
+ * (`at-exec`) only when it finished within the hold.
+ */
+function straceFlags(execHoldMs: number | undefined): string[] {
+  if (execHoldMs === undefined) return STRACE_FLAGS;
+  return STRACE_FLAGS.map((f) => (f.startsWith('inject=') ? `inject=execve,execveat:delay_exit=${Math.round(execHoldMs * 1000)}` : f));
+}
 
 const probes = new Map<string, boolean>();
 
@@ -118,6 +133,7 @@ export class StraceTracer {
       fifo: this.fifo,
       intervalMs: callbacks.intervalMs ?? 100,
       maxPendingBytes: callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES,
+      execHoldMs: callbacks.execHoldMs,
     };
     this.worker = startWorker(new URL('./process-tracer-worker.js', import.meta.url), data);
     let isReady = false;
@@ -156,7 +172,7 @@ export class StraceTracer {
 
   /** The command line that runs `file args` under strace. */
   wrap(file: string, args: string[]): { file: string; args: string[] } {
-    return { file: this.binary, args: ['-DD', ...STRACE_FLAGS, '-o', this.fifo, '--', file, ...args] };
+    return { file: this.binary, args: ['-DD', ...straceFlags(this.callbacks.execHoldMs), '-o', this.fifo, '--', file, ...args] };
   }
 
   /** Call once the wrapped command is spawned; its pid is the traced root, started in `cwd`. */
@@ -244,10 +260,7 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
 }
 
 async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = await Promise.race([p.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
-  clearTimeout(timer);
-  return settled;
+  return pTimeout(p.then(() => true), { milliseconds: ms, fallback: () => false });
 }
 
 function tryKill(pid: number): void {

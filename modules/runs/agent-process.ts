@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import pTimeout from 'p-timeout';
 import { ProcessMonitor, readAllStats, readProcStat, type LiveProcess } from '../instrumentation/process-monitor.js';
 import { StraceTracer, straceWorks, TracerUnavailableError, type TraceCallbacks, type TracerKind } from '../instrumentation/process-tracer.js';
 import { disarmReaper, startReaper } from '../serving/server-process.js';
@@ -47,6 +48,8 @@ export interface LaunchOptions {
   tracer?: 'strace' | 'proc' | 'auto';
   /** The strace executable (default `strace` on the harness's PATH). */
   straceBinary?: string;
+  /** Hold each exec this long instead of stopping it with SIGSTOP (process-tracer.ts straceFlags); from the agent's declaration. */
+  execHoldMs?: number;
   /** What the command reads from file descriptors 3, 4… (the sandbox's options and filter: see sandbox.ts). */
   fds?: Buffer[];
 }
@@ -88,7 +91,7 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     // strace would only report a missing command as its own exit status 1: check it here.
     const file = resolveExecutable(opts.file, opts.cwd, opts.env.PATH ?? '/usr/bin:/bin');
     if (!file) throw new AgentLaunchError(`cannot start agent "${opts.file}": not found or not executable`);
-    tracer = new StraceTracer(opts.straceBinary ?? 'strace', opts.monitor);
+    tracer = new StraceTracer(opts.straceBinary ?? 'strace', { ...opts.monitor, execHoldMs: opts.execHoldMs });
     try {
       await tracer.ready;
       command = tracer.wrap(file, opts.args);
@@ -312,9 +315,7 @@ function bootId(): string {
 
 /** Waits for `p` but no longer than `ms` (a descendant we could not kill may hold the pipes open). */
 async function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
+  await pTimeout(p, { milliseconds: ms, message: false });
 }
 
 function sleep(ms: number): Promise<void> {

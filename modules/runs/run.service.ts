@@ -588,6 +588,7 @@ export class RunService {
         onOutput: output.write,
         pidFile: s.lock.pidFile,
         monitor: s.instrumentation.processes,
+        execHoldMs: spec.execHoldMs,
       });
     } catch (err) {
       s.launchFailed = true;

@@ -65,7 +65,7 @@ interface Reply extends Answer {
 }
 
 /** Tool names the fake recognises as a CLI's shell, most specific first. */
-const SHELL_TOOLS = ['exec_command', 'shell_command', 'shell', 'bash', 'Bash', 'run_shell_command'];
+const SHELL_TOOLS = ['exec_command', 'shell_command', 'shell', 'bash', 'Bash', 'run_shell_command', 'terminal'];
 
 function apiOf(method: string, path: string): Api | null {
   if (method === 'GET' && path === '/v1/models') return 'models';
@@ -99,7 +99,7 @@ function stepOf(request: Json, api: Api): number {
 
 function planAnswer(options: FakeLlmOptions, request: Json, api: Api): Answer {
   const tools = toolsOf(request);
-  if (!tools.length) return { text: 'OK.' };
+  if (!tools.length) return { text: options.text?.(request) ?? 'OK.' };
   const step = stepOf(request, api);
   const shell = SHELL_TOOLS.map((name) => tools.find((t) => t.name === name)).find(Boolean);
   if (!shell || step >= options.script.length) return { text: options.finalText ?? 'Done.' };
@@ -118,7 +118,13 @@ function shellArguments(schema: Json, command: string, step: number): Json {
   if (props.yield_time_ms) args.yield_time_ms = 30000;
   // Other required strings (a `description`) get a label; other required types are left to the CLI's defaults.
   const required = Array.isArray(schema.required) ? (schema.required as string[]) : [];
-  for (const name of required) if (!(name in args) && props[name]?.type === 'string') args[name] = `Step ${step + 1} of the script`;
+  // A required enum (OpenHands' `security_risk`) takes its lowest value.
+  for (const name of required) {
+    if (name in args) continue;
+    const values = Array.isArray(props[name]?.enum) ? (props[name].enum as unknown[]) : null;
+    if (values?.length) args[name] = values.includes('LOW') ? 'LOW' : values[0];
+    else if (props[name]?.type === 'string') args[name] = `Step ${step + 1} of the script`;
+  }
   return args;
 }
 

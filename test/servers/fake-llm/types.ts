@@ -24,6 +24,11 @@ export interface FakeLlmOptions {
    * its end even when the client has gone (FakeLlmCall.finished says whether it was written whole).
    */
   hold?: (call: FakeLlmCall) => Promise<void> | undefined;
+  /**
+   * The text answering a request that offers no tools, given its body (OpenAI fake only). Default:
+   * 'OK.'. An agent system that asks its model for JSON or code without tools (R&D-Agent) is scripted here.
+   */
+  text?: (request: unknown) => string;
   /** The model the answers name. Default: the model requested. */
   model?: string;
   /** The API key the fake requires (the harness's upstream key); other keys get 401. Default: any. */
