@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import type { ConnectionOptions } from 'bullmq';
+import pTimeout from 'p-timeout';
 import type { CampaignJob } from '../../modules/campaigns/campaign-queue.port.js';
 
 // What the BullMQ producer (bullmq-campaign-queue.ts) and the workers (redis-worker.ts) agree on:
@@ -87,11 +88,7 @@ export function probeClient(url: string, timeoutMs = CHECK_TIMEOUT_MS): Redis {
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error('no answer'), { code: 'ETIMEDOUT' })), ms);
-  });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+  return pTimeout(work, { milliseconds: ms, message: Object.assign(new Error('no answer'), { code: 'ETIMEDOUT' }) });
 }
 
 function reason(err: unknown): string {

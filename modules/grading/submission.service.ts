@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { BadRequestException, HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
+import pTimeout from 'p-timeout';
 import type { EventData, EventType, SubmissionRejected } from '../ledger/events/catalog.js';
 import type { EvaluationResult } from '../../tasks/task-pack.js';
 import { createEvaluationContext } from '../serving/model-server.js';
@@ -142,13 +143,6 @@ export class SubmissionService {
   private async grade(run: ActiveRun, submissionId: string, dir: string, device: string): Promise<Outcome> {
     const limitMs = this.options.evaluatorTimeoutMs;
     const abort = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, fail) => {
-      timer = setTimeout(() => {
-        abort.abort();
-        fail(new EvaluatorTimeout(`the evaluator did not finish within ${Math.round(limitMs / 1000)} s`));
-      }, limitMs);
-    });
     let result: EvaluationResult;
     let servers: readonly unknown[] = [];
     try {
@@ -156,14 +150,19 @@ export class SubmissionService {
       // A LoRA adapter is applied to the base model the run gave its agent.
       const ctx = createEvaluationContext(loadServingConfig(), device, {}, { baseModelDir: run.ctx.workspace.baseModelDir });
       servers = ctx.servers;
-      result = await Promise.race([run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal, ctx), timeout]);
+      // Past the limit the evaluation is told to stop (its signal) and the grading fails as a timeout.
+      result = await pTimeout(run.ctx.task.evaluate(dir, run.ctx.privateDir, abort.signal, ctx), {
+        milliseconds: limitMs,
+        fallback: () => {
+          abort.abort();
+          throw new EvaluatorTimeout(`the evaluator did not finish within ${Math.round(limitMs / 1000)} s`);
+        },
+      });
     } catch (err) {
       if (errorName(err) === 'InvalidCheckpointError') {
         return { ok: false, reasonClass: 'invalid_checkpoint', message: `invalid checkpoint: ${hideHostPaths(messageOf(err), run, dir)}` };
       }
       return { ok: false, reasonClass: 'evaluator_error', message: `evaluator error (not caused by your checkpoint): ${hideHostPaths(messageOf(err), run, dir)}` };
-    } finally {
-      clearTimeout(timer);
     }
     const score = result?.score;
     if (typeof score !== 'number' || !Number.isFinite(score) || score < 0 || score > 100) {

@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import PQueue from 'p-queue';
+import pTimeout from 'p-timeout';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { EventData, FileChanged, LimitReached } from '../ledger/events/catalog.js';
 import type { Recorder } from '../ledger/recorder.js';
@@ -388,13 +389,7 @@ export class FileWatcher {
     const name = `${FENCE_PREFIX}${randomUUID()}`;
     this.fenceNames.add(name);
     if (this.fenceNames.size > 64) this.fenceNames.delete(this.fenceNames.values().next().value!);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.fenceTimeoutMs)));
-    try {
-      return await Promise.race([this.source.fence(name, this.fenceTimeoutMs).catch(() => false), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return pTimeout(this.source.fence(name, this.fenceTimeoutMs).catch(() => false), { milliseconds: this.fenceTimeoutMs, fallback: () => false });
   }
 
   // ── rescans ─────────────────────────────────────────────────────────────────────────────────

@@ -1,10 +1,13 @@
 import PQueue from 'p-queue';
 
-/** Runs tasks one at a time per key (e.g. per device); different keys run in parallel. */
-export class KeyedMutex {
-  private readonly queues = new Map<string, PQueue>();
+/**
+ * Runs tasks one at a time per key (e.g. per device, or per DataSource object); different keys run in
+ * parallel. A failed task rejects its caller only; the next one still runs.
+ */
+export class KeyedMutex<K = string> {
+  private readonly queues = new Map<K, PQueue>();
 
-  run<R>(key: string, work: () => Promise<R>): Promise<R> {
+  run<R>(key: K, work: () => Promise<R>): Promise<R> {
     let queue = this.queues.get(key);
     if (!queue) {
       queue = new PQueue({ concurrency: 1 });

@@ -6,6 +6,7 @@ import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { streamName } from '../ledger/events/ids.js';
+import { KeyedMutex } from '../ledger/keyed-mutex.js';
 import { KeyFilter } from './key-filter.js';
 import { withRebuildDurability } from './rebuild-durability.js';
 import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
@@ -444,9 +445,7 @@ export class ProjectionRunner {
 
   /** Runs `work` after every transaction queued on this DataSource before it, and before those queued after. */
   private serialized<T>(work: () => Promise<T> | T): Promise<T> {
-    const result = (queues.get(this.dataSource) ?? Promise.resolve()).then(work);
-    queues.set(this.dataSource, result.catch(() => undefined));
-    return result;
+    return transactions.run(this.dataSource, async () => work());
   }
 }
 
@@ -467,8 +466,8 @@ function checkpointAdvance(dataSource: DataSource): (name: string, from: string 
   return (name, from, to, count) => (from === null ? [fromStart, [to, count, name]] : [fromPosition, [to, count, name, from]]);
 }
 
-/** Per DataSource, so that two runners sharing one SQLite connection never interleave transactions. */
-const queues = new WeakMap<DataSource, Promise<unknown>>();
+/** Per DataSource, so that two runners sharing one SQLite connection never interleave transactions (a key is dropped once its queue drains). */
+const transactions = new KeyedMutex<DataSource>();
 
 /** Canonical JSON of all rows of a projection's table, ordered by primary key: equal dumps mean equal read models. */
 export async function dumpReadModel(dataSource: DataSource, projection: AnyProjection): Promise<string> {

@@ -2,6 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, createServer, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import { BlockList, connect as netConnect, isIP, SocketAddress, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import pTimeout from 'p-timeout';
 import type { EventData } from '../ledger/events/catalog.js';
 
 // The agent's only way to the internet: an allowlisting HTTP(S) proxy run by the harness. It speaks
@@ -335,7 +336,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     if (target.ip) return { addresses: [target.ip], observedAt: now() };
     let resolved: string[];
     try {
-      resolved = await Promise.race([withTimeout(resolveName(target.host), lookupMs, `DNS lookup timed out after ${lookupMs} ms`), closed]);
+      resolved = await Promise.race([pTimeout(resolveName(target.host), { milliseconds: lookupMs, message: `DNS lookup timed out after ${lookupMs} ms` }), closed]);
     } catch (error) {
       recordFailure(method, target, `DNS lookup failed: ${errorText(error)}`);
       return { status: 502, message: `${PREFIX} could not resolve ${target.host} (${errorText(error)})` };
@@ -601,14 +602,6 @@ function listen(server: ReturnType<typeof createServer>, where: EgressProxyOptio
 async function defaultLookup(host: string): Promise<string[]> {
   const answers = await dnsLookup(host, { all: true, verbatim: true });
   return answers.map((a) => a.address);
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** Drops hop-by-hop headers, those the Connection header names, and any proxy credentials. */

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
+import pTimeout from 'p-timeout';
 import { EvaluatorError } from '../../tasks/task-pack.js';
 import type { ConfinedLaunch } from './confinement.js';
 import { resolveExecutable } from './server-view.js';
@@ -83,9 +84,7 @@ export class ServerProcess {
 
   /** Waits `ms` or until the server exits, whichever is first. */
   async exitedOr(ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-    clearTimeout(timer);
+    await pTimeout(this.exited, { milliseconds: ms, message: false });
   }
 
   tail(): string {
