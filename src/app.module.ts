@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AccessModule } from '../modules/access/access.module.js';
+import { AnalyticsModule } from '../modules/analytics/analytics.module.js';
 import { RunActionsModule } from '../modules/run-actions/run-actions.module.js';
 import { CampaignsModule } from '../modules/campaigns/campaigns.module.js';
 import { DashboardModule } from '../modules/dashboard/dashboard.module.js';
@@ -14,6 +15,6 @@ import { AdaptersModule } from './composition.js';
 
 /** The application: the composition root's adapters (global) and the feature modules that use them. */
 @Module({
-  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule, AccessModule, RunActionsModule, DashboardModule],
+  imports: [AdaptersModule, LedgerModule, ArtifactsModule, ReadModelsModule, HealthModule, GradingModule, RunsModule, CampaignsModule, QueryModule, AccessModule, RunActionsModule, DashboardModule, AnalyticsModule],
 })
 export class AppModule {}

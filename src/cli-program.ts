@@ -18,6 +18,7 @@ const AREAS = {
   data: async () => (await import('./commands/data.commands.js')).registerDataCommands,
   peers: async () => (await import('./commands/peers.commands.js')).registerPeersCommands,
   output: async () => (await import('./commands/output.commands.js')).registerOutputCommands,
+  analytics: async () => (await import('./commands/analytics.commands.js')).registerAnalyticsCommands,
 } satisfies Record<string, () => Promise<Register>>;
 
 /** The area that registers each top-level command (src/cli.spec.ts holds it to what the areas register). */
@@ -29,6 +30,7 @@ export const COMMAND_AREA: Record<string, keyof typeof AREAS> = {
   keys: 'audit', verify: 'audit', replay: 'audit', export: 'audit', 'verify-bundle': 'audit',
   tokens: 'access', access: 'access', regrade: 'regrade', data: 'data', doctor: 'data', peers: 'peers',
   logs: 'output', blob: 'output',
+  query: 'analytics', 'export-tables': 'analytics',
 };
 
 /** The CLI with every command, with only `command`'s area when it names one, or none for --version (help and errors need them all). */

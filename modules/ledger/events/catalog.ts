@@ -565,7 +565,7 @@ export class CampaignCancelled {
 const TOKEN_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 export const ACCESS_ROLES = ['viewer', 'operator'] as const;
 export type AccessRole = (typeof ACCESS_ROLES)[number];
-export const ACCESS_ACTIONS = ['sign-in', 'token-use', 'export', 'regrade', 'cancel', 'verify'] as const;
+export const ACCESS_ACTIONS = ['sign-in', 'token-use', 'export', 'regrade', 'cancel', 'verify', 'query'] as const;
 export type AccessAction = (typeof ACCESS_ACTIONS)[number];
 
 export class TokenCreated {
