@@ -10,6 +10,7 @@ import { DevicePool } from './device-pool.js';
 import { checkQueue } from './redis-connection.js';
 import { deleteKeys as deleteRedisKeys } from './testing/redis-keys.js';
 import { servedQueues, startRedisWorker, type RedisWorkerOptions, type RunningWorker } from './redis-worker.js';
+import { until } from '../../test/testing/helpers.js';
 
 // The BullMQ adapter against a real Redis (127.0.0.1:6379, each test under its own key prefix) with fake
 // job handlers. Skipped, saying so, where no Redis answers.
@@ -28,14 +29,6 @@ const worker = (id: string, gpus: string[] = []): WorkerInfo => ({ id, host: 'te
 const job = (campaignId: string, cell: number, gpus = 0, attempt = 1): CampaignJob => ({ campaignId, cell, attempt, gpus });
 
 /** Polls until `check` holds; generous, since the queue's timing depends on the machine's load. */
-async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** A handler that records what it ran and holds each job until the test releases it. */
 function gate() {
   const started: { job: CampaignJob; ctx: JobContext }[] = [];
@@ -112,10 +105,10 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
     await queue.enqueue(jobs); // still waiting: not added again
     const g = gate();
     await startWorker({ handler: g.handler, slots: 3 });
-    await until(() => g.started.length === 3, 'three jobs started');
+    await until('three jobs started', () => g.started.length === 3);
     await queue.enqueue(jobs); // running: not added again
     g.releaseAll();
-    await until(() => logs.filter((l) => l.includes('finished')).length === 3, 'three jobs finished');
+    await until('three jobs finished', () => logs.filter((l) => l.includes('finished')).length === 3);
     expect(g.started.map((s) => s.job).sort((a, b) => a.cell - b.cell)).toEqual(jobs);
     expect(g.started[0].ctx).toMatchObject({ worker: { id: 'w1' }, gpus: [] });
     expect(logs.filter((l) => l.includes('started'))).toHaveLength(3);
@@ -127,12 +120,12 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
     await queue.enqueue(jobs);
     const g = gate();
     await startWorker({ handler: g.handler, slots: 2 });
-    await until(() => g.started.length === 2, 'two jobs started');
+    await until('two jobs started', () => g.started.length === 2);
     for (const j of jobs) {
-      await until(() => g.started.some((s) => s.job.cell === j.cell), `cell ${j.cell} started`);
+      await until(`cell ${j.cell} started`, () => g.started.some((s) => s.job.cell === j.cell));
       g.release(j);
     }
-    await until(() => logs.filter((l) => l.includes('finished')).length === 5, 'five jobs finished');
+    await until('five jobs finished', () => logs.filter((l) => l.includes('finished')).length === 5);
     expect(g.maxRunning).toBe(2);
   });
 
@@ -156,7 +149,7 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
       },
     });
     await queue.enqueue([job('c3', 0, 1), job('c3', 1, 1), job('c3', 2, 1), job('c3', 3, 2), job('c3', 4, 3)]);
-    await until(() => logs.filter((l) => l.includes('finished')).length === 4, 'the four jobs that fit finished');
+    await until('the four jobs that fit finished', () => logs.filter((l) => l.includes('finished')).length === 4);
     expect(overlaps).toBe(0);
     expect(ran.map((r) => r.job.cell).sort()).toEqual([0, 1, 2, 3]);
     for (const r of ran) expect(r.gpus).toHaveLength(r.job.gpus);
@@ -172,9 +165,9 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
     await queue.drop('gone');
     const g = gate();
     await startWorker({ handler: g.handler, slots: 2, gpus: ['0'] });
-    await until(() => g.started.length === 1, 'the kept job started');
+    await until('the kept job started', () => g.started.length === 1);
     g.releaseAll();
-    await until(() => logs.some((l) => l.includes('finished')), 'the kept job finished');
+    await until('the kept job finished', () => logs.some((l) => l.includes('finished')));
     await new Promise((r) => setTimeout(r, 300)); // nothing else turns up
     expect(g.started.map((s) => s.job.campaignId)).toEqual(['kept']);
   });
@@ -189,7 +182,7 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
       },
     });
     await queue.enqueue([job('c5', 0), job('c5', 1)]);
-    await until(() => ran.includes(1), 'the second job ran');
+    await until('the second job ran', () => ran.includes(1));
     const failed = logs.filter((l) => l.includes('failed'));
     expect(failed).toEqual([`job c5.0.1: failed: ledger unreachable (the queue tries it again, 2 more times)`]);
   });
@@ -207,7 +200,7 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
       },
     });
     await queue.enqueue([job('c6', 0)]);
-    await until(() => logs.some((l) => l.includes('started')), 'the job started');
+    await until('the job started', () => logs.some((l) => l.includes('started')));
     await w.close();
     expect({ aborted, returned }).toEqual({ aborted: true, returned: true });
   });
@@ -217,14 +210,14 @@ describeRedis('BullMQ campaign queue (real Redis)', () => {
     const dying = spawnWorker(prefix, 1000);
     children.push(dying.child);
     await queue.enqueue([job('c7', 0)]);
-    await until(() => dying.stdout().includes('started c7.0.1'), 'the first worker took the job');
+    await until('the first worker took the job', () => dying.stdout().includes('started c7.0.1'));
     dying.child.kill('SIGKILL');
     const g = gate();
     await startWorker({ handler: g.handler, leaseMs: 1000, worker: worker('survivor') });
-    await until(() => g.started.length === 1, 'the job taken again by the survivor');
+    await until('the job taken again by the survivor', () => g.started.length === 1);
     expect(g.started[0].job).toEqual(job('c7', 0));
     g.releaseAll();
-    await until(() => logs.some((l) => l.includes('finished')), 'the job finished');
+    await until('the job finished', () => logs.some((l) => l.includes('finished')));
   });
 
   it('fails fast, in one line, where nothing answers', async () => {

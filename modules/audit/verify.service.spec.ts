@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,9 +7,9 @@ import { artifactKey } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { artifactRefs, checkArtifacts, restoreCheckpoint } from './verify.service.js';
+import { sha } from '../../test/testing/helpers.js';
 
 const RUN = 'run-verify';
-const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const at = '2026-01-01T00:00:00.000Z';
 
 describe('artifact checks of a2rl verify', () => {

@@ -3,6 +3,7 @@ import { evolveCampaign, emptyCampaign, type CampaignProgress } from '../../proj
 import { testPlan } from '../../projections/campaign-progress/testing/campaign-plan.js';
 import type { RunFinished, WorkerInfo } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
+import { decider, type Fact } from '../../test/testing/given.js';
 import { CampaignRuleError, decideCampaign, type CampaignCommand, type CampaignEvent } from './campaign.js';
 
 // The campaign decider, driven the way the campaign ledger drives it: decide on the folded state,
@@ -51,24 +52,34 @@ function refusal(state: CampaignProgress, command: CampaignCommand): CampaignRul
 
 const types = (events: CampaignEvent[]) => events.map((e) => e.type);
 
+// The decider on the in-memory store (test/testing/given.ts): given the campaign stream's events,
+// when a command, then these events (appended and folded) or this refusal.
+const campaign = decider<CampaignProgress, CampaignCommand>({ stream: 'campaign', id: ID, initial: emptyCampaign(ID), evolve: evolveCampaign, decide: decideCampaign });
+const Scheduled = (cells = 2, retries = 1): Fact[] => [
+  { type: 'CampaignScheduled', data: plan(cells, retries) },
+  ...Array.from({ length: cells }, (_, cell): Fact => ({ type: 'RunRequested', data: { cell, attempt: 1 } })),
+];
+const Assigned = (cell: number, attempt = 1): Fact => ({ type: 'RunAssigned', data: { cell, attempt, runId: `r-${cell}-${attempt}`, worker: W, gpus: [] } });
+const Finished = (cell: number, attempt: number, outcome: RunFinished['outcome']): Fact => ({ type: 'RunFinished', data: { cell, attempt, runId: `r-${cell}-${attempt}`, outcome } });
+
 describe('campaign decider: schedule', () => {
-  it('records the plan and a request for attempt 1 of every cell', () => {
-    const events = decideCampaign(emptyCampaign(ID), { type: 'schedule', plan: plan(3) });
-    expect(events).toEqual([
+  it('records the plan and a request for attempt 1 of every cell', async () => {
+    const state = await campaign.given().when({ type: 'schedule', plan: plan(3) }).then([
       { type: 'CampaignScheduled', data: plan(3) },
       { type: 'RunRequested', data: { cell: 0, attempt: 1 } },
       { type: 'RunRequested', data: { cell: 1, attempt: 1 } },
       { type: 'RunRequested', data: { cell: 2, attempt: 1 } },
     ]);
+    expect(state.cells.map((c) => c.status)).toEqual(['pending', 'pending', 'pending']);
   });
 
-  it('refuses scheduling a campaign twice', () => {
-    expect(refusal(scheduled(), { type: 'schedule', plan: plan() }).message).toMatch(/already scheduled/);
+  it('refuses scheduling a campaign twice', async () => {
+    await campaign.given(...Scheduled()).when({ type: 'schedule', plan: plan() }).thenRefuses(CampaignRuleError, /already scheduled/);
   });
 
-  it('refuses any other step on a campaign that was never scheduled', () => {
+  it('refuses any other step on a campaign that was never scheduled', async () => {
     for (const command of [assign(0), finish(0, 1, 'completed', false), { type: 'cancel' } as const]) {
-      expect(refusal(emptyCampaign(ID), command).message).toMatch(/does not exist/);
+      await campaign.given().when(command).thenRefuses(CampaignRuleError, /does not exist/);
     }
   });
 });
@@ -99,9 +110,8 @@ describe('campaign decider: assign', () => {
 });
 
 describe('campaign decider: finish', () => {
-  it('retries an infrastructure failure while retries are left: RunFinished, RunRetried, RunRequested for the next attempt', () => {
-    const { state, events } = run(scheduled(2, 1), assign(0), finish(0, 1, 'infra_failed', true, { reason: 'set-up failed: no dataset' }));
-    expect(events).toEqual([
+  it('retries an infrastructure failure while retries are left: RunFinished, RunRetried, RunRequested for the next attempt', async () => {
+    const state = await campaign.given(...Scheduled(2, 1), Assigned(0)).when(finish(0, 1, 'infra_failed', true, { reason: 'set-up failed: no dataset' })).then([
       { type: 'RunFinished', data: { cell: 0, attempt: 1, runId: 'r-0-1', outcome: 'infra_failed', reason: 'set-up failed: no dataset' } },
       { type: 'RunRetried', data: { cell: 0, attempt: 2, reason: 'set-up failed: no dataset' } },
       { type: 'RunRequested', data: { cell: 0, attempt: 2 } },
@@ -153,12 +163,10 @@ describe('campaign decider: finish', () => {
     expect(refusal(retried, finish(0, 1, 'completed', false)).message).toMatch(/cell 0 is at attempt 2, not 1/);
   });
 
-  it('appends CampaignCompleted with the counts to the finish of the last open cell', () => {
-    let state = scheduled(3, 0);
-    state = run(state, assign(0), finish(0, 1, 'completed', false), assign(1), finish(1, 1, 'infra_failed', true)).state;
-    expect(state.status).toBe('running');
-    const { state: end, events } = run(state, assign(2), finish(2, 1, 'completed', false));
-    expect(events).toEqual([
+  it('appends CampaignCompleted with the counts to the finish of the last open cell', async () => {
+    const history = [...Scheduled(3, 0), Assigned(0), Finished(0, 1, 'completed'), Assigned(1), Finished(1, 1, 'infra_failed'), Assigned(2)];
+    expect((await campaign.given(...history).state()).status).toBe('running');
+    const end = await campaign.given(...history).when(finish(2, 1, 'completed', false)).then([
       { type: 'RunFinished', data: { cell: 2, attempt: 1, runId: 'r-2-1', outcome: 'completed' } },
       { type: 'CampaignCompleted', data: { completed: 2, failed: 1 } },
     ]);
@@ -185,14 +193,14 @@ describe('campaign decider: finish', () => {
 });
 
 describe('campaign decider: cancel', () => {
-  it('records CampaignCancelled, with the reason when given', () => {
-    expect(decideCampaign(scheduled(), { type: 'cancel', reason: 'operator' })).toEqual([{ type: 'CampaignCancelled', data: { reason: 'operator' } }]);
-    expect(decideCampaign(scheduled(), { type: 'cancel' })).toEqual([{ type: 'CampaignCancelled', data: {} }]);
+  it('records CampaignCancelled, with the reason when given', async () => {
+    await campaign.given(...Scheduled()).when({ type: 'cancel', reason: 'operator' }).then([{ type: 'CampaignCancelled', data: { reason: 'operator' } }]);
+    const state = await campaign.given(...Scheduled()).when({ type: 'cancel' }).then([{ type: 'CampaignCancelled', data: {} }]);
+    expect(state.cells.map((c) => c.status)).toEqual(['cancelled', 'cancelled']);
   });
 
-  it('refuses cancelling twice', () => {
-    const cancelled = run(scheduled(), { type: 'cancel' }).state;
-    expect(refusal(cancelled, { type: 'cancel' }).message).toMatch(/has already been cancelled/);
+  it('refuses cancelling twice', async () => {
+    await campaign.given(...Scheduled(), { type: 'CampaignCancelled', data: {} }).when({ type: 'cancel' }).thenRefuses(CampaignRuleError, /has already been cancelled/);
   });
 
   it('lets a running attempt finish after the cancel, never retried and without CampaignCompleted', () => {

@@ -1,5 +1,4 @@
 import 'reflect-metadata';
-import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,6 +18,7 @@ import { campaignStreamName, streamName } from '../ledger/events/ids.js';
 import { EVENT_STORE } from '../ledger/tokens.js';
 import { MAX_SHOWN_BYTES } from './file-content.js';
 import { openSse } from './testing/sse-client.js';
+import { at, sha } from '../../test/testing/helpers.js';
 
 // The dashboard's endpoints in the real app (createHttpApp) over a SQLite ledger and filesystem
 // blobs: a finished, signed run with model calls and binary and large files; a run recorded while
@@ -26,8 +26,6 @@ import { openSse } from './testing/sse-client.js';
 
 const BINARY = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0x01, 0xff, 0xfe]);
 const LARGE = 'x'.repeat(MAX_SHOWN_BYTES + 100);
-const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
 
 /** Re-numbers `specs` as one run's events from seq 0. */
 const numbered = (runId: string, specs: Array<{ type: EventType; occurredAt: string; data: unknown }>) =>

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -8,12 +7,12 @@ import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { datasetSpec, sourceUrl, type DatasetSpec } from './dataset-registry.js';
 import { ChecksumMismatchError, DatasetFetchError, fetchDataset, readManifest, type FetchProgress } from './fetch-dataset.js';
+import { sha } from '../../test/testing/helpers.js';
 
 // Fixture bytes written here (never real dataset content), served by a local Hub stand-in.
 const TRAIN = Buffer.from('{"question":"1+1?","answer":"#### 2"}\n'.repeat(2000));
 const TEST = Buffer.from('{"question":"2+2?","answer":"#### 4"}\n');
 const TEST_GZ = gzipSync(TEST);
-const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 const spec = (trainSha: string | null): DatasetSpec => ({
   task: 'fixture',

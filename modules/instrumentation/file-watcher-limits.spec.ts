@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { linkSync, mkdirSync, mkdtempSync, openSync, closeSync, ftruncateSync, rmSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,10 +7,10 @@ import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { FileChanged, LimitReached } from '../ledger/events/catalog.js';
 import type { Recorder } from '../ledger/recorder.js';
 import { FileWatcher, type FileWatcherOptions } from './file-watcher.js';
+import { sha } from '../../test/testing/helpers.js';
 
 const MiB = 1024 * 1024;
 const TiB = 1024 * 1024 * MiB;
-const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
 
 /** A sparse file of `size` bytes with 4 KiB of data at its start. */
 function sparse(path: string, size: number): void {

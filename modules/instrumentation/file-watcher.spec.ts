@@ -1,5 +1,4 @@
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,9 +9,9 @@ import type { FileChanged, TransientFileRecorded } from '../ledger/events/catalo
 import type { Recorder } from '../ledger/recorder.js';
 import { workerWatchSource, type WatchHandlers, type WatchSource } from './file-watch-source.js';
 import { FileWatcher, type FileWatcherOptions } from './file-watcher.js';
+import { sha } from '../../test/testing/helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 /** A watcher that never reports anything: only rescans can see changes. */

@@ -7,20 +7,13 @@ import { writeExtraFds } from '../sandbox/extra-fds.js';
 import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace } from '../runs/workspace.js';
+import { until } from '../../test/testing/helpers.js';
 
 // A poller may miss a process that lives less than an interval, and a loaded machine stretches
 // intervals: the processes these specs look for live until the spec has seen them reported, then
 // the spec ends them. Nothing here waits a fixed time.
 
 /** Resolves with `found()`'s first truthy value; fails after a generous deadline. */
-async function until<T>(what: string, found: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 20))) {
-    const value = found();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not seen within ${timeoutMs} ms`);
-  }
-}
-
 const gone = (pid: number) => {
   const st = readProcStat(pid);
   return !st || st.state === 'Z';

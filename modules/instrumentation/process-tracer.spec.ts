@@ -10,6 +10,7 @@ import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tr
 import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
+import { until } from '../../test/testing/helpers.js';
 
 interface Trace {
   starts: ProcessStart[];
@@ -45,14 +46,6 @@ const exitOf = (t: Trace, start: ProcessStart | undefined) => t.exits.find((e) =
 const startWith = (t: Pick<Trace, 'starts'>, line: string) => t.starts.find((s) => s.argv.join(' ') === line);
 
 /** Resolves with `found()`'s first truthy value (never a fixed sleep: a loaded machine is slow); fails after a generous deadline. */
-async function until<T>(what: string, found: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  for (const deadline = Date.now() + timeoutMs; ; await new Promise((r) => setTimeout(r, 10))) {
-    const value = found();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not seen within ${timeoutMs} ms`);
-  }
-}
-
 /** The pids of live processes whose whole command line is `line`. */
 const pidsOf = (line: string) => [...readAllStats().values()].filter((st) => st.state !== 'Z' && readArgv(st.pid)?.join(' ') === line).map((st) => st.pid);
 
@@ -275,6 +268,24 @@ describe('strace process tracer', () => {
       const launch = startWith(t, 'torchrun code/train.py')!;
       expect(launch.script).toMatchObject({ path: join(dir, 'bin', 'torchrun'), via: 'shebang' });
       expect(programKind(processStartedFact(launch))).toBe('training');
+    });
+
+    // OpenHands runs the agent's commands in an interactive bash: a shell with job control that sees
+    // each command's exec-time SIGSTOP as its foreground job being suspended, and moves on.
+    it('with a hold instead of SIGSTOP, a job-control shell never sees its command stop; the capture is still at exec', async () => {
+      const body = '#!/bin/sh\nexit 0\n';
+      const script = `set -m; printf '${body.replace(/\n/g, '\\n')}' > x.sh; chmod +x x.sh; ./x.sh; echo $? > rc; rm x.sh`;
+      const stopped = await bash(script, { cwd: dir });
+      expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('147'); // 128 + SIGSTOP: the shell took it for a suspend
+      expect(stopped.gaps).toEqual([]);
+
+      const held = await bash(script, { cwd: dir, execHoldMs: 2000 });
+      expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('0');
+      const run = startWith(held, './x.sh')!;
+      expect(run.capture).toBe('at-exec');
+      expect(run.script).toMatchObject({ via: 'shebang', sha256: sha256(body) });
+      expect(held.gaps).toEqual([]);
+      expectPaired(held);
     });
 
     it('marks the launched root as captured after its start (strace starts it before it can stop it)', async () => {

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,8 +13,8 @@ import { Instrumentation } from './instrumentation.js';
 import { RedactingArtifactStore } from './redacting-artifact-store.js';
 import { RunRecorder } from './run-recorder.js';
 import { RunRedaction } from './run-redaction.js';
+import { sha } from '../../test/testing/helpers.js';
 
-const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 const TOKEN = ['tok', 'Zq81LmX0vB7nR4sT2wY6'].join('_');
 const AT = new Date('2026-01-01T00:00:02.000Z');
 

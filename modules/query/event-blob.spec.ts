@@ -1,10 +1,9 @@
-import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from '@jest/globals';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { BlobIntegrityError, eventBlobs, isBinaryContent, pickEventBlob, readableText, readEventBlob, readEventBlobHead } from './event-blob.js';
+import { sha } from '../../test/testing/helpers.js';
 
-const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 const ref = (text: string) => ({ sha256: sha(text), size: Buffer.byteLength(text), key: `sha256/${sha(text).slice(0, 2)}/${sha(text)}` });
 
 /** An artifact store holding `blobs` by sha256 (only get is used). */

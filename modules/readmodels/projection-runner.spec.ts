@@ -17,6 +17,7 @@ import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { ProjectionCheckpoint } from './projection-checkpoint.entity.js';
 import { dumpReadModel, ProjectionFailedError, ProjectionRunner, UnknownProjectionError } from './projection-runner.js';
+import { until } from '../../test/testing/helpers.js';
 
 const at = (seq: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, seq)).toISOString();
 
@@ -252,7 +253,7 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
     const stop = new AbortController();
     const running = runner.run(stop.signal);
     for (let seq = 3; seq < 20; seq += 2) await append(store, runEvents('live', seq, seq + 2));
-    await until(async () => (await rows(dataSource))[0]?.lastSeq === 20);
+    await until('the row at seq 20', async () => (await rows(dataSource))[0]?.lastSeq === 20);
     stop.abort();
     await running;
     expect(await runner.status()).toMatchObject([{ lag: 0, eventsProcessed: 21 }]);
@@ -332,10 +333,3 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
   return out;
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

@@ -2,9 +2,9 @@ import { describe, expect, it } from '@jest/globals';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { renderTimeline } from './format.js';
 import { timelineOf } from './timeline.js';
+import { at } from '../../test/testing/helpers.js';
 
 const RUN = 'r-1';
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const WS = '/home/u/.a2rl/workspaces/r-1';
 
 const events = [

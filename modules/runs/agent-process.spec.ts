@@ -4,14 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { killLeftoverProcessGroup, launchAgent, type LaunchOptions } from './agent-process.js';
 import { readAllStats, readArgv } from '../instrumentation/process-monitor.js';
+import { until } from '../../test/testing/helpers.js';
 
 /** Waits until `condition` holds (never a fixed sleep: a loaded machine is slow); fails after a generous deadline. */
-async function until(what: string, condition: () => boolean, timeoutMs = 20_000): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !condition(); await new Promise((r) => setTimeout(r, 20))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-  }
-}
-
 /** Live (non-zombie) processes whose command line contains `marker`. */
 function survivors(marker: string): number[] {
   return [...readAllStats().values()]
@@ -39,7 +34,7 @@ describe('launchAgent', () => {
     const agent = await launchAgent(
       bash(script, { budgetMs: 3_000, graceMs: 400, monitor: { intervalMs: 50, onStart: (p) => seen.push(p.pid) } }),
     );
-    await until('three sleeps running', () => survivors(marker).length >= 3, 3_000);
+    await until('three sleeps running', () => survivors(marker).length >= 3);
     const exit = await agent.exited;
     expect(exit.reason).toBe('timeout');
     expect(exit.signal).toBe('SIGKILL'); // it ignored SIGTERM
@@ -54,7 +49,7 @@ describe('launchAgent', () => {
     const inner = `trap "" TERM; sleep ${marker} & setsid bash -c 'trap "" TERM; sleep ${marker}; true' & wait`;
     const bwrap = ['--die-with-parent', '--unshare-pid', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', 'bash', '-c', inner];
     const agent = await launchAgent({ ...bash(''), file: 'bwrap', args: bwrap, budgetMs: 3_000, graceMs: 300 });
-    await until('two sleeps running', () => survivors(marker).length >= 2, 3_000);
+    await until('two sleeps running', () => survivors(marker).length >= 2);
     expect((await agent.exited).reason).toBe('timeout');
     expect(survivors(marker)).toEqual([]);
   });

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { chmod, mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
@@ -20,8 +19,8 @@ import {
   MAX_DIFFERENCES,
   type IntegrityBaseline,
 } from './workspace-integrity.js';
+import { sha } from '../../test/testing/helpers.js';
 
-const sha = (body: string | Buffer) => createHash('sha256').update(body).digest('hex');
 
 const FILES: Record<string, string> = {
   'data/train.jsonl': '{"q":"1+1","a":"2"}\n',

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -6,8 +5,8 @@ import { join } from 'node:path';
 import { fakeTask } from './testing/fake-task.js';
 import { epochSeconds, prepareWorkspace, RunMeta } from './workspace.js';
 import { WorkspaceError } from '../workspace-fs/layout.js';
+import { sha } from '../../test/testing/helpers.js';
 
-const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
 describe('prepareWorkspace', () => {
   let home: string;

@@ -1,13 +1,12 @@
-import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { analyzeRun } from './analyze.js';
 import type { BlobReader } from '../blob-reader.js';
+import { sha } from '../../test/testing/helpers.js';
 
 const RUN = 'r-1';
 const WS = '/ws/r-1';
-const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 const BASE_FILES = { 'manifest.json': '{"format":"tiny"}', 'weights.json': '{"w":[0,0]}' };
 
 /** A run written event by event, one second apart, with an in-memory blob store for file contents and output. */

@@ -2,9 +2,9 @@ import { describe, expect, it } from '@jest/globals';
 import type { A2rlEvent, EventData } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { changePhrase, describeModified, workspaceIntegrity } from './integrity.js';
+import { at } from '../../test/testing/helpers.js';
 
 const RUN = 'run-integrity';
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
 const A = 'a'.repeat(64);
 const B = 'b'.repeat(64);
 type Check = EventData<'WorkspaceIntegrityChecked'>;

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/events/catalog.js';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
@@ -6,9 +5,9 @@ import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { failedCall, llmCall } from '../transcript/testing/llm-call.js';
 import { analyzeRun } from './analyze.js';
 import { p50, sameModel } from './llm.js';
+import { sha } from '../../test/testing/helpers.js';
 
 const RUN = 'llm-1';
-const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 const GATEWAY = { providers: ['anthropic' as const], url: 'http://127.0.0.1:5001' };
 
 /** A run of an LLM-driven agent, event by event, one second apart. */

@@ -3,12 +3,12 @@ import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/event
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { analyzeRun, failureClassOf } from './analyze.js';
 import { memoryBlobs, sampleRun } from './testing/run-fixture.js';
+import { at } from '../../test/testing/helpers.js';
 
 // Outcomes that say nothing about the agent (set-up failed, cancelled) and the failure class of a
 // run in progress: derived from recorded causes; runs recorded without them read as before.
 
 const RUN = 'oc-1';
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 
 function events(...specs: Array<[EventType, EventData<EventType>]>): A2rlEvent[] {
   const head: Array<[EventType, EventData<EventType>]> = [

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,9 +12,8 @@ import { analyzeRun } from './analyze.js';
 import type { BlobReader } from '../blob-reader.js';
 import type { RunAnalysisRow } from './run-analysis.entity.js';
 import { runAnalysisProjection } from './run-analysis.projection.js';
+import { at, sha } from '../../test/testing/helpers.js';
 
-const sha = (text: string) => createHash('sha256').update(text).digest('hex');
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const CODE = 'from trl import SFTTrainer\n';
 const blobs: BlobReader = { read: async (h) => (h === sha(CODE) ? Buffer.from(CODE) : null) };
 

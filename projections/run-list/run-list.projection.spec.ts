@@ -4,11 +4,12 @@ import type { A2rlEvent, EventData, EventType } from '../../modules/ledger/event
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import { foldRunLifecycle, runGuard } from '../../modules/ledger/run-lifecycle.js';
+import { at } from '../../test/testing/helpers.js';
+import { projection, type Fact } from '../../test/testing/given.js';
 import type { RunListRow } from './run-list.entity.js';
 import { runListProjection } from './run-list.projection.js';
 
 const RUN = 'r-1';
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 
 const scheduled = (seq = 0) =>
   buildEvent('RunScheduled', RUN, seq, at(seq), {
@@ -17,6 +18,15 @@ const scheduled = (seq = 0) =>
 const started = (seq: number) => buildEvent('AgentStarted', RUN, seq, at(seq), { command: 'run.sh' });
 const fileChanged = (seq: number) =>
   buildEvent('FileChanged', RUN, seq, at(seq), { path: 'code/train.py', op: 'create', observedAt: at(seq) });
+
+// given(events).when(event).then(rows), the events recorded on the in-memory store (test/testing/given.ts).
+const runList = projection(runListProjection, RUN);
+const SCHEDULED: Fact = { type: 'RunScheduled', data: { task: 'l1-arith', agent: 'reference', driver: 'gpt-x', baseModel: 'tiny-0', budgetSeconds: 60, seed: 7, mode: 'free' } };
+const STARTED: Fact = { type: 'AgentStarted', data: { command: 'run.sh' } };
+const FILE: Fact = { type: 'FileChanged', data: { path: 'code/train.py', op: 'create', observedAt: at(2) } };
+const row = (fields: Partial<RunListRow>): RunListRow => ({
+  runId: RUN, task: 'l1-arith', agent: 'reference', driver: 'gpt-x', baseModel: 'tiny-0', state: 'scheduled', eventCount: 1, lastSeq: 0, scheduledAt: at(0), lastEventAt: at(0), ...fields,
+});
 
 function fold(events: A2rlEvent[]): RunListRow | undefined {
   return events.reduce<RunListRow | undefined>((row, e) => runListProjection.evolve(row, e), undefined);
@@ -27,11 +37,11 @@ describe('run-list projection', () => {
     expect(runListProjection.keyOf(started(3))).toBe(RUN);
   });
 
-  it('records what was scheduled and when, from the event time', () => {
-    expect(fold([scheduled()])).toEqual({
+  it('records what was scheduled and when, from the event time', async () => {
+    await runList.given().when(SCHEDULED).then([{
       runId: RUN, task: 'l1-arith', agent: 'reference', driver: 'gpt-x', baseModel: 'tiny-0', state: 'scheduled',
       eventCount: 1, lastSeq: 0, scheduledAt: at(0), lastEventAt: at(0),
-    });
+    }]);
   });
 
   it('stores a missing driver as null', () => {
@@ -63,16 +73,14 @@ describe('run-list projection', () => {
     expect(fold([scheduled(), started(1), limit, buildEvent('RunCompleted', RUN, 3, at(3), { submissions: 0 })])?.state).toBe('completed');
   });
 
-  it('keeps the state on events that are not lifecycle events, and counts them', () => {
-    const row = fold([scheduled(), started(1), fileChanged(2), fileChanged(3)]);
-    expect(row).toMatchObject({ state: 'running', eventCount: 4, lastSeq: 3, scheduledAt: at(0), lastEventAt: at(3) });
+  it('keeps the state on events that are not lifecycle events, and counts them', async () => {
+    await runList.given(SCHEDULED, STARTED, FILE).when(FILE).then([row({ state: 'running', eventCount: 4, lastSeq: 3, lastEventAt: at(3) })]);
   });
 
-  it('follows an interruption and resumption', () => {
-    const interrupted = buildEvent('RunInterrupted', RUN, 2, at(2), { reason: 'oom' });
-    const resumed = buildEvent('RunResumed', RUN, 3, at(3), {});
-    expect(fold([scheduled(), started(1), interrupted])?.state).toBe('interrupted');
-    expect(fold([scheduled(), started(1), interrupted, resumed])?.state).toBe('running');
+  it('follows an interruption and resumption', async () => {
+    const interrupted: Fact = { type: 'RunInterrupted', data: { reason: 'oom' } };
+    await runList.given(SCHEDULED, STARTED).when(interrupted).then([row({ state: 'interrupted', eventCount: 3, lastSeq: 2, lastEventAt: at(2) })]);
+    await runList.given(SCHEDULED, STARTED, interrupted).when({ type: 'RunResumed', data: {} }).then([row({ state: 'running', eventCount: 4, lastSeq: 3, lastEventAt: at(3) })]);
   });
 
   it('builds a row with null run facts when RunScheduled is missing', () => {

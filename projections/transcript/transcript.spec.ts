@@ -4,8 +4,8 @@ import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { failedCall, llmCall } from './testing/llm-call.js';
 import { buildTranscript, callRole, TranscriptBuilder } from './transcript.js';
+import { at } from '../../test/testing/helpers.js';
 
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
 
 function events(specs: Array<[EventType, EventData<EventType>]>): A2rlEvent[] {
   return specs.map(([type, data], seq) => buildEvent(type, 'tr-1', seq, at(seq), data));

@@ -3,9 +3,9 @@ import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../modules/ledger/events/envelope.js';
 import { workspaceRevisionsProjection as projection } from './workspace-revisions.projection.js';
+import { at } from '../../test/testing/helpers.js';
 
 const RUN = 'r-1';
-const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const sha = (c: string) => c.repeat(64);
 
 describe('workspace-revisions projection', () => {

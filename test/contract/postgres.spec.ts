@@ -9,6 +9,7 @@ import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import type { RecordedEvent, Subscription } from '../../modules/ledger/event-store.port.js';
 import { agentEvent, collect, eventStoreContract, newRunId, take } from './event-store.contract.js';
+import { until } from '../testing/helpers.js';
 
 // Needs the PostgreSQL at 127.0.0.1:5432 (trust auth, database `test`). Every schema used here is
 // fresh and dropped afterwards, so runs never see each other's events.
@@ -41,14 +42,6 @@ function record(sub: Subscription): { events: RecordedEvent[]; done: Promise<unk
     for await (const e of sub) events.push(e);
   })().catch((error: unknown) => error);
   return { events, done };
-}
-
-async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -110,7 +103,7 @@ describe('PostgresEventStore', () => {
 
       // A commits without a NOTIFY of its own: polling must find it.
       await writer.query('COMMIT');
-      await until(() => seen.events.length >= 2);
+      await until('two events seen', () => seen.events.length >= 2);
       await sleep(300);
       expect(labels(seen.events)).toEqual([`${a}/0`, `${b}/0`]);
       const all = await collect(store.readAll({ after: start }));
@@ -137,7 +130,7 @@ describe('PostgresEventStore', () => {
       expect(seen.events).toEqual([]);
       await writer.query('COMMIT');
 
-      await until(() => seen.events.length >= 2);
+      await until('two events seen', () => seen.events.length >= 2);
       await sleep(300);
       expect(labels(seen.events)).toEqual([`${a}/0`, `${b}/0`]);
       const resumed = store.subscribeAll({ after: seen.events[0].position });

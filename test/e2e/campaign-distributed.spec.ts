@@ -10,6 +10,7 @@ import { checkQueue } from '../../infra/queue/redis-connection.js';
 import { deleteKeys as deleteRedisKeys } from '../../infra/queue/testing/redis-keys.js';
 import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
 import type { CampaignJson, Ev } from './campaign-json.js';
+import { until } from '../testing/helpers.js';
 
 // Distributed campaigns end to end through the built `a2rl` binary: `a2rl worker` processes, each with
 // its own A2RL_HOME (one "machine" each), sharing a PostgreSQL ledger, a filesystem artifact store and a
@@ -61,7 +62,7 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
   };
   const startWorker = async (): Promise<Background & { id: string }> => {
     const w = start(dir('worker'), ['worker', '--queue', REDIS, '--slots', '1']);
-    await until(() => /worker (\S+): taking jobs from/.test(w.stderr()) || w.child.exitCode !== null, 'the worker to start', 60_000);
+    await until('the worker to start', () => /worker (\S+): taking jobs from/.test(w.stderr()) || w.child.exitCode !== null, 60_000);
     const id = /worker (\S+): taking jobs from/.exec(w.stderr())?.[1];
     if (!id) throw new Error(`the worker did not start: ${w.stderr()}`);
     return { ...w, id };
@@ -91,7 +92,7 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
 
     // The victim: the first worker whose run is recorded as assigned (the runner logs it after RunAssigned).
     const startedRun = /cell (\d+): started run (\S+)/;
-    await until(() => workers.some((w) => startedRun.test(w.stderr())), 'a worker to start a run', 90_000);
+    await until('a worker to start a run', () => workers.some((w) => startedRun.test(w.stderr())), 90_000);
     const victim = workers.find((w) => startedRun.test(w.stderr()))!;
     const survivor = workers.find((w) => w !== victim)!;
     const [, killedCell, killedRun] = startedRun.exec(victim.stderr())!;
@@ -145,7 +146,7 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
     const first = await startWorker();
     const campaign = start(dir('scheduler'), ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '1', '--budget', '20s', '--json']);
     const startedRun = /cell 0: started run (\S+)/;
-    await until(() => startedRun.test(first.stderr()), 'the worker to start the run', 90_000);
+    await until('the worker to start the run', () => startedRun.test(first.stderr()), 90_000);
     const [, stoppedRun] = startedRun.exec(first.stderr())!;
     first.child.kill('SIGTERM');
     expect(await Promise.race([first.exited, timeout(90_000, 'the worker to exit')])).toBe(143);
@@ -207,14 +208,6 @@ function lines(r: CliResult): string[] {
     .trim()
     .split('\n')
     .filter((l) => l && !l.includes('warning: artifacts are on a filesystem path'));
-}
-
-async function until(check: () => boolean, what: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 function timeout(ms: number, what: string): Promise<never> {

@@ -1,12 +1,13 @@
 // Hand-made run fixtures for the report, scoreboard and query specs: a small, consistent run (events,
 // the RunAnalysis derived from them, and the file blobs), plus a terse RunAnalysis factory.
-import { createHash } from 'node:crypto';
 import type { A2rlEvent, EventData, EventType } from '../../../modules/ledger/events/catalog.js';
 import { buildEvent } from '../../../modules/ledger/events/envelope.js';
 import type { RunAnalysis } from '../analysis.types.js';
 import type { BlobReader } from '../../blob-reader.js';
 
-export const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+import { sha } from '../../../test/testing/helpers.js';
+
+export { sha };
 
 export const TRAIN_V1 = 'import lib\nlr = 0.1\nepochs = 3\ntrain(lr, epochs)\n';
 export const TRAIN_V2 = 'import lib\nlr = 0.01\nepochs = 3\ntrain(lr, epochs)\nprint("<done> & ok")\n';
