@@ -9,6 +9,7 @@ import { AppModule } from './app.module.js';
 import { A2RL_CONFIG } from './config/config.module.js';
 import { type A2rlConfig, loadConfig, redact } from './config/config.js';
 import { checkHome, OpenError } from './config/open-errors.js';
+import { UserProjectionTables } from '../modules/analytics/user-projection-tables.js';
 
 /**
  * Nest's console logger (errors and warnings) without the two reports of a failed start: the
@@ -46,6 +47,7 @@ export async function serve(): Promise<INestApplication> {
   app.enableShutdownHooks();
   const config = app.get<A2rlConfig>(A2RL_CONFIG);
   await app.get(ProjectionRunnerService).start();
+  await app.get(UserProjectionTables).start(); // user projections (modules/analytics), each in its own thread
   try {
     await app.listen(config.httpPort, config.httpHost);
   } catch (err) {

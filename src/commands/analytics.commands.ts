@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { withReadSide } from './read-side.js';
+import { inertLine } from '../../modules/reports/inert-text.js';
+import { withReadSide, type ReadSide } from './read-side.js';
 import { jsonOut } from './terminal.js';
 
 // SQL over the read models and the ledger (modules/analytics, docs/analysis.md "Tables for SQL and
@@ -32,7 +33,7 @@ export function registerAnalyticsCommands(program: Command): void {
       ]);
       const limits = { ...DEFAULT_LIMITS, timeoutMs: positive('--timeout', opts.timeout!) * 1000, maxRows: positive('--max-rows', opts.maxRows!) };
       await withReadSide(async (side) => {
-        const tables = await collectTables({ runs: () => side.source.runs(), store: side.store }, { campaign: opts.campaign });
+        const tables = [...(await collectTables({ runs: () => side.source.runs(), store: side.store }, { campaign: opts.campaign })), ...(await userTables(side))];
         const result = await runQuery(tables, sql, limits);
         process.stdout.write(opts.json ? jsonOut(out.resultJson(result)) : opts.csv ? out.resultCsv(result) : out.resultTable(result));
       });
@@ -58,6 +59,14 @@ export function registerAnalyticsCommands(program: Command): void {
         else for (const w of written) process.stdout.write(`wrote ${w.file} (${w.rows} rows)\n`);
       });
     });
+}
+
+/** The user projections' tables, each brought up to date first in its thread; one that fails is a warning line and keeps its last table. */
+async function userTables(side: ReadSide) {
+  const { UserProjections, userProjectionsDir } = await import('../../modules/analytics/user-projections/user-projections.js');
+  const projections = new UserProjections(userProjectionsDir(side.config.home), side.store);
+  for (const o of await projections.catchUp()) if (!o.ok) process.stderr.write(`a2rl: warning: ${inertLine(o.error ?? '')} (its last good table, if any, is queried)\n`);
+  return projections.tables();
 }
 
 function positive(option: string, value: string): number {

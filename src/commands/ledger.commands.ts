@@ -14,6 +14,7 @@ import { eventLine } from './event-line.js';
 import { withReadSide, type ReadModels } from './read-side.js';
 import { jsonOut } from './terminal.js';
 import { untilInterrupted } from './interrupt.js';
+import { registerUserProjectionCommands } from './user-projections.commands.js';
 
 // `events` and `runs` read the ledger and the read models without the Nest app (read-side.ts), and
 // load what else they use on use: they start in a fraction of a second.
@@ -130,6 +131,7 @@ export function registerLedgerCommands(program: Command): void {
         process.stdout.write(`rebuild took ${seconds.toFixed(2)} s\n`);
       });
     });
+  registerUserProjectionCommands(projections); // add, remove, user: the operator's own projections (modules/analytics)
 }
 
 /** The Nest app and its projection runner, for the commands that maintain projections. */

@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -131,6 +131,24 @@ describe('a2rl export-tables', () => {
   }, T);
 });
 
+describe('user projections through the CLI', () => {
+  it('a registered projection is a table for a2rl query; a malformed one is refused in one line and changes nothing', async () => {
+    const added = JSON.parse(await ok(['projections', 'add', path.resolve('docs/examples/tokens-per-point.mjs'), '--json'])) as { name: string; rows: number };
+    expect(added).toMatchObject({ name: 'tokens_per_point', rows: 1 });
+    expect((await query('SELECT driver, runs, output_tokens FROM tokens_per_point')).rows).toEqual([['none', 3, 0]]);
+
+    const before = { runs: await ok(['query', 'SELECT * FROM runs ORDER BY run_id', '--json']), listing: readdirSync(path.join(home, 'projections')).sort() };
+    const bad = path.join(home, 'bad.mjs');
+    writeFileSync(bad, "export const name = 'bad'; export const version = 1; export const columns = { n: 'INTEGER' }; export const initialState = 0; export const evolve = (s) => s + 1; export const rows = (s) => [{ n: String(s) }];");
+    const r = await a2rl(['projections', 'add', bad]);
+    expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 1, stdout: '' });
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^a2rl: projection bad\.mjs: rows\(\)\[0\]\.n is not of type INTEGER/)]);
+    expect({ runs: await ok(['query', 'SELECT * FROM runs ORDER BY run_id', '--json']), listing: readdirSync(path.join(home, 'projections')).sort() }).toEqual(before);
+    const missing = await a2rl(['query', 'SELECT * FROM bad']);
+    expect(missing.stderr).toMatch(/Table with name bad does not exist/);
+  }, T);
+});
+
 describe('GET /query (a2rl serve)', () => {
   let server: ChildProcess | undefined;
   let base = '';
@@ -175,7 +193,24 @@ describe('GET /query (a2rl serve)', () => {
     expect(queries.map((r) => r.outcome)).toEqual(['ok', 'ok', 'refused', 'ok']);
     expect(queries[0].detail).toBe('1 rows; sql: SELECT count(*) FROM runs');
   }, T);
+
+  it('keeps the user projections live: a run recorded while it serves shows in their tables', async () => {
+    const sql = async (q: string) => (await (await fetch(`${base}/query?sql=${encodeURIComponent(q)}`)).json()) as { rows: unknown[][] };
+    expect((await sql('SELECT runs FROM tokens_per_point')).rows).toEqual([[3]]);
+    await ok(['run', '--task', 'ref-arith', '--agent', 'faulty-idle', '--budget', '2s', '--json']);
+    await eventually('the projection to count the new run', async () => ((await sql('SELECT runs FROM tokens_per_point')).rows[0]?.[0] === 4 ? true : undefined));
+  }, T);
 });
+
+async function eventually<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 60_000; // only so that a broken server cannot hang the suite
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
