@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -9,18 +9,13 @@ import { startFakeGemini } from '../servers/fake-llm/fake-gemini.js';
 import { startFakeOpenAI } from '../servers/fake-llm/fake-openai.js';
 import { agentCalls } from '../servers/fake-llm/serve.js';
 import type { FakeLlmOptions, FakeLlmServer } from '../servers/fake-llm/types.js';
-import { runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
+import { sandboxedAsRoot } from './a2rl-cli.js';
+import { a2rlAt, filesContaining, ofType, runEvents } from './testing/agent-runs.js';
 
 // The real agent CLIs (installed at pinned versions in infra/agent-clis by `npm test`'s pretest), each
 // run unmodified by `a2rl run` in the sandbox as its own uid, its model calls going through the run's
 // LLM gateway to a scripted fake of its provider. The fake drives the session: write a training
 // script, run it, submit, end. The harness is root here, as in CI.
-
-interface Ev {
-  type: string;
-  seq: number;
-  data: Record<string, unknown>;
-}
 
 /** The agent's session, the same for every CLI: each command runs through the CLI's own shell tool. */
 const SCRIPT = [
@@ -51,11 +46,8 @@ const CLIS: Cli[] = [
 const installed = (cli: Cli) => existsSync(path.join(projectCliBin(), cli.binary));
 
 let home: string;
-const a2rl = (args: string[], env: Record<string, string> = {}) => runA2rl(args, { env: { ...process.env, A2RL_HOME: home, ...env } });
-
-async function events(runId: string): Promise<Ev[]> {
-  return (await a2rl(['events', runId, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
-}
+const a2rl = a2rlAt(() => home);
+const events = (runId: string) => runEvents(a2rl, runId);
 
 /** One run of `cli` against `fake`; the harness's environment also holds a canary credential. */
 async function runAgent(cli: Cli, fake: FakeLlmServer, args: string[] = []) {
@@ -72,22 +64,6 @@ async function runAgent(cli: Cli, fake: FakeLlmServer, args: string[] = []) {
   return { summary, events: await events(summary.runId) };
 }
 
-/** Every file under `dir` that contains `needle` (the ledger database, the artifact store, a bundle). */
-function filesContaining(dir: string, needle: string): string[] {
-  const hits: string[] = [];
-  const walk = (d: string) => {
-    for (const name of readdirSync(d)) {
-      const p = path.join(d, name);
-      const st = lstatSync(p); // links (run_meta.json) are not followed
-      if (st.isDirectory()) walk(p);
-      else if (st.isFile() && readFileSync(p).includes(needle)) hits.push(path.relative(dir, p));
-    }
-  };
-  walk(dir);
-  return hits;
-}
-
-const ofType = (evs: Ev[], type: string) => evs.filter((e) => e.type === type);
 
 const describeRun = sandboxedAsRoot ? describe : describe.skip;
 

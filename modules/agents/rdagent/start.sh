@@ -16,10 +16,18 @@
 # does). EMBEDDING_MODEL points embeddings at the same route; the RL loop itself asks for none.
 # R&D-Agent writes its logs and caches under the working directory: the agent home's rdagent/, not the
 # workspace (the home is archived with the run).
+#
+# RL_SCEN (R&D-Agent's setting for the scenario class) names a2rl_rl_scenario.Scenario: its released RL
+# scenario leaves two abstract methods of its base class unimplemented and cannot be constructed;
+# the subclass adds them (a2rl_rl_scenario.py says how) and changes nothing else.
 set -euo pipefail
 export CHAT_MODEL="openai/$LLM_MODEL"
+# R&D-Agent asks at temperature 0.5; OpenAI's reasoning models accept only 1 (LiteLLM refuses the call).
+case "$LLM_MODEL" in gpt-5*|o1*|o3*|o4*) export CHAT_TEMPERATURE=1 ;; esac
 # As the paper's wrapper: R&D-Agent's resource root is the folder above the models folder.
 export RL_FILE_PATH="$(dirname "$(dirname "$MODEL_PATH")")"
+export RL_SCEN=a2rl_rl_scenario.Scenario
+export PYTHONPATH="$A2RL_AGENT_DIR${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$HOME/rdagent"
 cd "$HOME/rdagent"
 exec rdagent-python -m rdagent.app.rl.loop --base-model "$BASE_MODEL" --benchmark "$TASK" --step-n "$STEP_N" --loop-n "$LOOP_N"

@@ -34,7 +34,8 @@ export async function startFakeOpenAI(options: FakeLlmOptions): Promise<FakeLlmS
     const usage = usageOf(options, answered++, body);
     const answer = planAnswer(options, request, api);
     call.status = 200;
-    call.usage = usage;
+    // A chat stream carries usage only when the request asked for it (LiteLLM's, R&D-Agent's, do not).
+    if (!(call.stream && api === 'chat' && !includeUsage(request))) call.usage = usage;
     if (answer.tool) call.toolCall = { name: answer.tool.name, command: answer.tool.command };
     const model = options.model ?? call.model ?? 'gpt-5';
     const reply = { ...answer, model, usage, id: `${answered}${Date.now().toString(36)}` };
