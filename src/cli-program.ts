@@ -30,7 +30,7 @@ export const COMMAND_AREA: Record<string, keyof typeof AREAS> = {
   keys: 'audit', verify: 'audit', replay: 'audit', export: 'audit', 'verify-bundle': 'audit',
   tokens: 'access', access: 'access', regrade: 'regrade', data: 'data', doctor: 'data', peers: 'peers',
   logs: 'output', blob: 'output',
-  query: 'analytics', 'export-tables': 'analytics',
+  query: 'analytics', 'export-tables': 'analytics', analysis: 'analytics',
 };
 
 /** The CLI with every command, with only `command`'s area when it names one, or none for --version (help and errors need them all). */

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { inertLine } from '../../modules/reports/inert-text.js';
 import { withReadSide, type ReadSide } from './read-side.js';
-import { jsonOut } from './terminal.js';
+import { documentOut, jsonOut } from './terminal.js';
 
 // SQL over the read models and the ledger (modules/analytics, docs/analysis.md "Tables for SQL and
 // dataframes"): parse, call the module, print.
@@ -15,6 +15,7 @@ interface QueryOptions {
 }
 
 export function registerAnalyticsCommands(program: Command): void {
+  registerAnalysisTablesCommand(program);
   program
     .command('query')
     .description('answer one read-only SQL statement (DuckDB) over the tables runs, submissions, llm_usage, events (and user projections): copies in memory, no file or network access; a table by default')
@@ -57,6 +58,37 @@ export function registerAnalyticsCommands(program: Command): void {
         const written = await exportTables(tables, opts.output, opts.format as 'parquet' | 'csv');
         if (opts.json) process.stdout.write(jsonOut(`${JSON.stringify(written)}\n`));
         else for (const w of written) process.stdout.write(`wrote ${w.file} (${w.rows} rows)\n`);
+      });
+    });
+}
+
+export function registerAnalysisTablesCommand(program: Command): void {
+  program
+    .command('analysis')
+    .description("the paper's analysis tables from a campaign (docs/analysis.md \"The paper's tables\")")
+    .command('tables')
+    .description("improvement per task × agent × driver with intervals and the noise floor, executed routes per task, failure classes per agent × driver, the driver effect within a scaffold, improvement by level, evaluation noise; every value cites its runs; html draws the headline figures")
+    .requiredOption('--campaign <id>', "the campaign (its accepted runs: one per completed cell × seed)")
+    .option('--format <format>', 'md | csv | json | html', 'md')
+    .option('-o, --output <file>', 'write to this file instead of stdout')
+    .action(async (opts: { campaign: string; format: string; output?: string }) => {
+      const [{ analysisTables }, { renderAnalysis, ANALYSIS_FORMATS }, { campaignTableRuns }, { TASKS }] = await Promise.all([
+        import('../../modules/analytics/analysis-tables.js'),
+        import('../../modules/analytics/analysis-render.js'),
+        import('../../modules/analytics/collect.js'),
+        import('../../tasks/index.js'),
+      ]);
+      if (!ANALYSIS_FORMATS.includes(opts.format as never)) throw new Error(`--format must be ${ANALYSIS_FORMATS.join(', ')}, got "${opts.format}"`);
+      const format = opts.format as (typeof ANALYSIS_FORMATS)[number];
+      await withReadSide(async (side) => {
+        const levelOf = (task: string | null) => { const level = TASKS.find((t) => t.id === task)?.level; return level === undefined ? null : `L${level}`; };
+        const runs = await campaignTableRuns({ runs: () => side.source.runs(), store: side.store }, opts.campaign, levelOf);
+        const text = renderAnalysis(analysisTables(opts.campaign, runs), format);
+        if (opts.output) {
+          const { writeFile } = await import('node:fs/promises');
+          await writeFile(opts.output, text);
+          process.stderr.write(`wrote ${opts.output} (${Buffer.byteLength(text)} bytes)\n`);
+        } else process.stdout.write(format === 'json' ? jsonOut(text) : format === 'html' ? documentOut(text) : text);
       });
     });
 }

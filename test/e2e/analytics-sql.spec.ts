@@ -202,6 +202,31 @@ describe('GET /query (a2rl serve)', () => {
   }, T);
 });
 
+describe('a2rl analysis tables', () => {
+  it("regenerates the tables of a 2-task × 2-seed campaign, agreeing with the scoreboard, each value citing the campaign's runs", async () => {
+    const out = await ok(['campaign', 'run', '--tasks', 'ref-arith,ref-judge', '--agents', 'faulty-copy-base', '--seeds', '2', '--budget', '20s', '--json']);
+    const campaign = JSON.parse(out.trim().split('\n').pop()!) as { campaignId: string; runs: { runId: string }[] };
+    const report = JSON.parse(await ok(['analysis', 'tables', '--campaign', campaign.campaignId, '--format', 'json'])) as { runs: { runId: string; seed: number; level: string }[]; tables: { id: string; rows: { value: unknown; runs: string[] }[][] }[] };
+    const board = JSON.parse(await ok(['scoreboard', '--campaign', campaign.campaignId, '--json'])) as { task: string; best: { mean: number }; improvement: number; runIds: string[] }[];
+    const improvement = report.tables.find((t) => t.id === 'improvement')!;
+    expect(improvement.rows.map((r) => [r[0].value, r[3].value, r[5].value, r[8].value, r[8].runs])).toEqual(board.map((b) => [b.task, 2, b.best.mean, b.improvement, [...b.runIds].sort()]));
+    // A copy of the base model improves nothing: 0 points, route copy_model, class copy_model_fallback, on both levels.
+    expect(improvement.rows.map((r) => r[8].value)).toEqual([0, 0]);
+    const routes = report.tables.find((t) => t.id === 'routes')!;
+    expect(routes.rows.map((r) => r[6].value)).toEqual([2, 2]);
+    const levels = report.tables.find((t) => t.id === 'by_level')!;
+    expect(levels.rows.map((r) => [r[0].value, r[2].value, r[3].value])).toEqual([['L1', 2, 0], ['L2', 2, 0]]);
+    expect(report.runs.map((r) => r.runId).sort()).toEqual(campaign.runs.map((r) => r.runId).sort());
+    expect(report.runs.map((r) => [r.level, r.seed])).toEqual([['L1', 0], ['L1', 1], ['L2', 0], ['L2', 1]]);
+    const html = path.join(home, 'tables.html');
+    await ok(['analysis', 'tables', '--campaign', campaign.campaignId, '--format', 'html', '-o', html]);
+    expect(readFileSync(html, 'utf8').match(/<svg /g)).toHaveLength(3);
+    const md = await ok(['analysis', 'tables', '--campaign', campaign.campaignId]);
+    expect(md).toMatch(/^# Analysis tables: campaign cmp-/);
+    expect(md).toContain('| R4 |');
+  }, T);
+});
+
 async function eventually<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + 60_000; // only so that a broken server cannot hang the suite
   for (;;) {
