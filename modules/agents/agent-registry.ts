@@ -161,7 +161,7 @@ export function upstreamKeyVariable(provider: AgentLlm['providers'][number]): st
 export function checkAgent(spec: AgentSpec, env: NodeJS.ProcessEnv = process.env): AgentAvailability {
   const missing: string[] = [];
   for (const command of spec.requires.commands ?? []) {
-    if (!resolveCommand(command, env)) missing.push(`command "${command}" (neither on PATH nor among the pinned CLIs that a2rl agents install provides)`);
+    if (!resolveCommand(command, env)) missing.push(`command "${command}" (neither on PATH nor among the pinned CLIs and Python agent systems that \`a2rl agents install\` provides)`);
   }
   for (const name of spec.requires.env ?? []) if (!env[name]) missing.push(`environment variable ${name}`);
   const any = spec.requires.anyEnv ?? [];

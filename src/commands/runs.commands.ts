@@ -56,15 +56,15 @@ export function registerRunsCommands(program: Command): void {
         const spec = runs.resolveAgent(opts); // unknown agent or missing prerequisites: fail before recording anything
         if (spec.llm) await checkUpstreams(spec.llm.providers, upstreamsFromEnv(process.env)); // its model must answer (GET …/models), or nothing is recorded
         const dashboard = await openDashboard(app, config, opts.serve === true);
+        const progress = progressPrinter();
         const result = await runs.run({
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
-          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progressPrinter(), limits, allowNet, baselineRepeats,
+          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progress.onProgress, limits, allowNet, baselineRepeats,
           onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
         }).catch(async (err: unknown) => {
           await dashboard?.close();
           throw err;
-        });
-        if (process.stderr.isTTY) process.stderr.write('\n');
+        }).finally(progress.done);
         // With --json, stdout holds only the JSON summary: the human lines go to stderr.
         (opts.json ? process.stderr : process.stdout).write(inertText(
           `run ${result.runId} (${result.task}, agent ${result.agent}): baseline ${num(result.baseline)}, best ${num(result.best)}, ` +
@@ -88,8 +88,8 @@ export function registerRunsCommands(program: Command): void {
         const results: RunSummary[] = [];
         for (const task of TASKS.filter((t) => t.reference)) {
           process.stderr.write(`running the reference agent on ${task.id} (L${task.level}: ${task.title}), budget ${formatSeconds(budgetSeconds)}\n`);
-          results.push(await runs.run({ task: task.id, agent: 'reference', budgetSeconds, seed: 0, gradingBaseUrl, onProgress: progressPrinter() }));
-          if (process.stderr.isTTY) process.stderr.write('\n');
+          const progress = progressPrinter();
+          results.push(await runs.run({ task: task.id, agent: 'reference', budgetSeconds, seed: 0, gradingBaseUrl, onProgress: progress.onProgress }).finally(progress.done));
         }
         const rows = [['TASK', 'BASELINE', 'BEST', 'IMPROVEMENT', 'SUBMISSIONS', 'RUN']];
         for (const r of results) rows.push([r.task, num(r.baseline), num(r.best), num(r.improvement), String(r.submissions), r.runId]);
@@ -139,11 +139,14 @@ export function registerRunsCommands(program: Command): void {
   const log = (line: string) => process.stderr.write(`${line}\n`);
   agents
     .command('install')
-    .description('install everything agents need: the agent CLIs at the versions a2rl is tested with (infra/agent-clis/package.json), for the project\'s use only, and the agents\' Python (`agents python install`)')
+    .description('install everything agents need: the agent CLIs at the versions a2rl is tested with (infra/agent-clis/package.json), for the project\'s use only, the agents\' Python (`agents python install`) and the Python agent systems (OpenHands, R&D-Agent: infra/python-agents, each in its own venv in the machine cache)')
     .action(async () => {
-      const [{ installAgentClis }, { installAgentPython }] = await Promise.all([import('../../modules/agents/agent-clis.js'), import('../../modules/agents/agent-python-env.js')]);
+      const [{ installAgentClis }, { installAgentPython }, { installPythonAgentSystems }] = await Promise.all([
+        import('../../modules/agents/agent-clis.js'), import('../../modules/agents/agent-python-env.js'), import('../../modules/agents/python-agent-systems.js'),
+      ]);
       installAgentClis({ log });
       await installAgentPython({ log });
+      await installPythonAgentSystems({ log });
     });
   agents
     .command('python')
