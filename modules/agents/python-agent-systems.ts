@@ -162,7 +162,8 @@ async function build(system: PythonAgentSystem, python: string, prefix: string, 
 
 function probe(system: PythonAgentSystem, python: string, env: NodeJS.ProcessEnv): string {
   // Offline, as in a run: LiteLLM would otherwise fetch its price list while importing.
-  const out = spawnSync(python, ['-c', system.probe], { encoding: 'utf8', env: { ...env, LITELLM_LOCAL_MODEL_COST_MAP: 'True' }, timeout: 300_000 });
+  // In its own prefix: R&D-Agent starts a log folder in the working directory when imported.
+  const out = spawnSync(python, ['-c', system.probe], { cwd: path.dirname(path.dirname(python)), encoding: 'utf8', env: { ...env, LITELLM_LOCAL_MODEL_COST_MAP: 'True' }, timeout: 300_000 });
   if (out.status !== 0) throw new AgentPythonInstallError(`${system.id}: the new environment cannot import it: ${(out.stderr || out.error?.message || '').trim().split('\n').pop()}`);
   return out.stdout.trim().split('\n').pop() ?? '';
 }
