@@ -508,7 +508,9 @@ describe('LLM gateway', () => {
   it('waits for an agent that reads slowly without taking it for upstream silence', async () => {
     const big = sse({ text: 'y'.repeat(8 * 1024 * 1024) });
     const upstream = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(big + sse({ usage: { in: 1, out: 1 } })));
-    const gw = await startGateway(upstream.url, { upstreamTimeoutMs: 300 });
+    // The upstream here shares the test's process: on a busy machine its next chunk can lag by a second
+    // or more, which a tighter timeout would take for silence. The agent's pause is well beyond it.
+    const gw = await startGateway(upstream.url, { upstreamTimeoutMs: 2500 });
     let paused = false;
     const reply = await send(gw.socketPath, {
       body: REQUEST,
@@ -516,7 +518,7 @@ describe('LLM gateway', () => {
         if (paused) return;
         paused = true; // the agent stops reading for longer than the upstream timeout
         req.socket?.pause();
-        setTimeout(() => req.socket?.resume(), 1000);
+        setTimeout(() => req.socket?.resume(), 6000);
       },
     });
     expect([reply.status, reply.broken, reply.body.length]).toEqual([200, false, Buffer.byteLength(big) + sse({ usage: { in: 1, out: 1 } }).length]);
