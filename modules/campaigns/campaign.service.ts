@@ -9,6 +9,7 @@ import type { CampaignCell, CampaignScheduled } from '../ledger/events/catalog.j
 import { CLOCK, type Clock } from '../ledger/tokens.js';
 import { CampaignLedger } from './campaign-ledger.js';
 import type { CampaignJob } from './campaign-queue.port.js';
+import { resumeRefusal } from './resume-rules.js';
 
 export interface CampaignOptions {
   tasks: string[];
@@ -95,6 +96,14 @@ export class CampaignService {
   pendingJobs(progress: CampaignProgress): CampaignJob[] {
     if (progress.status === 'completed' || progress.status === 'cancelled') return [];
     return progress.cells.filter((c) => !isTerminal(c.status)).map((c) => ({ campaignId: progress.campaignId, cell: c.cell, attempt: c.attempt, gpus: c.gpus }));
+  }
+
+  /** The campaign, checked to be one `campaign resume` may take up with this kind of queue (resume-rules.ts); throws why not. */
+  async resumable(campaignId: string, kind: 'local' | 'redis'): Promise<CampaignProgress> {
+    const progress = await this.get(campaignId);
+    const refusal = resumeRefusal(progress, kind);
+    if (refusal !== null) throw new Error(refusal);
+    return progress;
   }
 
   async cancel(campaignId: string, reason?: string): Promise<CampaignProgress> {

@@ -10,6 +10,7 @@ import type { VerifyDeps, VerifyOptions, VerifyProgress, VerifyResult } from '..
 import { inertLine, inertText } from '../../modules/reports/inert-text.js';
 import { recordCliAction } from './access-trail.js';
 import { jsonOut } from './terminal.js';
+import { StatusLine } from './status-line.js';
 
 /**
  * The app (Nest, TypeORM, every projection), loaded only by the commands here that use it: `a2rl
@@ -99,11 +100,10 @@ export function registerAuditCommands(program: Command): void {
       ]);
       let shown = '';
       let lastAt = 0;
+      const status = new StatusLine();
       const onProgress = (p: VerifyProgress) => {
-        // Per stage on a terminal; otherwise a line when a stage starts and every 5 s.
-        const line = inertLine(`verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`);
-        if (process.stderr.isTTY) process.stderr.write(`\r${line.padEnd(80)}`);
-        else if (p.stage !== shown || Date.now() - lastAt > 5000) process.stderr.write(`${line}\n`);
+        // Redrawn on a terminal; otherwise a line when a stage starts and every 5 s.
+        status.show(inertLine(`verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`), p.stage !== shown || Date.now() - lastAt > 5000);
         shown = p.stage;
         lastAt = Date.now();
       };
@@ -115,8 +115,7 @@ export function registerAuditCommands(program: Command): void {
         datasetsDir: path.join(config.home, 'datasets'),
       };
       const options = { rebuild: opts.rebuild, regrade: opts.regrade, onProgress };
-      const result = opts.rebuild ? await verifyWithReadModels(base, runId, options) : await verifyRecord(config, base, runId, options);
-      if (process.stderr.isTTY) process.stderr.write('\n');
+      const result = await (opts.rebuild ? verifyWithReadModels(base, runId, options) : verifyRecord(config, base, runId, options)).finally(() => status.stop());
       const checks = `${opts.rebuild ? ', projections and reports rebuilt' : ''}${result.regraded !== null ? `, ${result.regraded} submissions re-graded` : ''}`;
       const first = result.failures[0];
       await recordCliAction(config, {

@@ -1,10 +1,8 @@
-import os from 'node:os';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Command } from 'commander';
 import type { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
-import type { CampaignJob, CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
+import type { CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
 import type { CampaignService } from '../../modules/campaigns/campaign.service.js';
-import type { LocalQueue } from '../../modules/campaigns/local-queue.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
 import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
@@ -18,29 +16,28 @@ import type { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { num, table, withApp, withRunApp } from './cli-support.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
 import { recordCliAction } from './access-trail.js';
+import { interruptSignal } from './interrupt.js';
 import { jsonOut } from './terminal.js';
 import { reachQueue } from './worker.commands.js';
 
 /** What the campaign commands run with (the queue, the campaign ledger and runner, the app's modules), loaded by each action: `a2rl --help` does not load it. */
 let deps!: Awaited<ReturnType<typeof campaignDeps>>;
 async function campaignDeps() {
-  const [queue, redis, artifacts, ledger, runner, service, local, workers, runLedger, printer, dashboard] = await Promise.all([
+  const [queue, redis, artifacts, ledger, pool, service, runLedger, printer, dashboard] = await Promise.all([
     import('../../infra/queue/bullmq-campaign-queue.js'),
     import('../../infra/queue/redis-connection.js'),
     import('../../modules/artifacts/artifacts.module.js'),
     import('../../modules/campaigns/campaign-ledger.js'),
-    import('../../modules/campaigns/campaign-runner.js'),
+    import('../../modules/campaigns/campaign-pool.js'),
     import('../../modules/campaigns/campaign.service.js'),
-    import('../../modules/campaigns/local-queue.js'),
-    import('../../modules/campaigns/worker-info.js'),
     import('../../modules/ledger/ledger.service.js'),
     import('./campaign-progress-printer.js'),
     import('./dashboard-link.js'),
   ]);
   return {
     openRedisCampaignQueue: queue.openRedisCampaignQueue, displayQueueUrl: redis.displayQueueUrl, redisUrl: redis.redisUrl, ARTIFACT_STORE: artifacts.ARTIFACT_STORE,
-    CampaignLedger: ledger.CampaignLedger, CampaignRunner: runner.CampaignRunner, CampaignService: service.CampaignService, LocalQueue: local.LocalQueue,
-    workerInfo: workers.workerInfo, LedgerService: runLedger.LedgerService, CampaignProgressPrinter: printer.CampaignProgressPrinter,
+    CampaignLedger: ledger.CampaignLedger, CampaignService: service.CampaignService, runEmbedded: pool.runEmbedded, runOnQueue: pool.runOnQueue,
+    LedgerService: runLedger.LedgerService, CampaignProgressPrinter: printer.CampaignProgressPrinter,
     dashboardBase: dashboard.dashboardBase, openDashboard: dashboard.openDashboard, serverUp: dashboard.serverUp,
   };
 }
@@ -174,7 +171,7 @@ export function registerCampaignCommands(program: Command): void {
       if (opts.queue !== undefined) {
         const url = opts.queue;
         await withApp(async (app) => {
-          const progress = await resumable(app, id, 'redis');
+          const progress = await campaigns(app).service.resumable(id, 'redis');
           const queue = await openSharedQueue(url);
           try {
             announce(id, progress, `on the queue ${deps.displayQueueUrl(url)} (resumed)`);
@@ -186,7 +183,7 @@ export function registerCampaignCommands(program: Command): void {
         return;
       }
       await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
-        const progress = await resumable(app, id, 'local');
+        const progress = await campaigns(app).service.resumable(id, 'local');
         const n = concurrency ?? progress.scheduled!.concurrency ?? 1;
         announce(id, progress, `here, ${n} at a time (resumed)`);
         await finish(app, await embedded({ app, runs, gradingBaseUrl }, progress, n), opts.json);
@@ -273,35 +270,6 @@ async function openSharedQueue(url: string): Promise<CampaignQueue> {
   return queue;
 }
 
-/** The campaign, checked to be one `campaign resume` may take up with this kind of queue. */
-async function resumable(app: INestApplicationContext, id: string, kind: 'local' | 'redis'): Promise<CampaignProgress> {
-  const progress = await campaigns(app).service.get(id);
-  if (progress.status === 'cancelled') throw new Error(`campaign ${id} was cancelled; there is nothing to resume`);
-  // Workers may hold its running cells: running them here would record their live runs as lost.
-  if (kind === 'local' && progress.scheduled!.queue === 'redis' && progress.status !== 'completed') {
-    throw new Error(`campaign ${id} runs on a Redis queue: resume it with --queue redis://…`);
-  }
-  const holder = liveHolderHere(progress);
-  if (holder !== null) throw new Error(`campaign ${id} is still being run by process ${holder} on this host (\`a2rl campaign status ${id} --follow\` follows it)`);
-  return progress;
-}
-
-/** The pid of another live process on this host that holds one of the campaign's running cells (its embedded scheduler), or null. */
-function liveHolderHere(progress: CampaignProgress): number | null {
-  if (progress.scheduled?.queue !== 'local') return null;
-  for (const cell of progress.cells) {
-    const w = cell.worker;
-    if (cell.status !== 'running' || !w || w.host !== os.hostname() || w.pid === process.pid) continue;
-    try {
-      process.kill(w.pid, 0);
-      return w.pid;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EPERM') return w.pid;
-    }
-  }
-  return null;
-}
-
 function announce(campaignId: string, progress: CampaignProgress, where: string): void {
   const plan = progress.scheduled!;
   const owed = progress.cells.length - progress.counts.completed - progress.counts.failed - progress.counts.cancelled;
@@ -321,44 +289,23 @@ interface RunContext {
 }
 
 /**
- * Runs the campaign's owed jobs in this process, `concurrency` at a time, until none is left. Ctrl-C
- * (withRunApp stops the agents) also aborts the pool: running jobs hand their cell back (recorded),
- * waiting ones stay owed, and `campaign resume` picks them up.
+ * Runs the campaign's owed jobs in this process (modules/campaigns/campaign-pool.ts) with the live
+ * progress printed. Ctrl-C (withRunApp stops the agents) also aborts the pool: running jobs hand
+ * their cell back (recorded), waiting ones stay owed, and `campaign resume` picks them up.
  */
 async function embedded(ctx: RunContext, progress: CampaignProgress, concurrency: number): Promise<CampaignProgress> {
   const { ledger, service } = campaigns(ctx.app);
   const printer = new deps.CampaignProgressPrinter();
-  printer.update(progress); // what had ended before is not printed again
   const interrupt = interruptSignal();
-  let queue: LocalQueue | undefined;
-  const runner = new deps.CampaignRunner({
-    ledger,
-    runs: ctx.runs,
-    runLedger: ctx.app.get(deps.LedgerService),
-    artifacts: ctx.app.get(deps.ARTIFACT_STORE),
-    gradingBaseUrl: ctx.gradingBaseUrl,
-    enqueue: (jobs: CampaignJob[]) => queue!.enqueue(jobs),
-    log: (line) => runnerLine(printer, line),
-  });
-  queue = new deps.LocalQueue({
-    concurrency,
-    handler: runner.handle,
-    worker: deps.workerInfo(),
-    signal: interrupt.signal,
-    onError: (job, err) => printer.log(`[${job.campaignId}] cell ${job.cell}: not recorded: ${err instanceof Error ? err.message : String(err)}`),
-  });
-  let last = progress;
+  let last: CampaignProgress;
   try {
-    await queue.enqueue(service.pendingJobs(progress));
-    // Follow until the campaign ends, or the pool has nothing left (interrupted, or cancelled elsewhere).
-    const poolDone = new AbortController();
-    const idle = queue.idle().then(() => poolDone.abort());
-    await ledger.follow(progress.campaignId, (p) => printer.update(p), poolDone.signal);
-    await queue.drop(progress.campaignId); // ended or cancelled: nothing more starts
-    await queue.close(); // the running jobs record how they ended (a cancelled campaign's runs are stopped)
-    await idle;
-    last = await ledger.read(progress.campaignId);
-    printer.update(last);
+    last = await deps.runEmbedded(progress, {
+      ledger, service, runs: ctx.runs, runLedger: ctx.app.get(deps.LedgerService), artifacts: ctx.app.get(deps.ARTIFACT_STORE), gradingBaseUrl: ctx.gradingBaseUrl,
+      concurrency, signal: interrupt.signal,
+      onProgress: (p) => printer.update(p), // what had ended before is not printed again
+      log: (line) => runnerLine(printer, line),
+      onJobError: (job, err) => printer.log(`[${job.campaignId}] cell ${job.cell}: not recorded: ${err instanceof Error ? err.message : String(err)}`),
+    });
   } finally {
     interrupt.dispose();
     printer.stop();
@@ -370,11 +317,9 @@ async function embedded(ctx: RunContext, progress: CampaignProgress, concurrency
 /** Puts the owed jobs on the Redis queue and follows the campaign while workers run them (Ctrl-C stops following only). */
 async function onQueue(app: INestApplicationContext, queue: CampaignQueue, progress: CampaignProgress): Promise<CampaignProgress> {
   const { ledger, service } = campaigns(app);
-  await queue.enqueue(service.pendingJobs(progress));
   const printer = new deps.CampaignProgressPrinter();
-  printer.update(progress);
   const interrupt = interruptSignal({ exitCodes: true });
-  const last = await ledger.follow(progress.campaignId, (p) => printer.update(p), interrupt.signal).finally(() => {
+  const last = await deps.runOnQueue(progress, queue, { ledger, service, onProgress: (p) => printer.update(p), signal: interrupt.signal }).finally(() => {
     interrupt.dispose();
     printer.stop();
   });
@@ -410,27 +355,6 @@ async function followJson(ledger: CampaignLedger, id: string): Promise<CampaignP
 function runnerLine(printer: CampaignProgressPrinter, line: string): void {
   if (/^\[[^\]]+\] cell \d+: (completed|infra_failed|lost|cancelled)\b/.test(line)) return;
   printer.log(line);
-}
-
-/**
- * Aborted on the first SIGINT/SIGTERM while in use (dispose when done, so a later signal is the
- * process's again). Under withRunApp, its own handler sets the exit code and stops the agents;
- * elsewhere `exitCodes` sets 130/143 here.
- */
-function interruptSignal(opts: { exitCodes?: boolean } = {}): { signal: AbortSignal; dispose: () => void } {
-  const controller = new AbortController();
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (opts.exitCodes) process.exitCode = signal === 'SIGINT' ? 130 : 143;
-    dispose();
-    controller.abort();
-  };
-  const dispose = () => {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  return { signal: controller.signal, dispose };
 }
 
 // ── what is printed at the end ────────────────────────────────────────────────────────────────

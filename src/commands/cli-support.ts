@@ -4,6 +4,8 @@ import { loadConfig, type A2rlConfig } from '../config/config.js';
 import { checkHome } from '../config/open-errors.js';
 import { formatSeconds } from '../../modules/settings/duration.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
+import { onInterrupt, signalExitCode } from './interrupt.js';
+import { StatusLine } from './status-line.js';
 
 // What the `a2rl` commands share. Each command builds the Nest application context it needs, does
 // its work and closes it, so stores are flushed and closed before the process exits. Nest and the
@@ -43,38 +45,35 @@ export async function withRunApp<T>(work: (runs: RunService, baseUrl: string, co
     // First Ctrl-C / SIGTERM: stop the agents and close their runs properly (exit 130/143 afterwards).
     // A second one quits at once; the 'exit' hooks still stop started model/environment servers and
     // the next a2rl start records the open runs as interrupted.
-    let signals = 0;
-    const onSignal = (signal: NodeJS.Signals) => {
-      const code = signal === 'SIGINT' ? 130 : 143;
-      if (++signals > 1) process.exit(code);
+    const dispose = onInterrupt((signal, count) => {
+      const code = signalExitCode(signal);
+      if (count > 1) process.exit(code);
       process.exitCode = code;
       process.stderr.write(`\na2rl: ${signal}: stopping the agent; its run is closed and sealed as usual (${signal} again to quit at once)\n`);
       void runs.interruptAll();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    });
     try {
       return await work(runs, `http://127.0.0.1:${address.port}`, config, app);
     } finally {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      dispose();
     }
   } finally {
     await app.close();
   }
 }
 
-/** One status line per second on a terminal, one every 10 s otherwise. */
-export function progressPrinter(): (p: RunProgress) => void {
+/** A run's status line (StatusLine): redrawn on a terminal as the run reports it, a plain line every 10 s otherwise. `done()` ends it. */
+export function progressPrinter(): { onProgress: (p: RunProgress) => void; done: () => void } {
+  const status = new StatusLine();
   let last = 0;
-  return (p) => {
-    const tty = process.stderr.isTTY;
-    if (!tty && p.elapsedS - last < 10 && p.remainingS > 0) return;
+  const onProgress = (p: RunProgress) => {
+    const plain = p.elapsedS - last >= 10 || p.remainingS <= 0;
+    if (!status.live && !plain) return;
     last = p.elapsedS;
     const best = p.best === null ? '-' : p.best.toFixed(1);
-    const line = inertLine(`[${p.runId}] ${formatSeconds(p.elapsedS)} elapsed, ${formatSeconds(p.remainingS)} left · submissions ${p.submissions} · best ${best} (baseline ${p.baseline.toFixed(1)})`);
-    process.stderr.write(tty ? `\r${line.padEnd(110)}` : `${line}\n`);
+    status.show(inertLine(`[${p.runId}] ${formatSeconds(p.elapsedS)} elapsed, ${formatSeconds(p.remainingS)} left · submissions ${p.submissions} · best ${best} (baseline ${p.baseline.toFixed(1)})`));
   };
+  return { onProgress, done: () => status.stop() };
 }
 
 export const num = (n: number | null) => (n === null ? '-' : n.toFixed(1));

@@ -11,6 +11,7 @@ import { packageRoot } from '../../modules/settings/package-root.js';
 import { TASKS } from '../../tasks/index.js';
 import { splitReport, SplitNotDerivedError } from '../../tasks/paper-common/split-report.js';
 import { loadConfig } from '../config/config.js';
+import { StatusLine } from './status-line.js';
 
 /** Commands that prepare a machine for the paper tasks: data fetch, doctor. */
 export function registerDataCommands(program: Command): void {
@@ -25,8 +26,8 @@ export function registerDataCommands(program: Command): void {
     .option('--json', 'one JSON object: {task, dir, files: [{name, size, sha256, status: present|verified|recorded}], note, baseModelMissing}')
     .action(async (task: string, opts: { from?: string; baseModel?: string; force?: boolean; json?: boolean }) => {
       const config = loadConfig();
-      const result = await fetchDataset(task, { home: config.home, from: opts.from, baseModel: opts.baseModel, force: opts.force, onProgress: progressLine() });
-      if (process.stderr.isTTY) process.stderr.write('\n');
+      const status = new StatusLine();
+      const result = await fetchDataset(task, { home: config.home, from: opts.from, baseModel: opts.baseModel, force: opts.force, onProgress: progressLine(status) }).finally(() => status.stop());
       const files = result.manifest.files.map((f) => ({
         name: f.name, size: f.size, sha256: f.sha256, status: result.skipped.includes(f.name) ? 'present' : f.check === 'registry' ? 'verified' : 'recorded',
       }));
@@ -141,15 +142,14 @@ function printDiagnoses(results: TaskDiagnosis[]): void {
   }
 }
 
-function progressLine(): (p: FetchProgress) => void {
+function progressLine(status: StatusLine): (p: FetchProgress) => void {
   let last = 0;
   return (p) => {
     const now = Date.now(); // display pacing only
     const done = p.total !== null && p.received === p.total;
-    if (!done && now - last < (process.stderr.isTTY ? 200 : 5000)) return;
+    if (!done && now - last < (status.live ? 200 : 5000)) return;
     last = now;
     const mb = (n: number) => (n / 1e6).toFixed(1);
-    const line = `${p.file}: ${mb(p.received)} MB${p.total !== null ? ` of ${mb(p.total)} MB (${Math.floor((100 * p.received) / p.total)}%)` : ''}`;
-    process.stderr.write(process.stderr.isTTY ? `\r${line.padEnd(80)}` : `${line}\n`);
+    status.show(`${p.file}: ${mb(p.received)} MB${p.total !== null ? ` of ${mb(p.total)} MB (${Math.floor((100 * p.received) / p.total)}%)` : ''}`);
   };
 }

@@ -5,6 +5,7 @@ import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { ConfigError, loadConfig, redact, type A2rlConfig } from '../config/config.js';
 import { OpenError } from '../config/open-errors.js';
 import { withRunApp } from './cli-support.js';
+import { nextInterrupt } from './interrupt.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
 
 // `a2rl worker`: one machine's share of a distributed campaign. It takes jobs from the Redis queue
@@ -79,7 +80,7 @@ export function registerWorkerCommands(program: Command): void {
             log,
           });
           const heartbeat = await startHeartbeat(url, prefix, info.id, leaseMs);
-          const stopped = stopSignal();
+          const stopped = nextInterrupt();
           const worker = await startRedisWorker({ url, prefix, slots, gpus, handler: runner.handle, worker: info, leaseMs, log });
           log(
             `worker ${info.id}: taking jobs from ${displayQueueUrl(url)} (prefix ${prefix}), ${slots} CPU slot${slots === 1 ? '' : 's'}` +
@@ -118,19 +119,6 @@ function warnWithoutSharedKey(home: string): void {
 /** One line on stderr, time-stamped: a worker's log is read long after (inert: runner lines quote recorded errors). */
 function log(line: string): void {
   process.stderr.write(`${new Date().toISOString()} ${inertLine(line)}\n`);
-}
-
-/** Resolves on the first SIGTERM/SIGINT (withRunApp's own handler sets the exit code and stops the agents). */
-function stopSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      resolve(signal);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
 }
 
 /**
