@@ -15,6 +15,7 @@ import { withReadSide, type ReadModels } from './read-side.js';
 import { jsonOut } from './terminal.js';
 import { untilInterrupted } from './interrupt.js';
 import { registerUserProjectionCommands } from './user-projections.commands.js';
+import { StatusLine } from './status-line.js';
 
 // `events` and `runs` read the ledger and the read models without the Nest app (read-side.ts), and
 // load what else they use on use: they start in a fraction of a second.
@@ -118,10 +119,12 @@ export function registerLedgerCommands(program: Command): void {
       const { withApp, ProjectionRunnerService } = await appSide();
       await withApp(async (app) => {
         const started = process.hrtime.bigint();
-        const results = await app.get(ProjectionRunnerService).rebuild(name, (p) => {
-          process.stderr.write(`\r  ${p.name}: ${p.processed} events`);
-        });
-        process.stderr.write('\n');
+        // Redrawn on a terminal; elsewhere the results below say it (one line per projection).
+        const status = new StatusLine();
+        const results = await app
+          .get(ProjectionRunnerService)
+          .rebuild(name, (p) => status.show(`  ${p.name}: ${p.processed} events`, false))
+          .finally(() => status.stop());
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         if (opts.json) {
           process.stdout.write(`${JSON.stringify({ projections: results.map((r) => ({ name: r.name, processed: r.processed })), seconds })}\n`);
