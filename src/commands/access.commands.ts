@@ -7,6 +7,7 @@ import { loadConfig } from '../config/config.js';
 import { checkHome } from '../config/open-errors.js';
 import { table } from './cli-support.js';
 import { jsonOut } from './terminal.js';
+import { choiceOption } from './option-parsers.js';
 
 const systemClock = () => new Date();
 
@@ -18,16 +19,15 @@ export function registerAccessCommands(program: Command): void {
   tokens
     .command('create')
     .description('create a token and print its secret once (it cannot be shown again)')
-    .requiredOption('--role <role>', 'viewer (reads runs) or operator (also exports, regrades, cancels, reads the access stream)')
+    .addOption(choiceOption('--role <role>', 'viewer (reads runs) or operator (also exports, regrades, cancels, reads the access stream)', ['viewer', 'operator'] as const, 'viewer or operator').makeOptionMandatory())
     .option('--name <name>', 'who or what holds it (shown in lists and access records)', 'token')
     .option('--expires <when>', 'a duration (12h, 30d, 8w) or an ISO 8601 time; default: never')
     .option('--json', 'one JSON object: {tokenId, name, role, expiresAt, secret}')
-    .action(async (opts: { role: string; name: string; expires?: string; json?: boolean }) => {
-      if (opts.role !== 'viewer' && opts.role !== 'operator') throw new Error(`--role must be viewer or operator, got "${opts.role}"`);
+    .action(async (opts: { role: AccessRole; name: string; expires?: string; json?: boolean }) => {
       const name = opts.name.trim();
       if (!name || name.length > 200) throw new Error('--name must be 1 to 200 characters');
       const expiresAt = parseExpiry(opts.expires, systemClock());
-      const { secret, token } = await withAccess((ledger) => ledger.createToken({ role: opts.role as AccessRole, name, expiresAt }));
+      const { secret, token } = await withAccess((ledger) => ledger.createToken({ role: opts.role, name, expiresAt }));
       if (opts.json) process.stdout.write(`${JSON.stringify({ tokenId: token.tokenId, name: token.name, role: token.role, expiresAt: token.expiresAt, secret })}\n`);
       else {
         process.stdout.write(`${secret}\n`);

@@ -1,5 +1,5 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
 import type { CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
 import type { CampaignService } from '../../modules/campaigns/campaign.service.js';
@@ -17,6 +17,7 @@ import { num, table, withApp, withRunApp } from './cli-support.js';
 import { inertLine } from '../../modules/reports/inert-text.js';
 import { recordCliAction } from './access-trail.js';
 import { interruptSignal } from './interrupt.js';
+import { wholeNumber } from './option-parsers.js';
 import { jsonOut } from './terminal.js';
 import { reachQueue } from './worker.commands.js';
 
@@ -57,10 +58,10 @@ interface RunOptions {
   tasks: string;
   agents: string;
   drivers?: string;
-  seeds: string;
-  budget: string;
-  concurrency: string;
-  retries: string;
+  seeds: number;
+  budget: number;
+  concurrency: number;
+  retries: number;
   queue?: string;
   regradeBaseline?: boolean;
   baselineRepeats: string;
@@ -79,10 +80,10 @@ export function registerCampaignCommands(program: Command): void {
     .requiredOption('--tasks <a,b>', 'task packs (see `a2rl tasks`)')
     .requiredOption('--agents <x,y>', 'agents (see `a2rl agents`)')
     .option('--drivers <m1,m2>', 'models for the LLM-driven agents (default: each agent\'s own); other agents run once per seed')
-    .option('--seeds <n>', 'runs per task × agent × driver, seeds 0…n-1', '1')
-    .option('--budget <duration>', 'wall-clock budget per run, e.g. 90s, 5m, 12h', '12h')
-    .option('--concurrency <n>', 'runs at once in this process (embedded; ignored with --queue)', '1')
-    .option('--retries <n>', 'further attempts per cell after an infrastructure failure', '2')
+    .option('--seeds <n>', 'runs per task × agent × driver, seeds 0…n-1', wholeNumber('--seeds'), 1)
+    .addOption(new Option('--budget <duration>', 'wall-clock budget per run, e.g. 90s, 5m, 12h').argParser(parseDuration).default(parseDuration('12h'), '12h'))
+    .option('--concurrency <n>', 'runs at once in this process (embedded; ignored with --queue)', wholeNumber('--concurrency'), 1)
+    .option('--retries <n>', 'further attempts per cell after an infrastructure failure', wholeNumber('--retries'), 2)
     .option('--queue <redis://…>', 'put the jobs on this Redis queue for `a2rl worker`s instead of running them here (needs a shared ledger)')
     .option('--regrade-baseline', 'grade every run\'s baseline afresh (no cache): the scoreboard\'s noise floor (the default)')
     .option('--no-regrade-baseline', 'take each run\'s baseline from the cache: no noise floor on the scoreboard (cheaper with a slow evaluator)')
@@ -97,10 +98,10 @@ export function registerCampaignCommands(program: Command): void {
         tasks: list(opts.tasks),
         agents: list(opts.agents),
         drivers: opts.drivers === undefined ? [] : list(opts.drivers),
-        seeds: wholeNumber(opts.seeds, '--seeds'),
-        budgetSeconds: parseDuration(opts.budget),
-        retries: wholeNumber(opts.retries, '--retries'),
-        concurrency: wholeNumber(opts.concurrency, '--concurrency'),
+        seeds: opts.seeds,
+        budgetSeconds: opts.budget,
+        retries: opts.retries,
+        concurrency: opts.concurrency,
         regradeBaseline: opts.regradeBaseline !== false, // the noise floor is measured unless --no-regrade-baseline
         baselineRepeats: parseRepeats(opts.baselineRepeats, '--baseline-repeats'),
       };
@@ -161,13 +162,13 @@ export function registerCampaignCommands(program: Command): void {
     .command('resume')
     .description('run what a campaign still owes (after its process was stopped or killed, or its queue was lost); a completed cell is never run again')
     .argument('<id>', 'campaign id')
-    .option('--concurrency <n>', 'runs at once in this process (default: as scheduled)')
+    .option('--concurrency <n>', 'runs at once in this process (default: as scheduled)', wholeNumber('--concurrency', { min: 1 }))
     .option('--queue <redis://…>', 'put the owed jobs on this Redis queue for `a2rl worker`s (required for a campaign scheduled on a queue)')
     .option('--json', 'print {"campaignId","runs":[…],"completed","failed"} as the last line')
     .addHelpText('after', EXIT_HELP)
-    .action(async (id: string, opts: { concurrency?: string; queue?: string; json?: boolean }) => {
+    .action(async (id: string, opts: { concurrency?: number; queue?: string; json?: boolean }) => {
       await loadDeps();
-      const concurrency = opts.concurrency === undefined ? undefined : wholeNumber(opts.concurrency, '--concurrency', 1);
+      const { concurrency } = opts;
       if (opts.queue !== undefined) {
         const url = opts.queue;
         await withApp(async (app) => {
@@ -406,10 +407,3 @@ const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 /** `a,b` → ['a', 'b'] (empty items and repeats are the service's to refuse, with the flag named). */
 const list = (text: string): string[] => text.split(',').map((s) => s.trim());
-
-function wholeNumber(text: string, flag: string, min?: number): number {
-  if (!/^\s*-?\d+\s*$/.test(text)) throw new Error(`${flag} must be a whole number, got "${text}"`);
-  const n = Number(text);
-  if (min !== undefined && n < min) throw new Error(`${flag} must be a whole number of at least ${min}, got ${n}`);
-  return n;
-}

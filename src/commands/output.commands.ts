@@ -6,6 +6,7 @@ import { inertLine, inertText } from '../../modules/reports/inert-text.js';
 import { withReadSide, type ReadSide } from './read-side.js';
 import { jsonOut } from './terminal.js';
 import { untilInterrupted } from './interrupt.js';
+import { choiceOption } from './option-parsers.js';
 
 // What the agent printed and what events reference, from the ledger and the artifact store, as
 // recorded (the gateway redacts model calls before it stores them): `a2rl logs` (AgentOutput
@@ -36,12 +37,11 @@ export function registerOutputCommands(program: Command): void {
     .description("the agent's own output (its stdout and stderr, AgentOutput events) as recorded, in seq order; shown inert")
     .argument('<runId>', 'run id')
     .option('--follow', 'print new output as it is recorded, until the run ends, or Ctrl-C')
-    .option('--stream <stream>', 'only stdout or stderr')
+    .addOption(choiceOption('--stream <stream>', 'only stdout or stderr', ['stdout', 'stderr'] as const, 'stdout or stderr'))
     .option('--process <seq>', "only the output of the process started at this seq (ProcessStarted) — a2rl records the agent's own output, not each process's: refused with what is recorded instead")
     .option('--json', 'NDJSON: one object per chunk {seq, stream, observedAt, size, sha256, binary, text (UTF-8) | base64}')
     .option('--raw', 'the exact bytes, to a pipe or a file only (never to a terminal)')
     .action(async (runId: string, opts: LogsOptions) => {
-      if (opts.stream !== undefined && opts.stream !== 'stdout' && opts.stream !== 'stderr') throw new Error(`--stream must be stdout or stderr, got "${opts.stream}"`);
       if (opts.raw && opts.json) throw new Error('give --raw or --json, not both');
       checkRaw(opts.raw);
       const processSeq = opts.process === undefined ? undefined : seqArgument('--process', opts.process);

@@ -1,14 +1,17 @@
 import type { INestApplication } from '@nestjs/common';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { ResolvedCommand } from '../../modules/agents/agent-registry.js';
-import type { RunSummary } from '../../modules/runs/run.service.js';
+import type { RunMode, RunSummary } from '../../modules/runs/run.service.js';
 import { formatSeconds, parseDuration } from '../../modules/settings/duration.js';
 import { parseDollars, parseLimitOverrides } from '../../modules/sandbox/limits.js';
 import { redact } from '../config/config.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { num, progressPrinter, summaryJson, table, withRunApp } from './cli-support.js';
 import { inertText } from '../../modules/reports/inert-text.js';
+import { choiceOption, integer } from './option-parsers.js';
 import { jsonOut } from './terminal.js';
+
+const RUN_MODES: readonly RunMode[] = ['free', 'sft-only', 'rl-oriented'];
 
 // What only some commands use (the egress proxy, the task packs, the agent installers, the
 // dashboard link, the upstream check) is imported by them: `a2rl --help` registers these commands
@@ -25,10 +28,10 @@ export function registerRunsCommands(program: Command): void {
     .option('--agent <id>', 'agent (see `a2rl agents`)')
     .option('--agent-command <command>', 'run this shell command as the agent instead of --agent')
     .option('--driver <model>', 'the model an LLM agent is told to use (default: LLM_MODEL, else its adapter\'s defaultModel); the scoreboard names the model it actually called')
-    .option('--budget <duration>', 'wall-clock budget from agent start, e.g. 90s, 5m, 12h', '12h')
-    .option('--seed <n>', 'seed recorded with the run and given to the agent', '0')
-    .option('--mode <mode>', 'free | sft-only | rl-oriented', 'free')
-    .option('--grace <duration>', 'time between SIGTERM and SIGKILL at budget expiry', '5s')
+    .addOption(new Option('--budget <duration>', 'wall-clock budget from agent start, e.g. 90s, 5m, 12h').argParser(parseDuration).default(parseDuration('12h'), '12h'))
+    .option('--seed <n>', 'seed recorded with the run and given to the agent', integer('--seed'), 0)
+    .addOption(choiceOption('--mode <mode>', 'what the agent is told to do', RUN_MODES, 'free, sft-only or rl-oriented').default('free'))
+    .addOption(new Option('--grace <duration>', 'time between SIGTERM and SIGKILL at budget expiry').argParser(parseDuration).default(parseDuration('5s'), '5s'))
     .option('--limit <name=value>', 'override a resource limit of the task, e.g. diskBytes=20G, maxProcesses=512, memoryBytes=none (repeatable)', collect, [])
     .option('--max-llm-tokens <n>', 'stop serving the agent\'s model calls after this many tokens (input, output and cache; the gateway answers with its provider\'s error)')
     .option('--max-llm-cost <usd>', 'stop serving the agent\'s model calls after this many US dollars by the price table (docs/llm-gateway.md)')
@@ -36,13 +39,11 @@ export function registerRunsCommands(program: Command): void {
     .option('--baseline-repeats <k>', 'grade the base model k times in all before the agent starts (GradingRepeated): the task\'s evaluation noise on the scoreboard', '1')
     .option('--serve', 'also serve the HTTP API and dashboard on A2RL_HTTP_HOST:A2RL_HTTP_PORT while the run lasts (its URL is printed at start; so it is when an `a2rl serve` is already up there)')
     .option('--json', 'print a JSON summary as the last line')
-    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: string; seed: string; mode: string; grace: string; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; baselineRepeats: string; serve?: boolean; json?: boolean }) => {
+    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: number; seed: number; mode: RunMode; grace: number; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; baselineRepeats: string; serve?: boolean; json?: boolean }) => {
       const baselineRepeats = parseRepeats(opts.baselineRepeats, '--baseline-repeats');
-      if (!/^-?\d+$/.test(opts.seed)) throw new Error(`--seed must be an integer, got "${opts.seed}"`);
-      if (!['free', 'sft-only', 'rl-oriented'].includes(opts.mode)) throw new Error(`--mode must be free, sft-only or rl-oriented, got "${opts.mode}"`);
       if (!opts.agent && opts.agentCommand === undefined) throw new Error('give --agent <id> or --agent-command \'<shell command>\'');
-      const budgetSeconds = parseDuration(opts.budget);
-      const graceMs = parseDuration(opts.grace) * 1000;
+      const budgetSeconds = opts.budget;
+      const graceMs = opts.grace * 1000;
       const limits = parseLimitOverrides([...opts.limit, ...(opts.maxLlmTokens !== undefined ? [`llmTokens=${opts.maxLlmTokens}`] : [])]);
       if (opts.maxLlmCost !== undefined) limits.llmCostUsd = parseDollars(opts.maxLlmCost);
       const [{ parseAllowlist }, { checkUpstreams }, { upstreamsFromEnv }, { afterRun, openDashboard }] = await Promise.all([
@@ -59,7 +60,7 @@ export function registerRunsCommands(program: Command): void {
         const progress = progressPrinter();
         const result = await runs.run({
           task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
-          seed: Number(opts.seed), mode: opts.mode as 'free', graceMs, gradingBaseUrl, onProgress: progress.onProgress, limits, allowNet, baselineRepeats,
+          seed: opts.seed, mode: opts.mode, graceMs, gradingBaseUrl, onProgress: progress.onProgress, limits, allowNet, baselineRepeats,
           onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
         }).catch(async (err: unknown) => {
           await dashboard?.close();

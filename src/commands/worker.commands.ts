@@ -30,7 +30,7 @@ A2RL_HOME records the open runs interrupted; other workers settle them when thei
 
 interface WorkerOptions {
   queue: string;
-  slots: string;
+  slots: number;
   gpus?: string;
 }
 
@@ -39,7 +39,7 @@ export function registerWorkerCommands(program: Command): void {
     .command('worker')
     .description('run campaign jobs from a Redis queue until stopped (SIGTERM: running runs are stopped, recorded and handed back)')
     .requiredOption('--queue <redis://…>', 'the queue that `a2rl campaign run --queue` fills')
-    .option('--slots <n>', 'runs that need no GPU at once (0: GPU jobs only)', '1')
+    .option('--slots <n>', 'runs that need no GPU at once (0: GPU jobs only)', parseSlots, 1)
     .option('--gpus <ids>', 'GPU ids this worker lends to jobs that need GPUs, e.g. 0,1 (default: none, so CPU jobs only); a job needing n GPUs gets n of them to itself')
     .addHelpText('after', HELP)
     .action(async (opts: WorkerOptions) => {
@@ -55,7 +55,7 @@ export function registerWorkerCommands(program: Command): void {
         import('../../modules/ledger/ledger.service.js'),
       ]);
       const url = redisUrl(opts.queue);
-      const slots = parseSlots(opts.slots);
+      const { slots } = opts;
       const gpus = parseGpus(opts.gpus);
       if (slots === 0 && gpus.length === 0) throw new Error('--slots 0 takes no CPU jobs: give --gpus, or at least one slot');
       const prefix = queuePrefixFromEnv(process.env, queuePrefix);
