@@ -193,11 +193,18 @@ export function registerAuditCommands(program: Command): void {
   program
     .command('export')
     .description("write a run's self-contained audit bundle (.tar.gz): events.ndjson, signed tree heads with proofs, the public key, artifacts, reports; recorded in the access stream (actor cli: the OS user)")
-    .argument('<runId>', 'run id')
-    .requiredOption('-o, --output <bundle.tar.gz>', 'bundle file to write')
+    .argument('[runId]', 'run id (with --format inspect, or --campaign instead)')
+    .requiredOption('-o, --output <bundle.tar.gz>', 'bundle file to write (--format inspect|atif: the file; with --campaign: a directory)')
+    .option('--format <format>', 'bundle (the audit bundle) | inspect (an Inspect AI eval log, JSON) | atif (an ATIF v1.7 trajectory, JSON): docs/analysis.md "Exports"', 'bundle')
+    .option('--campaign <id>', "with --format inspect: one Inspect log per task × agent × driver of the campaign's accepted runs, into the -o directory")
     .option('--with-checkpoints', "include the submitted checkpoints' files (left out by default; the manifest marks them omitted)")
     .option('--json', 'one JSON object: {runId, bundle (absolute path), bytes, sha256 (of the bundle file), events, heads, blobs, omittedBlobs, withCheckpoints, keyId}')
-    .action(async (runId: string, opts: { output: string; withCheckpoints?: boolean; json?: boolean }) => {
+    .action(async (runId: string | undefined, opts: { output: string; format: string; campaign?: string; withCheckpoints?: boolean; json?: boolean }) => {
+      // The ecosystem's formats (src/commands/exports.commands.ts); the audit bundle below.
+      const { exportFormatted, EXPORT_FORMATS } = await import('./exports.commands.js');
+      if (!EXPORT_FORMATS.includes(opts.format as never)) throw new Error(`--format must be ${EXPORT_FORMATS.join(', ')}, got "${opts.format}"`);
+      if (opts.format !== 'bundle') return exportFormatted(runId, { ...opts, format: opts.format as 'inspect' | 'atif' });
+      if (runId === undefined || opts.campaign !== undefined) throw new Error('an audit bundle is of one run: give its id (--campaign is for --format inspect)');
       const [{ exportBundle }, { loadPublicKey, keysDir }, { openLedger, openArtifacts }] = await Promise.all([
         import('../../modules/audit/bundle/index.js'),
         import('../../modules/ledger/tree-head.js'),
