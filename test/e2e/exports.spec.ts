@@ -3,8 +3,11 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { runA2rl, type CliResult } from './a2rl-cli.js';
+import { existsSync } from 'node:fs';
+import { runA2rl, sandboxedAsRoot, type CliResult } from './a2rl-cli.js';
 import { installedAnalysisPython, installedHarborPython } from '../../modules/analytics/analysis-python.js';
+import { projectCliBin } from '../../modules/agents/agent-registry.js';
+import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
 
 // `a2rl export --format inspect|atif` through the CLI on real runs (test agents, a 2-task campaign):
 // read back by inspect_ai's log reader and Harbor's validator where their pinned venvs are
@@ -71,4 +74,50 @@ describe('a2rl export --format inspect|atif', () => {
       expect(JSON.parse(out)).toEqual({ ok: true, errors: [] });
     }
   }, T);
+});
+
+/** The session the scripted fake Anthropic upstream drives Claude Code through (as agent-clis.spec.ts). */
+const SCRIPT = [
+  "mkdir -p code output && cat > code/train.py <<'PY'\nimport glob, shutil\nbase = sorted(glob.glob('models/*'))[0]\nshutil.copytree(base, 'output/ckpt', dirs_exist_ok=True)\nprint('training done')\nPY",
+  'python3 code/train.py',
+  'curl -s -X POST "${GRADING_SERVER_URL:-http://127.0.0.1:5000}/submit" -H "content-type: application/json" -d \'{"model_path": "output/ckpt"}\'',
+];
+
+const claudeReady = sandboxedAsRoot && existsSync(path.join(projectCliBin(), 'claude'));
+(claudeReady ? describe : describe.skip)('exports of a scripted Claude Code run (the real CLI, a fake Anthropic upstream)', () => {
+  it('ATIF: one agent step per recorded call, each shell command a tool call whose output is the paired observation; Harbor accepts it; Inspect reads the log', async () => {
+    const fake = await startFakeAnthropic({ script: SCRIPT, finalText: 'Submitted output/ckpt.', expectKey: 'sk-fake-upstream' });
+    let runId: string;
+    try {
+      const out = await runA2rl(['run', '--task', 'ref-arith', '--agent', 'claude-code', '--budget', '180s', '--json'], { env: { ...process.env, A2RL_HOME: home, A2RL_LLM_ANTHROPIC_URL: fake.url, A2RL_LLM_ANTHROPIC_KEY: 'sk-fake-upstream' } });
+      if (out.code !== 0) throw new Error(`a2rl run failed (${out.code}): ${out.stderr.slice(-2000)}`);
+      runId = (JSON.parse(out.stdout.trim().split('\n').pop()!) as { runId: string }).runId;
+    } finally {
+      await fake.close();
+    }
+    const atifFile = path.join(home, 'claude.atif.json');
+    const inspectFile = path.join(home, 'claude.inspect.json');
+    await ok(['export', runId, '--format', 'atif', '-o', atifFile]);
+    await ok(['export', runId, '--format', 'inspect', '-o', inspectFile]);
+    const calls = (await ok(['events', runId, '--json', '--type', 'LlmCallRecorded'])).trim().split('\n').map((l) => JSON.parse(l) as { seq: number });
+    const atif = JSON.parse(readFileSync(atifFile, 'utf8')) as { steps: { source: string; tool_calls?: { tool_call_id: string; arguments: { command?: string } }[]; observation?: { results: { source_call_id: string; content: string }[] }; extra: { a2rl: { seq: number } } }[] };
+    const agent = atif.steps.filter((s) => s.source === 'agent');
+    expect(agent.map((s) => s.extra.a2rl.seq)).toEqual(calls.map((c) => c.seq));
+    const commands = agent.flatMap((s) => (s.tool_calls ?? []).map((c) => c.arguments.command));
+    expect(SCRIPT.every((cmd) => commands.includes(cmd))).toBe(true);
+    // The training script's output came back to the model: it is the observation of the call that ran it.
+    const train = agent.find((s) => (s.tool_calls ?? []).some((c) => c.arguments.command === 'python3 code/train.py'))!;
+    expect(train.observation?.results.map((r) => r.content).join('\n')).toContain('training done');
+
+    const harbor = installedHarborPython();
+    if (!harbor) console.warn('skipped the ATIF validation: Harbor (infra/harbor-python) is not installed; npm test installs it');
+    else expect(JSON.parse(execFileSync(harbor, ['-c', 'import sys, json\nfrom harbor.utils.trajectory_validator import TrajectoryValidator\nv = TrajectoryValidator()\nprint(json.dumps({"ok": v.validate(sys.argv[1]), "errors": v.errors}))', atifFile], { encoding: 'utf8' }))).toEqual({ ok: true, errors: [] });
+    const inspectPython = installedAnalysisPython();
+    if (!inspectPython) console.warn('skipped the Inspect read-back: inspect-ai (infra/analysis-python) is not installed; npm test installs it');
+    else {
+      const read = JSON.parse(execFileSync(inspectPython, ['-c', 'import sys, json\nfrom inspect_ai.log import read_eval_log\nl = read_eval_log(sys.argv[1])\ns = l.samples[0]\nprint(json.dumps({"models": [e.event for e in s.events].count("model"), "tools": sum(1 for m in s.messages if m.role == "assistant" for _ in (m.tool_calls or []))}))', inspectFile], { encoding: 'utf8' })) as { models: number; tools: number };
+      expect(read.models).toBe(calls.length);
+      expect(read.tools).toBeGreaterThanOrEqual(SCRIPT.length);
+    }
+  }, 300_000);
 });
