@@ -1,4 +1,5 @@
-import type { RunMode } from './run.service.js';
+/** What the agent is told to do with its budget (RunScheduled.mode). */
+export type RunMode = 'free' | 'sft-only' | 'rl-oriented';
 
 /** Text per operating mode; `free` adds nothing, so its instructions are those of earlier runs. */
 const MODE_TEXT: Record<Exclude<RunMode, 'free'>, string[]> = {

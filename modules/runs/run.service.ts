@@ -29,7 +29,7 @@ import { loadServingConfig } from '../serving/serving.config.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
 import type { AgentExit, AgentHandle } from './agent-process.js';
 import { archiveAgentHome, writeAgentHomeFiles } from './agent-home.js';
-import { agentInstructions } from './instructions.js';
+import { agentInstructions, type RunMode } from './instructions.js';
 import { captureIntegrityBaseline, integrityAtEnd, integrityBeforeGrading, type IntegrityBaseline } from './workspace-integrity.js';
 import type { RunContext } from '../run-context/run-context.js';
 import { AGENT_LAUNCHER, RUN_IDS, SANDBOX_PLANNER, TASK_CATALOG, type AgentLauncher, type RunIds, type SandboxPlanner, type TaskCatalog } from './run.ports.js';
@@ -47,7 +47,7 @@ import { epochSeconds, prepareWorkspace, type PreparedWorkspace } from './worksp
 import { workspaceLayout } from '../workspace-fs/layout.js';
 import { POLLER_LIMITS } from '../instrumentation/process-monitor.js';
 
-export type RunMode = 'free' | 'sft-only' | 'rl-oriented';
+export type { RunMode } from './instructions.js';
 
 export interface RunRequest {
   task: string;

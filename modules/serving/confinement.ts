@@ -10,7 +10,7 @@ import { createRunCgroup, type RunCgroup } from '../sandbox/cgroup.js';
 import { gpuBinding, visibleIds, type GpuBinding } from '../sandbox/gpu-binding.js';
 import { nodePrefix, nulSeparated, setprivTo, SYSTEM_DIRS, withTraversableParents } from '../sandbox/sandbox.js';
 import { noNewUserNamespacesFilter } from '../sandbox/seccomp.js';
-import { freePort } from './server-process.js';
+import { freePort } from './free-port.js';
 import { bindable, commandBinds, isWithin, serverEnv, type BindPolicy } from './server-view.js';
 
 /**

@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import pTimeout from 'p-timeout';
 import { EvaluatorError } from '../../tasks/task-pack.js';
 import type { ConfinedLaunch } from './confinement.js';
@@ -227,18 +226,6 @@ function killGroup(pgid: number, sig: NodeJS.Signals): void {
   } catch {
     // ESRCH: the group is already gone
   }
-}
-
-/** A port free right now on 127.0.0.1 (the server binds it moments later). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /** A command that is nowhere on PATH fails before any sandbox is built, naming the variable that configures it. */

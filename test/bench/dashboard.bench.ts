@@ -14,7 +14,7 @@ import { initSigningKey, type SigningKey } from '../../modules/ledger/tree-head.
 import type { ArtifactStore } from '../../modules/artifacts/artifact-store.port.js';
 import type { BlobRef } from '../../modules/ledger/events/catalog.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
-import { freePort } from '../../modules/serving/server-process.js';
+import { freePort } from '../../modules/serving/free-port.js';
 
 // `npm run bench -- dashboard`: the run page of a large run in Chromium. A run of 100,000 events
 // (A2RL_BENCH_DASHBOARD_EVENTS to change it) is written into a SQLite ledger under a fresh A2RL_HOME

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { freePort } from '../../modules/serving/server-process.js';
+import { freePort } from '../../modules/serving/free-port.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl run --serve` not on a terminal (a script, CI): the dashboard it served goes with the run, and

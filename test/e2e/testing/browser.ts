@@ -3,7 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe } from '@jest/globals';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import { freePort } from '../../../modules/serving/server-process.js';
+import { freePort } from '../../../modules/serving/free-port.js';
 import { A2RL_BIN } from '../a2rl-cli.js';
 
 // The dashboard's end-to-end specs drive Debian's Chromium (installed by .ci/run) through
