@@ -159,7 +159,7 @@ function stackedChart(t: AnalysisTable, first: number, last: number, label: stri
   });
   cats.forEach((cat, k) => {
     const y = TOP + t.rows.length * ROW + 12 + Math.floor(k / 4) * 16;
-    const xk = L + (k % 4) * 115;
+    const xk = L + (k % 4) * 160;
     parts.push(`<rect x="${xk}" y="${y - 9}" width="10" height="10" fill="${palette[k % palette.length]}"/><text x="${xk + 14}" y="${y}" font-size="10">${esc(cat)}</text>`);
   });
   parts.push('</svg>');

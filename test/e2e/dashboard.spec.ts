@@ -174,6 +174,9 @@ describeWithBrowser('the dashboard in Chromium', () => {
     }
     await open('/scoreboard');
     await page.getByText('ref-household').first().waitFor();
+    // The headline figures: a dot per row's improvement (one per demo task), a bar per row's failure classes.
+    await page.locator('[data-testid="scoreboard-improvement-figure"] circle').nth(demo.length - 1).waitFor();
+    await page.locator('[data-testid="scoreboard-failure-figure"] rect').first().waitFor();
   });
 
   it('every control on the runs page is reachable with Tab and has an accessible name', async () => {

@@ -214,6 +214,8 @@ export interface ScoreboardRow {
   /** Pooled sd of repeated gradings of the same checkpoints; absent from older servers. */
   evaluationNoise?: { checkpoints: number; gradings: number; std: number } | null;
   improvement: number | null;
+  /** The classes of the row's ended runs (absent from older servers). */
+  failureClasses?: { class: string; count: number }[];
   runIds: string[];
 }
 

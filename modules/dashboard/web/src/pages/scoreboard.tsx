@@ -1,5 +1,6 @@
 import { qs, useJson } from '../api.js';
 import { FilterBar } from '../components/filter-bar.js';
+import { FailureFigure, ImprovementFigure } from '../components/scoreboard-figures.js';
 import { interval, num, signed } from '../components/format.js';
 import { Table, type Column } from '../components/table.js';
 import { link, setQuery, useLocation } from '../router.js';
@@ -71,6 +72,8 @@ export function ScoreboardPage() {
           {campaign && /campaign/.test(board.error) ? 'This server cannot scope the scoreboard to a campaign.' : `Could not load the scoreboard: ${board.error}`}
         </p>
       ) : null}
+      {board.data ? <ImprovementFigure rows={board.data} /> : null}
+      {board.data ? <FailureFigure rows={board.data} /> : null}
       {board.data ? (
         <Table caption={`${board.data.length} rows`} columns={COLUMNS} rows={board.data} rowKey={rowKey} testId="scoreboard-table" empty="No scored runs yet." />
       ) : board.loading ? (
