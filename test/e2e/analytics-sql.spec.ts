@@ -221,6 +221,9 @@ describe('a2rl analysis tables', () => {
     const html = path.join(home, 'tables.html');
     await ok(['analysis', 'tables', '--campaign', campaign.campaignId, '--format', 'html', '-o', html]);
     expect(readFileSync(html, 'utf8').match(/<svg /g)).toHaveLength(3);
+    // The SQL tables scoped to the same campaign hold exactly its runs.
+    expect(JSON.parse(await ok(['query', 'SELECT count(*), count(DISTINCT campaign_cell) FROM runs', '--campaign', campaign.campaignId, '--json'])).rows).toEqual([[4, 4]]);
+    expect(JSON.parse(await ok(['query', "SELECT count(DISTINCT run_id) FROM events WHERE type = 'RunScheduled'", '--campaign', campaign.campaignId, '--json'])).rows).toEqual([[4]]);
     const md = await ok(['analysis', 'tables', '--campaign', campaign.campaignId]);
     expect(md).toMatch(/^# Analysis tables: campaign cmp-/);
     expect(md).toContain('| R4 |');
