@@ -11,6 +11,7 @@ import type { CampaignProgress } from '../../projections/campaign-progress/campa
 import type { ScoreboardRow } from '../../projections/scoreboard/scoreboard.js';
 import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
 import type { CampaignJson, Ev } from './campaign-json.js';
+import { until } from '../testing/helpers.js';
 
 // Campaigns end to end through the built `a2rl` binary: the embedded default (SQLite ledger, the
 // in-process pool), resumption after the scheduling process is SIGKILLed and after Ctrl-C,
@@ -56,17 +57,6 @@ async function events(home: string, runId: string, env: Record<string, string> =
   const r = await a2rl(home, ['events', runId, '--json'], env);
   if (r.code !== 0) throw new Error(`a2rl events ${runId} exited ${r.code}: ${r.stderr.trim()}`);
   return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
-}
-
-/** Polls until `check` yields a value; generous, since runs' timing depends on the machine's load. */
-async function until<T>(check: () => Promise<T | null | undefined>, what: string, timeoutMs = 120_000, context?: () => string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${context ? ` (${context()})` : ''}`);
-    await new Promise((r) => setTimeout(r, 300));
-  }
 }
 
 const campaignIdIn = (stderr: string): string | null => /campaign (cmp-[0-9]{14}-[0-9a-f]{6}):/.exec(stderr)?.[1] ?? null;
@@ -165,12 +155,12 @@ describe('a2rl campaign resume after the scheduling process was SIGKILLed', () =
     const home = newHome();
     const scheduler = start(home, ['campaign', 'run', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '6s']);
     try {
-      const id = await until(async () => campaignIdIn(scheduler.stderr()), 'the campaign id on stderr');
+      const id = await until('the campaign id on stderr', async () => campaignIdIn(scheduler.stderr()), 120_000);
       // Mid-campaign: a cell done, another one's run going.
-      await until(async () => {
+      await until('one cell completed and one running', async () => {
         const p = await status(home, id);
         return p.counts.completed >= 1 && p.counts.running === 1 ? p : null;
-      }, 'one cell completed and one running');
+      }, 120_000);
       scheduler.child.kill('SIGKILL');
       await scheduler.exited;
       const killed = await status(home, id);
@@ -202,8 +192,8 @@ describe('Ctrl-C during an embedded campaign', () => {
     const home = newHome();
     const scheduler = start(home, ['campaign', 'run', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '2', '--budget', '8s']);
     try {
-      const id = await until(async () => campaignIdIn(scheduler.stderr()), 'the campaign id on stderr');
-      const running = await until(async () => (await status(home, id)).cells.find((c) => c.status === 'running'), 'a running cell');
+      const id = await until('the campaign id on stderr', async () => campaignIdIn(scheduler.stderr()), 120_000);
+      const running = await until('a running cell', async () => (await status(home, id)).cells.find((c) => c.status === 'running'), 120_000);
       scheduler.child.kill('SIGINT');
       expect(await scheduler.exited).toBe(130);
       expect(scheduler.stderr()).toContain(`a2rl campaign resume ${id}`);
@@ -226,8 +216,8 @@ describe('a2rl campaign cancel', () => {
     const home = newHome();
     const scheduler = start(home, ['campaign', 'run', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '5m']);
     try {
-      const id = await until(async () => campaignIdIn(scheduler.stderr()), 'the campaign id on stderr');
-      const running = await until(async () => (await status(home, id)).cells.find((c) => c.status === 'running'), 'a running cell');
+      const id = await until('the campaign id on stderr', async () => campaignIdIn(scheduler.stderr()), 120_000);
+      const running = await until('a running cell', async () => (await status(home, id)).cells.find((c) => c.status === 'running'), 120_000);
       const cancel = await a2rl(home, ['campaign', 'cancel', id, '--reason', 'enough']);
       expect(cancel.code).toBe(0);
       expect(cancel.stdout).toContain(`cancelled campaign ${id}: 2 cells cancelled`);
@@ -285,11 +275,11 @@ const redisUp = await checkQueue(REDIS).then(
     const first = worker();
     const scheduler = start(home, ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '6s'], env);
     children.push(scheduler.child);
-    const id = await until(async () => campaignIdIn(scheduler.stderr()), 'the campaign id on stderr', undefined, () => `scheduler stderr: ${scheduler.stderr()}; worker stderr: ${first.stderr()}`);
-    const before = await until(async () => {
+    const id = await until(() => `the campaign id on stderr (scheduler stderr: ${scheduler.stderr()}; worker stderr: ${first.stderr()})`, async () => campaignIdIn(scheduler.stderr()), 120_000);
+    const before = await until(() => `a cell completed by the worker (scheduler stderr: ${scheduler.stderr()}; worker stderr: ${first.stderr()})`, async () => {
       const p = await status(home, id, env);
       return p.counts.completed >= 1 ? p : null;
-    }, 'a cell completed by the worker', undefined, () => `scheduler stderr: ${scheduler.stderr()}; worker stderr: ${first.stderr()}`);
+    }, 120_000);
 
     // Everything in flight goes: the worker hands its job back (to the queue), the scheduler is
     // killed, then the queue itself is lost.

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
+import { until } from '../testing/helpers.js';
 
 // The CLI's machine-readable side through the built `a2rl` binary: --version, --json on the
 // commands that print data, the GET /runs filters on `runs`, and `events --type/--after-seq/--limit/--follow`.
@@ -52,16 +53,6 @@ async function shortRun(args: string[]): Promise<string> {
 }
 
 /** Polls until `check` gives a value (a generous deadline, only so a broken run cannot hang the suite). */
-async function eventually<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 function start(args: string[]): { child: ChildProcess; stdout: () => string; exited: Promise<number | null> } {
   const child = spawn(process.execPath, [A2RL_BIN, ...args], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
@@ -221,9 +212,9 @@ describe('a2rl events --follow', () => {
     // The agent waits for a file the test writes into its workspace, so the run is still going
     // while the follower is checked, however slow the machine is.
     const run = start(['run', '--json', '--task', 'ref-arith', '--budget', '10m', '--grace', '1s', '--agent-command', 'until [ -e code/go ]; do sleep 0.2; done']);
-    const runId = await eventually('the run to be running', async () => (await runIds(['--state', 'running']))[0]);
+    const runId = await until('the run to be running', async () => (await runIds(['--state', 'running']))[0], 120_000);
     const follower = start(['events', runId, '--follow', '--json']);
-    await eventually('the follower to print AgentStarted', () => (ndjson<Ev>(follower.stdout()).some((e) => e.type === 'AgentStarted') ? true : undefined));
+    await until('the follower to print AgentStarted', () => (ndjson<Ev>(follower.stdout()).some((e) => e.type === 'AgentStarted') ? true : undefined), 120_000);
     expect(follower.child.exitCode).toBeNull();
     expect(ndjson<Ev>(follower.stdout()).map((e) => e.type)).not.toContain('RunCompleted');
 

@@ -63,5 +63,9 @@ describe('helpers', () => {
     expect(await until('the third call', () => (++n >= 3 ? n : false))).toBe(3);
     expect(await until('an async value', async () => 'x')).toBe('x');
     await expect(until('something that never comes', () => null, 30)).rejects.toThrow('waiting for something that never comes');
+    let state = 'starting';
+    const waiting = until(() => `the server (state: ${state})`, () => false, 30);
+    state = 'stuck';
+    await expect(waiting).rejects.toThrow('waiting for the server (state: stuck)'); // described when it gives up
   });
 });

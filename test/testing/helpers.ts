@@ -11,14 +11,16 @@ export const at = (seconds: number): string => new Date(Date.UTC(2026, 0, 1) + M
 /**
  * Waits until `check` returns something other than undefined, null or false (sync or async), and
  * returns it. Condition-based: the cap is not a timing expectation, only how long to wait before
- * failing with `what` instead of hanging until jest's own timeout; keep it generous.
+ * failing with `what` (a function when it should describe the state at that moment, e.g. a process's
+ * output) instead of hanging until jest's own timeout; keep it generous. Polls every 10 ms at first,
+ * backing off to every 250 ms, so a check that spawns a process does not crowd the machine.
  */
-export async function until<T>(what: string, check: () => T | undefined | null | false | Promise<T | undefined | null | false>, capMs = 60_000): Promise<T> {
+export async function until<T>(what: string | (() => string), check: () => T | undefined | null | false | Promise<T | undefined | null | false>, capMs = 60_000): Promise<T> {
   const deadline = Date.now() + capMs;
-  for (;;) {
+  for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
     const found = await check();
     if (found !== undefined && found !== null && found !== false) return found;
-    if (Date.now() > deadline) throw new Error(`gave up after ${capMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    if (Date.now() > deadline) throw new Error(`gave up after ${capMs} ms waiting for ${typeof what === 'function' ? what() : what}`);
+    await new Promise((resolve) => setTimeout(resolve, pause));
   }
 }
