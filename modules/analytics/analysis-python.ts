@@ -71,7 +71,8 @@ async function install(v: ReaderVenv, opts: { env?: NodeJS.ProcessEnv; log?: (li
     mkdirSync(path.dirname(prefix), { recursive: true });
     // No pip inside: the system interpreter's pip installs into the venv (--python), as for the peer evaluators.
     await run(base, ['-m', 'venv', '--without-pip', prefix], env, log);
-    await run(system, ['-m', 'pip', '--python', python, 'install', '--only-binary=:all:', '--no-input', '--disable-pip-version-check', '--progress-bar', 'off', '-r', requirements(v)], env, log);
+    // The file is a lock (uv pip compile --generate-hashes from requirements.in): every package and its hashes, nothing resolved here.
+    await run(system, ['-m', 'pip', '--python', python, 'install', '--require-hashes', '--no-deps', '--only-binary=:all:', '--no-input', '--disable-pip-version-check', '--progress-bar', 'off', '-r', requirements(v)], env, log);
     const lines: string[] = [];
     await run(python, ['-c', v.probe], env, (line) => lines.push(line));
     const version: string[] = [];
