@@ -60,7 +60,8 @@ let browser: Browser;
 let page: Page;
 let child: ChildProcess | undefined;
 
-const env = () => ({ ...process.env, A2RL_HOME: home, PATH: `${bin}:${process.env.PATH}`, A2RL_LLM_OPENAI_URL: `${fake.url}/v1`, A2RL_LLM_OPENAI_KEY: KEY });
+// A2RL_CACHE, empty: the machine's pinned Python agent systems (a real OpenHands) would come first too.
+const env = () => ({ ...process.env, A2RL_HOME: home, A2RL_CACHE: path.join(home, 'no-cache'), PATH: `${bin}:${process.env.PATH}`, A2RL_LLM_OPENAI_URL: `${fake.url}/v1`, A2RL_LLM_OPENAI_KEY: KEY });
 
 describeRun("an LLM agent's run page in Chromium, live", () => {
   beforeAll(async () => {
