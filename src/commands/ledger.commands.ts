@@ -4,7 +4,7 @@ import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.j
 import type { EventStore } from '../../modules/ledger/event-store.port.js';
 import type { RunSource } from '../../modules/query/run-reading.js';
 import { FAILURE_CLASSES, RUN_STATES } from '../../modules/query/run-filters.js';
-import { isRunSort, RUN_SORTS, sortRuns, type RunSort } from '../../modules/query/run-listing.js';
+import { RUN_SORTS, sortRuns, type RunSort } from '../../modules/query/run-listing.js';
 import type { LiveRun } from '../../modules/runs/run-liveness.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { RunListRow } from '../../projections/run-list/run-list.entity.js';
@@ -16,6 +16,7 @@ import { jsonOut } from './terminal.js';
 import { untilInterrupted } from './interrupt.js';
 import { registerUserProjectionCommands } from './user-projections.commands.js';
 import { StatusLine } from './status-line.js';
+import { choiceOption, integerAtLeast } from './option-parsers.js';
 
 // `events` and `runs` read the ledger and the read models without the Nest app (read-side.ts), and
 // load what else they use on use: they start in a fraction of a second.
@@ -36,16 +37,12 @@ export function registerLedgerCommands(program: Command): void {
     .description("print a run's events in seq order (the raw forensic view)")
     .argument('<runId>', 'run id')
     .option('--type <types>', 'only events of these types: repeatable or comma-separated, e.g. --type SubmissionGraded,RunCompleted', collectList)
-    .option('--after-seq <n>', 'only events with a seq greater than n (to resume where an earlier read stopped)')
-    .option('--limit <n>', 'at most n events')
+    .option('--after-seq <n>', 'only events with a seq greater than n (to resume where an earlier read stopped)', integerAtLeast('--after-seq', -1))
+    .option('--limit <n>', 'at most n events', integerAtLeast('--limit', 1))
     .option('--follow', 'print events as they are appended until the run is completed or interrupted (and its final tree head signed), or Ctrl-C')
     .option('--json', 'NDJSON: one canonical JSON event per line ({type, runId, seq, id, occurredAt, schemaVersion, data}), every payload whole (without --json: one line per event, its fields cut at 160 characters)')
-    .action(async (runId: string, opts: { type?: string[]; afterSeq?: string; limit?: string; follow?: boolean; json?: boolean }) => {
-      const filter: EventFilter = {
-        types: await eventTypes(opts.type ?? []),
-        afterSeq: opts.afterSeq === undefined ? -1 : integerOption('--after-seq', opts.afterSeq, -1),
-        limit: opts.limit === undefined ? Infinity : integerOption('--limit', opts.limit, 1),
-      };
+    .action(async (runId: string, opts: { type?: string[]; afterSeq?: number; limit?: number; follow?: boolean; json?: boolean }) => {
+      const filter: EventFilter = { types: await eventTypes(opts.type ?? []), afterSeq: opts.afterSeq ?? -1, limit: opts.limit ?? Infinity };
       await withReadSide(async (side) => {
         if (opts.follow) await followEvents(side.source, runId, filter, opts.json === true);
         else await printEvents(side.store, runId, filter, opts.json === true);
@@ -58,11 +55,11 @@ export function registerLedgerCommands(program: Command): void {
     .option('--task <id>', 'only runs of this task')
     .option('--agent <id>', 'only runs of this agent')
     .option('--driver <model>', 'only runs whose driver is this (the model the agent called most, else the declared one, as on the scoreboard)')
-    .option('--state <state>', `only runs in this state: ${RUN_STATES.join(', ')}`)
-    .option('--failure-class <class>', `only runs of this failure class: ${FAILURE_CLASSES.join(', ')}`)
-    .option('--sort <key>', `order: ${RUN_SORTS.join(', ')} (started: newest first; best, improvement, duration: largest first; id: ascending)`, 'started')
-    .option('--limit <n>', 'at most n runs')
-    .option('--offset <n>', 'skip the first n matching runs')
+    .addOption(choiceOption('--state <state>', 'only runs in this state', RUN_STATES, `one of ${RUN_STATES.join(', ')}`))
+    .addOption(choiceOption('--failure-class <class>', 'only runs of this failure class', FAILURE_CLASSES, `one of ${FAILURE_CLASSES.join(', ')}`))
+    .addOption(choiceOption('--sort <key>', 'order (started: newest first; best, improvement, duration: largest first; id: ascending)', RUN_SORTS, `one of ${RUN_SORTS.join(', ')}`).default('started'))
+    .option('--limit <n>', 'at most n runs', integerAtLeast('--limit', 1))
+    .option('--offset <n>', 'skip the first n matching runs', integerAtLeast('--offset', 0))
     .option('--json', 'one JSON object per line: {runId, task, agent, driver, declaredDriver, baseModel, state, baseline, best, improvement, submissions, scheduledAt, durationS, eventCount, lastSeq, lastEventAt}, and harnessGone: true on an open run shown interrupted because its harness is gone')
     .action(async (opts: RunsOptions) => {
       const filter = runFilter(opts);
@@ -150,12 +147,6 @@ function startedAt(iso: string | null): string {
 
 /** `--type A,B --type C`: every value, split at commas. */
 const collectList = (value: string, previous: string[] = []) => [...previous, ...value.split(',').map((v) => v.trim()).filter(Boolean)];
-
-function integerOption(name: string, value: string, min: number): number {
-  const n = Number(value);
-  if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(n) || n < min) throw new Error(`${name} must be an integer of at least ${min}, got "${value}"`);
-  return n;
-}
 
 // ---- events ----
 
@@ -257,9 +248,9 @@ interface RunsOptions {
   driver?: string;
   state?: string;
   failureClass?: string;
-  sort: string;
-  limit?: string;
-  offset?: string;
+  sort: RunSort;
+  limit?: number;
+  offset?: number;
   json?: boolean;
 }
 
@@ -277,13 +268,9 @@ interface RunFilter {
 }
 
 function runFilter(o: RunsOptions): RunFilter {
-  if (o.state !== undefined && !(RUN_STATES as readonly string[]).includes(o.state)) throw new Error(`--state must be one of ${RUN_STATES.join(', ')}, got "${o.state}"`);
-  if (o.failureClass !== undefined && !(FAILURE_CLASSES as readonly string[]).includes(o.failureClass)) {
-    throw new Error(`--failure-class must be one of ${FAILURE_CLASSES.join(', ')}, got "${o.failureClass}"`);
-  }
-  if (!isRunSort(o.sort)) throw new Error(`--sort must be one of ${RUN_SORTS.join(', ')}, got "${o.sort}"`);
-  const limit = o.limit === undefined ? Infinity : integerOption('--limit', o.limit, 1);
-  const offset = o.offset === undefined ? 0 : integerOption('--offset', o.offset, 0);
+  // Values were parsed and checked by commander (option-parsers.ts).
+  const limit = o.limit ?? Infinity;
+  const offset = o.offset ?? 0;
   const any = [o.task, o.agent, o.driver, o.state, o.failureClass, o.limit].some((v) => v !== undefined) || offset > 0;
   return { task: o.task, agent: o.agent, driver: o.driver, state: o.state, failureClass: o.failureClass, sort: o.sort, limit, offset, any };
 }

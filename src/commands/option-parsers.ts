@@ -32,3 +32,12 @@ export function integer(flag: string): (text: string) => number {
     return Number(text);
   };
 }
+
+/** An integer of at least `min` (a page size, an offset, a seq). */
+export function integerAtLeast(flag: string, min: number): (text: string) => number {
+  return (text) => {
+    const n = Number(text);
+    if (!/^-?\d+$/.test(text) || !Number.isSafeInteger(n) || n < min) throw new Error(`${flag} must be an integer of at least ${min}, got "${text}"`);
+    return n;
+  };
+}
