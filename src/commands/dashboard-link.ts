@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplication } from '@nestjs/common';
 import type { A2rlConfig } from '../config/config.js';
 import { listenFailure } from '../server.js';
+import { nextInterruptAlone } from './interrupt.js';
 
 /** How long `a2rl run` waits for an `a2rl serve` to answer GET /health. */
 const PROBE_MS = 300;
@@ -65,14 +66,8 @@ export async function openDashboard(app: INestApplication, config: A2rlConfig, s
 export async function afterRun(link: DashboardLink | null, url: string): Promise<void> {
   if (!link?.serving) return link?.close();
   if (process.stdin.isTTY && process.stderr.isTTY) {
-    const handlers = process.listeners('SIGINT');
-    process.removeAllListeners('SIGINT');
     process.stderr.write(`the run has ended; the dashboard keeps serving at ${url} — Ctrl-C to stop it\n`);
-    try {
-      await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
-    } finally {
-      for (const handler of handlers) process.on('SIGINT', handler);
-    }
+    await nextInterruptAlone();
     process.stderr.write('dashboard stopped\n');
   } else {
     process.stderr.write(`dashboard at ${url} stopped: the run has ended (--serve keeps serving after the run only on a terminal; \`a2rl serve\` serves the dashboard for good)\n`);

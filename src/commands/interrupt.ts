@@ -58,3 +58,17 @@ export function nextInterrupt(): Promise<NodeJS.Signals> {
     });
   });
 }
+
+/**
+ * Resolves on the next Ctrl-C, which only this waiter hears: whoever else listens for SIGINT (a
+ * finished run's handler, say) is set aside meanwhile and listens again afterwards.
+ */
+export async function nextInterruptAlone(): Promise<void> {
+  const others = process.listeners('SIGINT');
+  process.removeAllListeners('SIGINT');
+  try {
+    await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
+  } finally {
+    for (const handler of others) process.on('SIGINT', handler);
+  }
+}
