@@ -92,18 +92,24 @@ export async function installAgentPython(opts: InstallOptions = {}): Promise<str
     log(`the agents' Python is already installed in ${prefix}`);
     return prefix;
   }
+  await installOnce(prefix, () => (opts.force ? null : readAgentPythonInstall(prefix, key)), () => build(dir, prefix, key, env, log), log);
+  return prefix;
+}
+
+/**
+ * One installer at a time per machine cache entry: takes the lock beside `prefix`, then builds unless
+ * another installer finished while this one waited (`ready` says so). Returns what is installed.
+ */
+export async function installOnce<T>(prefix: string, ready: () => T | null, build: () => Promise<T>, log: (line: string) => void): Promise<T> {
   const release = await lock(`${prefix}.lock`, log);
   try {
-    // Another installer may have finished while this one waited.
-    if (!opts.force && readAgentPythonInstall(prefix, key)) return prefix;
-    await build(dir, prefix, key, env, log);
-    return prefix;
+    return ready() ?? (await build());
   } finally {
     release();
   }
 }
 
-async function build(dir: string, prefix: string, key: string, env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<void> {
+async function build(dir: string, prefix: string, key: string, env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<AgentPythonInstall> {
   const python = findPython(env);
   log(`installing the agents' Python pinned in ${dir}/requirements.txt into ${prefix} (Python ${python}) …`);
   // A venv is not relocatable (its scripts name their prefix): built in place, the marker written last marks it complete.
@@ -118,6 +124,7 @@ async function build(dir: string, prefix: string, key: string, env: NodeJS.Proce
   const install: AgentPythonInstall = { key, python: spawnSync(python, ['-c', 'import sys; print(sys.version.split()[0])'], { encoding: 'utf8', env }).stdout.trim(), versions };
   writeFileSync(path.join(prefix, MARKER), `${JSON.stringify(install, null, 2)}\n`);
   log(`the agents' Python is ready in ${prefix}: ${Object.entries(versions).map(([n, v]) => `${n} ${v}`).join(', ')}`);
+  return install;
 }
 
 /** A Python 3.11 interpreter on PATH (the lock pins cp311 wheels). */

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { a2rlCacheDir, AgentPythonInstallError, lock, run } from './agent-python-env.js';
+import { a2rlCacheDir, AgentPythonInstallError, installOnce, run } from './agent-python-env.js';
 
 /**
  * A Python newer than the machine's, for the agent systems that need one (OpenHands needs ≥ 3.12; the
@@ -92,20 +92,13 @@ export async function installPortablePython(opts: InstallOptions = {}): Promise<
   const key = portablePythonKey();
   const root = portablePythonRoot(env, key);
   if (!root) throw new AgentPythonInstallError('no cache directory: set A2RL_CACHE (or HOME)');
-  const done = () => (opts.force ? null : readPortablePython(root, key));
-  const ready = done();
-  if (ready) {
-    log(`the portable Python ${ready.version} is already installed in ${root}`);
-    return ready.python;
+  const ready = () => (opts.force ? null : readPortablePython(root, key));
+  const there = ready();
+  if (there) {
+    log(`the portable Python ${there.version} is already installed in ${root}`);
+    return there.python;
   }
-  const release = await lock(`${root}.lock`, log);
-  try {
-    const again = done();
-    if (again) return again.python;
-    return (await unpack(spec, root, key, env, log)).python;
-  } finally {
-    release();
-  }
+  return (await installOnce(root, ready, () => unpack(spec, root, key, env, log), log)).python;
 }
 
 async function unpack(spec: PortablePythonSpec, root: string, key: string, env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<PortablePythonInstall> {

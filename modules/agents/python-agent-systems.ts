@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { a2rlCacheDir, AgentPythonInstallError, findPython, lock, run } from './agent-python-env.js';
+import { a2rlCacheDir, AgentPythonInstallError, findPython, installOnce, run } from './agent-python-env.js';
 import { installedPortablePython, installPortablePython, portablePythonKey, portablePythonRootOf, portableVenv } from './portable-python.js';
 
 /**
@@ -121,14 +121,8 @@ export async function installPythonAgentSystem(system: PythonAgentSystem, opts: 
     return prefix;
   }
   const python = system.python === 'portable' ? installedPortablePython(env) ?? (await installPortablePython({ env, log })) : resolvedSystemPython(env);
-  const release = await lock(`${prefix}.lock`, log);
-  try {
-    if (!opts.force && installedPythonAgentSystem(system, env)) return prefix;
-    await build(system, python, prefix, env, log);
-    return prefix;
-  } finally {
-    release();
-  }
+  await installOnce(prefix, () => (opts.force ? null : installedPythonAgentSystem(system, env)), () => build(system, python, prefix, env, log), log);
+  return prefix;
 }
 
 function resolvedSystemPython(env: NodeJS.ProcessEnv): string {
@@ -137,7 +131,7 @@ function resolvedSystemPython(env: NodeJS.ProcessEnv): string {
   return out.stdout.trim() || name;
 }
 
-async function build(system: PythonAgentSystem, python: string, prefix: string, env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<void> {
+async function build(system: PythonAgentSystem, python: string, prefix: string, env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<PythonAgentSystemInstall> {
   log(`installing ${system.title} pinned in ${system.dir}/requirements.txt into ${prefix} …`);
   rmSync(prefix, { recursive: true, force: true });
   mkdirSync(path.dirname(prefix), { recursive: true });
@@ -158,6 +152,7 @@ async function build(system: PythonAgentSystem, python: string, prefix: string, 
   const install: PythonAgentSystemInstall = { key: pythonAgentSystemKey(system), id: system.id, version, python };
   writeFileSync(path.join(prefix, MARKER), `${JSON.stringify(install, null, 2)}\n`);
   log(`${system.id} ${version} is ready in ${prefix}`);
+  return install;
 }
 
 function probe(system: PythonAgentSystem, python: string, env: NodeJS.ProcessEnv): string {
