@@ -174,12 +174,23 @@ export class PostgresEventStore implements EventStore {
     let after = parsePosition(options.after);
     let left = options.maxCount ?? Infinity;
     const category = options.category ?? 'run';
-    while (left > 0) {
-      const rows = await this.page(after, Math.min(PAGE_SIZE, left), category);
-      for (const row of rows) yield toRecorded(row);
-      if (rows.length < PAGE_SIZE) return;
-      after = cursorOf(rows[rows.length - 1]);
-      left -= rows.length;
+    // One page read ahead: the next page's query is in flight while this one's rows are decoded and
+    // consumed (a rebuild's projections), so the server's work and ours overlap instead of taking
+    // turns. Each page is its own query after the last row's cursor, exactly as without read-ahead.
+    let next: Promise<EventRow[]> | null = left > 0 ? this.page(after, Math.min(PAGE_SIZE, left), category) : null;
+    try {
+      while (next) {
+        const rows: EventRow[] = await next;
+        next = null;
+        left -= rows.length;
+        if (rows.length === PAGE_SIZE && left > 0) {
+          after = cursorOf(rows[rows.length - 1]);
+          next = this.page(after, Math.min(PAGE_SIZE, left), category);
+        }
+        for (const row of rows) yield toRecorded(row);
+      }
+    } finally {
+      next?.catch(() => undefined); // a reader that stopped early leaves a page unread: not an unhandled rejection
     }
   }
 
