@@ -16,6 +16,7 @@ import { startLlmGateway, type LlmGatewayOptions } from './gateway.js';
 import { priceTable } from './prices.js';
 import type { ProviderCodec, ResponseFacts } from './protocol.js';
 import { upstreamsFromEnv } from './upstreams.js';
+import { until } from '../../test/testing/helpers.js';
 
 type Recorded = EventData<'LlmCallRecorded'>;
 
@@ -207,11 +208,6 @@ function within<T>(promise: Promise<T>, ms: number, value: T): Promise<T> {
 
 const REQUEST = { model: 'claude-sonnet-4-5', stream: true, messages: [{ role: 'user', content: 'hi' }], prompt: 'hi' };
 
-/** Waits until `ready()` (checked every 20 ms, for at most 20 s): a missed step then fails the assertion after it. */
-async function until(ready: () => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!ready() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-}
 
 // ── specs ──────────────────────────────────────────────────────────────────────────────────────
 
@@ -392,9 +388,9 @@ describe('LLM gateway', () => {
     const gw = await startGateway(upstream.url);
     const reply = await send(gw.socketPath, { body: REQUEST, onChunk: (_chunk, req) => req.destroy() });
     expect(reply.broken).toBe(true);
-    await until(() => gw.gateway.pending().agentGone === 1);
+    await until('the agent to hang up', () => gw.gateway.pending().agentGone === 1);
     agentGone.fire();
-    await until(() => gw.records.length === 1); // (closing the gateway first would end the call)
+    await until('the call to be recorded', () => gw.records.length === 1); // (closing the gateway first would end the call)
     const [call] = await gw.finish();
     expect(ended).toBe(true);
     expect(call).toMatchObject({ outcome: 'client_aborted', status: 200, outputText: 'first second', usage: { inputTokens: 700, outputTokens: 300 }, usageSource: 'provider', deliveredBytes: sse({ model: 'claude-sonnet-4-5', text: 'first' }).length });
@@ -584,7 +580,7 @@ describe('LLM gateway against the scripted providers', () => {
     const { gw, fakes } = await startProviders({ usage: usageFromRequest(), hold: () => (open ? undefined : released.fired) }, { limits: { maxTokens: MAX } });
     const replies = Array.from({ length: 10 }, () => send(gw.socketPath, { body: MESSAGES() }));
     // Every call is either at the provider (held before its usage) or waiting for room at the gateway.
-    await until(() => {
+    await until('ten calls at the provider or waiting for room', () => {
       const p = gw.gateway.pending();
       return p.inFlight > 0 && p.inFlight === fakes.anthropic.calls.length && p.inFlight + p.waiting === 10;
     });
@@ -643,9 +639,9 @@ describe('LLM gateway against the scripted providers', () => {
       }),
     ];
     const replies = await Promise.all(cuts);
-    await until(() => gw.gateway.pending().agentGone === 2);
+    await until('both agents to hang up', () => gw.gateway.pending().agentGone === 2);
     agentGone.fire();
-    await until(() => gw.records.length === 2);
+    await until('both calls to be recorded', () => gw.records.length === 2);
     const records = await gw.finish();
     expect(replies.map((r) => [r.broken, r.body.includes('987')])).toEqual([
       [true, false],
@@ -749,13 +745,13 @@ describe('LLM gateway against the scripted providers', () => {
     const released = signal();
     const { gw, fakes } = await startProviders({ hold: () => released.fired }, { limits: { maxTokens: 100_000, defaultReserveTokens: 60_000 } });
     const first = send(gw.socketPath, { body: MESSAGES({ max_tokens: undefined }) });
-    await until(() => fakes.anthropic.calls.length === 1);
+    await until('the first call at the provider', () => fakes.anthropic.calls.length === 1);
     const waiting = http.request({ socketPath: gw.socketPath, method: 'POST', path: '/anthropic/v1/messages', headers: { 'x-api-key': TOKEN, 'content-type': 'application/json' }, agent: false });
     waiting.on('error', () => undefined);
     waiting.end(JSON.stringify(MESSAGES({ max_tokens: undefined })));
-    await until(() => gw.gateway.pending().waiting === 1);
+    await until('one call waiting for room', () => gw.gateway.pending().waiting === 1);
     waiting.destroy();
-    await until(() => gw.gateway.pending().waiting === 0);
+    await until('no call waiting', () => gw.gateway.pending().waiting === 0);
     released.fire();
     expect((await first).status).toBe(200);
     const records = await gw.finish();

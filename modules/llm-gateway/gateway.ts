@@ -7,6 +7,7 @@ import PQueue from 'p-queue';
 import { listenUnix, type SocketOwner } from '../sandbox/unix-socket.js';
 import { SpendGate, roundUsd, type Reservation, type SpendLimit } from './budget.js';
 import { costOf, priceTable, worstCostOf } from './prices.js';
+import type { UpstreamEndpoints } from './upstreams.js';
 import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type Provider, type ProviderCodec, type RequestFacts, type ResponseFacts, type Usage } from './protocol.js';
 import { modelNameProblem, requestTarget } from './request-checks.js';
 
@@ -23,7 +24,7 @@ export interface LlmGatewayOptions {
   /** The agent's credential (compared in constant time). */
   token: string;
   /** Providers without one: 503 in the provider's error shape, recorded as upstream_unreachable. */
-  upstreams: Partial<Record<Provider, { url: string; key: string }>>;
+  upstreams: UpstreamEndpoints;
   /** Default: every provider's codec (upstreams.ts `defaultCodecs`). */
   codecs?: ProviderCodec[];
   /**

@@ -1,8 +1,10 @@
-import type { LlmGatewayOptions } from './gateway.js';
 import { anthropicCodec } from './protocols/anthropic.js';
 import { geminiCodec } from './protocols/gemini.js';
 import { openaiCodec } from './protocols/openai.js';
-import type { ProviderCodec } from './protocol.js';
+import type { Provider, ProviderCodec } from './protocol.js';
+
+/** Where each provider's calls go and the key they are made with (the gateway's `upstreams`). */
+export type UpstreamEndpoints = Partial<Record<Provider, { url: string; key: string }>>;
 
 /** The codecs of every provider the gateway speaks (its default when `codecs` is not given). */
 export function defaultCodecs(): ProviderCodec[] {
@@ -14,8 +16,8 @@ export function defaultCodecs(): ProviderCodec[] {
  * is absent: the gateway answers its calls 503) and `A2RL_LLM_<PROVIDER>_URL` (default: the
  * provider's own API; any OpenAI-compatible server, such as vLLM, LiteLLM or OpenRouter, as OPENAI).
  */
-export function upstreamsFromEnv(env: NodeJS.ProcessEnv, codecs: readonly ProviderCodec[] = defaultCodecs()): LlmGatewayOptions['upstreams'] {
-  const upstreams: LlmGatewayOptions['upstreams'] = {};
+export function upstreamsFromEnv(env: NodeJS.ProcessEnv, codecs: readonly ProviderCodec[] = defaultCodecs()): UpstreamEndpoints {
+  const upstreams: UpstreamEndpoints = {};
   for (const codec of codecs) {
     const name = `A2RL_LLM_${codec.provider.toUpperCase()}`;
     const key = env[`${name}_KEY`];
