@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { a2rlCacheDir, AgentPythonInstallError, findPython, lock, readAgentPythonInstall, run, type AgentPythonInstall } from '../agents/agent-python-env.js';
-import { installedPortablePython } from '../agents/portable-python.js';
+import { installedPortablePython, installPortablePython } from '../agents/portable-python.js';
 import { packageRoot } from '../settings/package-root.js';
 
 /**
@@ -17,20 +17,20 @@ import { packageRoot } from '../settings/package-root.js';
 interface ReaderVenv {
   name: 'analysis-python' | 'harbor-python';
   probe: string;
-  /** The interpreter the venv is made from, or null when it is not there. */
-  base: (env: NodeJS.ProcessEnv) => string | null;
+  /** The interpreter the venv is made from (installed first when it can be). */
+  base: (env: NodeJS.ProcessEnv, log: (line: string) => void) => Promise<string>;
 }
 
 const ANALYSIS: ReaderVenv = {
   name: 'analysis-python',
   probe: 'import json, pyarrow, inspect_ai\nfrom importlib.metadata import version\nprint(json.dumps({n: version(n) for n in ("pyarrow", "inspect-ai")}))',
-  base: (env) => findPython(env),
+  base: async (env) => findPython(env),
 };
 
 const HARBOR: ReaderVenv = {
   name: 'harbor-python',
   probe: 'import json, harbor.utils.trajectory_validator\nfrom importlib.metadata import version\nprint(json.dumps({"harbor": version("harbor")}))',
-  base: (env) => installedPortablePython(env),
+  base: async (env, log) => installedPortablePython(env) ?? (await installPortablePython({ env, log })),
 };
 
 const MARKER = 'a2rl-installed.json';
@@ -60,8 +60,7 @@ async function install(v: ReaderVenv, opts: { env?: NodeJS.ProcessEnv; log?: (li
   if (!prefix) throw new AgentPythonInstallError('no cache directory: set A2RL_CACHE (or HOME)');
   const python = path.join(prefix, 'bin', 'python');
   if (readAgentPythonInstall(prefix, key)) return python;
-  const base = v.base(env);
-  if (!base) throw new AgentPythonInstallError(`${v.name}: its Python is not installed (the portable Python 3.13: modules/agents/portable-python.ts)`);
+  const base = await v.base(env, log);
   const release = await lock(`${prefix}.lock`, log);
   try {
     if (readAgentPythonInstall(prefix, key)) return python;
