@@ -119,10 +119,12 @@ describeRun('Python agent systems through the LLM gateway (harness as root, sand
       }).toEqual({ submissions: 1, graded: 1, tools: ['terminal'], scriptRun: SCRIPT });
       expectEveryCallRecorded(run.events, fake);
       // Its terminal is an interactive bash: held at each exec (execHoldMs), never stopped, so each
-      // command ran to its end in the foreground; what ran was read while it was held.
-      const started = ofType(run.events, 'ProcessStarted').map((e) => e.data as { argv: string[]; capture?: string });
+      // command ran to its end in the foreground (the submission found the checkpoint) and what ran was
+      // read (at-exec when within the hold; a busy machine may take longer, then after-start).
+      const started = ofType(run.events, 'ProcessStarted').map((e) => e.data as { argv: string[]; capture?: string; script?: { path: string } });
       const train = started.find((p) => p.argv.join(' ') === 'python3 code/train.py');
-      expect(train?.capture).toBe('at-exec');
+      expect(train?.script?.path).toMatch(/\/code\/train\.py$/);
+      expect(started.filter((p) => p.capture === 'at-exec').length).toBeGreaterThan(started.length / 2);
       const report = await reportOf(run.runId);
       // The scripted "training" copies the base model: the taxonomy says so.
       expect({ driver: report.run.driver, trainingLaunches: report.metrics.training_launches, failure: report.failure?.class }).toEqual({ driver: 'gpt-5.2', trainingLaunches: 1, failure: 'copy_model_fallback' });
