@@ -74,7 +74,8 @@ export class AgentPythonInstallError extends Error {
   override readonly name = 'AgentPythonInstallError';
 }
 
-interface InstallOptions {
+/** What every machine-cache installer takes (the agents' Python, the portable Python, the Python agent systems). */
+export interface InstallOptions {
   env?: NodeJS.ProcessEnv;
   log?: (line: string) => void;
   force?: boolean;

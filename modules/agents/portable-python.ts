@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { a2rlCacheDir, AgentPythonInstallError, installOnce, run } from './agent-python-env.js';
+import { a2rlCacheDir, AgentPythonInstallError, installOnce, run, type InstallOptions } from './agent-python-env.js';
 
 /**
  * A Python newer than the machine's, for the agent systems that need one (OpenHands needs ≥ 3.12; the
@@ -76,12 +76,6 @@ export function installedPortablePython(env: NodeJS.ProcessEnv = process.env): s
 export function portablePythonRootOf(python: string, env: NodeJS.ProcessEnv = process.env): string | null {
   const root = portablePythonRoot(env);
   return root && python.startsWith(`${root}/`) ? root : null;
-}
-
-interface InstallOptions {
-  env?: NodeJS.ProcessEnv;
-  log?: (line: string) => void;
-  force?: boolean;
 }
 
 /** Unpacks the portable Python unless it is there; returns the interpreter's path. One installer at a time per machine. */

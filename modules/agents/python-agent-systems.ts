@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { a2rlCacheDir, AgentPythonInstallError, findPython, installOnce, run } from './agent-python-env.js';
+import { a2rlCacheDir, AgentPythonInstallError, findPython, installOnce, run, type InstallOptions } from './agent-python-env.js';
 import { installedPortablePython, installPortablePython, portablePythonKey, portablePythonRootOf, portableVenv } from './portable-python.js';
 
 /**
@@ -96,12 +96,6 @@ export function pythonAgentCommandBinds(binDir: string, env: NodeJS.ProcessEnv =
   const install = installedPythonAgentSystem(system, env)!;
   const root = portablePythonRootOf(install.python, env);
   return root ? [prefix, root] : [prefix, path.dirname(path.dirname(install.python))];
-}
-
-interface InstallOptions {
-  env?: NodeJS.ProcessEnv;
-  log?: (line: string) => void;
-  force?: boolean;
 }
 
 /** Installs every declared system unless installed (the portable Python first when one needs it). */
