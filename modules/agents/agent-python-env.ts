@@ -42,20 +42,33 @@ export function a2rlCacheDir(env: NodeJS.ProcessEnv): string | null {
   return env.HOME?.trim() ? path.join(env.HOME.trim(), '.cache', 'a2rl') : null;
 }
 
+/** `<cache>/<parts…>` in the machine cache, or null when env names no cache. */
+export function cachePath(env: NodeJS.ProcessEnv, ...parts: string[]): string | null {
+  const cache = a2rlCacheDir(env);
+  return cache ? path.join(cache, ...parts) : null;
+}
+
 /** The managed environment's prefix for the current requirements (null when env names no cache). */
 export function managedAgentPythonPrefix(env: NodeJS.ProcessEnv, key = agentPythonKey()): string | null {
-  const cache = a2rlCacheDir(env);
-  return cache ? path.join(cache, 'agent-python', key) : null;
+  return cachePath(env, 'agent-python', key);
+}
+
+/**
+ * An installer's marker (written last) when it was written for `key` and `complete` agrees; null when
+ * absent, partial or another lock's.
+ */
+export function readInstallMarker<T extends { key: string }>(file: string, key: string, complete: (install: T) => boolean = () => true): T | null {
+  try {
+    const install = JSON.parse(readFileSync(file, 'utf8')) as T;
+    return install.key === key && complete(install) ? install : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The completed install at `prefix` for `key`, or null (absent, partial, or another lock's). */
 export function readAgentPythonInstall(prefix: string, key: string): AgentPythonInstall | null {
-  try {
-    const install = JSON.parse(readFileSync(path.join(prefix, MARKER), 'utf8')) as AgentPythonInstall;
-    return install.key === key && existsSync(path.join(prefix, 'bin', 'python')) ? install : null;
-  } catch {
-    return null;
-  }
+  return readInstallMarker<AgentPythonInstall>(path.join(prefix, MARKER), key, () => existsSync(path.join(prefix, 'bin', 'python')));
 }
 
 /** The managed environment's prefix when it is installed for the current requirements, else null. */

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { a2rlCacheDir, AgentPythonInstallError, installOnce, run, type InstallOptions } from './agent-python-env.js';
+import { AgentPythonInstallError, cachePath, installOnce, readInstallMarker, run, type InstallOptions } from './agent-python-env.js';
 
 /**
  * A Python newer than the machine's, for the agent systems that need one (OpenHands needs ≥ 3.12; the
@@ -48,17 +48,11 @@ export function portablePythonKey(file = portablePythonSpecFile()): string {
 }
 
 export function portablePythonRoot(env: NodeJS.ProcessEnv, key = portablePythonKey()): string | null {
-  const cache = a2rlCacheDir(env);
-  return cache ? path.join(cache, 'portable-python', key) : null;
+  return cachePath(env, 'portable-python', key);
 }
 
 export function readPortablePython(root: string, key: string): PortablePythonInstall | null {
-  try {
-    const install = JSON.parse(readFileSync(path.join(root, MARKER), 'utf8')) as PortablePythonInstall;
-    return install.key === key && existsSync(install.python) ? install : null;
-  } catch {
-    return null;
-  }
+  return readInstallMarker<PortablePythonInstall>(path.join(root, MARKER), key, (install) => existsSync(install.python));
 }
 
 /** The installed interpreter's path (…/usr/bin/python3.13), or null when it is not installed. */

@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
-import { a2rlCacheDir, AgentPythonInstallError, findPython, installOnce, run, type InstallOptions } from './agent-python-env.js';
+import { AgentPythonInstallError, cachePath, findPython, installOnce, readInstallMarker, run, type InstallOptions } from './agent-python-env.js';
 import { installedPortablePython, installPortablePython, portablePythonKey, portablePythonRootOf, portableVenv } from './portable-python.js';
 
 /**
@@ -50,29 +50,32 @@ export function listPythonAgentSystems(root = pythonAgentsDir()): PythonAgentSys
     .sort((a, b) => a.id.localeCompare(b.id));
 }
 
+/** Keys already computed, by folder and the files' size and modification time: every command lookup asks (agent-registry.ts). */
+const keys = new Map<string, { stamp: string; key: string }>();
+
 /** The install's key: its lock, its declaration and (for the portable one) the interpreter's key. */
 export function pythonAgentSystemKey(system: PythonAgentSystem): string {
+  const stamp = ['requirements.txt', 'system.json'].map((f) => statSync(path.join(system.dir, f))).map((st) => `${st.size}:${st.mtimeMs}`).join(' ');
+  const known = keys.get(system.dir);
+  if (known?.stamp === stamp) return known.key;
   const hash = createHash('sha256');
   for (const file of ['requirements.txt', 'system.json']) hash.update(readFileSync(path.join(system.dir, file))).update('\0');
   if (system.python === 'portable') hash.update(portablePythonKey());
-  return hash.digest('hex').slice(0, 16);
+  const key = hash.digest('hex').slice(0, 16);
+  keys.set(system.dir, { stamp, key });
+  return key;
 }
 
-export function pythonAgentSystemPrefix(system: PythonAgentSystem, env: NodeJS.ProcessEnv): string | null {
-  const cache = a2rlCacheDir(env);
-  return cache ? path.join(cache, 'agent-systems', system.id, pythonAgentSystemKey(system)) : null;
+export function pythonAgentSystemPrefix(system: PythonAgentSystem, env: NodeJS.ProcessEnv, key = pythonAgentSystemKey(system)): string | null {
+  return cachePath(env, 'agent-systems', system.id, key);
 }
 
 /** The completed install of `system` for its current lock, or null. */
 export function installedPythonAgentSystem(system: PythonAgentSystem, env: NodeJS.ProcessEnv = process.env): (PythonAgentSystemInstall & { prefix: string }) | null {
-  const prefix = pythonAgentSystemPrefix(system, env);
-  if (!prefix) return null;
-  try {
-    const install = JSON.parse(readFileSync(path.join(prefix, MARKER), 'utf8')) as PythonAgentSystemInstall;
-    return install.key === pythonAgentSystemKey(system) ? { ...install, prefix } : null;
-  } catch {
-    return null;
-  }
+  const key = pythonAgentSystemKey(system);
+  const prefix = pythonAgentSystemPrefix(system, env, key);
+  const install = prefix ? readInstallMarker<PythonAgentSystemInstall>(path.join(prefix, MARKER), key) : null;
+  return install ? { ...install, prefix: prefix! } : null;
 }
 
 /** The bin folders of the installed systems, searched after the pinned CLIs and before PATH (agent-registry.ts). */
@@ -91,9 +94,8 @@ export function pythonAgentBinDirs(env: NodeJS.ProcessEnv = process.env): string
 export function pythonAgentCommandBinds(binDir: string, env: NodeJS.ProcessEnv = process.env): string[] | null {
   if (path.basename(binDir) !== BIN) return null;
   const prefix = path.dirname(binDir);
-  const system = listPythonAgentSystems().find((s) => installedPythonAgentSystem(s, env)?.prefix === prefix);
-  if (!system) return null;
-  const install = installedPythonAgentSystem(system, env)!;
+  const install = listPythonAgentSystems().map((s) => installedPythonAgentSystem(s, env)).find((i) => i?.prefix === prefix);
+  if (!install) return null;
   const root = portablePythonRootOf(install.python, env);
   return root ? [prefix, root] : [prefix, path.dirname(path.dirname(install.python))];
 }

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { installedAgentPython } from '../../modules/agents/agent-python-env.js';
 import { runA2rl } from './a2rl-cli.js';
+import { expectRegradesToRecorded, expectVerifiedAndBundled } from './testing/agent-runs.js';
 
 // The interactive half of the real ML path at micro scale on CPU: `a2rl data micro alfworld` makes micro
 // ALFWorld-style games and a tiny real Llama; `a2rl run --agent reference-trl` replays the training games'
@@ -79,21 +80,11 @@ maybe('reference-trl post-trains a real model on alfworld (micro, CPU) through t
   });
 
   it('verifies, exports and verifies the bundle offline', async () => {
-    const verify = await a2rl(['verify', summary.runId]);
-    expect(verify.stderr + verify.stdout).toMatch(/OK/);
-    expect(verify.code).toBe(0);
-    const bundle = path.join(home, 'bundle.tar.gz');
-    expect((await a2rl(['export', summary.runId, '-o', bundle])).code).toBe(0);
-    const offline = await runA2rl(['verify-bundle', bundle, '--trust-embedded-key'], { env: { PATH: process.env.PATH }, cwd: mkdtempSync(path.join(home, 'reviewer-')) });
-    expect(offline.code).toBe(0);
+    await expectVerifiedAndBundled(a2rl, summary.runId, home);
   });
 
   it('regrades the archived checkpoints to the recorded scores', async () => {
-    const regrade = await a2rl(['regrade', summary.runId, '--repeat', '2', '--json']);
-    expect(regrade.code).toBe(0);
-    const result = JSON.parse(regrade.stdout.trim().split('\n').at(-1)!) as { submissions: { recorded: number; scores: number[] }[] };
-    expect(result.submissions.length).toBeGreaterThanOrEqual(1);
-    for (const s of result.submissions) expect(s.scores).toEqual([s.recorded, s.recorded]);
+    await expectRegradesToRecorded(a2rl, summary.runId);
   }, 20 * 60_000);
 
   it('leaves the workspace checkpoints as safetensors directories', () => {
