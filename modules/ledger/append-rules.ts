@@ -1,6 +1,6 @@
-import type { A2rlEvent } from './events/catalog.js';
+import { STREAM_OF_TYPE, type A2rlEvent } from './events/catalog.js';
 import { validateAndEncode } from './events/envelope.js';
-import { ACCESS_EVENT_TYPES, accessIdOfStream, CAMPAIGN_EVENT_TYPES, campaignIdOfStream, runIdOfStream } from './events/ids.js';
+import { accessIdOfStream, campaignIdOfStream, runIdOfStream } from './events/ids.js';
 import { NonContiguousAppendError } from './errors.js';
 import type { ExpectedRevision } from './event-store.port.js';
 
@@ -18,7 +18,7 @@ export function prepareAppend(stream: string, events: readonly A2rlEvent[], expe
   return events.map((event, i) => {
     const bytes = validateAndEncode(event);
     if (event.runId !== kind.id) throw new NonContiguousAppendError(`event seq ${event.seq} belongs to ${kind.name} ${event.runId}, not ${kind.id}`);
-    const belongs = CAMPAIGN_EVENT_TYPES.has(event.type) ? 'campaign' : ACCESS_EVENT_TYPES.has(event.type) ? 'access' : 'run';
+    const belongs = STREAM_OF_TYPE[event.type];
     if (belongs !== kind.name) throw new NonContiguousAppendError(`${event.type} belongs to ${belongs === 'access' ? 'an' : 'a'} ${belongs} stream, not ${stream}`);
     if (event.seq !== first + i) {
       throw new NonContiguousAppendError(`event seq ${event.seq} does not follow expected revision ${String(expected)} (wanted seq ${first + i})`);

@@ -1,5 +1,4 @@
-import type { EventData, EventType } from './events/catalog.js';
-import { ACCESS_EVENT_TYPES, CAMPAIGN_EVENT_TYPES } from './events/ids.js';
+import { STREAM_OF_TYPE, type EventData, type EventType } from './events/catalog.js';
 
 // The run lifecycle as a pure decider: `evolve(state, event)` folds a run's events into the little
 // it takes to judge the next one, and `decide(state, command)` answers "may this event be recorded
@@ -201,8 +200,8 @@ export function runGuard(from: RunLifecycleState = initialRunState): RunGuard {
 export function refusal(state: RunLifecycleState, command: RunCommand): string | null {
   const { phase } = state;
   // A run's stream records the run; the scheduling around it (RunRequested, RunFinished, …) is the campaign's.
-  if (CAMPAIGN_EVENT_TYPES.has(command.type)) return 'campaign events belong to a campaign stream';
-  if (ACCESS_EVENT_TYPES.has(command.type)) return 'access events belong to the access stream';
+  if (STREAM_OF_TYPE[command.type] === 'campaign') return 'campaign events belong to a campaign stream';
+  if (STREAM_OF_TYPE[command.type] === 'access') return 'access events belong to the access stream';
   if (command.type === 'RunScheduled') return phase === 'unscheduled' ? null : 'the run is already scheduled (RunScheduled is its first event, recorded once)';
   if (phase === 'unscheduled') return 'RunScheduled must be the first event of a run';
   if (command.type === 'TreeHeadSigned') return null; // heads are signed at intervals and when the run is sealed, closed or not

@@ -1,5 +1,7 @@
 import { hash } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
+import { ACCESS_EVENTS } from './access-events.js';
+import { CAMPAIGN_EVENTS } from './campaign-events.js';
 import type { EventType } from './catalog.js';
 
 /** Fixed namespace for a2rl event ids; changing it would change every event id ever issued. */
@@ -9,10 +11,8 @@ export const RUN_STREAM_PREFIX = 'run-';
 /** A campaign's stream: `campaign-<campaignId>` (its events' envelope `runId` holds the campaign id). */
 export const CAMPAIGN_STREAM_PREFIX = 'campaign-';
 
-/** The event types recorded in campaign streams, and only there (run streams refuse them). */
-export const CAMPAIGN_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>([
-  'CampaignScheduled', 'RunRequested', 'RunAssigned', 'RunFinished', 'RunRetried', 'CampaignCompleted', 'CampaignCancelled',
-]);
+/** The event types recorded in campaign streams, and only there (run streams refuse them): the campaign family's. */
+export const CAMPAIGN_EVENT_TYPES: ReadonlySet<EventType> = new Set(Object.keys(CAMPAIGN_EVENTS) as EventType[]);
 
 /**
  * The access stream: `access-<id>`, in practice the one `access-log` (the envelope's `runId` holds
@@ -22,8 +22,8 @@ export const CAMPAIGN_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>([
 export const ACCESS_STREAM_PREFIX = 'access-';
 export const ACCESS_LOG_ID = 'log';
 
-/** The event types recorded in the access stream, and only there (run and campaign streams refuse them). */
-export const ACCESS_EVENT_TYPES: ReadonlySet<EventType> = new Set<EventType>(['TokenCreated', 'TokenRevoked', 'AccessRecorded']);
+/** The event types recorded in the access stream, and only there (run and campaign streams refuse them): the access family's. */
+export const ACCESS_EVENT_TYPES: ReadonlySet<EventType> = new Set(Object.keys(ACCESS_EVENTS) as EventType[]);
 
 const NAMESPACE_BYTES = Buffer.from(A2RL_EVENT_NAMESPACE.replace(/-/g, ''), 'hex');
 /** A buffer starting with the namespace's bytes, with room for a name of `room` UTF-8 bytes. */
