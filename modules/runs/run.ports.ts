@@ -35,3 +35,14 @@ export const randomRunIds: RunIds = {
   runId: (taskId, now) => `${taskId}-${now.toISOString().replace(/[-:T]/g, '').slice(0, 14)}-${randomBytes(3).toString('hex')}`,
   token: () => randomBytes(24).toString('base64url'),
 };
+
+/** The harness's environment as the run pipeline reads it (credentials to redact, upstream keys, PATH, the agent's pass-through variables). */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+/** Where the run pipeline says what a person should know (unsandboxed, a key created, a check that could not run): stderr in production. */
+export interface Diagnostics {
+  warn(message: string): void;
+}
+
+export const ENVIRONMENT = Symbol('ENVIRONMENT');
+export const DIAGNOSTICS = Symbol('DIAGNOSTICS');

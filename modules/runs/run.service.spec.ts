@@ -46,7 +46,7 @@ class FakeAgent implements Partial<AgentHandle> {
   };
 }
 
-function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?: () => Promise<never> } = {}) {
+function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?: () => Promise<never>; token?: string } = {}) {
   const home = mkdtempSync(path.join(tmpdir(), 'a2rl-runsvc-'));
   dirs.push(home);
   const settings: Settings = { home, ledgerUrl: 'memory://x', artifactsUrl: 'memory://x', readModelUrl: 'memory://x', workspacesDir: path.join(home, 'ws'), httpPort: 0, httpHost: '127.0.0.1' };
@@ -61,7 +61,7 @@ function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?:
     pidFile: (runId) => path.join(home, `${runId}.pgid`),
   };
   let n = 0;
-  const ids: RunIds = { runId: (task) => `${task}-run-${++n}`, token: () => 'a-token-long-enough-to-pass' };
+  const ids: RunIds = { runId: (task) => `${task}-run-${++n}`, token: () => opts.token ?? 'a-token-long-enough-to-pass' };
   const agents: FakeAgent[] = [];
   const launcher: AgentLauncher = {
     async launch(launch) {
@@ -79,14 +79,18 @@ function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?:
   // Unsandboxed: the sandbox itself is exercised by sandbox.spec.ts and the e2e suites.
   const plan = planFrom({ bwrap: null, harnessUid: 0, setpriv: false, prlimit: false, unprivilegedUserns: false, rootNamespaces: false, gpuDevices: [], notes: [] });
   const sockets = { open: async () => { throw new Error('no socket when unsandboxed'); } } as unknown as GradingSockets;
-  const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task, () => plan, sockets, 'operator-token-0123456789');
+  const warnings: string[] = [];
+  const leftoversKilled: string[] = [];
+  launcher.killLeftovers = async (pidFile) => void leftoversKilled.push(pidFile);
+  const env = { PATH: process.env.PATH };
+  const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task, () => plan, sockets, 'operator-token-0123456789', env, { warn: (m) => void warnings.push(m) });
   const request: RunRequest = { task: task.id, agentCommand: 'fake agent', budgetSeconds: 60, seed: 0, gradingBaseUrl: 'http://127.0.0.1:1', warn: () => {} };
   const events = async (runId: string) => {
     const out: A2rlEvent[] = [];
     for await (const e of ledger.events(runId)) out.push(e);
     return out;
   };
-  return { service, request, events, locks, agents, store, ledger };
+  return { service, request, events, locks, agents, store, ledger, warnings, leftoversKilled };
 }
 
 const dirs: string[] = [];
@@ -201,6 +205,36 @@ describe('RunService (in-memory ports)', () => {
     expect(events.map((e) => e.type)).toEqual(['RunScheduled', 'RunInterrupted', 'TreeHeadSigned']);
     expect(events[1].data).toMatchObject({ cause: 'harness_gone' });
     expect(h.locks.size).toBe(0);
+    // The signing key was created by this recovery: said through the DIAGNOSTICS port, not on stderr.
+    expect(h.warnings).toEqual([expect.stringMatching(/^created the ledger signing key /)]);
+  });
+
+  it('settleRun closes an open run as recovery does (leftovers killed, RunInterrupted, sealed, lock removed), and only once', async () => {
+    const h = harness(async () => undefined);
+    await h.ledger.record('fake-task-lost', 'RunScheduled', { task: 'fake-task', agent: 'x', baseModel: 'tiny-base', budgetSeconds: 60, seed: 0, mode: 'free' });
+    await h.ledger.record('fake-task-lost', 'BaselineEvaluated', { score: 0.25, cached: true, evaluatorVersion: '1' });
+    h.locks.set('fake-task-lost', { runId: 'fake-task-lost', pid: 999_999_999, pidFile: '/nonexistent/fake-task-lost.pgid' });
+    expect(await h.service.settleRun('fake-task-lost', 'the worker died')).toEqual({ state: 'interrupted', best: null, baseline: 0.25, interruptedNow: true });
+    const events = await h.events('fake-task-lost');
+    expect(events.map((e) => e.type)).toEqual(['RunScheduled', 'BaselineEvaluated', 'RunInterrupted', 'TreeHeadSigned']);
+    expect(events[2].data).toEqual({ reason: 'the worker died', cause: 'harness_gone' });
+    expect(h.leftoversKilled).toEqual(['/nonexistent/fake-task-lost.pgid']);
+    expect(h.locks.size).toBe(0);
+    expect(await h.service.settleRun('fake-task-lost', 'again')).toMatchObject({ state: 'interrupted', interruptedNow: false });
+    expect((await h.events('fake-task-lost')).filter((e) => e.type === 'RunInterrupted')).toHaveLength(1);
+  });
+
+  it('a failure while the observers start undoes what was started and interrupts the run, sealed', async () => {
+    // The grading API refuses a run token this short: observe() fails after its first disposers were pushed.
+    const h = harness(async () => undefined, { token: 'short' });
+    await expect(h.service.run(h.request)).rejects.toThrow(/too short/);
+    const runId = [...(await collectRunIds(h.store))][0];
+    const events = await h.events(runId);
+    expect(types(events)).toEqual(['RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated', 'RunInterrupted']);
+    expect(events.find((e) => e.type === 'RunInterrupted')!.data).toMatchObject({ cause: 'setup_failed' });
+    expect(events.at(-1)!.type).toBe('TreeHeadSigned');
+    expect(h.locks.size).toBe(0);
+    expect(h.agents).toHaveLength(0);
   });
 });
 

@@ -1,0 +1,31 @@
+import type { RunLock } from '../ledger/run-locks.port.js';
+import type { RunDeps } from './run-session.js';
+import type { RunOutcome } from './run.types.js';
+import { sealStoredRun, signingKey } from './write-path.js';
+
+/**
+ * The one way a run left open by a harness that is gone (it crashed; a campaign's worker died) is
+ * closed: what is left of its agent killed, RunInterrupted (cause harness_gone) recorded after its
+ * events up to the end, a final head signed over the stored stream, and its lock on this machine removed.
+ */
+export async function settleAbandonedRun(deps: RunDeps, runId: string, reason: string, lock: RunLock | undefined): Promise<void> {
+  if (lock?.pidFile) await deps.launcher.killLeftovers(lock.pidFile).catch(() => 0);
+  await deps.ledger.record(runId, 'RunInterrupted', { reason: reason.slice(0, 4000), cause: 'harness_gone' });
+  await sealStoredRun(deps.ledger, runId, signingKey(deps.settings.home, (m) => deps.diagnostics.warn(m)));
+  if (lock) deps.locks.remove(runId);
+}
+
+/** How a stored run ended as its events say; `state` null while it is open. */
+export async function storedOutcome(deps: RunDeps, runId: string): Promise<Omit<RunOutcome, 'state' | 'interruptedNow'> & { state: RunOutcome['state'] | null }> {
+  let best: number | null = null;
+  let baseline: number | null = null;
+  let state: RunOutcome['state'] | null = null;
+  for await (const event of deps.ledger.events(runId)) {
+    if (event.type === 'SubmissionGraded') best = Math.max(best ?? -Infinity, event.data.score);
+    if (event.type === 'BaselineEvaluated') baseline = event.data.score;
+    if (event.type === 'RunCompleted') state = 'completed';
+    if (event.type === 'RunInterrupted') state = 'interrupted';
+    if (event.type === 'RunResumed') state = null;
+  }
+  return { state, best, baseline };
+}

@@ -1,0 +1,106 @@
+import { openSession, type RunDeps, type RunSession } from './run-session.js';
+import type { RunRequest, RunSummary } from './run.types.js';
+import { agentCommand } from './steps/agent-env.js';
+import { gradeBaseline } from './steps/baseline.js';
+import { announceAgent, launchOptions, startAgent } from './steps/launch.js';
+import { observe } from './steps/observe.js';
+import { prepare, schedule, type Prepared } from './steps/prepare.js';
+import { archiveHome, recordEnding, seal, type Reached } from './steps/settle.js';
+import { reportProgress, waitForExitOrBudget } from './steps/wait.js';
+
+/** A run's outcome as far as the pipeline knows it: how far it got, its baseline, and the failure that stopped it. */
+export interface PipelineProgress {
+  reached: Reached;
+  baseline?: number;
+  failure?: { error: unknown };
+}
+
+/**
+ * One benchmark run end to end as a script of steps, each handing its product to the next — schedule,
+ * prepare (the workspace), grade the baseline, observe (grading API, endpoints, observers), launch the
+ * agent, wait for its exit or the budget — and one teardown for every outcome (completed, budget,
+ * crash, operator interrupt, set-up failure): undo what was started (the session's disposal stack),
+ * record how it ended (settle) and seal. `continueAfterPrepare` is where a resumed run re-enters, with a
+ * session and a `Prepared` rebuilt from its ledger.
+ */
+export class RunPipeline {
+  constructor(private readonly deps: RunDeps) {}
+
+  async run(request: RunRequest): Promise<RunSummary> {
+    const s = openSession(this.deps, request);
+    const progress: PipelineProgress = { reached: { stage: 'setup' } };
+    try {
+      await schedule(this.deps, s);
+      const prepared = await prepare(this.deps, s);
+      await this.continueAfterPrepare(s, prepared, progress);
+    } catch (error) {
+      progress.failure = { error };
+    }
+    await this.teardown(s, progress);
+    if (progress.failure) throw progress.failure.error;
+    return summarize(s, progress);
+  }
+
+  /** Baseline, observers, the agent launched and waited for: `progress` says how far it got. */
+  async continueAfterPrepare(s: RunSession, prepared: Prepared, progress: PipelineProgress): Promise<void> {
+    const baselined = await gradeBaseline(this.deps, s, prepared);
+    progress.baseline = baselined.score;
+    const observed = await observe(this.deps, s, prepared, baselined);
+    const command = await agentCommand(this.deps, s, prepared, observed);
+    const options = launchOptions(s, prepared, observed, command);
+    const agent = await startAgent(this.deps, s, options).catch((err: unknown) => {
+      progress.reached = { stage: 'launch-failed' };
+      throw err;
+    });
+    progress.reached = { stage: 'launched', prepared, agent };
+    await announceAgent(this.deps, s, prepared, observed, command, agent);
+    await waitForExitOrBudget(this.deps, s, agent, baselined.score);
+  }
+
+  /**
+   * The one teardown: undo what the steps started (the agent stopped first, then the grading API,
+   * endpoints, observers, cgroup), archive the agent's home, record how the run ended, and seal. A
+   * ledger failure is thrown only when nothing failed before it; the first teardown failure likewise.
+   */
+  private async teardown(s: RunSession, progress: PipelineProgress): Promise<void> {
+    const { reached, failure } = progress;
+    let closeError: { error: unknown } | undefined;
+    const keep = (error: unknown) => void (closeError ??= { error });
+    await s.stack.dispose().catch(keep);
+    if (reached.stage === 'launched' && reached.prepared.home) await archiveHome(this.deps, s, reached.prepared.home).catch(keep);
+    try {
+      await recordEnding(this.deps, s, reached, failure?.error, keep);
+      await seal(this.deps, s);
+    } catch (err) {
+      // The ledger failed: the lock stays, so the next start records the run as interrupted.
+      if (!failure) throw err;
+    } finally {
+      this.deps.control.forget(s.runId);
+    }
+    if (closeError && !failure) throw closeError.error;
+    if (reached.stage === 'launched' && progress.baseline !== undefined) reportProgress(this.deps, s, reached.agent, progress.baseline);
+  }
+}
+
+function summarize(s: RunSession, progress: PipelineProgress): RunSummary {
+  const { reached, baseline } = progress;
+  // A run that returns (no failure) launched its agent after grading the baseline.
+  if (reached.stage !== 'launched' || baseline === undefined) throw new Error(`run ${s.runId} ended without its agent having run`);
+  const { best } = s.tally;
+  return {
+    runId: s.runId,
+    task: s.task.id,
+    agent: s.spec.id,
+    driver: s.driver,
+    baseline,
+    best,
+    improvement: best === null ? null : round2(best - baseline),
+    submissions: s.tally.submissions.size,
+    state: s.guard.state.status,
+    exitReason: reached.agent.exitReason,
+    sandbox: reached.prepared.sandbox,
+    workspace: reached.prepared.workspace.layout.root,
+  };
+}
+
+const round2 = (n: number) => Math.round(n * 100) / 100;

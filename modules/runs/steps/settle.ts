@@ -1,0 +1,53 @@
+import { archiveAgentHome } from '../agent-home.js';
+import type { RunDeps, RunSession } from '../run-session.js';
+import { epochSeconds } from '../workspace.js';
+import type { LaunchedAgent } from './launch.js';
+import type { Prepared } from './prepare.js';
+
+/** How far a run got, which decides how it ends. */
+export type Reached =
+  /** Failed (or was stopped) before its agent was launched: interrupted, never the agent's fault. */
+  | { stage: 'setup' }
+  /** The agent's launch was tried and failed: the agent crashed. */
+  | { stage: 'launch-failed' }
+  /** The agent ran: the run completes, whatever its exit. */
+  | { stage: 'launched'; prepared: Prepared; agent: LaunchedAgent };
+
+/**
+ * How the run ended, recorded after everything it started was undone: the agent's exit, the final
+ * integrity check and RunCompleted for an agent that ran (or AgentExited crashed for one that could not
+ * be launched), RunInterrupted for a set-up failure. `keep` is handed errors that must not stop it.
+ */
+export async function recordEnding(deps: RunDeps, s: RunSession, reached: Reached, failure: unknown, keep: (err: unknown) => void): Promise<void> {
+  if (reached.stage === 'launched') {
+    const { exitCode, signal, reason, endedAt } = await reached.agent.stop();
+    const observedAt = new Date(endedAt ?? deps.clock().getTime()).toISOString();
+    const stoppedBy = reason === 'killed' ? deps.control.stoppedBy(s.runId) : undefined;
+    await s.record('AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason, observedAt, ...(stoppedBy ? { stoppedBy } : {}) });
+    await reached.prepared.integrity.atEnd();
+    await reached.prepared.workspace.runMeta.update({ end_time: epochSeconds(deps.clock()) }).catch(keep);
+    await s.record('RunCompleted', { ...(s.tally.best !== null ? { best: s.tally.best } : {}), submissions: s.tally.submissions.size });
+  } else if (reached.stage === 'launch-failed') {
+    await s.record('AgentExited', { reason: 'crashed' });
+    await s.record('RunCompleted', { submissions: 0 });
+  } else if (failure !== undefined) {
+    const message = failure instanceof Error ? failure.message : String(failure);
+    await s.record('RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000), cause: 'setup_failed' });
+  }
+}
+
+/** The agent's home, once, redacted: the CLI's own state is evidence too (sessions, logs), but not code. */
+export async function archiveHome(deps: RunDeps, s: RunSession, home: string): Promise<void> {
+  const archived = await archiveAgentHome(home, s.instrumentation.store, { maxFiles: 2000, maxFileBytes: s.limits.fileBytes });
+  await s.record('AgentHomeArchived', { ...archived, observedAt: deps.clock().toISOString() });
+}
+
+/**
+ * Every event durable, the final head signed over the whole run, and the lock removed. A ledger that
+ * fails here leaves the lock, so the next start on this machine records the run interrupted.
+ */
+export async function seal(deps: RunDeps, s: RunSession): Promise<void> {
+  await s.recorder.settle();
+  await s.signer.seal();
+  deps.locks.remove(s.runId);
+}

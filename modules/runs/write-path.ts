@@ -1,0 +1,89 @@
+import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { Instrumentation } from '../instrumentation/instrumentation.js';
+import { RunRecorder } from '../instrumentation/run-recorder.js';
+import type { KnownSecret } from '../instrumentation/secret-redactor.js';
+import type { EventData, EventType } from '../ledger/events/catalog.js';
+import type { RecordedEvent } from '../ledger/event-store.port.js';
+import type { LedgerService } from '../ledger/ledger.service.js';
+import { runGuard, type RunGuard } from '../ledger/run-lifecycle.js';
+import type { Clock } from '../ledger/tokens.js';
+import { TreeHeadSigner } from '../ledger/tree-head-signer.js';
+import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../ledger/tree-head.js';
+import type { RunLimits } from '../sandbox/limits.js';
+
+// The one place a run's write path is wired: instrumentation (ordered lane, observers, redaction) →
+// RunRecorder (lifecycle guard, batched appends) → TreeHeadSigner (holds appends while it signs a
+// head) → LedgerService. Everything a run records goes in at the top (`record`).
+
+/** Submissions and best score as recorded so far (progress lines, RunCompleted, the run's summary). */
+export interface RunTally {
+  readonly submissions: Set<string>;
+  best: number | null;
+}
+
+export interface WritePath {
+  recorder: RunRecorder;
+  /** The lifecycle rules the recorder applies; its state is the run's as recorded so far. */
+  guard: RunGuard;
+  signer: TreeHeadSigner;
+  instrumentation: Instrumentation;
+  tally: RunTally;
+  /** Records one event of the run through the instrumentation's ordered lane. */
+  record<T extends EventType>(type: T, data: EventData<T>): Promise<unknown>;
+}
+
+export interface WritePathOptions {
+  runId: string;
+  ledger: LedgerService;
+  key: SigningKey;
+  treeHeadEvery?: { events?: number; ms?: number };
+  /** The workspace root the file observer watches. */
+  root: string;
+  artifacts: ArtifactStore;
+  clock: Clock;
+  limits: RunLimits;
+  /** Every credential the harness knows: redacted from events and archived files. */
+  secrets: KnownSecret[];
+  /** A limit the harness accounts was exceeded: the agent is to be stopped. */
+  onLimit: () => void;
+  /** The lifecycle state to continue from (a run resumed from its ledger); default: a new run. */
+  guard?: RunGuard;
+}
+
+/** Wires a run's write path, from the observers down to the ledger. */
+export function openWritePath(opts: WritePathOptions): WritePath {
+  const { runId, ledger } = opts;
+  const append = (data: EventData<'TreeHeadSigned'>) => ledger.record(runId, 'TreeHeadSigned', data);
+  const signer = new TreeHeadSigner({ runId, key: opts.key, append, everyEvents: opts.treeHeadEvery?.events, everyMs: opts.treeHeadEvery?.ms });
+  const guard = opts.guard ?? runGuard();
+  const recorder = new RunRecorder({ runId, ledger, append: (batch) => signer.record(batch), guard });
+  const tally = tallyOf(recorder);
+  const instrumentation = new Instrumentation({ root: opts.root, recorder, artifacts: opts.artifacts, clock: opts.clock, limits: opts.limits, secrets: opts.secrets, onLimit: opts.onLimit });
+  return { recorder, guard, signer, instrumentation, tally, record: (type, data) => instrumentation.record(type, data) };
+}
+
+function tallyOf(recorder: RunRecorder): RunTally {
+  const tally: RunTally = { submissions: new Set<string>(), best: null };
+  recorder.onRecorded((event) => {
+    if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') tally.submissions.add(event.data.submissionId);
+    if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
+  });
+  return tally;
+}
+
+/** Signs a final head over a run's stored stream (nothing else writes to it any more). */
+export async function sealStoredRun(ledger: LedgerService, runId: string, key: SigningKey): Promise<void> {
+  const events: RecordedEvent[] = [];
+  for await (const recorded of ledger.stored(runId)) events.push(recorded);
+  const append = (data: EventData<'TreeHeadSigned'>) => ledger.record(runId, 'TreeHeadSigned', data);
+  await TreeHeadSigner.resume({ runId, key, append }, events).seal();
+}
+
+/** The ledger's signing key under A2RL_HOME, created (and announced) on first use. */
+export function signingKey(home: string, warn: (message: string) => void): SigningKey {
+  const existing = loadSigningKey(home);
+  if (existing) return existing;
+  const created = initSigningKey(home);
+  warn(`created the ledger signing key ${created.keyId} in ${keysDir(home)} (a2rl keys show prints its public key)`);
+  return created;
+}
