@@ -4,142 +4,19 @@ import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { loadConfig, type A2rlConfig } from '../config/config.js';
-import { checkHome, checkOutputFile } from '../config/open-errors.js';
-import type { VerifyDeps, VerifyOptions, VerifyProgress, VerifyResult } from '../../modules/audit/verify.service.js';
+import { loadConfig } from '../config/config.js';
+import { checkOutputFile } from '../config/open-errors.js';
 import { inertLine, inertText } from '../../modules/reports/inert-text.js';
 import { recordCliAction } from './access-trail.js';
+import { registerKeysCommands } from './keys.commands.js';
+import { appSide } from './app-side.js';
 import { jsonOut } from './terminal.js';
-import { StatusLine } from './status-line.js';
-
-/**
- * The app (Nest, TypeORM, every projection), loaded only by the commands here that use it: `a2rl
- * verify`, export and the key commands start without it.
- */
-async function appSide() {
-  const [{ withApp }, { ProjectionRunnerService }, { RunSource }] = await Promise.all([
-    import('./cli-support.js'),
-    import('../../modules/readmodels/readmodels.module.js'),
-    import('../../modules/query/run-source.js'),
-  ]);
-  return { withApp, ProjectionRunnerService, RunSource };
-}
+import { registerVerifyCommand } from './verify.commands.js';
 
 /** Commands for audit and forensics: keys, verify, replay, export, verify-bundle. */
 export function registerAuditCommands(program: Command): void {
-  const keys = program
-    .command('keys')
-    .description("the ledger's Ed25519 signing key, under A2RL_HOME/keys (never in a workspace or a bundle), and the public keys verify-bundle trusts (A2RL_HOME/keys/trusted)");
-  keys
-    .command('init')
-    .description('create the signing key (refuses to replace an existing one; the first run creates it too)')
-    .action(async () => {
-      const { initSigningKey, keysDir } = await import('../../modules/ledger/tree-head.js');
-      const { home } = loadConfig();
-      const key = initSigningKey(home);
-      process.stdout.write(`created signing key ${key.keyId} in ${keysDir(home)}\n${key.publicKeyPem}`);
-    });
-  keys
-    .command('show')
-    .description('print the public key (PEM) and its key id')
-    .action(async () => {
-      const { loadPublicKey, keysDir } = await import('../../modules/ledger/tree-head.js');
-      const { home } = loadConfig();
-      const key = loadPublicKey(home);
-      if (!key) throw new Error(`no signing key in ${keysDir(home)}; create one with \`a2rl keys init\``);
-      process.stdout.write(`${key.publicKeyPem}key id: ${key.keyId}\n`);
-    });
-  keys
-    .command('trust')
-    .description("trust a signer's public key for verify-bundle (PEM, e.g. what `a2rl keys show` prints on the signer's host); prints its key id and fingerprint")
-    .argument('<file>', 'file holding the public key (PEM)')
-    .action(async (file: string) => {
-      const [{ trustKey, trustedKeysDir }, { readFileSync }] = await Promise.all([import('../../modules/audit/trusted-keys.js'), import('node:fs')]);
-      let text: string;
-      try {
-        text = readFileSync(file, 'utf8');
-      } catch (err) {
-        throw new Error(`cannot read key file ${file}: ${(err as Error).message}`);
-      }
-      const { home } = loadConfig();
-      const { key, added } = trustKey(home, text, file);
-      process.stdout.write(`${added ? 'trusted' : 'already trusted'}: key id ${key.keyId}, fingerprint sha256:${key.fingerprint}${added ? ` (in ${trustedKeysDir(home)})` : key.source === 'ledger' ? " (this ledger's own key)" : ''}\n`);
-    });
-  keys
-    .command('trusted')
-    .description("list the keys verify-bundle accepts without --pubkey: this ledger's own key and those added with `a2rl keys trust`")
-    .option('--json', 'one JSON array of {keyId, fingerprint, source, file, publicKeyPem}')
-    .action(async (opts: { json?: boolean }) => {
-      const { listTrustedKeys } = await import('../../modules/audit/trusted-keys.js');
-      const list = listTrustedKeys(loadConfig().home);
-      if (opts.json) process.stdout.write(`${JSON.stringify(list)}\n`);
-      else if (!list.length) process.stdout.write('no trusted keys: add one with `a2rl keys trust <file>`\n');
-      else for (const k of list) process.stdout.write(`${k.keyId}  sha256:${k.fingerprint}  ${k.source === 'ledger' ? 'ledger (this ledger\'s signing key)' : 'trusted'}\n`);
-    });
-  keys
-    .command('untrust')
-    .description('stop trusting a key added with `a2rl keys trust` (the ledger\'s own key stays trusted)')
-    .argument('<keyId|fingerprint>', 'key id (16 hex digits) or full sha256 fingerprint, as `a2rl keys trusted` lists them')
-    .action(async (id: string) => {
-      const { untrustKey } = await import('../../modules/audit/trusted-keys.js');
-      const key = untrustKey(loadConfig().home, id.replace(/^sha256:/, ''));
-      process.stdout.write(`no longer trusted: key id ${key.keyId}, fingerprint sha256:${key.fingerprint}\n`);
-    });
-
-  program
-    .command('verify')
-    .description("check a run's record: dense seqs, every signed tree head (root and signature), the stored columns against the signed bytes, the seal, every referenced blob's sha256, the workspace integrity checks; with --rebuild, also the projections and reports rebuilt from zero against the live ones; exit 1 naming each failure; recorded in the access stream (actor cli: the OS user)")
-    .argument('<runId>', 'run id')
-    .option('--rebuild', 'also rebuild every projection of the run from zero and compare its rows and the md/json/html reports with the live ones (time and memory grow with the run)')
-    .option('--regrade', "also re-grade every archived checkpoint with the task's evaluator and compare the scores")
-    .option('--json', 'print the result as one JSON object')
-    .action(async (runId: string, opts: { rebuild?: boolean; regrade?: boolean; json?: boolean }) => {
-      const [{ loadPublicKey }, path] = await Promise.all([
-        import('../../modules/ledger/tree-head.js'),
-        import('node:path'),
-      ]);
-      let shown = '';
-      let lastAt = 0;
-      const status = new StatusLine();
-      const onProgress = (p: VerifyProgress) => {
-        // Redrawn on a terminal; otherwise a line when a stage starts and every 5 s.
-        status.show(inertLine(`verify ${runId}: ${p.stage} ${p.total ? `${p.done}/${p.total}` : p.done}`), p.stage !== shown || Date.now() - lastAt > 5000);
-        shown = p.stage;
-        lastAt = Date.now();
-      };
-      const config = loadConfig();
-      checkHome(config.home); // one line naming A2RL_HOME, before its keys or stores are read
-      const base = {
-        publicKeyPem: loadPublicKey(config.home)?.publicKeyPem ?? null,
-        taskCacheDir: path.join(config.home, 'tasks'),
-        datasetsDir: path.join(config.home, 'datasets'),
-      };
-      const options = { rebuild: opts.rebuild, regrade: opts.regrade, onProgress };
-      const result = await (opts.rebuild ? verifyWithReadModels(base, runId, options) : verifyRecord(config, base, runId, options)).finally(() => status.stop());
-      const checks = `${opts.rebuild ? ', projections and reports rebuilt' : ''}${result.regraded !== null ? `, ${result.regraded} submissions re-graded` : ''}`;
-      const first = result.failures[0];
-      await recordCliAction(config, {
-        action: 'verify',
-        target: { runId },
-        done: true,
-        verified: result.ok,
-        detail: result.ok ? `${result.events} events, ${result.treeHeads} signed heads, ${result.artifacts} artifacts${checks}` : `${result.failures.length} failures${checks}; first: ${first.check}${first.seq !== undefined ? ` (seq ${first.seq})` : ''}: ${first.message}`,
-      });
-      if (opts.json) process.stdout.write(jsonOut(`${JSON.stringify(result)}\n`));
-      else {
-        // Failure messages quote recorded data (paths, names): each is one inert line, and the verdict comes last.
-        for (const f of result.failures) {
-          const where = [f.seq !== undefined ? `seq ${f.seq}` : '', f.artifact ?? ''].filter(Boolean).join(' ');
-          process.stdout.write(`${inertLine(`FAIL ${f.check}${where ? ` (${where})` : ''}: ${f.message}`)}\n`);
-        }
-        const regraded = result.regraded === null ? '' : `, ${result.regraded} submissions re-graded`;
-        process.stdout.write(
-          `${result.ok ? 'OK' : 'FAILED'} ${inertLine(runId)}: ${result.events} events, ${result.treeHeads} signed tree head${result.treeHeads === 1 ? '' : 's'}, ${result.artifacts} artifacts` +
-            `${regraded}; ${result.ok ? (result.projections ? 'chain, artifacts, projections and reports verified' : 'chain, artifacts and integrity verified (read models not rebuilt: --rebuild)') : `${result.failures.length} failures`}\n`,
-        );
-      }
-      if (!result.ok) throw new Error(`run ${runId} failed verification (${result.failures.length} failures)`);
-    });
+  registerKeysCommands(program);
+  registerVerifyCommand(program);
 
   program
     .command('replay')
@@ -316,51 +193,4 @@ function byteCount(option: string, value: string): number {
   const n = m ? Number(m[1]) * 1024 ** ' kmgt'.indexOf((m[2] || ' ').toLowerCase()) : NaN;
   if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${option} takes a size in bytes such as 8G, 512M or 1048576, got "${value}"`);
   return n;
-}
-
-type VerifyBase = Pick<VerifyDeps, 'publicKeyPem' | 'taskCacheDir' | 'datasetsDir'>;
-
-/** verify without --rebuild: the ledger and the artifact store only, opened without the app (and its read models). */
-async function verifyRecord(config: A2rlConfig, base: VerifyBase, runId: string, options: VerifyOptions): Promise<VerifyResult> {
-  const [{ RunVerifier }, { openArtifacts, openLedger }, { threadedSegmentScanner }, os] = await Promise.all([
-    import('../../modules/audit/verify.service.js'),
-    import('../open-stores.js'),
-    import('../record-scan-threads.js'),
-    import('node:os'),
-  ]);
-  const store = await openLedger(config);
-  try {
-    const artifacts = await openArtifacts(config);
-    try {
-      // A long run is read in segments at once, one per core, each thread opening the ledger itself.
-      const parallelRead = store.backend === 'memory' ? undefined : { scanner: threadedSegmentScanner(config.ledgerUrl), threads: os.availableParallelism() };
-      return await new RunVerifier({ ...base, store, artifacts, parallelRead }).verify(runId, options);
-    } finally {
-      await artifacts.close();
-    }
-  } finally {
-    await store.close();
-  }
-}
-
-/** verify --rebuild: with the app's live read models, brought up to date, to compare a rebuild with. */
-async function verifyWithReadModels(base: VerifyBase, runId: string, options: VerifyOptions): Promise<VerifyResult> {
-  const [{ RunVerifier }, { READ_MODELS, READ_MODEL_STORES }, { ARTIFACT_STORE }, { EVENT_STORE }] = await Promise.all([
-    import('../../modules/audit/verify.service.js'),
-    import('../../modules/readmodels/read-models.port.js'),
-    import('../../modules/artifacts/artifacts.module.js'),
-    import('../../modules/ledger/tokens.js'),
-  ]);
-  const { withApp, ProjectionRunnerService, RunSource } = await appSide();
-  return withApp((app) =>
-    new RunVerifier({
-      ...base,
-      store: app.get(EVENT_STORE),
-      artifacts: app.get(ARTIFACT_STORE),
-      readModels: app.get(READ_MODELS),
-      readModelStores: app.get(READ_MODEL_STORES),
-      runs: app.get(RunSource),
-      catchUp: () => app.get(ProjectionRunnerService).catchUp(),
-    }).verify(runId, options),
-  );
 }
