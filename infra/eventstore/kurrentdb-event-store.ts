@@ -176,6 +176,14 @@ export class KurrentDbEventStore implements EventStore {
     return null;
   }
 
+  /** The id of the first event in $all (the database's own first system event): one per database, whatever node or address is used. */
+  async identity(): Promise<string> {
+    for await (const resolved of this.client.readAll({ direction: FORWARDS, fromPosition: START, maxCount: 1 })) {
+      if (resolved.event) return `kurrentdb:${resolved.event.id}`;
+    }
+    throw new EventStoreUnavailableError(BACKEND, 'the database has no first event to name it by');
+  }
+
   async close(): Promise<void> {
     await this.client.dispose();
   }

@@ -26,7 +26,11 @@ interface StoredRow {
  * order, and a row's position is its 1-based index. Several stores opened on the same ledger see
  * each other's appends, as several processes do on one SQLite file.
  */
+let ledgersMade = 0;
+
 export class MemoryLedger {
+  /** This process's number for the ledger (its identity: nothing outlives the process). */
+  readonly id = ++ledgersMade;
   /** @internal */ readonly rows: StoredRow[] = [];
   /** @internal Row indexes of each stream, in revision order (index i holds revision i). */
   readonly streams = new Map<string, number[]>();
@@ -100,6 +104,10 @@ export class MemoryEventStore implements EventStore {
     const sub = new MemorySubscription(this.ledger, parsePosition(options.after, this.ledger), () => this.subscriptions.delete(sub));
     this.subscriptions.add(sub);
     return sub;
+  }
+
+  async identity(): Promise<string> {
+    return `memory:${process.pid}:${this.ledger.id}`;
   }
 
   async streamRevision(stream: string): Promise<bigint | null> {

@@ -206,6 +206,14 @@ export class PostgresEventStore implements EventStore {
     return rows.length === 0 ? null : BigInt(rows[0].revision);
   }
 
+  /** The cluster's system identifier, the database's oid and the schema: the same by any host name or port that reaches them. */
+  async identity(): Promise<string> {
+    const { rows } = await this.pool.query<{ system: string; db: string }>(
+      'SELECT (SELECT system_identifier FROM pg_control_system())::text AS system, (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db',
+    );
+    return `postgres:${rows[0].system}:${rows[0].db}:${this.schema}`;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { firstRevision, isStoredAlready, lastRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
@@ -121,6 +121,11 @@ export class SqliteEventStore implements EventStore {
   );
 
   private constructor(private readonly db: Database.Database) {}
+
+  /** The database file's real path (one file is one ledger). */
+  async identity(): Promise<string> {
+    return `sqlite:${realpathSync(this.db.name)}`;
+  }
 
   /** Opens (creating if needed, parent directories included) the ledger database at `file`. */
   static async open(file: string): Promise<SqliteEventStore> {

@@ -277,5 +277,5 @@ function spawnWorker(prefix: string, leaseMs: number): { child: ChildProcess; st
 }
 
 async function deleteKeys(prefix: string): Promise<void> {
-  if (reachable) await deleteRedisKeys(URL, prefix);
+  if (reachable) await deleteRedisKeys(URL, prefix).then(() => undefined);
 }

@@ -61,6 +61,13 @@ class RedisCampaignQueue implements CampaignQueue {
     }
   }
 
+  async holds(job: CampaignJob): Promise<boolean> {
+    const found = await Job.fromId(this.queue(queueOf(job)), jobId(job));
+    if (!found) return false;
+    const state = await found.getState();
+    return state === 'active' || NOT_STARTED.has(state);
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { ConnectionOptions } from 'bullmq';
 import pTimeout from 'p-timeout';
@@ -45,6 +46,15 @@ export function queuePrefix(prefix: string | undefined): string {
   const value = prefix ?? DEFAULT_QUEUE_PREFIX;
   if (!PREFIX.test(value)) throw new Error(`queue prefix must be 1-64 letters, digits, '_', '.' or '-', got "${value}"`);
   return value;
+}
+
+/**
+ * The prefix a campaign's queue and its workers use: the operator's prefix and a digest of the
+ * ledger's identity (EventStore.identity). A worker attached to another ledger (another database or
+ * schema) then never sees, takes or burns the attempts of a job whose campaign its ledger lacks.
+ */
+export function ledgerQueuePrefix(prefix: string, ledgerIdentity: string): string {
+  return `${prefix}-${createHash('sha256').update(ledgerIdentity).digest('hex').slice(0, 12)}`;
 }
 
 /** The URL as it may be printed: without its password. */

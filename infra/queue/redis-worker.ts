@@ -1,8 +1,8 @@
 import { Inject, Injectable, Module, type DynamicModule, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { BullModule, OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
-import { UnrecoverableError, WaitingError, type Job } from 'bullmq';
-import type { CampaignJob, JobHandler } from '../../modules/campaigns/campaign-queue.port.js';
+import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
+import { ForeignJobError, type CampaignJob, type JobHandler } from '../../modules/campaigns/campaign-queue.port.js';
 import type { WorkerInfo } from '../../modules/ledger/events/catalog.js';
 import { DevicePool } from './device-pool.js';
 import { bullConnection, checkQueue, CPU_QUEUE, gpuQueue, queuePrefix } from './redis-connection.js';
@@ -28,6 +28,8 @@ export interface RedisWorkerOptions {
   worker: WorkerInfo;
   leaseMs: number;
   log: (line: string) => void;
+  /** The worker's ledger as it may be printed (the URL without its password), for the hand-back line. */
+  ledger?: string;
 }
 
 export interface RunningWorker {
@@ -90,6 +92,7 @@ class JobRuntime {
       await handler(data, { worker, gpus, signal });
       log(`job ${job.id}: finished in ${((Date.now() - started) / 1000).toFixed(1)}s`);
     } catch (err) {
+      if (err instanceof ForeignJobError) return this.handBack(job, token, err);
       const left = (job.opts.attempts ?? 1) - job.attemptsMade - 1;
       log(`job ${job.id}: failed: ${oneLine(err)}${left > 0 ? ` (the queue tries it again, ${left} more time${left === 1 ? '' : 's'})` : ''}`);
       throw err;
@@ -118,6 +121,17 @@ class JobRuntime {
       this.options.log(`job ${job.id}: handed back unstarted (the worker is stopping)`);
       throw new WaitingError();
     }
+  }
+
+  /**
+   * A job whose campaign this worker's ledger does not hold goes back on the queue untouched (no
+   * attempt used) for a lease, and the worker says so loudly: it is attached to the wrong ledger, or
+   * the job is not a campaign's.
+   */
+  private async handBack(job: Job, token: string | undefined, err: ForeignJobError): Promise<never> {
+    await job.moveToDelayed(Date.now() + this.options.leaseMs, token);
+    this.options.log(`job ${job.id}: NOT TAKEN: ${err.message} (${this.options.ledger ?? 'its ledger'}); handed back untouched. Check A2RL_LEDGER_URL: every worker of a campaign records into its scheduler's ledger`);
+    throw new DelayedError();
   }
 
   /** Queue trouble (Redis gone, a lock that could not be renewed): one line, not repeated while it persists. */

@@ -269,6 +269,10 @@ class VerifiedRunView implements EventStore {
     return stream === this.stream && this.scan.count ? BigInt(this.scan.count - 1) : null;
   }
 
+  identity(): Promise<string> {
+    return this.store.identity();
+  }
+
   async close(): Promise<void> {}
 
   private async *read(from: bigint, maxCount: number): AsyncGenerator<RecordedEvent> {

@@ -8,6 +8,7 @@ import type { CampaignJob, CampaignQueue } from './campaign-queue.port.js';
 import { CampaignRunner } from './campaign-runner.js';
 import type { CampaignService } from './campaign.service.js';
 import { LocalQueue } from './local-queue.js';
+import { watchStrandedCells } from './stranded-cells.js';
 import { workerInfo } from './worker-info.js';
 
 // Running a campaign's owed jobs, as `a2rl campaign run` and `resume` do: in this process (the
@@ -69,9 +70,36 @@ export async function runEmbedded(progress: CampaignProgress, o: EmbeddedOptions
   return last;
 }
 
-/** Puts the owed jobs on a shared queue and follows the campaign while workers run them (the signal stops following only). */
-export async function runOnQueue(progress: CampaignProgress, queue: CampaignQueue, o: FollowOptions & { ledger: CampaignLedger; service: CampaignService }): Promise<CampaignProgress> {
+export interface OnQueueOptions extends FollowOptions {
+  ledger: CampaignLedger;
+  service: CampaignService;
+  /** How often the queue is checked for cells whose job it no longer holds (stranded-cells.ts): half a worker lease. */
+  watchMs: number;
+  /** What was done about a stranded cell. */
+  log: (line: string) => void;
+}
+
+/**
+ * Puts the owed jobs on a shared queue and follows the campaign while workers run them, acting on any
+ * cell whose job the queue lost (the signal stops following only).
+ */
+export async function runOnQueue(progress: CampaignProgress, queue: CampaignQueue, o: OnQueueOptions): Promise<CampaignProgress> {
   await queue.enqueue(o.service.pendingJobs(progress));
   o.onProgress(progress);
-  return o.ledger.follow(progress.campaignId, (p) => o.onProgress(p), o.signal);
+  return followWatching(progress.campaignId, queue, o);
+}
+
+/** Follows the campaign to its end (or the signal) while watching the queue for stranded cells. */
+export async function followWatching(campaignId: string, queue: CampaignQueue, o: Omit<OnQueueOptions, 'service'>): Promise<CampaignProgress> {
+  const stopWatching = new AbortController();
+  const signal = o.signal ? AbortSignal.any([o.signal, stopWatching.signal]) : stopWatching.signal;
+  const watching = watchStrandedCells(campaignId, { ledger: o.ledger, queue, intervalMs: o.watchMs, log: o.log, signal }).catch((err: unknown) =>
+    o.log(`[${campaignId}] watching the queue for stranded cells stopped: ${err instanceof Error ? err.message : String(err)}`),
+  );
+  try {
+    return await o.ledger.follow(campaignId, (p) => o.onProgress(p), o.signal);
+  } finally {
+    stopWatching.abort();
+    await watching;
+  }
 }

@@ -31,7 +31,18 @@ export interface CampaignQueue {
   enqueue(jobs: readonly CampaignJob[]): Promise<void>;
   /** Removes the campaign's jobs that are still waiting (cancel). */
   drop(campaignId: string): Promise<void>;
+  /** Whether the queue holds the job: waiting, delayed or running (not when it was dropped, ended or ran out of attempts). */
+  holds(job: CampaignJob): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/**
+ * Thrown by a job's handler when the worker's ledger does not hold the job's campaign (the worker is
+ * attached to another ledger, or the job is not a campaign's at all): the queue hands the job back
+ * untouched, without using up one of its attempts, and the worker says so.
+ */
+export class ForeignJobError extends Error {
+  override readonly name = 'ForeignJobError';
 }
 
 /** The job id both adapters use: `<campaignId>.<cell>.<attempt>` (no ':' — BullMQ reserves it). */

@@ -10,7 +10,7 @@ import type { LedgerService } from '../ledger/ledger.service.js';
 import type { RunService } from '../runs/run.service.js';
 import { CampaignRuleError } from './campaign.js';
 import type { CampaignLedger } from './campaign-ledger.js';
-import type { CampaignJob, JobContext } from './campaign-queue.port.js';
+import { ForeignJobError, type CampaignJob, type JobContext } from './campaign-queue.port.js';
 import { onThisMachine, processAlive } from './worker-info.js';
 
 /**
@@ -58,7 +58,8 @@ export class CampaignRunner {
   readonly handle = async (job: CampaignJob, ctx: JobContext): Promise<void> => {
     const state = await this.o.ledger.read(job.campaignId);
     const cell = state.cells[job.cell];
-    if (!state.scheduled || !cell) return this.log(job, 'skipped: no such campaign cell');
+    if (!state.scheduled) throw new ForeignJobError(`campaign ${job.campaignId} is not in this worker's ledger`);
+    if (!cell) return this.log(job, 'skipped: no such campaign cell');
     if (state.status === 'cancelled' || isTerminal(cell.status) || cell.attempt !== job.attempt) return; // ended or superseded
     if (cell.status === 'running') return this.settleLost(state, cell);
     await this.runAttempt(state, cell, job, ctx);

@@ -50,6 +50,10 @@ export class LocalQueue implements CampaignQueue {
     }
   }
 
+  async holds(job: CampaignJob): Promise<boolean> {
+    return this.held.has(jobId(job));
+  }
+
   async drop(campaignId: string): Promise<void> {
     this.dropped.add(campaignId);
   }

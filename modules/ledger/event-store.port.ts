@@ -80,6 +80,11 @@ export interface EventStore {
   subscribeAll(options?: { after?: string | null }): Subscription;
   /** Revision of the stream's last event, or null when the stream does not exist. */
   streamRevision(stream: string): Promise<bigint | null>;
+  /**
+   * A name for this ledger that every process opening it gets, however it addresses the server, and
+   * that no other ledger has (another database or schema): what a shared campaign queue is namespaced by.
+   */
+  identity(): Promise<string>;
   close(): Promise<void>;
 }
 

@@ -166,6 +166,7 @@ describe.each(legs)('ProjectionRunner on $name read models', (leg) => {
       readStream: (stream, options) => store.readStream(stream, options),
       subscribeAll: (options) => store.subscribeAll(options),
       streamRevision: (stream) => store.streamRevision(stream),
+      identity: () => store.identity(),
       close: () => store.close(),
       async *readAll(options) {
         let n = 0;

@@ -1,46 +1,16 @@
-import type { INestApplicationContext } from '@nestjs/common';
 import { Option, type Command } from 'commander';
-import type { CampaignLedger } from '../../modules/campaigns/campaign-ledger.js';
-import type { CampaignQueue } from '../../modules/campaigns/campaign-queue.port.js';
-import type { CampaignService } from '../../modules/campaigns/campaign.service.js';
 import { parseRepeats } from '../../modules/grading/baseline-repeats.js';
 import { canonicalJson } from '../../modules/ledger/events/canonical-json.js';
-import { CLOCK, EVENT_STORE } from '../../modules/ledger/tokens.js';
-import type { RunService } from '../../modules/runs/run.service.js';
+import { EVENT_STORE } from '../../modules/ledger/tokens.js';
 import { parseDuration } from '../../modules/settings/duration.js';
-import type { CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
 import { loadConfig } from '../config/config.js';
-import type { CampaignProgressPrinter } from './campaign-progress-printer.js';
 import { table, withApp, withRunApp } from './cli-support.js';
 import { recordCliAction } from './access-trail.js';
-import { interruptSignal } from './interrupt.js';
+import { campaigns, deps, embedded, followed, followJson, loadDeps, onQueue, openSharedQueue, queueOptions } from './campaign-jobs.js';
 import { wholeNumber } from './option-parsers.js';
 import { jsonOut } from './terminal.js';
 import { announce, finish, listEntry, plural, statusText } from './campaign-output.js';
 import { reachQueue } from './worker.commands.js';
-
-/** What the campaign commands run with (the queue, the campaign ledger and runner, the app's modules), loaded by each action: `a2rl --help` does not load it. */
-let deps!: Awaited<ReturnType<typeof campaignDeps>>;
-async function campaignDeps() {
-  const [queue, redis, artifacts, ledger, pool, service, runLedger, printer, dashboard] = await Promise.all([
-    import('../../infra/queue/bullmq-campaign-queue.js'),
-    import('../../infra/queue/redis-connection.js'),
-    import('../../modules/artifacts/artifacts.module.js'),
-    import('../../modules/campaigns/campaign-ledger.js'),
-    import('../../modules/campaigns/campaign-pool.js'),
-    import('../../modules/campaigns/campaign.service.js'),
-    import('../../modules/ledger/ledger.service.js'),
-    import('./campaign-progress-printer.js'),
-    import('./dashboard-link.js'),
-  ]);
-  return {
-    openRedisCampaignQueue: queue.openRedisCampaignQueue, displayQueueUrl: redis.displayQueueUrl, redisUrl: redis.redisUrl, ARTIFACT_STORE: artifacts.ARTIFACT_STORE,
-    CampaignLedger: ledger.CampaignLedger, CampaignService: service.CampaignService, runEmbedded: pool.runEmbedded, runOnQueue: pool.runOnQueue,
-    LedgerService: runLedger.LedgerService, CampaignProgressPrinter: printer.CampaignProgressPrinter,
-    dashboardBase: dashboard.dashboardBase, openDashboard: dashboard.openDashboard, serverUp: dashboard.serverUp,
-  };
-}
-const loadDeps = async () => void (deps ??= await campaignDeps());
 
 // `a2rl campaign …`: the matrix task × agent × driver × seed as one campaign (modules/campaigns). The
 // campaign's stream is the record; these commands schedule it, run its jobs in this process (the
@@ -108,7 +78,7 @@ export function registerCampaignCommands(program: Command): void {
         await withApp(async (app) => {
           const { service } = campaigns(app);
           const plan = service.plan({ ...options, concurrency: undefined, queue: 'redis' });
-          const queue = await openSharedQueue(url);
+          const queue = await openSharedQueue(app, url);
           try {
             const { campaignId, progress } = await service.schedule(plan);
             announce(campaignId, progress, `on the queue ${deps.displayQueueUrl(url)}`);
@@ -141,15 +111,22 @@ export function registerCampaignCommands(program: Command): void {
     .argument('<id>', 'campaign id (see `a2rl campaign list`)')
     .option('--json', 'the campaign\'s progress as canonical JSON (with --follow: one line per change)')
     .option('--follow', 'follow the campaign until it completes or is cancelled')
-    .action(async (id: string, opts: { json?: boolean; follow?: boolean }) => {
+    .option('--queue <redis://…>', "with --follow: the campaign's queue, watched for cells whose job it lost (dropped, attempts run out): such a cell is retried within --retries or settled")
+    .action(async (id: string, opts: { json?: boolean; follow?: boolean; queue?: string }) => {
       await loadDeps();
+      if (opts.queue !== undefined && (!opts.follow || opts.json)) throw new Error('--queue watches the queue while following: give it with --follow (without --json)');
       await withApp(async (app) => {
         const { ledger, service } = campaigns(app);
         let progress = await service.get(id);
         if (opts.follow) {
-          progress = opts.json
-            ? await followJson(ledger, id)
-            : await followed(ledger, id, new deps.CampaignProgressPrinter({ printExisting: true }));
+          const queue = opts.queue === undefined ? undefined : await openSharedQueue(app, opts.queue);
+          try {
+            progress = opts.json
+              ? await followJson(ledger, id)
+              : await followed(ledger, id, new deps.CampaignProgressPrinter({ printExisting: true }), queue);
+          } finally {
+            await queue?.close();
+          }
           if (opts.json) return;
         }
         process.stdout.write(opts.json ? jsonOut(`${canonicalJson(progress)}\n`) : statusText(progress));
@@ -171,7 +148,7 @@ export function registerCampaignCommands(program: Command): void {
         const url = opts.queue;
         await withApp(async (app) => {
           const progress = await campaigns(app).service.resumable(id, 'redis');
-          const queue = await openSharedQueue(url);
+          const queue = await openSharedQueue(app, url);
           try {
             announce(id, progress, `on the queue ${deps.displayQueueUrl(url)} (resumed)`);
             await finish(app, await onQueue(app, queue, progress), opts.json);
@@ -225,7 +202,7 @@ export function registerCampaignCommands(program: Command): void {
       await withApp(async (app) => {
         const { service } = campaigns(app);
         const before = await service.get(id);
-        const queue = opts.queue === undefined ? null : await reachQueue(() => deps.openRedisCampaignQueue(deps.redisUrl(opts.queue!), queueOptions()));
+        const queue = opts.queue === undefined ? null : await reachQueue(async () => deps.openRedisCampaignQueue(deps.redisUrl(opts.queue!), await queueOptions(app)));
         try {
           let progress;
           try {
@@ -243,107 +220,6 @@ export function registerCampaignCommands(program: Command): void {
         }
       });
     });
-}
-
-// ── the campaign's parts ──────────────────────────────────────────────────────────────────────
-
-function campaigns(app: INestApplicationContext): { ledger: CampaignLedger; service: CampaignService } {
-  const ledger = new deps.CampaignLedger(app.get(EVENT_STORE), app.get(CLOCK));
-  return { ledger, service: new deps.CampaignService(ledger, app.get(CLOCK)) };
-}
-
-/** The Redis queue's key prefix: A2RL_QUEUE_PREFIX (shared with the workers), default 'a2rl'. */
-const queueOptions = () => ({ prefix: process.env.A2RL_QUEUE_PREFIX?.trim() || undefined });
-
-/**
- * Opens the Redis queue at `url` (one line within seconds where it does not answer) for a campaign
- * whose runs other machines execute: they must record into the same ledger, so an embedded one is refused.
- */
-async function openSharedQueue(url: string): Promise<CampaignQueue> {
-  const queue = await reachQueue(() => deps.openRedisCampaignQueue(deps.redisUrl(url), queueOptions()));
-  const { ledgerUrl } = loadConfig();
-  if (/^(sqlite|memory):/.test(ledgerUrl)) {
-    await queue.close();
-    throw new Error(`--queue needs a ledger the workers share (A2RL_LEDGER_URL=postgres://… or kurrentdb://…); this one is embedded (${ledgerUrl.split(':')[0]})`);
-  }
-  return queue;
-}
-
-// ── running the jobs ──────────────────────────────────────────────────────────────────────────
-
-interface RunContext {
-  app: INestApplicationContext;
-  runs: RunService;
-  gradingBaseUrl: string;
-}
-
-/**
- * Runs the campaign's owed jobs in this process (modules/campaigns/campaign-pool.ts) with the live
- * progress printed. Ctrl-C (withRunApp stops the agents) also aborts the pool: running jobs hand
- * their cell back (recorded), waiting ones stay owed, and `campaign resume` picks them up.
- */
-async function embedded(ctx: RunContext, progress: CampaignProgress, concurrency: number): Promise<CampaignProgress> {
-  const { ledger, service } = campaigns(ctx.app);
-  const printer = new deps.CampaignProgressPrinter();
-  const interrupt = interruptSignal();
-  let last: CampaignProgress;
-  try {
-    last = await deps.runEmbedded(progress, {
-      ledger, service, runs: ctx.runs, runLedger: ctx.app.get(deps.LedgerService), artifacts: ctx.app.get(deps.ARTIFACT_STORE), gradingBaseUrl: ctx.gradingBaseUrl,
-      concurrency, signal: interrupt.signal,
-      onProgress: (p) => printer.update(p), // what had ended before is not printed again
-      log: (line) => runnerLine(printer, line),
-      onJobError: (job, err) => printer.log(`[${job.campaignId}] cell ${job.cell}: not recorded: ${err instanceof Error ? err.message : String(err)}`),
-    });
-  } finally {
-    interrupt.dispose();
-    printer.stop();
-  }
-  if (interrupt.signal.aborted) process.stderr.write(`campaign ${progress.campaignId} interrupted: \`a2rl campaign resume ${progress.campaignId}\` runs what is left\n`);
-  return last;
-}
-
-/** Puts the owed jobs on the Redis queue and follows the campaign while workers run them (Ctrl-C stops following only). */
-async function onQueue(app: INestApplicationContext, queue: CampaignQueue, progress: CampaignProgress): Promise<CampaignProgress> {
-  const { ledger, service } = campaigns(app);
-  const printer = new deps.CampaignProgressPrinter();
-  const interrupt = interruptSignal({ exitCodes: true });
-  const last = await deps.runOnQueue(progress, queue, { ledger, service, onProgress: (p) => printer.update(p), signal: interrupt.signal }).finally(() => {
-    interrupt.dispose();
-    printer.stop();
-  });
-  if (interrupt.signal.aborted) process.stderr.write(`stopped following; campaign ${progress.campaignId} goes on on the workers (\`a2rl campaign status ${progress.campaignId} --follow\`)\n`);
-  return last;
-}
-
-/** Follows a campaign with the printer until it ends or Ctrl-C. */
-async function followed(ledger: CampaignLedger, id: string, printer: CampaignProgressPrinter): Promise<CampaignProgress> {
-  const interrupt = interruptSignal({ exitCodes: true });
-  try {
-    return await ledger.follow(id, (p) => printer.update(p), interrupt.signal);
-  } finally {
-    interrupt.dispose();
-    printer.stop();
-  }
-}
-
-/** Follows a campaign as one canonical JSON line per change until it ends or Ctrl-C. */
-async function followJson(ledger: CampaignLedger, id: string): Promise<CampaignProgress> {
-  const interrupt = interruptSignal({ exitCodes: true });
-  try {
-    return await ledger.follow(id, (p) => void process.stdout.write(jsonOut(`${canonicalJson(p)}\n`)), interrupt.signal);
-  } finally {
-    interrupt.dispose();
-  }
-}
-
-/**
- * The runner's own lines, except how an attempt ended: the printer says that, once, from the
- * campaign's stream (the same line whoever ran it). Set-up warnings and starts pass through.
- */
-function runnerLine(printer: CampaignProgressPrinter, line: string): void {
-  if (/^\[[^\]]+\] cell \d+: (completed|infra_failed|lost|cancelled)\b/.test(line)) return;
-  printer.log(line);
 }
 
 // ── option parsing ────────────────────────────────────────────────────────────────────────────

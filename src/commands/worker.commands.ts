@@ -17,7 +17,9 @@ const DEFAULT_LEASE_MS = 30_000;
 const HELP = `
 Every worker and the scheduling \`a2rl campaign run --queue\` must share the ledger (A2RL_LEDGER_URL=postgres://…
 or kurrentdb://…) and the artifact store (A2RL_ARTIFACTS_URL=s3://… for MinIO, or a file:// path that every
-machine mounts), and use the same A2RL_QUEUE_PREFIX (default a2rl).
+machine mounts), and use the same A2RL_QUEUE_PREFIX (default a2rl). The queue's keys are namespaced by the ledger's identity too
+(the PostgreSQL cluster, database and schema; the KurrentDB database): a worker attached to another
+ledger never sees this campaign's jobs, and says which ledger it serves when it starts.
 
 A job holds a lease of A2RL_WORKER_LEASE_MS (default 30000), renewed while its run goes on. A worker that
 dies (SIGKILL, machine lost) stops renewing: after about two lease periods another worker takes the job,
@@ -44,7 +46,7 @@ export function registerWorkerCommands(program: Command): void {
     .addHelpText('after', HELP)
     .action(async (opts: WorkerOptions) => {
       // The queue (BullMQ, Redis), the campaign runner and the app's modules: loaded when a worker starts.
-      const [{ openRedisCampaignQueue }, { checkQueue, displayQueueUrl, queuePrefix, redisUrl }, { startRedisWorker }, { heartbeatLiveness, startHeartbeat }, { ARTIFACT_STORE }, { CampaignLedger }, { CampaignRunner }, { LedgerService }] = await Promise.all([
+      const [{ openRedisCampaignQueue }, { checkQueue, displayQueueUrl, ledgerQueuePrefix, queuePrefix, redisUrl }, { startRedisWorker }, { heartbeatLiveness, startHeartbeat }, { ARTIFACT_STORE }, { CampaignLedger }, { CampaignRunner }, { LedgerService }] = await Promise.all([
         import('../../infra/queue/bullmq-campaign-queue.js'),
         import('../../infra/queue/redis-connection.js'),
         import('../../infra/queue/redis-worker.js'),
@@ -58,7 +60,7 @@ export function registerWorkerCommands(program: Command): void {
       const { slots } = opts;
       const gpus = parseGpus(opts.gpus);
       if (slots === 0 && gpus.length === 0) throw new Error('--slots 0 takes no CPU jobs: give --gpus, or at least one slot');
-      const prefix = queuePrefixFromEnv(process.env, queuePrefix);
+      const basePrefix = queuePrefixFromEnv(process.env, queuePrefix);
       const leaseMs = leaseFromEnv(process.env);
       const config = loadConfig();
       checkSharedStores(config);
@@ -66,6 +68,8 @@ export function registerWorkerCommands(program: Command): void {
       warnWithoutSharedKey(config.home);
       await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
         const info = workerInfo(gpus);
+        // Jobs of this ledger's campaigns only: the producer namespaces the queue the same way.
+        const prefix = ledgerQueuePrefix(basePrefix, await app.get(EVENT_STORE).identity());
         const liveness = heartbeatLiveness(url, prefix, leaseMs);
         const queue = await reachQueue(() => openRedisCampaignQueue(url, { prefix }));
         try {
@@ -81,9 +85,9 @@ export function registerWorkerCommands(program: Command): void {
           });
           const heartbeat = await startHeartbeat(url, prefix, info.id, leaseMs);
           const stopped = nextInterrupt();
-          const worker = await startRedisWorker({ url, prefix, slots, gpus, handler: runner.handle, worker: info, leaseMs, log });
+          const worker = await startRedisWorker({ url, prefix, slots, gpus, handler: runner.handle, worker: info, leaseMs, log, ledger: redact(config.ledgerUrl) });
           log(
-            `worker ${info.id}: taking jobs from ${displayQueueUrl(url)} (prefix ${prefix}), ${slots} CPU slot${slots === 1 ? '' : 's'}` +
+            `worker ${info.id}: taking jobs from ${displayQueueUrl(url)} (prefix ${prefix}: this ledger's campaigns), ${slots} CPU slot${slots === 1 ? '' : 's'}` +
               `${gpus.length ? `, GPUs ${gpus.join(',')}` : ', no GPUs'}; lease ${leaseMs} ms; ledger ${redact(config.ledgerUrl)}, artifacts ${redact(config.artifactsUrl)}`,
           );
           const signal = await stopped;

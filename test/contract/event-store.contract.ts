@@ -152,6 +152,22 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       expect(await store.streamRevision(streamName(run))).toBe(3n);
     });
 
+    it('names the ledger the same for every open of it, and another ledger differently', async () => {
+      const again = await harness.open();
+      const other = await setup();
+      const otherStore = await other.open();
+      try {
+        const identity = await store.identity();
+        expect(identity).toMatch(new RegExp(`^${store.backend}:`));
+        expect(await again.identity()).toBe(identity);
+        expect(await otherStore.identity()).not.toBe(identity);
+      } finally {
+        await again.close();
+        await otherStore.close();
+        await other.cleanup();
+      }
+    });
+
     it('reads from a revision and treats unknown streams as empty', async () => {
       const run = newRunId();
       await store.append(streamName(run), [0, 1, 2, 3].map((s) => agentEvent(run, s)), 'no_stream');

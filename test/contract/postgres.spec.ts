@@ -47,6 +47,24 @@ function record(sub: Subscription): { events: RecordedEvent[]; done: Promise<unk
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const labels = (events: RecordedEvent[]) => events.map((e) => `${e.event.runId}/${e.event.seq}`);
 
+describe('PostgresEventStore identity', () => {
+  it('is the same however the server is addressed, and differs per schema', async () => {
+    const schema = freshSchema();
+    const byIp = await PostgresEventStore.open(`${SERVER}?schema=${schema}`);
+    const byName = await PostgresEventStore.open(`postgres://postgres@localhost:5432/test?schema=${schema}&pool=2`);
+    const otherSchema = freshSchema();
+    const other = await PostgresEventStore.open(`${SERVER}?schema=${otherSchema}`);
+    try {
+      expect(await byName.identity()).toBe(await byIp.identity());
+      expect(await byIp.identity()).toMatch(new RegExp(`^postgres:\\d+:\\d+:${schema}$`));
+      expect(await other.identity()).not.toBe(await byIp.identity());
+    } finally {
+      await Promise.all([byIp.close(), byName.close(), other.close()]);
+      await Promise.all([dropSchema(schema), dropSchema(otherSchema)]);
+    }
+  });
+});
+
 describe('PostgresEventStore', () => {
   const schema = freshSchema();
   let store: PostgresEventStore;

@@ -6,7 +6,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { checkQueue } from '../../infra/queue/redis-connection.js';
+import { Queue } from 'bullmq';
+import { PostgresEventStore } from '../../infra/eventstore/postgres-event-store.js';
+import { checkQueue, CPU_QUEUE, ledgerQueuePrefix } from '../../infra/queue/redis-connection.js';
+import { JOB_LEFT_QUEUE } from '../../modules/campaigns/stranded-cells.js';
 import { deleteKeys as deleteRedisKeys } from '../../infra/queue/testing/redis-keys.js';
 import { A2RL_BIN, runA2rl, type CliResult } from './a2rl-cli.js';
 import type { CampaignJson, Ev } from './campaign-json.js';
@@ -177,6 +180,49 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
     expect(await Promise.race([second.exited, timeout(60_000, 'the worker to exit')])).toBe(143);
   }, 360_000);
 
+  it("a worker of another ledger never takes the campaign's jobs; a job that leaves the queue is recorded lost and retried", async () => {
+    const otherSchema = `${schema}_other`;
+    const stranger = start(dir('stranger'), ['worker', '--queue', REDIS, '--slots', '1'], { A2RL_LEDGER_URL: `${PG}?schema=${otherSchema}` });
+    try {
+      await until('the other ledger\'s worker to start', () => /taking jobs from/.test(stranger.stderr()) || stranger.child.exitCode !== null, 60_000);
+      const earlier = new Set(await campaignIds(schema));
+      const campaign = start(dir('scheduler'), ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '1', '--budget', '6s', '--retries', '1', '--json']);
+      const campaignId = await until(() => `the campaign to be scheduled (${campaign.stderr()})`, async () => (await campaignIds(schema)).find((id) => !earlier.has(id)), 60_000);
+
+      // The job waits on this ledger's queue; the stranger, on the same Redis with the same prefix, never sees it.
+      const queuePrefix = ledgerQueuePrefix(prefix, await ledgerIdentity(schema));
+      const queue = new Queue(CPU_QUEUE, { connection: { url: REDIS }, prefix: queuePrefix });
+      try {
+        await until('the job on the queue', async () => (await queue.getJob(`${campaignId}.0.1`)) ?? null, 30_000);
+        await new Promise((r) => setTimeout(r, 4000)); // more than a lease
+        expect(await queue.getJobState(`${campaignId}.0.1`)).toBe('waiting');
+        // The job vanishes without an outcome (as when its queue attempts run out): the scheduler notices within a lease.
+        await queue.remove(`${campaignId}.0.1`);
+        await until(() => `attempt 2 to be requested (${campaign.stderr()})`, async () => (await campaignEvents(campaignId)).some((e) => e.type === 'RunRequested' && e.data.attempt === 2), 60_000);
+      } finally {
+        await queue.close();
+      }
+
+      const worker = await startWorker();
+      const code = await Promise.race([campaign.exited, timeout(120_000, 'the campaign to complete')]);
+      expect({ code, stderr: code === 0 ? '' : campaign.stderr() }).toEqual({ code: 0, stderr: '' });
+      const stream = await campaignEvents(campaignId);
+      expect(stream.filter((e) => e.type === 'RunFinished').map((e) => e.data)).toEqual([
+        { cell: 0, attempt: 1, outcome: 'lost', reason: JOB_LEFT_QUEUE },
+        expect.objectContaining({ cell: 0, attempt: 2, outcome: 'completed' }),
+      ]);
+      expect(stream.filter((e) => e.type === 'RunAssigned').map((e) => (e.data as { worker: { id: string } }).worker.id)).toEqual([worker.id]);
+      expect(campaign.stderr()).toContain(`cell 0: attempt 1 was lost: ${JOB_LEFT_QUEUE}; retrying as attempt 2`);
+      expect(stranger.stderr()).not.toMatch(/job \S+: (started|NOT TAKEN)/);
+      worker.child.kill('SIGTERM');
+      expect(await Promise.race([worker.exited, timeout(60_000, 'the worker to exit')])).toBe(143);
+    } finally {
+      stranger.child.kill('SIGKILL');
+      await stranger.exited;
+      await dropSchema(otherSchema);
+    }
+  }, 360_000);
+
   it('refuses a worker whose ledger is embedded SQLite, in one line, before it takes a job', async () => {
     const r = await a2rl(dir('sqlite-worker'), ['worker', '--queue', REDIS], { A2RL_LEDGER_URL: '' });
     expect(r.code).toBe(1);
@@ -247,6 +293,24 @@ async function streamEvents(schema: string, stream: string): Promise<Ev[]> {
     const { rows } = await client.query<{ data: Buffer }>(`SELECT data FROM "${schema}".events WHERE stream = $1 ORDER BY revision`, [stream]);
     return rows.map((r) => JSON.parse(r.data.toString('utf8')) as Ev);
   });
+}
+
+/** The campaigns of the shared ledger, by their streams. */
+async function campaignIds(schema: string): Promise<string[]> {
+  return withPg(async (client) => {
+    const { rows } = await client.query<{ stream: string }>(`SELECT DISTINCT stream FROM "${schema}".events WHERE stream LIKE 'campaign-%'`);
+    return rows.map((r) => r.stream.slice('campaign-'.length));
+  }).catch(() => []);
+}
+
+/** The shared ledger's identity, as its workers and scheduler compute it. */
+async function ledgerIdentity(schema: string): Promise<string> {
+  const store = await PostgresEventStore.open(`${PG}?schema=${schema}`);
+  try {
+    return await store.identity();
+  } finally {
+    await store.close();
+  }
 }
 
 async function dropSchema(schema: string): Promise<void> {

@@ -1,10 +1,10 @@
+import { deleteKeys } from '../../infra/queue/testing/redis-keys.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { checkQueue } from '../../infra/queue/redis-connection.js';
 import type { CampaignProgress } from '../../projections/campaign-progress/campaign-progress.js';
@@ -302,22 +302,7 @@ const redisUp = await checkQueue(REDIS).then(
 });
 
 /** Deletes every key under the test's queue prefix (this test's share of Redis "flushed"); returns how many. */
-async function deleteQueueKeys(prefix: string): Promise<number> {
-  const client = new Redis(REDIS, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  await client.connect();
-  try {
-    let deleted = 0;
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) deleted += await client.del(...keys);
-    } while (cursor !== '0');
-    return deleted;
-  } finally {
-    client.disconnect();
-  }
-}
+const deleteQueueKeys = (prefix: string) => deleteKeys(REDIS, prefix);
 
 describe('a2rl campaign run refuses bad input before recording anything', () => {
   let home: string;
