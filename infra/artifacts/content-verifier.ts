@@ -68,8 +68,18 @@ export class VerifyingStream extends Transform {
 
 /** Reads the whole body only to check it against its declaration (used when the blob is already stored). */
 export async function verifyBody(body: Readable | Buffer, declared: Declared): Promise<void> {
+  if (Buffer.isBuffer(body)) return verifyBuffer(body, declared);
   const discard = new Writable({ write: (_chunk, _encoding, done) => done() });
   await pipeline(bodyStream(body), new VerifyingStream(declared), discard);
+}
+
+/** A body in memory against its declaration, with VerifyingStream's checks and messages. */
+export function verifyBuffer(body: Buffer, declared: Declared): void {
+  const mismatch = (detail: string) => new ArtifactIntegrityError(`artifact body does not match its declaration: ${detail}`);
+  if (body.length > declared.size) throw mismatch(`declared ${declared.size} bytes, received at least ${body.length}`);
+  if (body.length !== declared.size) throw mismatch(`declared ${declared.size} bytes, received ${body.length}`);
+  const actual = createHash('sha256').update(body).digest('hex');
+  if (actual !== declared.sha256) throw mismatch(`declared sha256 ${declared.sha256}, actual ${actual}`);
 }
 
 /** The size half of the check, for a file whose sha256 its writer computed over the bytes it wrote. */

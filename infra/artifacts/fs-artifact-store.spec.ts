@@ -101,6 +101,105 @@ describe('FsArtifactStore.open', () => {
   });
 });
 
+describe('FsArtifactStore group commit', () => {
+  const blob = (i: number) => {
+    const bytes = Buffer.from(`blob ${i}\n`);
+    return { bytes, sha256: createHash('sha256').update(bytes).digest('hex') };
+  };
+  const blobs = Array.from({ length: 10 }, (_, i) => blob(i));
+  const put = (store: FsArtifactStore, b: { bytes: Buffer; sha256: string }) => store.put(b.bytes, { sha256: b.sha256, size: b.bytes.length });
+
+  /** A flush that waits until `open()`; `inFlight`: flushes started and not yet finished, `most`: the peak. */
+  function gatedFlush(fail?: (path: string) => boolean) {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const state = { inFlight: 0, most: 0, calls: [] as string[], open: () => open() };
+    const flushFile = async (path: string) => {
+      state.calls.push(path);
+      state.most = Math.max(state.most, ++state.inFlight);
+      try {
+        await gate;
+        if (fail?.(path)) throw Object.assign(new Error(`EIO: i/o error, fdatasync '${path}'`), { code: 'EIO' });
+      } finally {
+        state.inFlight--;
+      }
+    };
+    return { state, flushFile };
+  }
+
+  /** Until `done()` holds, giving the store's I/O turns (a condition, not a clock). */
+  async function until(done: () => boolean | Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 100_000 && !(await done()); i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(await done()).toBe(true);
+  }
+  const temps = () => readdir(join(dir, 'store', 'tmp'));
+
+  it('resolves no put before its barrier; puts made meanwhile share the next one, and then are all stored', async () => {
+    const { state, flushFile } = gatedFlush();
+    const store = await FsArtifactStore.open(join(dir, 'store'), {}, { flushFile });
+    const settled: number[] = [];
+    const puts = blobs.map((b, i) => put(store, b).then((r) => (settled.push(i), r)));
+    // Every temp file is written and waiting for its flush: nothing is visible or acknowledged.
+    await until(async () => state.inFlight === 1 && (await temps()).length === blobs.length);
+    for (const b of blobs) expect(await store.exists(b.sha256)).toBe(false);
+    expect(settled).toEqual([]);
+    state.open();
+    const results = await Promise.all(puts);
+    expect(results.map((r) => r.created)).toEqual(blobs.map(() => true));
+    for (const b of blobs) expect(await readFile(join(dir, 'store', 'sha256', b.sha256.slice(0, 2), b.sha256))).toEqual(b.bytes);
+    expect(state.calls).toHaveLength(blobs.length);
+    // The first put found the store idle and went alone; the nine staged while it waited flushed together.
+    expect(state.most).toBe(blobs.length - 1);
+    expect(await temps()).toEqual([]);
+  });
+
+  it('fails only the put whose file could not be flushed; the others of its batch are stored', async () => {
+    const bad = blobs[3]!;
+    const { state, flushFile } = gatedFlush((path) => path.includes(bad.sha256));
+    const store = await FsArtifactStore.open(join(dir, 'store'), {}, { flushFile });
+    const puts = blobs.map((b) => put(store, b).then((r) => r, (err: unknown) => err as Error));
+    state.open();
+    const results = await Promise.all(puts);
+    expect(results[3]).toMatchObject({ code: 'EIO' });
+    for (const [i, b] of blobs.entries()) {
+      if (i === 3) continue;
+      expect(results[i]).toMatchObject({ sha256: b.sha256, created: true });
+      expect(await store.exists(b.sha256)).toBe(true);
+    }
+    expect(await store.exists(bad.sha256)).toBe(false);
+    expect(await temps()).toEqual([]);
+  });
+
+  it('leaves nothing visible when the process dies before the barrier: only temp files, which the sweep removes', async () => {
+    const { state, flushFile } = gatedFlush();
+    const store = await FsArtifactStore.open(join(dir, 'store'), {}, { flushFile });
+    const puts = blobs.map((b) => put(store, b));
+    await until(async () => state.inFlight === 1 && (await temps()).length === blobs.length);
+    // Crash here: the flushes never finish. Only tmp/ holds anything, each file named as this writer's put.
+    expect((await temps()).every((t) => t.includes(`.${TEMP_WRITER}.${process.pid}.`))).toBe(true);
+    expect(await readdir(join(dir, 'store', 'sha256'))).toEqual([]);
+    for (const b of blobs) {
+      expect(await store.exists(b.sha256)).toBe(false);
+      await expect(store.get(b.sha256)).rejects.toMatchObject({ name: 'ArtifactNotFoundError' });
+    }
+    state.open();
+    await Promise.all(puts);
+  });
+
+  it('stores content put twice at once a single time: the second put waits for the first and reports it existed', async () => {
+    const { state, flushFile } = gatedFlush();
+    const store = await FsArtifactStore.open(join(dir, 'store'), {}, { flushFile });
+    const b = blobs[0]!;
+    const both = Promise.all([put(store, b), put(store, b)]);
+    await until(() => state.calls.length === 1);
+    state.open();
+    expect((await both).map((r) => r.created)).toEqual([true, false]);
+    expect(state.calls).toHaveLength(1);
+    // A body that does not match its declaration is still refused, even for content stored already.
+    await expect(store.put(Buffer.from('other'), { sha256: b.sha256, size: 5 })).rejects.toBeInstanceOf(ArtifactIntegrityError);
+  });
+});
+
 describe('FsArtifactStore.putFile', () => {
   const bytes = Buffer.from('staged checkpoint bytes\n'.repeat(1000));
   const sha256 = createHash('sha256').update(bytes).digest('hex');

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { constants, createReadStream, readlinkSync } from 'node:fs';
-import { access, chmod, link, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { access, chmod, link, lstat, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
@@ -14,7 +14,8 @@ import {
   type PutResult,
 } from '../../modules/artifacts/artifact-store.port.js';
 import { SparseWriter } from '../../modules/artifacts/sparse-writer.js';
-import { assertDeclared, bodyStream, checkSize, verifyBody, VerifyingStream, type Declared } from './content-verifier.js';
+import { BlobGroupCommit, fsyncPath, type GroupCommitOptions } from './blob-group-commit.js';
+import { assertDeclared, checkSize, verifyBody, verifyBuffer, VerifyingStream, type Declared } from './content-verifier.js';
 
 const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
 
@@ -82,7 +83,10 @@ const FILE_CHUNK = 1024 * 1024;
  * temp file in `<dir>/tmp/` (same filesystem, so the final rename is atomic; temp files of puts that
  * never finished are removed at open, see STALE_TEMP_MS). A blob becomes visible
  * only after its bytes matched the declaration and were fsynced; the directory entry is fsynced too,
- * so a put that returned survives a crash. Blobs are created read-only: they are never rewritten.
+ * so a put that returned survives a crash. Puts made together share those fsyncs (BlobGroupCommit:
+ * a burst of 10,000 small files costs a few hundred barriers, not 20,000 fsyncs one after another),
+ * and a put of content already being put waits for that one instead of writing it again.
+ * Blobs are created read-only: they are never rewritten.
  * Sparse content stays sparse: 64 KiB-aligned blocks of zeros are left as holes (see SparseWriter),
  * so a 1 GiB file of zeros with a few kilobytes of data takes kilobytes here, and reads back whole.
  * putFile takes a file in by a hard link when it can: a staged checkpoint's bytes are written once.
@@ -90,13 +94,21 @@ const FILE_CHUNK = 1024 * 1024;
 export class FsArtifactStore implements ArtifactStore {
   readonly backend = 'fs' as const;
 
+  /** Puts being stored, by sha256: a second put of the same content waits for the first. */
+  private readonly storing = new Map<string, Promise<PutResult>>();
+  private readonly commits: BlobGroupCommit;
+
   private constructor(
     private readonly dir: string,
     /** Temp files of unfinished puts removed when the store opened (sweepStaleTemp). */
     readonly sweptTemp: readonly string[],
-  ) {}
+    commit: GroupCommitOptions,
+  ) {
+    this.commits = new BlobGroupCommit(commit);
+  }
 
-  static async open(dir: string, sweep: TempSweepOptions = {}): Promise<FsArtifactStore> {
+  /** `commit`: how puts are made durable together (tests inject a failing or stalled flush). */
+  static async open(dir: string, sweep: TempSweepOptions = {}, commit: GroupCommitOptions = {}): Promise<FsArtifactStore> {
     const root = resolve(dir);
     try {
       await mkdir(join(root, 'sha256'), { recursive: true });
@@ -105,30 +117,49 @@ export class FsArtifactStore implements ArtifactStore {
     } catch (err) {
       throw unavailable(root, 'opening the store', err);
     }
-    return new FsArtifactStore(root, await sweepStaleTemp(root, sweep));
+    return new FsArtifactStore(root, await sweepStaleTemp(root, sweep), commit);
   }
 
   async put(body: Readable | Buffer, declared: Declared): Promise<PutResult> {
     assertDeclared(declared);
     const info: ArtifactInfo = { key: artifactKey(declared.sha256), sha256: declared.sha256, size: declared.size };
-    if (await this.exists(declared.sha256)) {
-      // Still read the body: a caller whose bytes do not match what it declared has a bug to hear about.
-      await verifyBody(body, declared);
-      return { ...info, created: false };
+    // The same content being stored by another put: once it is durable, this one only checks its body.
+    for (let earlier = this.storing.get(declared.sha256); earlier; earlier = this.storing.get(declared.sha256)) {
+      if (await earlier.then(() => true, () => false)) return this.alreadyStored(body, declared, info);
     }
+    const storing = this.store(body, declared, info);
+    this.storing.set(declared.sha256, storing);
+    try {
+      return await storing;
+    } finally {
+      if (this.storing.get(declared.sha256) === storing) this.storing.delete(declared.sha256);
+    }
+  }
+
+  /** Writes the body to a temp file (checked, not yet synced) and hands it to the group commit. */
+  private async store(body: Readable | Buffer, declared: Declared, info: ArtifactInfo): Promise<PutResult> {
+    if (await this.exists(declared.sha256)) return this.alreadyStored(body, declared, info);
     const temp = this.tempPath(declared.sha256);
     try {
-      await writeSynced(temp, body, declared);
-      return await this.commit(temp, info);
+      await writeTemp(temp, body, declared);
+      const created = await this.commits.commit(temp, join(this.dir, info.key));
+      return { ...info, created };
     } catch (err) {
       await rm(temp, { force: true });
       throw isFsError(err, UNWRITABLE) || isFsError(err, FULL) ? unavailable(this.dir, `writing ${info.key}`, err) : err;
     }
   }
 
+  /** Still reads the body: a caller whose bytes do not match what it declared has a bug to hear about. */
+  private async alreadyStored(body: Readable | Buffer, declared: Declared, info: ArtifactInfo): Promise<PutResult> {
+    await verifyBody(body, declared);
+    return { ...info, created: false };
+  }
+
   /**
    * The file is hard-linked into tmp/ (no byte copied or written again), made read-only, checked
-   * against the declaration while it is fsynced, and renamed in as a put's temp file is. Where it cannot be
+   * against the declaration while it is fsynced, and committed as a put's temp file is (the batch's
+   * flush then finds nothing left to write). Where it cannot be
    * linked (another filesystem, no hard links) or the content is stored already, it goes through put().
    */
   async putFile(file: string, declared: Declared, options: { hashedAsWritten?: boolean } = {}): Promise<PutResult> {
@@ -143,7 +174,8 @@ export class FsArtifactStore implements ArtifactStore {
       // The check reads (CPU) while the fsync writes its bytes out (disk): both before the rename.
       const check = options.hashedAsWritten ? checkSize(temp, declared) : verifyBody(createReadStream(temp, { highWaterMark: FILE_CHUNK }), declared);
       await Promise.all([check, fsyncPath(temp)]);
-      return await this.commit(temp, info);
+      const created = await this.commits.commit(temp, join(this.dir, info.key));
+      return { ...info, created };
     } catch (err) {
       await rm(temp, { force: true });
       throw isFsError(err, UNWRITABLE) || isFsError(err, FULL) ? unavailable(this.dir, `storing ${info.key}`, err) : err;
@@ -152,22 +184,6 @@ export class FsArtifactStore implements ArtifactStore {
 
   private tempPath(sha256: string): string {
     return join(this.dir, 'tmp', `${sha256}.${TEMP_WRITER}.${process.pid}.${randomUUID()}`);
-  }
-
-  /** Renames a checked, fsynced temp file to its blob and fsyncs the directory entry; a concurrent put that got there first wins. */
-  private async commit(temp: string, info: ArtifactInfo): Promise<PutResult> {
-    const final = join(this.dir, info.key);
-    if (await pathExists(final)) {
-      // A concurrent put of the same content won the race; its file has the same bytes.
-      await rm(temp, { force: true });
-      return { ...info, created: false };
-    }
-    const shard = dirname(final);
-    const newShard = await mkdir(shard, { recursive: true });
-    await rename(temp, final);
-    await fsyncPath(shard);
-    if (newShard) await fsyncPath(dirname(shard));
-    return { ...info, created: true };
   }
 
   async get(sha256: string): Promise<Readable> {
@@ -206,11 +222,19 @@ export class FsArtifactStore implements ArtifactStore {
   }
 }
 
-async function writeSynced(path: string, body: Readable | Buffer, declared: Declared): Promise<void> {
+/** The body, checked against its declaration, in a new file: not synced (the group commit's barrier does that). */
+async function writeTemp(path: string, body: Readable | Buffer, declared: Declared): Promise<void> {
+  // A body in memory is checked whole before a file exists: no stream machinery per small file.
+  if (Buffer.isBuffer(body)) verifyBuffer(body, declared);
   const handle = await open(path, 'wx', 0o444);
   try {
     // Holes stay holes: aligned blocks of zeros are skipped, and the size is set when the body ends.
     const sparse = new SparseWriter(handle);
+    if (Buffer.isBuffer(body)) {
+      await sparse.write(body);
+      await sparse.end();
+      return;
+    }
     // A Writable rather than an async-function destination: on Node 20 the latter turns a write error
     // such as ENOSPC into a bare AbortError.
     const file = new Writable({
@@ -221,8 +245,7 @@ async function writeSynced(path: string, body: Readable | Buffer, declared: Decl
         sparse.end().then(() => done(), done);
       },
     });
-    await pipeline(bodyStream(body), new VerifyingStream(declared), file);
-    await handle.sync();
+    await pipeline(body, new VerifyingStream(declared), file);
   } finally {
     await handle.close();
   }
@@ -238,26 +261,6 @@ async function linkedFile(file: string, temp: string): Promise<boolean> {
   if ((await lstat(temp)).isFile()) return true;
   await rm(temp, { force: true });
   return false;
-}
-
-/** fsync of a file or directory by path. */
-async function fsyncPath(path: string): Promise<void> {
-  const handle = await open(path, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-async function pathExists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (err) {
-    if (isFsError(err, new Set(['ENOENT']))) return false;
-    throw err;
-  }
 }
 
 // Duck-typed rather than `instanceof Error`: errors raised by node:fs may come from another realm (vm contexts, jest).

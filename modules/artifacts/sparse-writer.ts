@@ -18,6 +18,8 @@ export class SparseWriter {
   private filled = 0;
   /** File offset of the next block. */
   private position = 0;
+  /** End of the last bytes written: the file's size so far (it is new). */
+  private written = 0;
 
   constructor(private readonly handle: FileHandle) {}
 
@@ -50,8 +52,8 @@ export class SparseWriter {
       await this.blocks(this.partial.subarray(0, this.filled));
       this.filled = 0;
     }
-    // Extends the file over a trailing hole (a no-op when the last block was written).
-    await this.handle.truncate(this.position);
+    // Extends the file over a trailing hole; skipped when the last block was written (one call less per small file).
+    if (this.written < this.position) await this.handle.truncate(this.position);
     return this.position;
   }
 
@@ -73,6 +75,7 @@ export class SparseWriter {
     for (let done = 0; done < bytes.length; ) {
       done += (await this.handle.write(bytes, done, bytes.length - done, position + done)).bytesWritten;
     }
+    this.written = Math.max(this.written, position + bytes.length);
   }
 }
 

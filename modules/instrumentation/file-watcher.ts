@@ -27,7 +27,10 @@ export interface FileWatcherOptions {
   onGap?: (reason: string, count?: number) => unknown;
   /** Paths processed at once (their reads are batched to the reader thread). */
   concurrency?: number;
-  /** Artifact puts at once (FsArtifactStore fsyncs twice per new blob). */
+  /**
+   * Artifact puts at once (default 64, as many as paths processed). FsArtifactStore commits the puts
+   * made together with one barrier, so this is also the most blobs a burst's barrier can take.
+   */
   putConcurrency?: number;
   /** Read files in a worker thread (default); false: with the main thread's asynchronous fs API. */
   readerThread?: boolean;
@@ -212,7 +215,7 @@ export class FileWatcher {
     this.maxPending = opts.maxPending ?? 250_000;
     this.pollMs = opts.pollMs ?? 5000;
     this.verifyAfter = opts.verifyAfter ?? 0;
-    this.puts = new PQueue({ concurrency: opts.putConcurrency ?? 8 });
+    this.puts = new PQueue({ concurrency: opts.putConcurrency ?? 64 });
     this.outbox = new Outbox(opts.record, opts.maxUnacked ?? 2000, (err) => this.fail(err));
     this.queue = new PathQueue({
       concurrency: opts.concurrency ?? 64,

@@ -12,7 +12,9 @@ import { withRunApp } from '../../src/commands/cli-support.js';
 
 // `npm run bench -- instrumentation [--files N] [--modify M] [--delete D] [--procs P] [--budget S] [--keep]`:
 // an ad-hoc agent (test/bench/instrumentation-agent.mjs) creates N small files in code/ in a burst,
-// modifies M of them, deletes D others and launches P `/bin/true`, while a thread of it polls the
+// modifies M of them, deletes D others, submits a checkpoint right after that burst (the harness
+// orders the submission after every file change before it), launches P `/bin/true` and submits again
+// once nothing is pending, while a thread of it polls the
 // grading API's /health. It runs once inside an a2rl run (task ref-arith, embedded SQLite ledger and
 // filesystem artifacts under a temp A2RL_HOME; the harness is this process, so its event loop is the
 // one measured) and once directly in a temp dir (instrumentation off, the reference). The truth is
@@ -22,6 +24,10 @@ import { withRunApp } from '../../src/commands/cli-support.js';
 const AGENT_FILE = 'instrumentation-agent.mjs';
 const PHASES = ['create', 'modify', 'delete', 'procs'] as const;
 type Phase = (typeof PHASES)[number];
+/** The agent's submissions: right after the burst, and at the end with nothing pending (the reference). */
+const SUBMITS = ['submit', 'resubmit'] as const;
+/** Budget for the two submissions (gradings of ref-arith take well under a second each when nothing is pending). */
+const SUBMIT_ALLOWANCE_S = 20;
 /** monitorEventLoopDelay samples every RESOLUTION_MS; a sample's delay is what it took beyond that. */
 const RESOLUTION_MS = 10;
 /** Loop-delay windows: short, so a span learned afterwards is matched to within a quarter second. */
@@ -51,7 +57,7 @@ interface HealthSample {
 }
 
 interface AgentRecord {
-  phases: Partial<Record<Phase | 'done', PhaseMark>>;
+  phases: Partial<Record<Phase | (typeof SUBMITS)[number] | 'done', PhaseMark>>;
   health: HealthSample[];
 }
 
@@ -254,19 +260,22 @@ const eventTime = (e: StoredEvent) => Date.parse(typeof e.data.observedAt === 's
 
 const round = (n: number, digits = 2) => Number(n.toFixed(digits));
 const seconds = (m: PhaseMark | undefined) => (m ? (m.end - m.start) / 1000 : null);
+/** The agent's own work: its phases' times added up (the submissions between them are not its work). */
+const workSeconds = (r: AgentRecord) => (PHASES.every((p) => r.phases[p]) ? PHASES.reduce((n, p) => n + seconds(r.phases[p])!, 0) : null);
 
 export async function instrumentationBench(): Promise<void> {
   const o = parseOptions(process.argv.slice(3));
   const source = agentSource();
   if (source.split('\n').includes(HEREDOC)) throw new Error(`the agent script must not contain the line ${HEREDOC}`);
   console.log(`scale: ${o.files} files created, ${o.modify} modified, ${o.delete} deleted, ${o.procs} processes`);
+  const loadBefore = os.loadavg()[0];
 
   const off = await runUninstrumented(o, source);
-  const offTotal = off.phases.procs && off.phases.create ? (off.phases.procs.end - off.phases.create.start) / 1000 : NaN;
+  const offTotal = workSeconds(off) ?? NaN;
   console.log(`instrumentation off: ${PHASES.map((p) => `${p} ${seconds(off.phases[p])?.toFixed(2)} s`).join(', ')}; total ${offTotal.toFixed(2)} s`);
   // Long enough for a harness within the slowdown goal to let the agent finish every phase, so the
   // budget then ends an idle agent and the overrun is the harness's alone.
-  const budgetS = o.budget ?? Math.max(15, Math.ceil(1.5 * offTotal + 10));
+  const budgetS = o.budget ?? Math.max(15, Math.ceil(1.5 * offTotal + 10)) + SUBMIT_ALLOWANCE_S;
 
   const home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-instr-home-'));
   for (const name of ['A2RL_LEDGER_URL', 'A2RL_ARTIFACTS_URL', 'A2RL_READMODEL_URL', 'A2RL_WORKSPACES_DIR']) delete process.env[name];
@@ -319,7 +328,7 @@ export async function instrumentationBench(): Promise<void> {
     const phaseOn = Object.fromEntries(PHASES.map((p) => [p, seconds(on.phases[p])])) as Record<Phase, number | null>;
     const phaseOff = Object.fromEntries(PHASES.map((p) => [p, seconds(off.phases[p])])) as Record<Phase, number | null>;
     const completed = PHASES.every((p) => on.phases[p]);
-    const onTotal = completed ? (on.phases.procs!.end - on.phases.create!.start) / 1000 : null;
+    const onTotal = workSeconds(on);
     const ratio = (a: number | null, b: number | null) => (a === null || b === null || b <= 0 ? null : round(a / b));
     const slowdown = { ...(Object.fromEntries(PHASES.map((p) => [p, ratio(phaseOn[p], phaseOff[p])])) as Record<Phase, number | null>), total: ratio(onTotal, offTotal) };
 
@@ -352,6 +361,12 @@ export async function instrumentationBench(): Promise<void> {
     const healthErrors = burstOn.filter((s) => s.status !== 200).length;
     const healthP99 = percentile(burstOn.map((s) => s.ms), 99);
 
+    // The submission right after the burst against one with nothing pending; the HTTP status is the phase's count.
+    const submitS = seconds(on.phases.submit);
+    const resubmitS = seconds(on.phases.resubmit);
+    const submitStatus = [on.phases.submit?.count, on.phases.resubmit?.count];
+    const load = { before: round(loadBefore), after: round(os.loadavg()[0]), cores: os.availableParallelism() };
+
     console.log(`agent phases with instrumentation: ${PHASES.map((p) => `${p} ${phaseOn[p]?.toFixed(2) ?? 'not reached'} s (${slowdown[p] ?? '-'}×)`).join(', ')}; total ${onTotal?.toFixed(2) ?? '-'} s (${slowdown.total ?? '-'}×)`);
     console.log(`files: ${disk.size} in code/ at the end, ${recorded.size} paths recorded; missing ${missing}, wrong content ${wrong}, deleted but not recorded ${deletedNotRecorded}, content not archived ${blobsMissing}`);
     console.log(`processes: ${trueLaunched} /bin/true launched, ${trueRecorded} recorded (${started.length} ProcessStarted in all); ${gaps.length} ObservationGap events`);
@@ -362,6 +377,10 @@ export async function instrumentationBench(): Promise<void> {
     console.log(`/health during the burst: p99 ${healthP99.toFixed(1)} ms, max ${Math.max(0, ...burstOn.map((s) => s.ms)).toFixed(1)} ms over ${burstOn.length} requests (${healthErrors} not 200); reference server, off: p99 ${percentile(burstOff.map((s) => s.ms), 99).toFixed(1)} ms over ${burstOff.length}`);
     console.log(`budget overrun: ${overrunS?.toFixed(2) ?? '-'} s (AgentExited vs AgentStarted + ${budgetS} s)`);
     console.log(`ledger behind the observers by at most ${lagS?.toFixed(2) ?? '-'} s; last code/ change observed ${filesSettledS?.toFixed(2) ?? '-'} s after the burst ended`);
+    console.log(
+      `submission right after the burst answered in ${submitS?.toFixed(2) ?? '-'} s (HTTP ${submitStatus[0] ?? '-'}); with nothing pending ${resubmitS?.toFixed(2) ?? '-'} s (HTTP ${submitStatus[1] ?? '-'}); ` +
+        `load average ${load.before} before, ${load.after} after, ${load.cores} cores`,
+    );
 
     const goal = (value: number | null, limit: number, exact = false) => ({ value, goal: exact ? `== ${limit}` : `<= ${limit}`, pass: value !== null && (exact ? value === limit : value <= limit) });
     const goals = {
@@ -372,6 +391,8 @@ export async function instrumentationBench(): Promise<void> {
       // A request that failed (harness unreachable, or answering after its run closed) fails the goal too.
       health_p99_ms: { ...goal(burstOn.length ? round(healthP99, 1) : null, 50), ...(healthErrors ? { pass: false, failed_requests: healthErrors } : {}) },
       budget_overrun_s: goal(overrunS === null ? null : round(overrunS), 2),
+      // Graded or not: what is measured is how long the harness kept the agent waiting.
+      submit_after_burst_s: { ...goal(submitS === null ? null : round(submitS), 10), ...(submitStatus[0] !== 200 ? { pass: false, status: submitStatus[0] ?? null } : {}) },
     };
     console.log(
       JSON.stringify({
@@ -401,6 +422,10 @@ export async function instrumentationBench(): Promise<void> {
         health_p99_ms_off: round(percentile(burstOff.map((s) => s.ms), 99), 1),
         budget_overrun_s: overrunS === null ? null : round(overrunS),
         ledger_lag_max_s: lagS === null ? null : round(lagS),
+        submit_after_burst_s: submitS === null ? null : round(submitS),
+        submit_idle_s: resubmitS === null ? null : round(resubmitS),
+        submit_status: submitStatus.map((s) => s ?? null),
+        load,
         files_settled_s: filesSettledS === null ? null : round(filesSettledS),
         run_wall_s: round(runWallS, 1),
         goals,
