@@ -1,13 +1,16 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
-import { rename, rm, writeFile } from 'node:fs/promises';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import pTimeout from 'p-timeout';
 import { ProcessMonitor, readAllStats, readProcStat, type LiveProcess } from '../instrumentation/process-monitor.js';
 import { StraceTracer, straceWorks, TracerUnavailableError, type TraceCallbacks, type TracerKind } from '../instrumentation/process-tracer.js';
+import { tryKill, writePidFile } from './agent-pid-file.js';
 import { disarmReaper, startReaper } from '../serving/server-process.js';
 import { writeExtraFds } from '../sandbox/extra-fds.js';
+
+export { killLeftoverProcessGroup } from './agent-pid-file.js';
 
 export type ExitReason = 'completed' | 'timeout' | 'killed' | 'crashed';
 
@@ -82,26 +85,54 @@ const TRACER_DRAIN_MS = 3000;
  * so no process of the run outlives it.
  */
 export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
-  const graceMs = opts.graceMs ?? 5000;
+  const traced = await traceCommand(opts);
+  const { child, pid, startedAt } = await spawnAgent(opts, traced);
+  const pgid = pid; // detached: the child is a session and group leader
+  // A harness killed outright (SIGKILL, OOM) runs no exit hook: the watchdog kills the group then.
+  // The sandbox's own lifeline cannot, when its first process is still held for exec-time capture.
+  const reaper = startReaper(pgid, []);
+  // With strace, the poller only keeps the membership used for killing; the tracer reports.
+  const { intervalMs, onStart, onExit, onGap } = opts.monitor ?? {};
+  const monitor = new ProcessMonitor(traced.tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, onGap, rootPid: pid }).start();
+  const tree: AgentTree = { child, pid, startedAt, pgid, monitor, tracer: traced.tracer, reaper };
+  if (opts.pidFile) await guardWithPidFile(opts.pidFile, tree);
+  return supervise(opts, tree, traced.kind);
+}
+
+/** The agent's process tree as launched: what supervising it needs. */
+interface AgentTree {
+  child: ChildProcess;
+  pid: number;
+  startedAt: Date;
+  pgid: number;
+  monitor: ProcessMonitor;
+  tracer: StraceTracer | undefined;
+  reaper: ReturnType<typeof startReaper>;
+}
+
+/** The command to spawn: wrapped by strace when it is used (and works), else as given with the /proc poller. */
+async function traceCommand(opts: LaunchOptions): Promise<{ kind: TracerKind; command: { file: string; args: string[] }; tracer?: StraceTracer }> {
   const wanted = opts.tracer ?? 'auto';
-  let kind = chooseTracer(wanted, opts.straceBinary ?? 'strace');
-  let command = { file: opts.file, args: opts.args };
-  let tracer: StraceTracer | undefined;
-  if (kind === 'strace') {
-    // strace would only report a missing command as its own exit status 1: check it here.
-    const file = resolveExecutable(opts.file, opts.cwd, opts.env.PATH ?? '/usr/bin:/bin');
-    if (!file) throw new AgentLaunchError(`cannot start agent "${opts.file}": not found or not executable`);
-    tracer = new StraceTracer(opts.straceBinary ?? 'strace', { ...opts.monitor, execHoldMs: opts.execHoldMs });
-    try {
-      await tracer.ready;
-      command = tracer.wrap(file, opts.args);
-    } catch (err) {
-      await tracer.finish(0);
-      if (wanted === 'strace') throw err;
-      tracer = undefined;
-      kind = 'proc';
-    }
+  const kind = chooseTracer(wanted, opts.straceBinary ?? 'strace');
+  const command = { file: opts.file, args: opts.args };
+  if (kind !== 'strace') return { kind, command };
+  // strace would only report a missing command as its own exit status 1: check it here.
+  const file = resolveExecutable(opts.file, opts.cwd, opts.env.PATH ?? '/usr/bin:/bin');
+  if (!file) throw new AgentLaunchError(`cannot start agent "${opts.file}": not found or not executable`);
+  const tracer = new StraceTracer(opts.straceBinary ?? 'strace', { ...opts.monitor, execHoldMs: opts.execHoldMs });
+  try {
+    await tracer.ready;
+    return { kind, command: tracer.wrap(file, opts.args), tracer };
+  } catch (err) {
+    await tracer.finish(0);
+    if (wanted === 'strace') throw err;
+    return { kind: 'proc', command };
   }
+}
+
+/** Spawns the (traced) command in its own process group; resolves once it is running. */
+async function spawnAgent(opts: LaunchOptions, traced: { command: { file: string; args: string[] }; tracer?: StraceTracer }): Promise<{ child: ChildProcess; pid: number; startedAt: Date }> {
+  const { command, tracer } = traced;
   const child = spawn(command.file, command.args, {
     cwd: opts.cwd,
     env: opts.env,
@@ -116,31 +147,30 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     await tracer?.finish(0);
     throw new AgentLaunchError(`cannot start agent "${opts.file}": ${(err as Error).message}`, { cause: err });
   }
-  const pid = child.pid!;
-  const startedAt = new Date();
-  const pgid = pid; // detached: the child is a session and group leader
-  // A harness killed outright (SIGKILL, OOM) runs no exit hook: the watchdog kills the group then.
-  // The sandbox's own lifeline cannot, when its first process is still held for exec-time capture.
-  const reaper = startReaper(pgid, []);
-  // With strace, the poller only keeps the membership used for killing; the tracer reports.
-  const { intervalMs, onStart, onExit, onGap } = opts.monitor ?? {};
-  const monitor = new ProcessMonitor(tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, onGap, rootPid: pid }).start();
-  const spare = (p: number) => tracer?.isTracer(p) ?? false;
-  if (opts.pidFile) {
-    try {
-      await writePidFile(opts.pidFile, pgid, pid);
-    } catch (err) {
-      // Without the pid file a harness crash could leave this tree behind: do not run it.
-      tryKill(-pgid, 'SIGKILL');
-      disarmReaper(reaper);
-      monitor.stop();
-      await tracer?.finish(TRACER_DRAIN_MS);
-      throw new AgentLaunchError(`cannot write pid file ${opts.pidFile}: ${(err as Error).message}`, { cause: err });
-    }
-  }
+  // Spawned: the pid is known.
+  return { child, pid: child.pid as number, startedAt: new Date() };
+}
 
-  child.stdout!.on('data', (c: Buffer) => opts.onOutput('stdout', c));
-  child.stderr!.on('data', (c: Buffer) => opts.onOutput('stderr', c));
+/** Writes the pid file; without it a harness crash could leave this tree behind, so the tree is killed and not run. */
+async function guardWithPidFile(pidFile: string, tree: AgentTree): Promise<void> {
+  try {
+    await writePidFile(pidFile, tree.pgid, tree.pid);
+  } catch (err) {
+    tryKill(-tree.pgid, 'SIGKILL');
+    disarmReaper(tree.reaper);
+    tree.monitor.stop();
+    await tree.tracer?.finish(TRACER_DRAIN_MS);
+    throw new AgentLaunchError(`cannot write pid file ${pidFile}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Forwards the output, enforces the budget on the whole tree, and says how it ended once every member is gone. */
+function supervise(opts: LaunchOptions, tree: AgentTree, kind: TracerKind): AgentHandle {
+  const { child, pid, startedAt, pgid, monitor, tracer, reaper } = tree;
+  const graceMs = opts.graceMs ?? 5000;
+  const spare = (p: number) => tracer?.isTracer(p) ?? false;
+  child.stdout?.on('data', (c: Buffer) => opts.onOutput('stdout', c));
+  child.stderr?.on('data', (c: Buffer) => opts.onOutput('stderr', c));
   const outputClosed = once(child, 'close');
 
   let stopReason: 'killed' | 'timeout' | undefined;
@@ -152,7 +182,6 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
       resolve({ code, signal });
     }),
   );
-
   const terminate = (reason: 'killed' | 'timeout'): Promise<void> => {
     stopReason ??= reason;
     termination ??= killTree(monitor, pgid, graceMs, spare);
@@ -176,19 +205,12 @@ export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
     return { ...status, reason, endedAt };
   })();
 
-  return {
-    pid,
-    startedAt,
-    exited,
-    monitor,
-    tracer: kind,
-    kill: async (reason = 'killed') => {
-      await terminate(reason);
-      return exited;
-    },
+  const kill = async (reason: 'killed' | 'timeout' = 'killed'): Promise<AgentExit> => {
+    await terminate(reason);
+    return exited;
   };
+  return { pid, startedAt, exited, monitor, tracer: kind, kill };
 }
-
 
 /** SIGTERM to the group and every tracked descendant, wait up to `graceMs`, then SIGKILL until none is left. */
 async function killTree(monitor: ProcessMonitor, pgid: number, graceMs: number, spare: (pid: number) => boolean): Promise<void> {
@@ -246,71 +268,6 @@ function signalAll(victims: LiveProcess[], pgid: number, signal: NodeJS.Signals)
     // Guard against pid reuse between the scan and the kill.
     if (readProcStat(v.pid)?.startTicks === v.startTicks) tryKill(v.pid, signal);
   }
-}
-
-function tryKill(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal);
-  } catch {
-    // Already gone (ESRCH).
-  }
-}
-
-interface PidFileContent {
-  bootId: string;
-  pgid: number;
-  /** Start time (ticks since boot) of the group leader; every member started at or after it. */
-  startTicks: number;
-}
-
-async function writePidFile(path: string, pgid: number, pid: number): Promise<void> {
-  const content: PidFileContent = { bootId: bootId(), pgid, startTicks: readProcStat(pid)?.startTicks ?? 0 };
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, JSON.stringify(content));
-  await rename(temp, path);
-}
-
-/**
- * After a harness crash: SIGKILLs what is left of the agent process group recorded in `pidFile`
- * (members of the group and their descendants, started no earlier than the recorded leader, on the
- * same boot), then removes the file. Returns how many processes were signalled. A descendant that
- * left the group with setsid AND lost its parent cannot be attributed anymore and is not found.
- */
-export async function killLeftoverProcessGroup(pidFile: string): Promise<number> {
-  let content: PidFileContent;
-  try {
-    content = JSON.parse(readFileSync(pidFile, 'utf8')) as PidFileContent;
-  } catch {
-    return 0; // no file (clean previous exit) or a torn write: nothing we can attribute
-  }
-  let killed = 0;
-  if (content.bootId === bootId()) {
-    const all = readAllStats();
-    const doomed = new Set<number>();
-    for (const st of all.values()) {
-      if (st.pgid === content.pgid && st.startTicks >= content.startTicks) doomed.add(st.pid);
-    }
-    for (let grew = true; grew; ) {
-      grew = false;
-      for (const st of all.values()) {
-        if (!doomed.has(st.pid) && doomed.has(st.ppid)) {
-          doomed.add(st.pid);
-          grew = true;
-        }
-      }
-    }
-    for (const pid of doomed) {
-      if (all.get(pid)?.state === 'Z') continue;
-      tryKill(pid, 'SIGKILL');
-      killed++;
-    }
-  }
-  await rm(pidFile, { force: true });
-  return killed;
-}
-
-function bootId(): string {
-  return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
 }
 
 /** Waits for `p` but no longer than `ms` (a descendant we could not kill may hold the pipes open). */

@@ -98,6 +98,6 @@ function agentCommands(spec: AgentSpec): RunSession['commands'] {
 /** The LLM gateway's upstream keys (A2RL_LLM_<PROVIDER>_KEY): never in an event or an archived file. */
 function upstreamKeys(env: Environment): KnownSecret[] {
   return Object.entries(upstreamsFromEnv(env))
-    .map(([provider, upstream]) => ({ kind: `llm-upstream-key:${provider}`, value: upstream!.key }))
+    .flatMap(([provider, upstream]) => (upstream ? [{ kind: `llm-upstream-key:${provider}`, value: upstream.key }] : []))
     .filter((secret) => secret.value.length >= MIN_SECRET_LENGTH);
 }

@@ -37,8 +37,13 @@ export async function agentCommand(deps: RunDeps, s: RunSession, prepared: Prepa
     ...(request.gpus ? { CUDA_VISIBLE_DEVICES: request.gpus.join(',') } : {}),
     ...(spec.llm ? llm.env : passThroughEnv(spec, deps.env)),
   });
-  const command = spec.dir ? ['bash', path.posix.join(agentDir, 'start.sh')] : ['bash', '-c', request.agentCommand!];
-  return { command, env, described: spec.dir ? `${spec.id}: ${command.join(' ')}` : request.agentCommand! };
+  if (spec.dir) {
+    const command = ['bash', path.posix.join(agentDir, 'start.sh')];
+    return { command, env, described: `${spec.id}: ${command.join(' ')}` };
+  }
+  // An ad-hoc agent (resolveAgent made it from request.agentCommand; its title is that command).
+  const line = request.agentCommand ?? spec.title;
+  return { command: ['bash', '-c', line], env, described: line };
 }
 
 /** Sandboxed, the grading API is the bridged loopback port and needs no credential: the agent holds no token. */

@@ -123,7 +123,10 @@ async function openGateway(deps: RunDeps, s: RunSession, prepared: Prepared, end
     onError: (err) => s.warn(`[${s.runId}] LLM gateway: ${err instanceof Error ? err.message : String(err)}`),
   });
   endpoints.push(gateway);
-  if (!sandboxed) return { url: gateway.url!, token };
+  if (!sandboxed) {
+    if (gateway.url === undefined) throw new Error('the LLM gateway listens on no loopback port');
+    return { url: gateway.url, token };
+  }
   await restrictSocket(socket, prepared.agentUid === undefined ? undefined : { gid: prepared.agentUid });
   forwards.push({ port: SANDBOX_PORTS.llm, socket: 'llm.sock' });
   return { url: `http://127.0.0.1:${SANDBOX_PORTS.llm}`, token };
