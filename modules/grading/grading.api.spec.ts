@@ -2,6 +2,7 @@ import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { FakeTask, get, OPERATOR, post, rawRequest, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
+import { eventId } from '../ledger/events/ids.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -41,7 +42,7 @@ describe('POST /submit', () => {
     expect(received.manifest.map((m: any) => m.path)).toEqual(['manifest.json', 'sub/extra.bin', 'weights.json']);
     for (const entry of received.manifest) expect(await server.artifacts.exists(entry.sha256)).toBe(true);
     expect(await server.artifacts.exists(received.checkpoint.sha256)).toBe(true);
-    expect(r.events[1].data).toEqual({ submissionId: 'sub-1', score: 55, improvement: 35, details: { graded: 'fake' } });
+    expect(r.events[1].data).toEqual({ submissionId: 'sub-1', score: 55, improvement: 35, details: { graded: 'fake' }, causedBy: { event: eventId(r.ctx.runId, 0), seq: 0, submissionId: 'sub-1' } });
     expect(submitted).toBe(1);
   });
 
@@ -67,7 +68,7 @@ describe('POST /submit', () => {
     expect(r.task.calls).toBe(1);
     expect(types(r.events)).toEqual(['SubmissionReceived', 'SubmissionGraded', 'SubmissionReceived', 'SubmissionGraded']);
     expect((r.events[2].data as any).checkpoint.sha256).toBe((r.events[0].data as any).checkpoint.sha256);
-    expect(r.events[3].data).toEqual({ submissionId: 'sub-2', score: 40, improvement: 30, details: { duplicateOf: 'sub-1' } });
+    expect(r.events[3].data).toEqual({ submissionId: 'sub-2', score: 40, improvement: 30, details: { duplicateOf: 'sub-1' }, causedBy: { event: eventId(r.ctx.runId, 2), seq: 2, submissionId: 'sub-2' } });
   });
 
   it('grades identical content submitted concurrently once, the original recorded before its duplicate', async () => {
@@ -91,7 +92,7 @@ describe('POST /submit', () => {
     expect(res.body.error).toMatch(/invalid checkpoint: weights.json is missing or not JSON/);
     expect(res.body.best).toEqual(entryOf(res.body));
     expect(types(r.events)).toEqual(['SubmissionReceived', 'SubmissionRejected']);
-    expect(r.events[1].data).toMatchObject({ submissionId: 'sub-1', reasonClass: 'invalid_checkpoint' });
+    expect(r.events[1].data).toMatchObject({ submissionId: 'sub-1', reasonClass: 'invalid_checkpoint', causedBy: { event: eventId(r.ctx.runId, 0), seq: 0, submissionId: 'sub-1' } });
   });
 
   it('reports an evaluator crash as evaluator_error, not blamed on the agent, and grades the same content again later', async () => {

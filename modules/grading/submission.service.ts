@@ -3,6 +3,7 @@ import { rm } from 'node:fs/promises';
 import { BadRequestException, HttpException, HttpStatus, Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
 import pTimeout from 'p-timeout';
 import type { EventData, EventType, SubmissionRejected } from '../ledger/events/catalog.js';
+import { causedBy } from '../ledger/events/causation.js';
 import type { EvaluationResult } from '../../tasks/task-pack.js';
 import { createEvaluationContext } from '../serving/model-server.js';
 import { loadServingConfig } from '../serving/serving.config.js';
@@ -65,6 +66,7 @@ export class SubmissionService {
     const submissionId = run.nextSubmissionId();
     const request: Submitted = { submissionId, modelPath, arrivedMs };
     let archived: ArchivedCheckpoint | undefined;
+    let received: unknown; // the stored SubmissionReceived: what its grading or rejection names as its cause
     try {
       if (Date.now() >= run.deadline.getTime()) {
         throw new SubmissionRefusedError(409, 'budget_exhausted', `the run's budget is exhausted (deadline ${run.deadline.toISOString()}); no more submissions are graded`);
@@ -80,7 +82,7 @@ export class SubmissionService {
       } finally {
         await target.close();
       }
-      await record(run, 'SubmissionReceived', {
+      received = await record(run, 'SubmissionReceived', {
         submissionId,
         modelPath: target.rel,
         manifest: archived.manifest,
@@ -108,7 +110,7 @@ export class SubmissionService {
         const earlier = run.gradesByContent.get(manifestBlob.sha256);
         const result: Outcome = earlier ? { ok: true, grade: earlier, duplicateOf: earlier.submissionId } : await this.grade(run, submissionId, stagedDir, device);
         if (!result.ok) {
-          await reject(run, submissionId, result.reasonClass, result.message);
+          await reject(run, submissionId, result.reasonClass, result.message, received);
           return result;
         }
         const { score, details, items } = result.grade;
@@ -118,6 +120,7 @@ export class SubmissionService {
           improvement: score - run.baselineScore,
           details: result.duplicateOf ? { duplicateOf: result.duplicateOf } : details,
           ...(items && !result.duplicateOf ? { items } : {}),
+          ...causedBy(received, { submissionId }),
         });
         if (!earlier) run.gradesByContent.set(manifestBlob.sha256, result.grade);
         run.best = run.best === null ? score : Math.max(run.best, score);
@@ -210,9 +213,9 @@ class EvaluatorTimeout extends Error {
 }
 
 /** Records through the run's recorder; a ledger that cannot record makes the request fail with 503. */
-async function record<T extends EventType>(run: ActiveRun, type: T, data: EventData<T>): Promise<void> {
+async function record<T extends EventType>(run: ActiveRun, type: T, data: EventData<T>): Promise<unknown> {
   try {
-    await run.ctx.record(type, data);
+    return await run.ctx.record(type, data);
   } catch (err) {
     throw new ServiceUnavailableException({
       statusCode: HttpStatus.SERVICE_UNAVAILABLE,
@@ -221,8 +224,9 @@ async function record<T extends EventType>(run: ActiveRun, type: T, data: EventD
   }
 }
 
-function reject(run: ActiveRun, submissionId: string, reasonClass: SubmissionRejected['reasonClass'], message: string): Promise<void> {
-  return record(run, 'SubmissionRejected', { submissionId, reasonClass, message: message.slice(0, MAX_MESSAGE) });
+/** Records a rejection; `received` is the stored SubmissionReceived when the submission got that far (its cause). */
+async function reject(run: ActiveRun, submissionId: string, reasonClass: SubmissionRejected['reasonClass'], message: string, received?: unknown): Promise<void> {
+  await record(run, 'SubmissionRejected', { submissionId, reasonClass, message: message.slice(0, MAX_MESSAGE), ...causedBy(received, { submissionId }) });
 }
 
 /**

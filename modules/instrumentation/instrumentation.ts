@@ -1,6 +1,7 @@
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
+import { causedBy, ToolCallIndex } from '../ledger/events/causation.js';
 import type { Recorder } from '../ledger/recorder.js';
 import { FileWatcher } from './file-watcher.js';
 import type { ObservationClock, Observer } from './observer.js';
@@ -65,6 +66,8 @@ export class Instrumentation {
     this.output = new OutputRecorder({ artifacts: observed, record: this.record, clock: opts.clock, maxBytesPerStream: outputBytesPerStream, onLimit });
     this.observers = [this.files, this.output];
     this.onProcessGap = gap('processes');
+    // The model's tool calls as they are stored: a process whose command line one of them gave was started by it.
+    opts.recorder.onRecorded((event) => this.toolCalls.note(event));
   }
 
   /** The store of everything the agent produced (files, output, model calls): redacting when the run has secrets. */
@@ -95,9 +98,15 @@ export class Instrumentation {
    */
   readonly processes = {
     onStart: (p: ProcessStart) => this.recordProcessStart(p),
-    onExit: (p: ProcessExit) => this.record('ProcessExited', processExitedFact(p)),
+    onExit: (p: ProcessExit) => this.recordProcessExit(p),
     onGap: (reason: string, count?: number) => this.onProcessGap(reason, count),
   };
+
+  /** The tool calls of the run's model calls stored so far (what a process's start is matched to). */
+  private readonly toolCalls = new ToolCallIndex();
+
+  /** Each live pid's ProcessStarted as it is stored: what its exit names as its cause. */
+  private readonly starts = new Map<number, Promise<A2rlEvent>>();
 
   /** Content keys of the files processes ran, by original sha256 (each content is stored once per run). */
   private readonly executedKeys = new Map<string, Promise<string | undefined>>();
@@ -111,9 +120,27 @@ export class Instrumentation {
     const files = [p.exe, p.script].filter((f): f is CapturedFile => f !== undefined);
     for (const f of files) if (f.content && f.sha256 && !this.executedKeys.has(f.sha256)) this.executedKeys.set(f.sha256, this.storeExecuted(f.content, f.sha256));
     const keys = Promise.all(files.map(async (f) => [f.sha256, f.sha256 ? await this.executedKeys.get(f.sha256) : undefined] as const));
-    return this.record('ProcessStarted', async () => {
+    const started = this.record('ProcessStarted', async () => {
       const known = new Map(await keys);
-      return processStartedFact(p, (f) => (f.sha256 ? known.get(f.sha256) : undefined));
+      const fact = processStartedFact(p, (f) => (f.sha256 ? known.get(f.sha256) : undefined));
+      const cause = this.toolCalls.startedBy(fact.argv);
+      return cause ? { ...fact, causedBy: cause } : fact;
+    });
+    this.starts.set(p.pid, started);
+    return started;
+  }
+
+  /**
+   * A ProcessExited naming its start (by pid: the latest start of that pid). The lane waits for the
+   * start to be durable only when it reaches the exit — usually long done; for a process that lived
+   * less than one append, one batch.
+   */
+  private recordProcessExit(p: ProcessExit): Promise<A2rlEvent> {
+    const start = this.starts.get(p.pid);
+    this.starts.delete(p.pid);
+    return this.record('ProcessExited', async () => {
+      const stored = start ? await start.catch(() => undefined) : undefined;
+      return { ...processExitedFact(p), ...causedBy(stored, { pid: p.pid }) };
     });
   }
 

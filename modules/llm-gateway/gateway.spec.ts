@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EventData } from '../ledger/events/catalog.js';
 import { validatePayload } from '../ledger/events/envelope.js';
+import { eventId } from '../ledger/events/ids.js';
 import { startFakeAnthropic } from '../../test/servers/fake-llm/fake-anthropic.js';
 import { startFakeGemini } from '../../test/servers/fake-llm/fake-gemini.js';
 import { startFakeOpenAI } from '../../test/servers/fake-llm/fake-openai.js';
@@ -551,6 +552,31 @@ describe('LLM gateway', () => {
     expect(message.costUsd).toBeCloseTo((1000 * 3 + 50 * 15) / 1e6, 12);
     expect(count).toMatchObject({ api: 'count_tokens', outcome: 'ok', costUsd: 0 });
     expect(gw.gateway.totals().tokens).toBe(1050); // counting tokens is free and not a use of them
+  });
+});
+
+describe('LLM gateway: causation', () => {
+  it('names the earlier call whose tool call a request answers (its tool_use_id), from the stored events the recorder gives back', async () => {
+    const fake = await startFakeAnthropic({ script: ['echo hi', 'echo again'], expectKey: KEY, model: 'claude-sonnet-4-5-20250929' });
+    cleanups.push(() => fake.close());
+    const stored: Recorded[] = [];
+    // A run's recorder resolves with the stored event; its id and seq are what a cause names.
+    const record = async (data: Recorded) => {
+      const seq = 10 + stored.push(data);
+      return { id: eventId('r-causes', seq), seq };
+    };
+    const gw = await startGateway(fake.url, { codecs: undefined, record });
+    const tools = [{ name: 'Bash', description: 'run a command', input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } }];
+    const ask = (messages: unknown[]) => send(gw.socketPath, { headers: { 'anthropic-version': '2023-06-01' }, body: { model: 'claude-sonnet-4-5', max_tokens: 1024, stream: true, tools, messages } });
+    expect((await ask([{ role: 'user', content: 'run it' }])).status).toBe(200);
+    await until('the first call is recorded', () => stored.length === 1);
+    const id = stored[0].toolCalls[0].id!;
+    const answer = [{ role: 'assistant', content: [{ type: 'tool_use', id, name: 'Bash', input: { command: 'echo hi' } }] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content: 'hi' }] }];
+    expect((await ask([{ role: 'user', content: 'run it' }, ...answer])).status).toBe(200);
+    await gw.gateway.close();
+    for (const r of stored) validatePayload('LlmCallRecorded', r);
+    expect(stored[0].causedBy).toBeUndefined();
+    expect(stored[1].causedBy).toEqual({ event: eventId('r-causes', 11), seq: 11, toolCallId: id });
   });
 });
 

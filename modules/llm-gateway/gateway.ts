@@ -3,6 +3,7 @@ import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttp
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { EventData } from '../ledger/events/catalog.js';
+import { causeOf, ToolCallIndex } from '../ledger/events/causation.js';
 import PQueue from 'p-queue';
 import { listenUnix, type SocketOwner } from '../sandbox/unix-socket.js';
 import { SpendGate, roundUsd, type Reservation, type SpendLimit } from './budget.js';
@@ -156,6 +157,8 @@ class Gateway implements LlmGateway {
   private readonly clock: () => Date;
   private readonly timeoutMs: number;
   private readonly prices = priceTable();
+  /** The tool calls of the calls recorded so far: what a later call's tool results answer. */
+  private readonly toolCalls = new ToolCallIndex();
   private arrivals = 0;
   /** Records are appended in callId order: each call takes its place at arrival and is written when it ends. */
   private readonly records = new PQueue({ concurrency: 1 });
@@ -296,7 +299,7 @@ class Gateway implements LlmGateway {
     const ready = new Promise<EventData<'LlmCallRecorded'> | undefined>((resolve) => (deliver = resolve));
     void this.records.add(async () => {
       const data = await ready;
-      if (data) await this.options.record(data).catch((err: unknown) => this.options.onError?.(err));
+      if (data) await this.recordLinked(data);
     });
     const call: Call = {
       id: `llm-${++this.arrivals}`,
@@ -384,6 +387,18 @@ class Gateway implements LlmGateway {
 
   private authorized(credential: string | undefined): boolean {
     return credential !== undefined && timingSafeEqual(digest(credential), this.tokenHash);
+  }
+
+  /**
+   * Records a call naming the earlier call whose tool call it answers (its first tool result with a
+   * known id), and notes its own tool calls for the calls to come. Calls are recorded in arrival order,
+   * one at a time, so every earlier call is noted by then.
+   */
+  private async recordLinked(data: EventData<'LlmCallRecorded'>): Promise<void> {
+    const answered = this.toolCalls.answered(data);
+    const stored = await this.options.record(answered ? { ...data, causedBy: answered } : data).catch((err: unknown) => this.options.onError?.(err));
+    const self = causeOf(stored);
+    if (self) this.toolCalls.noteCalls(self, data.toolCalls);
   }
 
   /** Tells `onLimit`, once per limit, that the run's calls have reached it. */

@@ -3,7 +3,7 @@ import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { escapeXml, scoreChart, timelineChart } from './charts.js';
 import { inertText } from './inert-text.js';
-import { buildReport, REPORT_TEXT_LIMIT, type FileChangeReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
+import { buildReport, REPORT_TEXT_LIMIT, type FileChangeReport, type ProcessReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
 import { changePhrase, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 import type { LlmAnalysis, LlmStats } from '../../projections/run-analysis/analysis.types.js';
 import { isGenerating, type Transcript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
@@ -271,6 +271,7 @@ function submissionBlocks(s: SubmissionReport): Block[] {
       { cite: s.rollouts.evidence },
     ],
     [`Code changes: ${plural(s.code.files.length, 'file')}, +${s.code.linesAdded} −${s.code.linesRemoved}`],
+    ...(s.outcome ? [outcomeLink(s.outcome, s.submissionId)] : []),
   ];
   const blocks: Block[] = [
     { kind: 'heading', level: 3, text: [`Submission ${s.index}: ${s.submissionId} — ${verdict}`] },
@@ -291,10 +292,36 @@ function submissionBlocks(s: SubmissionReport): Block[] {
         [{ cite: p.evidence }],
       ]),
     });
+    const started = s.processes.filter((p) => p.startedBy);
+    if (started.length) blocks.push({ kind: 'list', items: started.map(startedByLink) });
   } else {
     blocks.push({ kind: 'para', text: ['No processes launched since the previous submission.'] });
   }
   return blocks;
+}
+
+/** "Graded submission s-3 (seq 41)": the grading followed to the SubmissionReceived it names. */
+function outcomeLink(o: NonNullable<SubmissionReport['outcome']>, submissionId: string): Inline[] {
+  return [`${o.type === 'SubmissionGraded' ? 'Graded' : 'Rejected'} submission ${o.causedBy.submissionId ?? submissionId} (seq ${o.causedBy.seq}) `, { cite: [o.seq, o.causedBy.seq] }];
+}
+
+/** A process followed to the model call whose tool call started it, with the evidence of the match. */
+function startedByLink(p: ProcessReport): Inline[] {
+  const by = p.startedBy!;
+  const tool = by.toolCallId ? ` (tool call ${by.toolCallId}${by.command ? ': ' : ')'}` : '';
+  return [
+    `pid ${p.pid} was started by the model call at seq ${by.seq}${tool}`,
+    ...(by.toolCallId && by.command ? [{ code: by.command }, ') '] : [' ']),
+    { cite: [p.evidence[0], by.seq] },
+  ];
+}
+
+/** What reached a limit (its causedBy), after the harness's action; nothing for limits recorded without one. */
+function limitCause(l: NonNullable<RunReport['limits']>[number]): Inline[] {
+  if (!l.causedBy) return [];
+  const { pid, submissionId, toolCallId, seq } = l.causedBy;
+  const by = pid !== undefined ? `pid ${pid} ` : submissionId ? `submission ${submissionId} ` : toolCallId ? `tool call ${toolCallId} ` : '';
+  return [`; reached by ${by}(seq ${seq}) `, { cite: [seq] }];
 }
 
 /** Limits reached, and overruns: a value past its maximum (calls in flight when a cap was reached). */
@@ -313,7 +340,7 @@ function limitBlocks(limits: NonNullable<RunReport['limits']>): Block[] {
     {
       kind: 'table',
       head: ['limit', 'value', 'maximum', 'over by', 'scope', 'what the harness did', 'event'],
-      rows: limits.map((l) => [[{ code: l.limit }], [thousands(l.value)], [thousands(l.max)], [l.over ? thousands(l.over) : '—'], [l.scope === null ? '—' : { long: l.scope, seq: l.seq }], [l.action], [{ cite: [l.seq] }]]),
+      rows: limits.map((l) => [[{ code: l.limit }], [thousands(l.value)], [thousands(l.max)], [l.over ? thousands(l.over) : '—'], [l.scope === null ? '—' : { long: l.scope, seq: l.seq }], [l.action, ...limitCause(l)], [{ cite: [l.seq] }]]),
     },
   ];
 }

@@ -1,7 +1,7 @@
 import type { Evidence, LlmAnalysis, ProcessMetrics, RunAnalysis, SubmissionAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import type { BlobReader } from '../../projections/blob-reader.js';
 import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.js';
-import type { A2rlEvent } from '../ledger/events/catalog.js';
+import type { A2rlEvent, Cause } from '../ledger/events/catalog.js';
 import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
 import { eventTime } from '../ledger/events/event-time.js';
 import { workspaceIntegrity, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
@@ -45,6 +45,17 @@ export interface ProcessReport {
   signal: string | null;
   durationS: number | null;
   evidence: Evidence;
+  /** The model call whose tool call started it (ProcessStarted.causedBy); absent when none was matched, so older reports keep their bytes. */
+  startedBy?: CauseReport;
+}
+
+/** A followed `causedBy` link: the cause's seq and the evidence it was made on. */
+export interface CauseReport {
+  seq: number;
+  pid?: number;
+  submissionId?: string;
+  toolCallId?: string;
+  command?: string;
 }
 
 export interface SubmissionReport {
@@ -65,6 +76,8 @@ export interface SubmissionReport {
   processes: ProcessReport[];
   rollouts: SubmissionAnalysis['rollouts'] & { evidence: Evidence };
   evidence: Evidence;
+  /** The grading or rejection and the SubmissionReceived it names as its cause; absent for runs recorded before causes were. */
+  outcome?: { seq: number; type: 'SubmissionGraded' | 'SubmissionRejected'; causedBy: CauseReport };
 }
 
 export interface TimelineItem {
@@ -140,6 +153,8 @@ export interface LimitReport {
   scope: string | null;
   action: string;
   seq: number;
+  /** What reached it (LimitReached.causedBy); absent when not recorded. */
+  causedBy?: CauseReport;
 }
 
 export interface OutputReport {
@@ -258,7 +273,21 @@ function timeline(input: ReportInput, at: (seq: number) => number): RunReport['t
   return { endS: Math.max(input.analysis.budgetSeconds ?? 0, last ? at(last.seq) : 0), items };
 }
 
-function processesOf(s: SubmissionAnalysis, at: (seq: number) => number): ProcessReport[] {
+/** Each event's `causedBy`, as the report shows it, by the event's seq. */
+function causesOf(events: readonly A2rlEvent[]): Map<number, CauseReport> {
+  const causes = new Map<number, CauseReport>();
+  for (const e of events) {
+    const cause = 'causedBy' in e.data ? e.data.causedBy : undefined;
+    if (cause) causes.set(e.seq, causeReport(cause));
+  }
+  return causes;
+}
+
+function causeReport({ event: _id, ...cause }: Cause): CauseReport {
+  return cause;
+}
+
+function processesOf(s: SubmissionAnalysis, at: (seq: number) => number, causes: ReadonlyMap<number, CauseReport>): ProcessReport[] {
   return s.processes.map((p) => ({
     pid: p.pid,
     argv: p.argv,
@@ -269,6 +298,7 @@ function processesOf(s: SubmissionAnalysis, at: (seq: number) => number): Proces
     signal: p.signal,
     durationS: p.durationS,
     evidence: p.exitSeq === null ? [p.startSeq] : [p.startSeq, p.exitSeq],
+    ...(causes.has(p.startSeq) ? { startedBy: causes.get(p.startSeq)! } : {}),
   }));
 }
 
@@ -303,10 +333,10 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
   };
 }
 
-function limitsOf(events: readonly A2rlEvent[]): LimitReport[] {
+function limitsOf(events: readonly A2rlEvent[], causes: ReadonlyMap<number, CauseReport>): LimitReport[] {
   return events.flatMap((e) =>
     e.type === 'LimitReached'
-      ? [{ limit: e.data.limit, value: e.data.value, max: e.data.max, over: e.data.value > e.data.max ? e.data.value - e.data.max : 0, scope: e.data.scope ?? null, action: e.data.action, seq: e.seq }]
+      ? [{ limit: e.data.limit, value: e.data.value, max: e.data.max, over: e.data.value > e.data.max ? e.data.value - e.data.max : 0, scope: e.data.scope ?? null, action: e.data.action, seq: e.seq, ...(causes.has(e.seq) ? { causedBy: causes.get(e.seq)! } : {}) }]
       : [],
   );
 }
@@ -345,6 +375,14 @@ async function outputOf(events: readonly A2rlEvent[], blobs: BlobReader): Promis
   return { chunks: chunks.length, bytes: chunks.reduce((n, c) => n + c.data.chunk.size, 0), streams };
 }
 
+/** A submission's grading or rejection, followed to the SubmissionReceived it names; nothing when it names none. */
+function outcomeOf(seq: number | undefined, typeOf: ReadonlyMap<number, A2rlEvent['type']>, causes: ReadonlyMap<number, CauseReport>): Pick<SubmissionReport, 'outcome'> {
+  const type = seq === undefined ? undefined : typeOf.get(seq);
+  const causedBy = seq === undefined ? undefined : causes.get(seq);
+  if (!causedBy || (type !== 'SubmissionGraded' && type !== 'SubmissionRejected')) return {};
+  return { outcome: { seq: seq!, type, causedBy } };
+}
+
 /** Builds the structured report: pure given the analysis, the events and immutable blobs. */
 export async function buildReport(input: ReportInput): Promise<RunReport> {
   const { analysis: a, events } = input;
@@ -352,6 +390,8 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
   const seqsOf = (...types: A2rlEvent['type'][]) => events.filter((e) => types.includes(e.type)).map((e) => e.seq);
   const outcome = new Map<string, number>();
   for (const e of events) if (e.type === 'SubmissionGraded' || e.type === 'SubmissionRejected') outcome.set(e.data.submissionId, e.seq);
+  const causes = causesOf(events);
+  const typeOf = new Map(events.map((e) => [e.seq, e.type]));
   const workspaceEvent = events.find((e) => e.type === 'WorkspacePrepared');
 
   const submissions: SubmissionReport[] = [];
@@ -380,16 +420,17 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
         linesAdded: files.reduce((n, f) => n + f.linesAdded, 0),
         linesRemoved: files.reduce((n, f) => n + f.linesRemoved, 0),
       },
-      processes: processesOf(s, at),
+      processes: processesOf(s, at, causes),
       rollouts: { ...s.rollouts, evidence: rolloutSeqs },
       evidence: sortedUnique([...s.evidence, s.seq, ...(outcome.has(s.submissionId) ? [outcome.get(s.submissionId)!] : [])]),
+      ...outcomeOf(outcome.get(s.submissionId), typeOf, causes),
     });
     previous = s;
   }
 
   const integrity = workspaceIntegrity(events);
   const llm = a.llm ?? null; // rows analysed before model calls were recorded have none
-  const limits = limitsOf(events);
+  const limits = limitsOf(events, causes);
   const output = llm ? await outputOf(events, input.blobs) : null;
   const bestSubmission = a.best === null ? undefined : a.submissions.find((s) => s.status === 'graded' && s.score === a.best);
   return {

@@ -24,6 +24,7 @@ import {
 } from '../../../tasks/task-pack.js';
 import type { ArtifactStore } from '../../artifacts/artifact-store.port.js';
 import type { EventData, EventType } from '../../ledger/events/catalog.js';
+import { eventId } from '../../ledger/events/ids.js';
 import type { RunContext } from '../../run-context/run-context.js';
 import type { WorkspaceLayout } from '../../workspace-fs/layout.js';
 import { configureGradingHttp } from '../grading-http.js';
@@ -190,8 +191,10 @@ export async function startGradingServer(options: Partial<GradingOptions> = {}):
         budgetSeconds,
         artifacts,
         ...(opts.gpus ? { gpus: opts.gpus } : {}),
+        // Resolves like a run's recorder, with the stored event's id and seq (what a cause names).
         record: async (type, data) => {
-          events.push({ type, data: data as EventData<EventType> });
+          const seq = events.push({ type, data: data as EventData<EventType> }) - 1;
+          return { id: eventId(runId, seq), seq };
         },
       };
       const registerOpts: RegisterOptions = {

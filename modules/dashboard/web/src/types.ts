@@ -136,6 +136,8 @@ export interface ProcessReport {
   signal: string | null;
   durationS: number | null;
   evidence: Evidence;
+  /** The model call whose tool call started it (ProcessStarted.causedBy), when one was matched. */
+  startedBy?: { seq: number; toolCallId?: string; command?: string };
 }
 
 export interface SubmissionReport {

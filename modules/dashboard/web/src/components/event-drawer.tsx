@@ -2,13 +2,29 @@ import { useEffect, useRef } from 'preact/hooks';
 import { qs, useJson } from '../api.js';
 import type { LedgerEvent } from '../types.js';
 import { when } from './format.js';
-import { takeOpener } from './event-link.js';
+import { EventLink, takeOpener } from './event-link.js';
 import { BlobView } from './blob-view.js';
 
 /** The envelope's fields first, then the payload: easier to read than the server's sorted keys. */
 function envelopeFirst(event: LedgerEvent) {
   const { type, seq, runId, id, occurredAt, schemaVersion, data, ...rest } = event;
   return { type, seq, runId, id, occurredAt, schemaVersion, ...rest, data };
+}
+
+/** The event's `causedBy` (docs/event-catalog.md#causation), when it names one. */
+function causeOf(event: LedgerEvent): { seq: number; pid?: number; submissionId?: string; toolCallId?: string; command?: string } | null {
+  const cause = event.data.causedBy as { seq?: unknown } | undefined;
+  return cause && typeof cause === 'object' && typeof cause.seq === 'number' ? (cause as { seq: number }) : null;
+}
+
+/** What a causal link was made on, in words: "pid 4121", "submission s-3", "tool call toolu_1: python train.py". */
+function evidenceOf(cause: NonNullable<ReturnType<typeof causeOf>>): string {
+  const parts = [
+    cause.pid !== undefined ? `pid ${cause.pid}` : null,
+    cause.submissionId !== undefined ? `submission ${cause.submissionId}` : null,
+    cause.toolCallId !== undefined ? `tool call ${cause.toolCallId}${cause.command !== undefined ? `: ${cause.command}` : ''}` : null,
+  ].filter((p): p is string => p !== null);
+  return parts.length ? ` (${parts.join(', ')})` : '';
 }
 
 /**
@@ -21,6 +37,7 @@ export function EventDrawer({ runId, seq, onClose }: { runId: string; seq: numbe
   const opener = useRef<HTMLElement | null>(null);
   const page = useJson<LedgerEvent[]>(`/runs/${encodeURIComponent(runId)}/events${qs({ format: 'json', after_seq: seq - 1, limit: 1 })}`);
   const event = page.data?.find((e) => e.seq === seq) ?? null;
+  const cause = event ? causeOf(event) : null;
 
   useEffect(() => {
     opener.current = takeOpener() ?? (document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null);
@@ -75,6 +92,15 @@ export function EventDrawer({ runId, seq, onClose }: { runId: string; seq: numbe
                   <dt>id</dt>
                   <dd>
                     <code>{event.id}</code>
+                  </dd>
+                </>
+              ) : null}
+              {cause ? (
+                <>
+                  <dt>caused by</dt>
+                  <dd data-testid="event-cause">
+                    <EventLink runId={runId} seq={cause.seq}>{`event ${cause.seq}`}</EventLink>
+                    {evidenceOf(cause)}
                   </dd>
                 </>
               ) : null}

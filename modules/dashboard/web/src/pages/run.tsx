@@ -383,6 +383,8 @@ interface ProcessRow {
   durationS: number | null;
   exit: string;
   seqs: number[];
+  /** The seq of the model call whose tool call started it, when the report names one. */
+  startedBy?: number;
 }
 
 function Processes({ runId, analysis: a, report, status }: { runId: string; analysis: RunAnalysis; report: RunReport | null; status: LiveStatus | null }) {
@@ -391,7 +393,7 @@ function Processes({ runId, analysis: a, report, status }: { runId: string; anal
     if (report) {
       const known = new Map<number, ProcessRow>();
       for (const p of report.submissions.flatMap((s): ProcessReport[] => s.processes)) {
-        known.set(p.evidence[0]!, { pid: p.pid, command: p.argv.join(' '), kind: p.kind, startS: p.startS, durationS: p.durationS, exit: exit(p), seqs: p.evidence });
+        known.set(p.evidence[0]!, { pid: p.pid, command: p.argv.join(' '), kind: p.kind, startS: p.startS, durationS: p.durationS, exit: exit(p), seqs: p.evidence, ...(p.startedBy ? { startedBy: p.startedBy.seq } : {}) });
       }
       // Processes after the last submission are only on the timeline.
       for (const item of report.timeline.items) {
@@ -406,7 +408,17 @@ function Processes({ runId, analysis: a, report, status }: { runId: string; anal
   const columns: Column<ProcessRow>[] = [
     { key: 'start', label: 'Started', numeric: true, sort: (p) => p.seqs[0], render: (p) => <EventLink runId={runId} seq={p.seqs[0]!} label={`started, event ${p.seqs[0]}`}>{p.startS === null ? `#${p.seqs[0]}` : duration(p.startS)}</EventLink> },
     { key: 'kind', label: 'Classification', sort: (p) => p.kind, render: (p) => <span class="badge tone-neutral">{p.kind}</span> },
-    { key: 'command', label: 'Command', sort: (p) => p.command, render: (p) => <code title={p.command}>{clip(p.command, 120)}</code> },
+    { key: 'command', label: 'Command', sort: (p) => p.command, render: (p) => (
+        <>
+          <code title={p.command}>{clip(p.command, 120)}</code>
+          {p.startedBy !== undefined ? (
+            <>
+              {' '}
+              <EventLink runId={runId} seq={p.startedBy} label={`started by the model call of event ${p.startedBy}`}>{`← model call #${p.startedBy}`}</EventLink>
+            </>
+          ) : null}
+        </>
+      ) },
     { key: 'duration', label: 'Duration', numeric: true, sort: (p) => p.durationS, render: (p) => (running.has(p.seqs[0]!) ? 'running' : duration(p.durationS)) },
     { key: 'exit', label: 'Exit', sort: (p) => p.exit, render: (p) => (p.seqs[1] !== undefined ? <EventLink runId={runId} seq={p.seqs[1]} label={`${p.exit}, event ${p.seqs[1]}`}>{p.exit}</EventLink> : p.exit) },
   ];
