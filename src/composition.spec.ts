@@ -60,7 +60,9 @@ describe('the composition root', () => {
 
   it('gives the whole app what its modules inject: AppModule resolves with every service', async () => {
     // Imported here: the whole app pulls in every module, which the tests above do not need.
-    const [{ AppModule }, { RunService }, { RunSource }] = await Promise.all([import('./app.module.js'), import('../modules/runs/run.service.js'), import('../modules/query/run-source.js')]);
+    // One after the other: jest's ESM loader can link a module shared by two graphs loading at once before its dependencies ("request for 'node:crypto' is not in cache").
+    const { AppModule } = await import('./app.module.js');
+    const [{ RunService }, { RunSource }] = [await import('../modules/runs/run.service.js'), await import('../modules/query/run-source.js')];
     const settings = loadConfig({ A2RL_HOME: mkdtempSync(path.join(home, 'app-')) });
     const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).overrideProvider(SETTINGS).useValue(settings).compile();
     const app = moduleRef.createNestApplication({ logger: false });
