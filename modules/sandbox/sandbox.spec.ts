@@ -141,6 +141,12 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
     expect(readFileSync(join(agentHome, 'state'), 'utf8')).toBe('state\n');
   });
 
+  itRoot("gives the agent a /dev/shm of its own: a POSIX semaphore (Python multiprocessing's locks, a DataLoader's workers) works as the agent's uid", async () => {
+    const r = await run(`stat -c %a /dev/shm; python3 -c "import multiprocessing as m; q = m.Queue(); q.put(42); print(q.get())"; ls /dev/shm | wc -l`);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(r.stdout.trim().split('\n')).toEqual(['1777', '42', '0']);
+  });
+
   itRoot('gives the agent no privilege: unprivileged uid, no capabilities, no_new_privs, its own /proc', async () => {
     const r = await run('id -u; grep -E "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):" /proc/self/status; ls /proc | grep -cE "^[0-9]+$"');
     const [uid, ...rest] = r.stdout.trim().split('\n');

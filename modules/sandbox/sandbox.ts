@@ -146,7 +146,9 @@ function bwrapOptions(req: SandboxRequest, plan: SandboxPlan, uid: number, gpus:
   options.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net');
   if (plan.mode === 'userns') options.push('--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(uid), '--cap-drop', 'ALL');
   // /tmp is the agent's (sticky and world-writable, as on any system): CLIs keep temp files there.
-  options.push('--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp');
+  // So is /dev/shm: POSIX semaphores and shared memory live there (Python's multiprocessing locks, a
+  // PyTorch DataLoader with workers); bwrap's /dev leaves it root's. Its pages count in the run's cgroup.
+  options.push('--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp', '--perms', '1777', '--tmpfs', '/dev/shm');
   const mounts: SandboxMount[] = [];
   const ro = (host: string, inside = host) => {
     options.push('--ro-bind', host, inside);
