@@ -1,8 +1,11 @@
-import { open, mkdir, rename, rm, stat } from 'node:fs/promises';
+import { open, mkdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
-/** Makes one temp file's bytes durable before it is renamed in. */
-export type FlushFile = (path: string) => Promise<void>;
+/** Makes one temp file's bytes durable before it is renamed in; `handle`: the file, still open from its writing. */
+export type FlushFile = (path: string, handle?: FileHandle) => Promise<void>;
+
+/** How a temp file arrives: open from its writing (flushed, then closed, here), or synced by its writer already. */
+export type TempState = { handle: FileHandle } | { synced: true };
 
 export interface GroupCommitOptions {
   /** Default: fdatasync (the bytes and what reading them back needs; the name is fsynced with its directory). */
@@ -17,6 +20,7 @@ export interface GroupCommitOptions {
 interface Staged {
   temp: string;
   final: string;
+  state: TempState;
   resolve: (created: boolean) => void;
   reject: (err: unknown) => void;
 }
@@ -42,6 +46,8 @@ export class BlobGroupCommit {
   private readonly flushFile: FlushFile;
   private readonly maxBatch: number;
   private readonly syncConcurrency: number;
+  /** Shard directories known to exist: a put into one skips its mkdir (a shard removed meanwhile is made again). */
+  private readonly shards = new Set<string>();
 
   constructor(opts: GroupCommitOptions = {}) {
     this.flushFile = opts.flushFile ?? fdatasyncPath;
@@ -49,10 +55,13 @@ export class BlobGroupCommit {
     this.syncConcurrency = opts.syncConcurrency ?? 16;
   }
 
-  /** Resolves once `temp` is durably at `final`: true when renamed in, false when `final` was there already (same content). */
-  commit(temp: string, final: string): Promise<boolean> {
+  /**
+   * Resolves once `temp` is durably at `final`: true when renamed in, false when `final` was there
+   * already (same content). An open handle is closed here, whatever happens.
+   */
+  commit(temp: string, final: string, state: TempState): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      this.waiting.push({ temp, final, resolve, reject });
+      this.waiting.push({ temp, final, state, resolve, reject });
       if (!this.running) void this.run();
     });
   }
@@ -77,9 +86,19 @@ export class BlobGroupCommit {
     }
   }
 
+  /** Flushes a file written by a put (through the handle it was written with, then closed); one synced by its writer is taken as it is. */
+  private async flush(s: Staged): Promise<void> {
+    if (!('handle' in s.state)) return;
+    try {
+      await this.flushFile(s.temp, s.state.handle);
+    } finally {
+      await s.state.handle.close();
+    }
+  }
+
   /** The barrier: every file's bytes durable. Files whose flush failed are rejected here. */
   private async flushAll(batch: Staged[]): Promise<Staged[]> {
-    const outcomes = await settleEach(batch, this.syncConcurrency, (s) => this.flushFile(s.temp));
+    const outcomes = await settleEach(batch, this.syncConcurrency, (s) => this.flush(s));
     return batch.filter((s, i) => kept(s, outcomes[i]));
   }
 
@@ -92,12 +111,28 @@ export class BlobGroupCommit {
         placed.push({ staged: s, created: false, newShard: false });
         return;
       }
-      const newShard = (await mkdir(dirname(s.final), { recursive: true })) !== undefined;
-      await rename(s.temp, s.final);
-      placed.push({ staged: s, created: true, newShard });
+      placed.push({ staged: s, created: true, newShard: await this.renameIn(s.temp, s.final) });
     });
     flushed.forEach((s, i) => kept(s, outcomes[i]));
     return placed;
+  }
+
+  /** Renames into the shard, made first where it is not known to exist; true when the shard is new. */
+  private async renameIn(temp: string, final: string): Promise<boolean> {
+    const shard = dirname(final);
+    if (this.shards.has(shard)) {
+      try {
+        await rename(temp, final);
+        return false;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') throw err;
+        this.shards.delete(shard); // removed since: made again below (a missing temp fails there again)
+      }
+    }
+    const made = await mkdir(shard, { recursive: true });
+    await rename(temp, final);
+    this.shards.add(shard);
+    return made !== undefined;
   }
 
   /** One fsync per shard directory touched, and of the shards' parent when one was new; then the puts resolve. */
@@ -152,12 +187,13 @@ async function settleEach<T>(items: readonly T[], limit: number, step: (item: T)
   return outcomes;
 }
 
-async function fdatasyncPath(path: string): Promise<void> {
-  const handle = await open(path, 'r');
+async function fdatasyncPath(path: string, handle?: FileHandle): Promise<void> {
+  if (handle) return handle.datasync();
+  const opened = await open(path, 'r');
   try {
-    await handle.datasync();
+    await opened.datasync();
   } finally {
-    await handle.close();
+    await opened.close();
   }
 }
 

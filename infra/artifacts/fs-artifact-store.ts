@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { constants, createReadStream, readlinkSync } from 'node:fs';
-import { access, chmod, link, lstat, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
+import { access, chmod, link, lstat, mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Writable, type Readable } from 'node:stream';
@@ -141,8 +141,8 @@ export class FsArtifactStore implements ArtifactStore {
     if (await this.exists(declared.sha256)) return this.alreadyStored(body, declared, info);
     const temp = this.tempPath(declared.sha256);
     try {
-      await writeTemp(temp, body, declared);
-      const created = await this.commits.commit(temp, join(this.dir, info.key));
+      const handle = await writeTemp(temp, body, declared);
+      const created = await this.commits.commit(temp, join(this.dir, info.key), { handle });
       return { ...info, created };
     } catch (err) {
       await rm(temp, { force: true });
@@ -174,7 +174,7 @@ export class FsArtifactStore implements ArtifactStore {
       // The check reads (CPU) while the fsync writes its bytes out (disk): both before the rename.
       const check = options.hashedAsWritten ? checkSize(temp, declared) : verifyBody(createReadStream(temp, { highWaterMark: FILE_CHUNK }), declared);
       await Promise.all([check, fsyncPath(temp)]);
-      const created = await this.commits.commit(temp, join(this.dir, info.key));
+      const created = await this.commits.commit(temp, join(this.dir, info.key), { synced: true });
       return { ...info, created };
     } catch (err) {
       await rm(temp, { force: true });
@@ -222,8 +222,11 @@ export class FsArtifactStore implements ArtifactStore {
   }
 }
 
-/** The body, checked against its declaration, in a new file: not synced (the group commit's barrier does that). */
-async function writeTemp(path: string, body: Readable | Buffer, declared: Declared): Promise<void> {
+/**
+ * The body, checked against its declaration, in a new file: not synced (the group commit's barrier
+ * does that through the handle returned, still open, and closes it).
+ */
+async function writeTemp(path: string, body: Readable | Buffer, declared: Declared): Promise<FileHandle> {
   // A body in memory is checked whole before a file exists: no stream machinery per small file.
   if (Buffer.isBuffer(body)) verifyBuffer(body, declared);
   const handle = await open(path, 'wx', 0o444);
@@ -233,7 +236,7 @@ async function writeTemp(path: string, body: Readable | Buffer, declared: Declar
     if (Buffer.isBuffer(body)) {
       await sparse.write(body);
       await sparse.end();
-      return;
+      return handle;
     }
     // A Writable rather than an async-function destination: on Node 20 the latter turns a write error
     // such as ENOSPC into a bare AbortError.
@@ -246,8 +249,10 @@ async function writeTemp(path: string, body: Readable | Buffer, declared: Declar
       },
     });
     await pipeline(body, new VerifyingStream(declared), file);
-  } finally {
+    return handle;
+  } catch (err) {
     await handle.close();
+    throw err;
   }
 }
 
