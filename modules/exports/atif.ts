@@ -1,6 +1,7 @@
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { buildTranscript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
+import { improvementsOf } from '../../projections/derived-facts.js';
 
 // A run as an ATIF v1.7 trajectory (Harbor's Agent Trajectory Interchange Format; docs/analysis.md
 // "Exports"): one agent step per recorded model call (the answer's text and tool calls, the
@@ -78,9 +79,10 @@ export function atifTrajectory(run: AtifRun, producer = 'a2rl'): Json {
     });
   }
 
+  const improvements = improvementsOf(run.events);
   const submissions = run.events.flatMap((e): Json[] => {
     if (e.type === 'SubmissionReceived') return [{ event: 'received', submissionId: e.data.submissionId, modelPath: e.data.modelPath, ...ledger(e.seq), occurredAt: e.occurredAt }];
-    if (e.type === 'SubmissionGraded') return [{ event: 'graded', submissionId: e.data.submissionId, score: e.data.score, improvement: e.data.improvement ?? null, ...ledger(e.seq), occurredAt: e.occurredAt }];
+    if (e.type === 'SubmissionGraded') return [{ event: 'graded', submissionId: e.data.submissionId, score: e.data.score, improvement: improvements.get(e.seq) ?? null, ...ledger(e.seq), occurredAt: e.occurredAt }];
     if (e.type === 'SubmissionRejected') return [{ event: 'rejected', submissionId: e.data.submissionId, reason: e.data.reasonClass, message: e.data.message, ...ledger(e.seq), occurredAt: e.occurredAt }];
     return [];
   });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import type { RunAnalysis } from '../../projections/run-analysis/analysis.types.js';
 import { buildTranscript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
+import { improvementsOf } from '../../projections/derived-facts.js';
 
 // Runs as Inspect AI eval logs (the JSON log format, version 2, that `inspect view`, its log reader
 // `read_eval_log` and its dataframe API read; docs/exports.md). One log per task × agent × driver,
@@ -65,6 +66,7 @@ function sample(run: InspectRun): Json {
   const a = run.analysis;
   const events = run.events;
   const transcript = buildTranscript(events);
+  const improvements = improvementsOf(events);
   const messages: Json[] = [];
   const sampleEvents: Json[] = [];
   const scheduled = ofType(events, 'RunScheduled')[0];
@@ -112,7 +114,7 @@ function sample(run: InspectRun): Json {
     } else if (e.type === 'SubmissionGraded') {
       sampleEvents.push({
         event: 'score', timestamp: e.occurredAt, working_start: 0, intermediate: true,
-        score: { value: e.data.score, explanation: `submission ${e.data.submissionId} graded by the grading API`, metadata: { submissionId: e.data.submissionId, improvement: e.data.improvement ?? null } },
+        score: { value: e.data.score, explanation: `submission ${e.data.submissionId} graded by the grading API`, metadata: { submissionId: e.data.submissionId, improvement: improvements.get(e.seq) ?? null } },
         metadata: { a2rl: { seq: e.seq, eventId: e.id } },
       });
     }

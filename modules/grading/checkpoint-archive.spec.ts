@@ -174,8 +174,7 @@ describe('POST /submit over the run checkpointBytes limit', () => {
       limit: 'checkpointBytes',
       value: 8 * MiB + 12,
       max: MiB,
-      scope: 'sub-1',
-      action: 'refused the submission',
+      scope: 'sub-1', // its action, the submission refused, is the limit's own: readers name it
       observedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });
     expect(r.task.calls).toBe(0);

@@ -42,7 +42,7 @@ describe('POST /submit', () => {
     expect(received.manifest.map((m: any) => m.path)).toEqual(['manifest.json', 'sub/extra.bin', 'weights.json']);
     for (const entry of received.manifest) expect(await server.artifacts.exists(entry.sha256)).toBe(true);
     expect(await server.artifacts.exists(received.checkpoint.sha256)).toBe(true);
-    expect(r.events[1].data).toEqual({ submissionId: 'sub-1', score: 55, improvement: 35, details: { graded: 'fake' }, causedBy: { event: eventId(r.ctx.runId, 0), seq: 0, submissionId: 'sub-1' } });
+    expect(r.events[1].data).toEqual({ submissionId: 'sub-1', score: 55, details: { graded: 'fake' }, causedBy: { event: eventId(r.ctx.runId, 0), seq: 0, submissionId: 'sub-1' } });
     expect(submitted).toBe(1);
   });
 
@@ -68,7 +68,7 @@ describe('POST /submit', () => {
     expect(r.task.calls).toBe(1);
     expect(types(r.events)).toEqual(['SubmissionReceived', 'SubmissionGraded', 'SubmissionReceived', 'SubmissionGraded']);
     expect((r.events[2].data as any).checkpoint.sha256).toBe((r.events[0].data as any).checkpoint.sha256);
-    expect(r.events[3].data).toEqual({ submissionId: 'sub-2', score: 40, improvement: 30, details: { duplicateOf: 'sub-1' }, causedBy: { event: eventId(r.ctx.runId, 2), seq: 2, submissionId: 'sub-2' } });
+    expect(r.events[3].data).toEqual({ submissionId: 'sub-2', score: 40, details: { duplicateOf: 'sub-1' }, causedBy: { event: eventId(r.ctx.runId, 2), seq: 2, submissionId: 'sub-2' } });
   });
 
   it('grades identical content submitted concurrently once, the original recorded before its duplicate', async () => {

@@ -91,7 +91,7 @@ export class SubmissionService {
     } catch (err) {
       if (archived) await rm(archived.stagedDir, { recursive: true, force: true });
       if (err instanceof SubmissionRefusedError) {
-        if (err.limit) await record(run, 'LimitReached', { ...err.limit, scope: submissionId, action: 'refused the submission' });
+        if (err.limit) await record(run, 'LimitReached', { ...err.limit, scope: submissionId }); // its action (the submission refused) is the limit's own
         await reject(run, submissionId, err.reasonClass, err.message);
         throw new HttpException({ statusCode: err.status, error: err.message, reason: err.reasonClass, submission_id: submissionId }, err.status);
       }
@@ -117,7 +117,6 @@ export class SubmissionService {
         await record(run, 'SubmissionGraded', {
           submissionId,
           score,
-          improvement: score - run.baselineScore,
           details: result.duplicateOf ? { duplicateOf: result.duplicateOf } : details,
           ...(items && !result.duplicateOf ? { items } : {}),
           ...causedBy(received, { submissionId }),

@@ -6,6 +6,8 @@ import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { OutputRecorder } from './output-recorder.js';
 import type { Recorder } from '../ledger/recorder.js';
+import type { EventData } from '../ledger/events/catalog.js';
+import { limitAction } from '../../projections/derived-facts.js';
 
 interface Recorded {
   type: string;
@@ -98,8 +100,10 @@ describe('OutputRecorder', () => {
       await rec.stop();
       expect((await content('stdout')).equals(big.subarray(0, 100_000))).toBe(true);
       expect((await content('stderr')).toString()).toBe('still archived\n');
-      const limit = { limit: 'outputBytesPerStream', value: 120_000, max: 100_000, scope: 'stdout', action: 'stopped archiving stdout; later bytes are counted, not stored', observedAt: expect.any(String) };
+      const limit = { limit: 'outputBytesPerStream', value: 120_000, max: 100_000, scope: 'stdout', observedAt: expect.any(String) };
       expect(all.filter((e) => e.type === 'LimitReached').map((e) => e.data)).toEqual([limit]);
+      // The action is the limit's own: readers name it (it is not written).
+      expect(limitAction(all.find((e) => e.type === 'LimitReached')!.data as EventData<'LimitReached'>)).toBe('stopped archiving stdout; later bytes are counted, not stored');
       expect(told).toEqual([['outputBytesPerStream', limit]]);
       // The limit is recorded after the stream's last archived chunk; the count of what was not archived at stop.
       const stdout = all.filter((e) => e.data.stream === 'stdout' || e.data.scope === 'stdout' || e.type === 'ObservationGap');

@@ -134,8 +134,7 @@ export class OutputRecorder implements Observer {
       limit: 'outputBytesPerStream',
       value: taken + dropped,
       max: this.maxBytes,
-      scope: stream,
-      action: `stopped archiving ${stream}; later bytes are counted, not stored`,
+      scope: stream, // the action (archiving of the stream stopped) is the limit's own: readers name it
       observedAt: this.clock().toISOString(),
     };
     this.enqueue(() => this.opts.record('LimitReached', data));

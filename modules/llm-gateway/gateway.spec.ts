@@ -17,6 +17,7 @@ import { startLlmGateway, type LlmGatewayOptions } from './gateway.js';
 import { priceTable } from './prices.js';
 import type { ProviderCodec, ResponseFacts } from './protocol.js';
 import { upstreamsFromEnv } from './upstreams.js';
+import { callCostUsd } from '../../projections/derived-facts.js';
 import { until } from '../../test/testing/helpers.js';
 
 type Recorded = EventData<'LlmCallRecorded'>;
@@ -261,12 +262,13 @@ describe('LLM gateway', () => {
       observedAt: T0.toISOString(),
     });
     expect(call.error).toBeUndefined();
-    expect(call.costUsd).toBeCloseTo((100 * 3 + 50 * 15) / 1e6, 12);
+    expect(call.costUsd).toBeUndefined(); // a value readers compute, not a fact
+    expect(callCostUsd(call)).toBeCloseTo((100 * 3 + 50 * 15) / 1e6, 12);
     expect(call.ttftMs !== null && call.ttftMs >= 0 && call.ttftMs <= call.latencyMs).toBe(true);
     // The request blob is the body as the agent sent it; the response blob what the agent got.
     expect(call.request.sha256).toBe(sha(JSON.stringify(REQUEST)));
     expect(gw.blobText(call.response) === reply.body).toBe(true);
-    expect(gw.gateway.totals()).toEqual({ calls: 1, tokens: 150, costUsd: call.costUsd });
+    expect(gw.gateway.totals()).toEqual({ calls: 1, tokens: 150, costUsd: callCostUsd(call) });
   });
 
   it('sends the harness key upstream with only the protocol headers, never the agent token', async () => {
@@ -326,7 +328,8 @@ describe('LLM gateway', () => {
     const reply = await send(gw.socketPath, { body: REQUEST });
     expect([reply.status, reply.body]).toEqual([529, error]);
     const [call] = await gw.finish();
-    expect(call).toMatchObject({ outcome: 'upstream_error', status: 529, error: 'overloaded', costUsd: null });
+    expect(call).toMatchObject({ outcome: 'upstream_error', status: 529, error: 'overloaded' });
+    expect(callCostUsd(call)).toBeNull();
   });
 
   it('answers 502 when the upstream cannot be reached and 503 when none is configured', async () => {
@@ -461,7 +464,7 @@ describe('LLM gateway', () => {
     const [call] = await gw.finish();
     expect([call.outputText?.length, call.outputText?.endsWith('…')]).toEqual([4001, true]);
     expect([call.userText?.length, call.toolCalls.length, call.toolCalls[0].input.length]).toEqual([2001, 100, 2001]);
-    expect(call.costUsd).toBeNull(); // a model without a price costs null, not 0
+    expect(callCostUsd(call)).toBeNull(); // a model without a price costs null, not 0
     expect(gw.gateway.totals().costUsd).toBeNull();
   });
 
@@ -499,7 +502,8 @@ describe('LLM gateway', () => {
     expect(reply).toBe(200);
     expect(upstream.seen[0].method).toBe('GET');
     const [call] = await gw.finish();
-    expect(call).toMatchObject({ api: 'models', outcome: 'ok', costUsd: 0, stream: false });
+    expect(call).toMatchObject({ api: 'models', outcome: 'ok', stream: false });
+    expect(callCostUsd(call)).toBe(0);
   });
 
   it('waits for an agent that reads slowly without taking it for upstream silence', async () => {
@@ -549,8 +553,9 @@ describe('LLM gateway', () => {
       userText: 'run it',
     });
     expect(message.toolCalls.map((c) => [c.name, JSON.parse(c.input).command])).toEqual([['Bash', 'echo hi']]);
-    expect(message.costUsd).toBeCloseTo((1000 * 3 + 50 * 15) / 1e6, 12);
-    expect(count).toMatchObject({ api: 'count_tokens', outcome: 'ok', costUsd: 0 });
+    expect(callCostUsd(message)).toBeCloseTo((1000 * 3 + 50 * 15) / 1e6, 12);
+    expect(count).toMatchObject({ api: 'count_tokens', outcome: 'ok' });
+    expect(callCostUsd(count)).toBe(0);
     expect(gw.gateway.totals().tokens).toBe(1050); // counting tokens is free and not a use of them
   });
 });

@@ -589,7 +589,7 @@ class Gateway implements LlmGateway {
     answer.usage = spent.usage;
     const costUsd = call.route.billable ? costOf(answer.model ?? call.facts.model, answer.usage, this.prices) : 0;
     this.account(call, answer.usage, costUsd);
-    void this.record(call, answer, costUsd, spent.source);
+    void this.record(call, answer, spent.source);
   }
 
   /**
@@ -626,14 +626,14 @@ class Gateway implements LlmGateway {
     }
   }
 
-  private async record(call: Call, answer: ResponseFacts, costUsd: number | null, usageSource: 'provider' | 'estimated' | undefined): Promise<void> {
+  private async record(call: Call, answer: ResponseFacts, usageSource: 'provider' | 'estimated' | undefined): Promise<void> {
     let data: EventData<'LlmCallRecorded'> | undefined;
     try {
       const [request, response] = await Promise.all([
         this.options.storeBlob(call.body),
         call.sentBytes > 0 ? this.options.storeBlob(Buffer.concat(call.sent)) : Promise.resolve(undefined),
       ]);
-      data = this.recordOf(call, answer, costUsd, usageSource, request, response);
+      data = this.recordOf(call, answer, usageSource, request, response);
     } catch (err) {
       this.options.onError?.(err);
     }
@@ -643,7 +643,6 @@ class Gateway implements LlmGateway {
   private recordOf(
     call: Call,
     answer: ResponseFacts,
-    costUsd: number | null,
     usageSource: 'provider' | 'estimated' | undefined,
     request: BlobRef,
     response: BlobRef | undefined,
@@ -665,7 +664,7 @@ class Gateway implements LlmGateway {
       ...(usageSource ? { usageSource } : {}),
       ...(call.hold ? { reservedTokens: call.hold.tokens } : {}),
       ...(call.agentGone ? { deliveredBytes: call.deliveredBytes } : {}),
-      costUsd,
+      // The cost is not written: readers price `usage` with this table (projections/run-analysis/derived.ts).
       priceTable: this.prices.version,
       latencyMs: round3(call.latencyMs),
       ttftMs: call.ttftMs === null ? null : round3(call.ttftMs),

@@ -1,5 +1,6 @@
 import type { A2rlEvent, EventType } from '../ledger/events/catalog.js';
 import { programKind } from '../../projections/run-analysis/process-kind.js';
+import { improvementOf, integrityOk, limitAction } from '../../projections/derived-facts.js';
 
 /** One line of the step-through listing. */
 export interface TimelineEntry {
@@ -27,7 +28,13 @@ const score = (n: number) => String(Math.round(n * 100) / 100);
 const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const signed = (n: number) => `${n >= 0 ? '+' : '−'}${score(Math.abs(n))}`;
 
-type Summarize<D> = (data: D, ws: (text: string) => string, sizeBefore: (path: string) => number | undefined) => string;
+/** The run so far, for values newer events leave to readers (an improvement, the best score). */
+interface SoFar {
+  baseline: number | null;
+  best: number | null;
+}
+
+type Summarize<D> = (data: D, ws: (text: string) => string, sizeBefore: (path: string) => number | undefined, run: SoFar) => string;
 type Summaries = { [T in EventType]: Summarize<Extract<A2rlEvent, { type: T }>['data']> };
 
 /**
@@ -50,7 +57,7 @@ const SUMMARIES: Summaries = {
   WorkspacePrepared: (d) => `sandbox ${d.sandbox}, ${d.dataManifest.length} files provided (${formatBytes(d.dataManifest.reduce((n, f) => n + f.size, 0))})`,
   BaselineEvaluated: (d) => `baseline ${score(d.score)}${d.cached ? ' (cached)' : ''}`,
   WorkspaceIntegrityChecked: (d) =>
-    `${d.phase === 'end' ? 'end of run' : `before grading${d.submissionId ? ` ${d.submissionId}` : ''}`} (${d.full ? 'hashed' : 'stat'}): ${d.checked} paths, ${d.ok ? 'data/ and models/ unchanged' : `${d.differences.length + (d.moreDifferences ?? 0)} differences`}`,
+    `${d.phase === 'end' ? 'end of run' : `before grading${d.submissionId ? ` ${d.submissionId}` : ''}`} (${d.full ? 'hashed' : 'stat'}): ${d.checked} paths, ${integrityOk(d) ? 'data/ and models/ unchanged' : `${d.differences.length + (d.moreDifferences ?? 0)} differences`}`,
   AgentStarted: (d, ws) => `${ws(d.command)}${d.pid === undefined ? '' : ` (pid ${d.pid})`}`,
   FileChanged: (d, _ws, sizeBefore) => `${d.op} ${d.path}${sizeChange(d, sizeBefore(d.path))}`,
   // The program's own kind (one event at a time; reports add the process tree's context).
@@ -61,15 +68,19 @@ const SUMMARIES: Summaries = {
   },
   RolloutBatchRecorded: (d) => `${d.env}: ${d.episodes} episodes, ${d.steps} steps, success ${d.successRate.toFixed(2)}, mean return ${score(d.meanReturn)}`,
   SubmissionReceived: (d) => `${d.submissionId} ${d.modelPath} (${d.manifest.length} files, ${formatBytes(d.manifest.reduce((n, f) => n + f.size, 0))})`,
-  SubmissionGraded: (d) => {
+  SubmissionGraded: (d, _ws, _size, run) => {
     const duplicateOf = d.details?.duplicateOf;
-    return `${d.submissionId} score ${score(d.score)} (${signed(d.improvement)})${typeof duplicateOf === 'string' ? `, same content as ${duplicateOf}` : ''}`;
+    const improvement = improvementOf(d, run.baseline);
+    return `${d.submissionId} score ${score(d.score)} (${improvement === null ? 'no baseline' : signed(improvement)})${typeof duplicateOf === 'string' ? `, same content as ${duplicateOf}` : ''}`;
   },
   SubmissionRejected: (d) => `${d.submissionId} ${d.reasonClass}: ${d.message}`,
   AgentOutput: (d) => `${d.stream} ${formatBytes(d.chunk.size)}`,
   SecretRedacted: (d) => `${d.count} × ${d.kind} redacted in ${d.where === 'blob' ? `${d.blob ?? 'other'} blob${d.path ? ` ${d.path}` : ''}` : 'event'}${d.eventType ? ` of ${d.eventType}` : ''}${d.field ? ` at ${d.field}` : ''}`,
   AgentExited: (d) => `${d.reason}${d.exitCode !== undefined ? `, exit ${d.exitCode}` : ''}${d.signal ? `, signal ${d.signal}` : ''}`,
-  RunCompleted: (d) => `${d.submissions} submissions, best ${d.best === undefined ? '-' : score(d.best)}`,
+  RunCompleted: (d, _ws, _size, run) => {
+    const best = d.best ?? run.best;
+    return `${d.submissions} submissions, best ${best === null ? '-' : score(best)}`;
+  },
   RunInterrupted: (d) => d.reason,
   RunResumed: (d) => d.note ?? '',
   TreeHeadSigned: (d) => `tree size ${d.treeSize}, root ${d.rootHash.slice(0, 16)}…, key ${d.keyId}`,
@@ -82,7 +93,7 @@ const SUMMARIES: Summaries = {
   AgentHomeArchived: (d) => `${d.files.length} files of the agent's home archived${d.skipped ? `, ${d.skipped} skipped` : ''}`,
   GradingRepeated: (d) =>
     `${d.subject === 'baseline' ? 'baseline' : `submission ${d.submissionId}`} graded again (${d.repeat}/${d.of})${d.score !== undefined ? `: ${score(d.score)}` : `, failed: ${d.error ?? 'unknown error'}`}`,
-  LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${d.action}`,
+  LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${limitAction(d)}`,
   // Campaign streams (a campaign's timeline lists them the same way).
   CampaignScheduled: (d) => {
     const { tasks, agents, drivers, seeds } = d.matrix;
@@ -116,10 +127,13 @@ export function timelineOf(events: Iterable<A2rlEvent>): TimelineEntry[] {
   const ws = (text: string) => (workspace ? text.split(`${workspace}/`).join('') : text);
   const sizes = new Map<string, number>(); // workspace path → its size after the events so far
   const out: TimelineEntry[] = [];
+  const run: SoFar = { baseline: null, best: null };
   for (const event of events) {
     if (event.type === 'WorkspacePrepared') workspace = event.data.workspace.replace(/\/+$/, '');
     const summarize = SUMMARIES[event.type] as Summarize<unknown>;
-    out.push({ seq: event.seq, occurredAt: event.occurredAt, type: event.type, summary: clip(summarize(event.data, ws, (p) => sizes.get(p)).replace(/\s+/g, ' ')) });
+    out.push({ seq: event.seq, occurredAt: event.occurredAt, type: event.type, summary: clip(summarize(event.data, ws, (p) => sizes.get(p), run).replace(/\s+/g, ' ')) });
+    if (event.type === 'BaselineEvaluated') run.baseline = event.data.score;
+    if (event.type === 'SubmissionGraded') run.best = Math.max(run.best ?? event.data.score, event.data.score);
     if (event.type === 'WorkspacePrepared') for (const f of event.data.dataManifest) sizes.set(f.path, f.size);
     if (event.type === 'FileChanged') {
       if (event.data.op === 'delete' || event.data.size === undefined) sizes.delete(event.data.path);

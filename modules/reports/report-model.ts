@@ -6,6 +6,7 @@ import { classifyProcesses } from '../../projections/run-analysis/process-kind.j
 import { eventTime } from '../ledger/events/event-time.js';
 import { workspaceIntegrity, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 import { buildTranscript, type Transcript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
+import { limitAction } from '../../projections/derived-facts.js';
 
 // The run report's model: what a report says, before any format. It is assembled when a report is
 // asked for, from the run-analysis row (a projection), the run's events and blobs read by sha256, and
@@ -336,7 +337,7 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
 function limitsOf(events: readonly A2rlEvent[], causes: ReadonlyMap<number, CauseReport>): LimitReport[] {
   return events.flatMap((e) =>
     e.type === 'LimitReached'
-      ? [{ limit: e.data.limit, value: e.data.value, max: e.data.max, over: e.data.value > e.data.max ? e.data.value - e.data.max : 0, scope: e.data.scope ?? null, action: e.data.action, seq: e.seq, ...(causes.has(e.seq) ? { causedBy: causes.get(e.seq)! } : {}) }]
+      ? [{ limit: e.data.limit, value: e.data.value, max: e.data.max, over: e.data.value > e.data.max ? e.data.value - e.data.max : 0, scope: e.data.scope ?? null, action: limitAction(e.data), seq: e.seq, ...(causes.has(e.seq) ? { causedBy: causes.get(e.seq)! } : {}) }]
       : [],
   );
 }

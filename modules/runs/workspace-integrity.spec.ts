@@ -20,6 +20,7 @@ import {
   type IntegrityBaseline,
 } from './workspace-integrity.js';
 import { sha } from '../../test/testing/helpers.js';
+import { integrityOk } from '../../projections/derived-facts.js';
 
 
 const FILES: Record<string, string> = {
@@ -271,11 +272,13 @@ describe('caps and the event', () => {
   it('gives the grading path and the end of the run valid WorkspaceIntegrityChecked payloads', async () => {
     const baseline = await captureIntegrityBaseline(layout, manifest);
     const grading = await integrityBeforeGrading(layout, manifest, baseline, 'sub-1');
-    expect(grading.data).toMatchObject({ phase: 'grading', submissionId: 'sub-1', ok: true, full: false, checked: manifest.length, differences: [] });
+    expect(grading.data).toMatchObject({ phase: 'grading', submissionId: 'sub-1', full: false, checked: manifest.length, differences: [] });
+    expect([grading.data.ok, integrityOk(grading.data)]).toEqual([undefined, true]); // a verdict readers compute, not a fact
     expect(validatePayload('WorkspaceIntegrityChecked', grading.data)).toBe(grading.data);
     await rm(join(layout.root, 'data/train.jsonl'));
     const end = await integrityAtEnd(layout, manifest);
-    expect(end.data).toMatchObject({ phase: 'end', ok: false, full: true, differences: [{ path: 'data/train.jsonl', actual: null }] });
+    expect(end.data).toMatchObject({ phase: 'end', full: true, differences: [{ path: 'data/train.jsonl', actual: null }] });
+    expect(integrityOk(end.data)).toBe(false);
     expect(end.data.submissionId).toBeUndefined();
     expect(() => validatePayload('WorkspaceIntegrityChecked', end.data)).not.toThrow();
     expect(() => validatePayload('WorkspaceIntegrityChecked', { ...end.data, differences: [{ path: 'data/x', expected: 'nope', actual: null }] })).toThrow();

@@ -201,12 +201,14 @@ export interface IntegrityEventContext {
   observedAt: Date;
 }
 
-/** A check's result as the WorkspaceIntegrityChecked payload (the baseline stays with the harness). */
+/**
+ * A check's result as the WorkspaceIntegrityChecked payload (the baseline stays with the harness).
+ * The verdict (`ok`) is not written: it is whether `differences` is empty, which readers compute.
+ */
 export function integrityEventData(result: IntegrityResult, at: IntegrityEventContext): IntegrityEventData {
   return {
     phase: at.phase,
     ...(at.submissionId !== undefined ? { submissionId: at.submissionId } : {}),
-    ok: result.ok,
     full: at.full,
     checked: result.checked,
     differences: result.differences.map((d) => ({ ...d })),

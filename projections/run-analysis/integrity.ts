@@ -1,5 +1,6 @@
 import type { A2rlEvent, EventData } from '../../modules/ledger/events/catalog.js';
 import type { Evidence } from './analysis.types.js';
+import { integrityOk } from '../derived-facts.js';
 
 // What a run's WorkspaceIntegrityChecked facts say about its read-only world (data/ and models/),
 // folded for the report and for `a2rl verify` / `verify-bundle`, which must agree. Pure: no clock.
@@ -74,7 +75,7 @@ export function workspaceIntegrity(events: readonly A2rlEvent[]): WorkspaceInteg
     const d = e.data;
     const more = d.moreDifferences ?? 0;
     // A check that lists or counts a difference failed, whatever its `ok` says.
-    checks.push({ seq: e.seq, phase: d.phase, submissionId: d.submissionId ?? null, full: d.full, ok: d.ok && d.differences.length === 0 && more === 0, checked: d.checked, differences: d.differences.length + more });
+    checks.push({ seq: e.seq, phase: d.phase, submissionId: d.submissionId ?? null, full: d.full, ok: integrityOk(d) && d.differences.length === 0 && more === 0, checked: d.checked, differences: d.differences.length + more });
     unlisted = Math.max(unlisted, more);
     for (const diff of d.differences) {
       const seen = byPath.get(diff.path)?.evidence ?? [];

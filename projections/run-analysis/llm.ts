@@ -1,6 +1,7 @@
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { callRole, isGenerating, usageTotals, type LlmCall } from '../transcript/transcript.js';
 import type { LlmAnalysis, LlmModelUsage, LlmStats } from './analysis.types.js';
+import { callCostUsd } from '../derived-facts.js';
 
 // The run's model calls (LlmCallRecorded) per model, and the driver they show (docs/analysis.md,
 // "LLM usage and the driver"). Pure, like the rest of the analysis.
@@ -24,7 +25,7 @@ function stats(calls: readonly CallEvent[]): LlmStats {
     calls: calls.length,
     billableCalls: calls.filter((c) => isGenerating(c.data)).length,
     turns: calls.filter((c) => callRole(c.data) === 'turn').length,
-    ...usageTotals(calls.map((c) => c.data)),
+    ...usageTotals(calls.map((c) => ({ usage: c.data.usage, costUsd: callCostUsd(c.data) }))),
     errors,
     latencyP50Ms: p50(answered.map((c) => c.data.latencyMs)),
     ttftP50Ms: p50(answered.flatMap((c) => (c.data.ttftMs === null ? [] : [c.data.ttftMs]))),

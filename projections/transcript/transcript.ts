@@ -1,4 +1,5 @@
 import type { A2rlEvent, EventData, LLM_CALL_OUTCOMES } from '../../modules/ledger/events/catalog.js';
+import { callCostUsd } from '../derived-facts.js';
 
 // The transcript of a run: its model calls (LlmCallRecorded, nothing else) as turns of the agent's
 // tool loop, in seq order. A pure fold: the same events give the same transcript, whatever reads it
@@ -144,7 +145,7 @@ export class TranscriptBuilder {
       request: { messages: d.messages, userText: d.userText ?? null, toolResults: d.toolResults.map((r) => ({ ...r })) },
       answer: { text: d.outputText, toolCalls: d.toolCalls.map((c) => ({ ...c })), stopReason: d.stopReason },
       usage: { ...d.usage },
-      costUsd: d.costUsd,
+      costUsd: callCostUsd(d),
     };
     this.runId ??= event.runId;
     this.lastSeq = event.seq;

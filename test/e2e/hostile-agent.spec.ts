@@ -7,6 +7,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { buildWheel, fakeIndex, PKG, WHEEL } from '../../modules/sandbox/testing/fake-index.js';
 import { A2RL_BIN, agentStartedIn, runA2rl } from './a2rl-cli.js';
+import type { EventData } from '../../modules/ledger/events/catalog.js';
+import { integrityOk } from '../../projections/derived-facts.js';
 
 // A hostile ad-hoc agent against the built `a2rl` binary, with the harness as root (as in CI) and the
 // embedded default stores. Each attack class is its own test: the attack fails, and the ledger, the
@@ -82,7 +84,7 @@ describeRoot('a hostile agent, harness as root', () => {
     expect(Number(/\n(\d+)\n/.exec(output)?.[1])).toBeGreaterThanOrEqual(100_000); // a uid of its own
     expect(output).not.toMatch(/MOUNTED|MKNOD|REMOUNTED|USERNS|WROTE-DATA/);
     expect(output.trim().split('\n').at(-1)).toBe('0'); // A2RL_HOME's ledger does not exist inside
-    expect(ofType(events, 'WorkspaceIntegrityChecked').map((e) => e.data.ok)).toEqual([true]);
+    expect(ofType(events, 'WorkspaceIntegrityChecked').map((e) => integrityOk(e.data as unknown as EventData<'WorkspaceIntegrityChecked'>))).toEqual([true]);
     // The sandbox's own machinery (cgroup entry, prlimit, bwrap, setpriv, the bridge) is not the agent's work.
     const argvs = ofType(events, 'ProcessStarted').map((e) => (e.data.argv as string[]).join(' '));
     expect(argvs[0]).toMatch(/^bash -c exec 2>\/dev\/null/);
@@ -247,7 +249,8 @@ describeRoot('a hostile agent, harness as root', () => {
     expect((JSON.parse(stdout.trim().split('\n').pop()!) as { runId: string }).runId).toBe(runId);
     const events = (await a2rl(['events', runId!, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Ev);
     const checks = ofType(events, 'WorkspaceIntegrityChecked');
-    expect(checks.at(-1)!.data).toMatchObject({ phase: 'end', ok: false, differences: [expect.objectContaining({ path: 'data/train.jsonl' })] });
+    expect(checks.at(-1)!.data).toMatchObject({ phase: 'end', differences: [expect.objectContaining({ path: 'data/train.jsonl' })] });
+    expect(integrityOk(checks.at(-1)!.data as unknown as EventData<'WorkspaceIntegrityChecked'>)).toBe(false);
     const verify = await a2rl(['verify', runId!]);
     expect(verify.code).not.toBe(0);
     expect(verify.stdout + verify.stderr).toMatch(/data\/train\.jsonl/);

@@ -208,7 +208,8 @@ export class SubmissionReceived {
 export class SubmissionGraded {
   @IsString() @MinLength(1) submissionId!: string;
   @IsNumber() @Min(0) @Max(100) score!: number;
-  @IsNumber() improvement!: number;
+  /** Recorded by older runs: score − baseline, now computed by the readers (projections/run-analysis/derived.ts). */
+  @IsOptional() @IsNumber() improvement?: number;
   @IsOptional() @IsObject() details?: Record<string, unknown>;
   /** Each graded item as the evaluator saw it (completion, prediction, verdict), an NDJSON blob; absent for evaluators that report none and for duplicates. */
   @IsOptional() @ValidateNested() @Type(() => BlobRef) items?: BlobRef;
@@ -251,6 +252,7 @@ export class AgentExited {
 }
 
 export class RunCompleted {
+  /** Recorded by older runs: the best score, a fold of the gradings (the run analysis's `best`); read by nothing. */
   @IsOptional() @IsNumber() best?: number;
   @IsInt() @Min(0) submissions!: number;
 }
@@ -305,7 +307,8 @@ export class LimitReached {
   @IsNumber() @Min(0) value!: number;
   @IsNumber() @Min(0) max!: number;
   @IsOptional() @IsString() @MaxLength(4096) scope?: string;
-  @IsString() @MinLength(1) @MaxLength(1000) action!: string;
+  /** What the harness did, where it decided (diskBytes: stopped the agent or only recorded); for a limit whose action is always the same it is absent and readers name it (derived.ts `limitAction`); older runs recorded it always. */
+  @IsOptional() @IsString() @MinLength(1) @MaxLength(1000) action?: string;
   /** What caused it (docs/event-catalog.md#causation): what reached the limit: the process, the submission or the model call. Absent in older runs and where no cause could be told. */
   @IsOptional() @ValidateNested() @Type(() => Cause) causedBy?: Cause;
   @Matches(ISO_UTC) observedAt!: string;
@@ -327,12 +330,13 @@ export class IntegrityDifference {
 /**
  * The read-only world (data/ and models/) compared with WorkspacePrepared.dataManifest: before each
  * grading (`full` false: files whose stat is unchanged since the last hash keep it) and at the end of
- * the run (`full`: every file re-hashed). `ok` is false exactly when there is a difference.
+ * the run (`full`: every file re-hashed). `ok` (older runs) is false exactly when there is a difference.
  */
 export class WorkspaceIntegrityChecked {
   @IsIn(['grading', 'end']) phase!: 'grading' | 'end';
   @IsOptional() @IsString() @MinLength(1) @MaxLength(200) submissionId?: string;
-  @IsBoolean() ok!: boolean;
+  /** Recorded by older runs: whether `differences` is empty, now computed by the readers (derived.ts `integrityOk`). */
+  @IsOptional() @IsBoolean() ok?: boolean;
   @IsBoolean() full!: boolean;
   @IsInt() @Min(0) checked!: number;
   @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => IntegrityDifference) differences!: IntegrityDifference[];
@@ -386,7 +390,7 @@ export const LLM_CALL_OUTCOMES = ['ok', 'upstream_error', 'upstream_unreachable'
  * One call of the agent to its model through the run's LLM gateway (modules/llm-gateway/): what was
  * asked (provider, API, model, the new tool results and user text of the request), what came back
  * (model answered, usage, stop reason, text and tool calls), how long (latency, time to first byte
- * of the body), what it cost (price table version; null for an unknown model) and the whole request
+ * of the body), the price table its cost is computed with (older runs also recorded the cost) and the whole request
  * and response as redacted blobs. `status` is what the agent got; `outcome` says why.
  */
 export class LlmCallRecorded {
@@ -408,7 +412,8 @@ export class LlmCallRecorded {
   @IsOptional() @IsInt() @Min(0) reservedTokens?: number;
   /** Present when the agent hung up first: bytes of `response` written to it before it did (the rest the gateway read to the end alone). */
   @IsOptional() @IsInt() @Min(0) deliveredBytes?: number;
-  @ValidateIf((d: LlmCallRecorded) => d.costUsd !== null) @IsNumber() @Min(0) costUsd!: number | null;
+  /** Recorded by older runs (null: unpriced): now computed by the readers from usage and `priceTable` (derived.ts `callCostUsd`). */
+  @IsOptional() @IsNumber() @Min(0) costUsd?: number | null;
   @IsString() @MinLength(1) @MaxLength(100) priceTable!: string;
   @IsNumber() @Min(0) latencyMs!: number;
   @ValidateIf((d: LlmCallRecorded) => d.ttftMs !== null) @IsNumber() @Min(0) ttftMs!: number | null;
