@@ -7,11 +7,12 @@ import { dashboardBench } from './dashboard.bench.js';
 import { gatewayBench } from './gateway.bench.js';
 import { instrumentationBench } from './instrumentation.bench.js';
 import { ledgerBench } from './ledger.bench.js';
+import { overheadBench } from './overhead.bench.js';
 import { queryBench } from './query.bench.js';
 import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench, cli: cliBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench, cli: cliBench, overhead: overheadBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

@@ -1,0 +1,172 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { installedAgentPython } from '../../modules/agents/agent-python-env.js';
+import { withRunApp } from '../../src/commands/cli-support.js';
+
+// `npm run bench -- overhead [--wheels N] [--calls N] [--files N] [--checkpoint-mb N] [--rounds N] [--keep]`: the
+// whole-run overhead of a2rl on a realistic agent (test/bench/overhead-agent.sh): pip installs local
+// wheels, a small torch training loop on CPU with a data loader, shell tool calls (git, grep,
+// python -c), a few thousand files, a large checkpoint, a submission. It runs once bare (a temp
+// directory, no sandbox, no tracing, no record; the checkpoint copied with `cp` instead of submitted)
+// and once as an a2rl run (task ref-arith; sandboxed, traced and recorded into an embedded SQLite
+// ledger and filesystem artifacts under a temp A2RL_HOME). The two alternate for --rounds (default
+// 2: bare, a2rl, bare, a2rl, so neither side alone pays cold caches) and each phase's fastest time
+// counts. Printed: each phase's wall time both ways and their ratio, the agent's work overall (every
+// phase but the submission) and the whole run (set-up and teardown included) against the bare agent.
+
+const AGENT = 'overhead-agent.sh';
+const PHASES = ['wheels', 'pip', 'train', 'shell', 'files', 'checkpoint'] as const;
+const HEREDOC = 'A2RL_BENCH_AGENT_EOF';
+
+interface Options {
+  wheels: number;
+  calls: number;
+  files: number;
+  checkpointMb: number;
+  rounds: number;
+  keep: boolean;
+}
+
+type Marks = Record<string, { start: number; end: number }>;
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = { wheels: 20, calls: 500, files: 3000, checkpointMb: 1024, rounds: 2, keep: false };
+  const keys: Record<string, keyof Omit<Options, 'keep'>> = { '--wheels': 'wheels', '--calls': 'calls', '--files': 'files', '--checkpoint-mb': 'checkpointMb', '--rounds': 'rounds' };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--keep') o.keep = true;
+    else if (keys[argv[i]] && /^\d+$/.test(argv[i + 1] ?? '')) o[keys[argv[i]]] = Number(argv[++i]);
+    else throw new Error(`overhead bench: bad option "${argv[i]}" (--wheels N --calls N --files N --checkpoint-mb N --rounds N --keep)`);
+  }
+  if (o.rounds < 1) throw new Error('overhead bench: --rounds must be at least 1');
+  return o;
+}
+
+const agentArgs = (o: Options, python: string, finish: 'submit' | 'copy') => [python, o.wheels, o.calls, o.files, o.checkpointMb, finish].map(String);
+
+function readMarks(workspace: string): Marks {
+  const file = path.join(workspace, 'output', 'overhead-phases.jsonl');
+  if (!existsSync(file)) return {};
+  const marks: Marks = {};
+  for (const line of readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+    const m = JSON.parse(line) as { phase: string; start: number; end: number };
+    marks[m.phase] = { start: m.start, end: m.end };
+  }
+  return marks;
+}
+
+/** The agent in a temp directory with nothing of a2rl around it: the reference. */
+async function runBare(o: Options, python: string, script: string): Promise<{ marks: Marks; wallS: number; dir: string }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-overhead-bare-'));
+  mkdirSync(path.join(dir, 'output'));
+  const started = Date.now();
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn('bash', [script, ...agentArgs(o, python, 'copy')], { cwd: dir, env: { PATH: `${path.dirname(python)}:/usr/bin:/bin`, HOME: dir }, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.once('error', reject);
+    child.once('exit', resolve);
+  });
+  if (code !== 0) throw new Error(`overhead bench: the bare agent exited with ${code}`);
+  return { marks: readMarks(dir), wallS: (Date.now() - started) / 1000, dir };
+}
+
+/** The agent script: next to this file in the source tree (the bench itself runs from dist/). */
+function agentScript(): string {
+  const candidates = [fileURLToPath(new URL(`../../../test/bench/${AGENT}`, import.meta.url)), path.resolve('test/bench', AGENT)];
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) throw new Error(`overhead bench: ${AGENT} not found (looked in ${candidates.join(', ')})`);
+  return found;
+}
+
+const seconds = (m: { start: number; end: number } | undefined) => (m ? m.end - m.start : null);
+const round = (n: number, digits = 2) => Number(n.toFixed(digits));
+const ratio = (a: number | null, b: number | null) => (a === null || b === null || b <= 0 ? null : round(a / b, 3));
+
+/** Each phase's fastest time over the rounds (a phase a round did not reach is left out of that round). */
+function fastest(rounds: Marks[]): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const p of [...PHASES, 'submit']) {
+    const times = rounds.map((m) => seconds(m[p])).filter((t): t is number => t !== null);
+    out[p] = times.length ? Math.min(...times) : null;
+  }
+  return out;
+}
+
+/** One a2rl run of the agent under a fresh A2RL_HOME: its phase marks and wall time. */
+async function runWithA2rl(o: Options, interpreter: string, source: string, budgetS: number): Promise<{ marks: Marks; wallS: number; runId: string; sandbox: string; exit: string; home: string }> {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-overhead-home-'));
+  for (const name of ['A2RL_LEDGER_URL', 'A2RL_ARTIFACTS_URL', 'A2RL_READMODEL_URL', 'A2RL_WORKSPACES_DIR']) delete process.env[name];
+  process.env.A2RL_HOME = home;
+  const agentCommand = `cat > output/agent.sh <<'${HEREDOC}'\n${source}${source.endsWith('\n') ? '' : '\n'}${HEREDOC}\nexec bash output/agent.sh ${agentArgs(o, interpreter, 'submit').join(' ')}\n`;
+  const started = Date.now();
+  const summary = await withRunApp((runs, gradingBaseUrl) => runs.run({ task: 'ref-arith', agentCommand, budgetSeconds: budgetS, seed: 0, gradingBaseUrl, warn: (m) => console.error(m) }));
+  const wallS = (Date.now() - started) / 1000;
+  console.log(`a2rl run ${summary.runId}: sandbox ${summary.sandbox}, exit ${summary.exitReason}, ${wallS.toFixed(1)} s wall (budget ${budgetS} s)`);
+  return { marks: readMarks(summary.workspace), wallS, runId: summary.runId, sandbox: summary.sandbox, exit: summary.exitReason, home };
+}
+
+const fmt = (n: number | null) => (n === null ? '-' : n.toFixed(2));
+
+export async function overheadBench(): Promise<void> {
+  const o = parseOptions(process.argv.slice(3));
+  const python = installedAgentPython(process.env);
+  if (!python) throw new Error('overhead bench: the agent Python environment (torch) is not installed: `a2rl agents python install` (npm test\'s pretest installs it)');
+  const interpreter = path.join(python, 'bin', 'python');
+  const script = agentScript();
+  const source = readFileSync(script, 'utf8');
+  if (source.split('\n').includes(HEREDOC)) throw new Error(`the agent script must not contain the line ${HEREDOC}`);
+  console.log(`scale: ${o.wheels} wheels, ${o.calls} shell calls, ${o.files} files, a ${o.checkpointMb} MB checkpoint; ${o.rounds} rounds; python ${interpreter}`);
+  const loadStart = os.loadavg()[0];
+  const cleanup: string[] = [];
+  const bareRounds: Array<{ marks: Marks; wallS: number }> = [];
+  const onRounds: Array<Awaited<ReturnType<typeof runWithA2rl>>> = [];
+  try {
+    for (let round = 1; round <= o.rounds; round++) {
+      const bare = await runBare(o, interpreter, script);
+      cleanup.push(bare.dir);
+      bareRounds.push(bare);
+      console.log(`round ${round} bare: ${PHASES.map((p) => `${p} ${fmt(seconds(bare.marks[p]))} s`).join(', ')}; cp of the checkpoint ${fmt(seconds(bare.marks.submit))} s; ${bare.wallS.toFixed(1)} s wall`);
+      const on = await runWithA2rl(o, interpreter, source, Math.ceil(3 * bare.wallS + 120));
+      cleanup.push(on.home);
+      onRounds.push(on);
+      if (on.exit !== 'completed') console.log(`  the agent did not complete (${on.exit}): \`A2RL_HOME=${on.home} a2rl logs ${on.runId}\` (with --keep)`);
+    }
+    const off = fastest(bareRounds.map((r) => r.marks));
+    const on = fastest(onRounds.map((r) => r.marks));
+    const total = (t: Record<string, number | null>) => (PHASES.every((p) => t[p] !== null) ? PHASES.reduce((n, p) => n + t[p]!, 0) : null);
+    const [work, bareWork] = [total(on), total(off)];
+    const runWallS = Math.min(...onRounds.map((r) => r.wallS));
+    const bareWallS = Math.min(...bareRounds.map((r) => r.wallS));
+    const perPhase = Object.fromEntries(PHASES.map((p) => [p, { bare_s: off[p] === null ? null : round(off[p]!), a2rl_s: on[p] === null ? null : round(on[p]!), ratio: ratio(on[p], off[p]) }]));
+    console.log(`fastest of ${o.rounds} round${o.rounds === 1 ? '' : 's'}:`);
+    for (const p of PHASES) console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   a2rl ${fmt(on[p])} s   ${perPhase[p].ratio ?? '-'}×`);
+    console.log(`  submit     cp ${fmt(off.submit)} s   submission answered in ${fmt(on.submit)} s   ${ratio(on.submit, off.submit) ?? '-'}× cp`);
+    console.log(`agent's work (every phase but the submission): bare ${fmt(bareWork)} s, a2rl ${fmt(work)} s: ${ratio(work, bareWork) ?? '-'}× (goal ≤ 1.05×); whole run ${runWallS.toFixed(1)} s against the bare agent's ${bareWallS.toFixed(1)} s: ${ratio(runWallS, bareWallS)}×`);
+    const loadEnd = os.loadavg()[0];
+    console.log(
+      JSON.stringify({
+        bench: 'overhead',
+        scale: { wheels: o.wheels, calls: o.calls, files: o.files, checkpoint_mb: o.checkpointMb, rounds: o.rounds },
+        sandbox: onRounds[0].sandbox,
+        completed: onRounds.every((r) => r.exit === 'completed'),
+        phases: perPhase,
+        submit_s: on.submit === null ? null : round(on.submit),
+        checkpoint_cp_s: off.submit === null ? null : round(off.submit),
+        submit_vs_cp: ratio(on.submit, off.submit),
+        work_ratio: ratio(work, bareWork),
+        work_goal: 1.05,
+        work_pass: (ratio(work, bareWork) ?? Infinity) <= 1.05,
+        run_wall_s: round(runWallS, 1),
+        bare_wall_s: round(bareWallS, 1),
+        run_vs_bare: ratio(runWallS, bareWallS),
+        load_1m_start: round(loadStart),
+        load_1m_end: round(loadEnd),
+        cores: os.availableParallelism(),
+      }),
+    );
+  } finally {
+    if (!o.keep) for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });
+    else console.log(`kept: ${cleanup.join(', ')}`);
+  }
+}
