@@ -9,7 +9,7 @@ import { archiveHome, recordEnding, seal, type Reached } from './steps/settle.js
 import { reportProgress, waitForExitOrBudget } from './steps/wait.js';
 
 /** A run's outcome as far as the pipeline knows it: how far it got, its baseline, and the failure that stopped it. */
-export interface PipelineProgress {
+interface PipelineProgress {
   reached: Reached;
   baseline?: number;
   failure?: { error: unknown };
@@ -20,19 +20,32 @@ export interface PipelineProgress {
  * prepare (the workspace), grade the baseline, observe (grading API, endpoints, observers), launch the
  * agent, wait for its exit or the budget — and one teardown for every outcome (completed, budget,
  * crash, operator interrupt, set-up failure): undo what was started (the session's disposal stack),
- * record how it ended (settle) and seal. `continueAfterPrepare` is where a resumed run re-enters, with a
- * session and a `Prepared` rebuilt from its ledger.
+ * record how it ended (settle) and seal. `continueRun` is where a resumed run re-enters, after `prepare`.
  */
 export class RunPipeline {
   constructor(private readonly deps: RunDeps) {}
 
   async run(request: RunRequest): Promise<RunSummary> {
     const s = openSession(this.deps, request);
+    return this.drive(s, async (progress) => {
+      await schedule(this.deps, s);
+      await this.afterPrepare(s, await prepare(this.deps, s), progress);
+    });
+  }
+
+  /**
+   * Re-enters a run after `prepare`: a resumed run comes here with a session and a `Prepared` rebuilt
+   * from its ledger (whoever rebuilds them pushes the disposers of what `prepare` would have started).
+   */
+  continueRun(s: RunSession, prepared: Prepared): Promise<RunSummary> {
+    return this.drive(s, (progress) => this.afterPrepare(s, prepared, progress));
+  }
+
+  /** Runs `steps`, then the one teardown whatever happened; the summary, or the failure that stopped the steps. */
+  private async drive(s: RunSession, steps: (progress: PipelineProgress) => Promise<void>): Promise<RunSummary> {
     const progress: PipelineProgress = { reached: { stage: 'setup' } };
     try {
-      await schedule(this.deps, s);
-      const prepared = await prepare(this.deps, s);
-      await this.continueAfterPrepare(s, prepared, progress);
+      await steps(progress);
     } catch (error) {
       progress.failure = { error };
     }
@@ -42,7 +55,7 @@ export class RunPipeline {
   }
 
   /** Baseline, observers, the agent launched and waited for: `progress` says how far it got. */
-  async continueAfterPrepare(s: RunSession, prepared: Prepared, progress: PipelineProgress): Promise<void> {
+  private async afterPrepare(s: RunSession, prepared: Prepared, progress: PipelineProgress): Promise<void> {
     const baselined = await gradeBaseline(this.deps, s, prepared);
     progress.baseline = baselined.score;
     const observed = await observe(this.deps, s, prepared, baselined);

@@ -15,6 +15,10 @@ import type { AgentExit, AgentHandle, LaunchOptions } from './agent-process.js';
 import type { AgentLauncher, RunIds } from './run.ports.js';
 import type { RunLock, RunLocks } from '../ledger/run-locks.port.js';
 import { RunService, type RunRequest } from './run.service.js';
+import { RunControl } from './run-control.js';
+import { RunPipeline } from './run-pipeline.js';
+import { openSession, type RunDeps } from './run-session.js';
+import { prepare, schedule } from './steps/prepare.js';
 import { planFrom } from '../sandbox/capabilities.js';
 import { fakeTask } from './testing/fake-task.js';
 
@@ -83,14 +87,18 @@ function harness(behaviour: Behaviour, opts: { launchFails?: boolean; evaluate?:
   const leftoversKilled: string[] = [];
   launcher.killLeftovers = async (pidFile) => void leftoversKilled.push(pidFile);
   const env = { PATH: process.env.PATH };
-  const service = new RunService(settings, ledger, artifacts, new RunRegistry(), new BaselineCache(path.join(home, 'baselines.json')), () => new Date(), ids, runLocks, launcher, () => task, () => plan, sockets, 'operator-token-0123456789', env, { warn: (m) => void warnings.push(m) });
+  const deps: RunDeps = {
+    settings, ledger, artifacts, registry: new RunRegistry(), baselines: new BaselineCache(path.join(home, 'baselines.json')), clock: () => new Date(), ids, locks: runLocks, launcher,
+    tasks: () => task, sandboxes: () => plan, gradingSockets: sockets, operatorToken: 'operator-token-0123456789', env, diagnostics: { warn: (m) => void warnings.push(m) }, control: new RunControl(),
+  };
+  const service = new RunService(deps.settings, ledger, artifacts, deps.registry, deps.baselines, deps.clock, ids, runLocks, launcher, deps.tasks, deps.sandboxes, sockets, deps.operatorToken, env, deps.diagnostics);
   const request: RunRequest = { task: task.id, agentCommand: 'fake agent', budgetSeconds: 60, seed: 0, gradingBaseUrl: 'http://127.0.0.1:1', warn: () => {} };
   const events = async (runId: string) => {
     const out: A2rlEvent[] = [];
     for await (const e of ledger.events(runId)) out.push(e);
     return out;
   };
-  return { service, request, events, locks, agents, store, ledger, warnings, leftoversKilled };
+  return { service, deps, request, events, locks, agents, store, ledger, warnings, leftoversKilled };
 }
 
 const dirs: string[] = [];
@@ -194,6 +202,20 @@ describe('RunService (in-memory ports)', () => {
     expect(started.data).toMatchObject({ observedAt: '2026-01-02T03:04:05.678Z' });
     expect(started.occurredAt).not.toBe('2026-01-02T03:04:05.678Z');
     expect(events.find((e) => e.type === 'ProcessExited')!.data).toMatchObject({ observedAt: '2026-01-02T03:04:05.679Z' });
+  });
+
+  it('a run re-entered after prepare (what a resume does) continues through the same steps and teardown', async () => {
+    const h = harness(async () => ({ exitCode: 0, reason: 'completed' }));
+    const pipeline = new RunPipeline(h.deps);
+    const session = openSession(h.deps, h.request);
+    await schedule(h.deps, session);
+    const prepared = await prepare(h.deps, session);
+    const summary = await pipeline.continueRun(session, prepared);
+    expect(summary).toMatchObject({ runId: session.runId, state: 'completed', exitReason: 'completed', sandbox: 'none', workspace: prepared.workspace.layout.root });
+    const list = types(await h.events(summary.runId));
+    expect(list.slice(0, 3)).toEqual(['RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated']);
+    expect(list.slice(-3)).toEqual(['AgentExited', 'WorkspaceIntegrityChecked', 'RunCompleted']);
+    expect(h.locks.size).toBe(0);
   });
 
   it('recovery closes the runs of a dead harness: RunInterrupted, sealed, lock removed', async () => {
