@@ -62,4 +62,16 @@ describe('Instrumentation: what caused a process fact', () => {
     expect(parent.type === 'ProcessStarted' && parent.data.causedBy).toEqual({ event: call.id, seq: call.seq, toolCallId: 'toolu_7', command: 'python train.py' });
     expect(child.type === 'ProcessStarted' && child.data.causedBy).toBeUndefined();
   });
+
+  it('links a process queued right after its call, before the call is stored (the lane waits for it), and never one queued before the call', async () => {
+    const toolCalls = [{ id: 'toolu_8', name: 'Bash', input: JSON.stringify({ command: 'make eval' }) }];
+    const events = await recorded(async (inst) => {
+      void inst.processes.onStart(start(20, ['make', 'eval'])); // before the call: not its effect
+      void inst.record('LlmCallRecorded', llmCall({ toolCalls }));
+      void inst.processes.onStart(start(21, ['bash', '-c', 'make eval']));
+    });
+    const call = events.find((e) => e.type === 'LlmCallRecorded')!;
+    const causes = events.flatMap((e) => (e.type === 'ProcessStarted' ? [[e.data.pid, e.data.causedBy]] : []));
+    expect(causes).toEqual([[20, undefined], [21, { event: call.id, seq: call.seq, toolCallId: 'toolu_8', command: 'make eval' }]]);
+  });
 });

@@ -1,7 +1,7 @@
 import PQueue from 'p-queue';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
-import { causedBy, ToolCallIndex } from '../ledger/events/causation.js';
+import { causedBy, ShellCallIndex } from '../ledger/events/causation.js';
 import type { Recorder } from '../ledger/recorder.js';
 import { FileWatcher } from './file-watcher.js';
 import type { ObservationClock, Observer } from './observer.js';
@@ -66,8 +66,6 @@ export class Instrumentation {
     this.output = new OutputRecorder({ artifacts: observed, record: this.record, clock: opts.clock, maxBytesPerStream: outputBytesPerStream, onLimit });
     this.observers = [this.files, this.output];
     this.onProcessGap = gap('processes');
-    // The model's tool calls as they are stored: a process whose command line one of them gave was started by it.
-    opts.recorder.onRecorded((event) => this.toolCalls.note(event));
   }
 
   /** The store of everything the agent produced (files, output, model calls): redacting when the run has secrets. */
@@ -89,6 +87,8 @@ export class Instrumentation {
     });
     const stored = queued.then((q) => q!.stored);
     stored.catch(() => undefined); // fire-and-forget callers: the failure surfaces in settle()
+    // A model call's shell commands, noted as it is queued: a process queued after it may have been started by one.
+    if (type === 'LlmCallRecorded' && typeof data !== 'function') this.shellCalls.noteCalls(stored, (data as EventData<'LlmCallRecorded'>).toolCalls);
     return stored;
   };
 
@@ -102,8 +102,8 @@ export class Instrumentation {
     onGap: (reason: string, count?: number) => this.onProcessGap(reason, count),
   };
 
-  /** The tool calls of the run's model calls stored so far (what a process's start is matched to). */
-  private readonly toolCalls = new ToolCallIndex();
+  /** The shell commands of the run's model calls queued so far (what a process's start is matched to). */
+  private readonly shellCalls = new ShellCallIndex();
 
   /** Each live pid's ProcessStarted as it is stored: what its exit names as its cause. */
   private readonly starts = new Map<number, Promise<A2rlEvent>>();
@@ -120,10 +120,12 @@ export class Instrumentation {
     const files = [p.exe, p.script].filter((f): f is CapturedFile => f !== undefined);
     for (const f of files) if (f.content && f.sha256 && !this.executedKeys.has(f.sha256)) this.executedKeys.set(f.sha256, this.storeExecuted(f.content, f.sha256));
     const keys = Promise.all(files.map(async (f) => [f.sha256, f.sha256 ? await this.executedKeys.get(f.sha256) : undefined] as const));
+    // Only calls queued before this start: their place in the lane is ahead of it, so waiting for one to be stored cannot wait for this.
+    const callsBefore = this.shellCalls.noted;
     const started = this.record('ProcessStarted', async () => {
       const known = new Map(await keys);
       const fact = processStartedFact(p, (f) => (f.sha256 ? known.get(f.sha256) : undefined));
-      const cause = this.toolCalls.startedBy(fact.argv);
+      const cause = await this.shellCalls.startedBy(fact.argv, callsBefore);
       return cause ? { ...fact, causedBy: cause } : fact;
     });
     this.starts.set(p.pid, started);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { causedBy, causeOf, ToolCallIndex } from './causation.js';
+import { causedBy, causeOf, ShellCallIndex, ToolCallIndex } from './causation.js';
 import type { Cause, LlmToolCall } from './catalog.js';
 import { validatePayload } from './envelope.js';
 import { eventId } from './ids.js';
@@ -39,20 +39,34 @@ describe('ToolCallIndex', () => {
     expect(index.answered({ toolResults: [{ id: 'toolu_1', output: 'a' }] })).toEqual({ ...call(4), toolCallId: 'toolu_1' });
     expect(index.answered({ toolResults: [{ output: 'no id' }] })).toBeUndefined();
   });
+});
 
-  it('links a process to the shell tool call whose command is one argv entry or the whole argv, once', () => {
-    const index = new ToolCallIndex();
-    index.noteCalls(call(4), [bash('toolu_1', 'python train.py --epochs 3'), bash('toolu_2', ['bash', '-lc', 'make eval'])]);
-    expect(index.startedBy(['bash', '-c', 'python train.py --epochs 3'])).toEqual({ ...call(4), toolCallId: 'toolu_1', command: 'python train.py --epochs 3' });
-    expect(index.startedBy(['bash', '-c', 'python train.py --epochs 3'])).toBeUndefined(); // its child, or a rerun: linked once
-    expect(index.startedBy(['make', 'eval'])).toEqual({ ...call(4), toolCallId: 'toolu_2', command: 'make eval' });
-    expect(index.startedBy(['python', 'train.py'])).toBeUndefined(); // a part of a command is no match
+describe('ShellCallIndex', () => {
+  const bash = (id: string, command: unknown): LlmToolCall => ({ id, name: 'Bash', input: JSON.stringify({ command }) });
+
+  it('links a process to the shell tool call whose command is one argv entry or the whole argv, once, when its call is stored', async () => {
+    const index = new ShellCallIndex();
+    index.noteCalls(Promise.resolve(stored(4)), [bash('toolu_1', 'python train.py --epochs 3'), bash('toolu_2', ['bash', '-lc', 'make eval'])]);
+    expect(await index.startedBy(['bash', '-c', 'python train.py --epochs 3'])).toEqual({ ...call(4), toolCallId: 'toolu_1', command: 'python train.py --epochs 3' });
+    expect(await index.startedBy(['bash', '-c', 'python train.py --epochs 3'])).toBeUndefined(); // its child, or a rerun: linked once
+    expect(await index.startedBy(['make', 'eval'])).toEqual({ ...call(4), toolCallId: 'toolu_2', command: 'make eval' });
+    expect(await index.startedBy(['python', 'train.py'])).toBeUndefined(); // a part of a command is no match
   });
 
-  it('takes no command from an input that is not JSON (cut) or has none', () => {
-    const index = new ToolCallIndex();
-    index.noteCalls(call(1), [{ id: 't', name: 'Bash', input: '{"command": "python tr' }, { id: 'u', name: 'Edit', input: '{"path":"a"}' }, bash('v', 'x')]);
-    expect(index.startedBy(['python', 'tr'])).toBeUndefined();
-    expect(index.startedBy(['x'])).toBeUndefined(); // one character: too little to be evidence
+  it('matches only the commands noted before the process was queued, and leaves the link out when the call was not stored', async () => {
+    const index = new ShellCallIndex();
+    index.noteCalls(Promise.reject(new Error('append failed')), [bash('t1', 'make a')]);
+    const before = index.noted;
+    index.noteCalls(stored(5), [bash('t2', 'make b')]);
+    expect(await index.startedBy(['make', 'b'], before)).toBeUndefined(); // queued after the process: never waited for
+    expect(await index.startedBy(['make', 'a'], before)).toBeUndefined(); // its call failed to be stored
+    expect(await index.startedBy(['make', 'b'])).toEqual({ ...call(5), toolCallId: 't2', command: 'make b' });
+  });
+
+  it('takes no command from an input that is not JSON (cut) or has none', async () => {
+    const index = new ShellCallIndex();
+    index.noteCalls(stored(1), [{ id: 't', name: 'Bash', input: '{"command": "python tr' }, { id: 'u', name: 'Edit', input: '{"path":"a"}' }, bash('v', 'x')]);
+    expect(index.noted).toBe(0);
+    expect(await index.startedBy(['python', 'tr'])).toBeUndefined();
   });
 });

@@ -38,22 +38,10 @@ export function causedBy(stored: unknown, evidence: CauseEvidence = {}): { cause
  */
 export class ToolCallIndex {
   private readonly calls = new Map<string, Cause>();
-  private readonly commands: Array<{ command: string; cause: Cause; used: boolean }> = [];
 
-  /** Notes the tool calls of a stored LlmCallRecorded (ids seen again later point at the latest call). */
-  note(event: A2rlEvent): void {
-    if (event.type === 'LlmCallRecorded') this.noteCalls({ event: event.id, seq: event.seq }, event.data.toolCalls);
-  }
-
-  /** Notes tool calls asked for by the model call stored as `call`. */
+  /** Notes the tool calls asked for by the model call stored as `call` (an id seen again later points at the latest call). */
   noteCalls(call: Cause, toolCalls: EventData<'LlmCallRecorded'>['toolCalls']): void {
-    for (const toolCall of toolCalls) {
-      if (toolCall.id === undefined) continue;
-      const cause = { event: call.event, seq: call.seq, toolCallId: toolCall.id };
-      this.calls.set(toolCall.id, cause);
-      const command = commandOf(toolCall.input);
-      if (command !== null) this.commands.push({ command, cause: { ...cause, command: command.slice(0, COMMAND_EVIDENCE_CHARS) }, used: false });
-    }
+    for (const toolCall of toolCalls) if (toolCall.id !== undefined) this.calls.set(toolCall.id, { event: call.event, seq: call.seq, toolCallId: toolCall.id });
   }
 
   /** The call whose tool call this model call's first answered tool result answers, if any was recorded. */
@@ -64,20 +52,52 @@ export class ToolCallIndex {
     }
     return undefined;
   }
+}
+
+interface ShellCall {
+  command: string;
+  toolCallId: string;
+  /** The model call's stored event, or the promise of it (the call was queued, not yet durable). */
+  call: unknown;
+  used: boolean;
+}
+
+/**
+ * The shell commands a run's model asked for (tool calls with a `command`), noted as their model
+ * calls are queued for recording, in that order: a process whose argv is one of them was started by
+ * that call.
+ */
+export class ShellCallIndex {
+  private readonly commands: ShellCall[] = [];
+
+  /** How many commands are noted: a process matches only those noted before it was queued (see startedBy). */
+  get noted(): number {
+    return this.commands.length;
+  }
+
+  /** Notes the shell commands of a model call queued for recording; `call` resolves with its stored event. */
+  noteCalls(call: unknown, toolCalls: EventData<'LlmCallRecorded'>['toolCalls']): void {
+    for (const toolCall of toolCalls) {
+      const command = toolCall.id === undefined ? null : commandOf(toolCall.input);
+      if (command !== null) this.commands.push({ command, toolCallId: toolCall.id!, call, used: false });
+    }
+  }
 
   /**
-   * The model call whose shell tool call started a process with this argv: its command is one argv
-   * entry (`bash -c <command>`) or the whole argv joined by spaces. Each tool call starts at most one
-   * linked process (the first match; its children are linked by ppid), and a process started before
-   * its call was stored is not linked.
+   * The model call whose shell tool call started a process with this argv, among the first `upTo`
+   * commands noted: its command is one argv entry (`bash -c <command>`) or the whole argv joined by
+   * spaces. Each tool call starts at most one linked process (the latest unused match; its children
+   * are linked by ppid). Waits for the call's event to be stored — the caller must have queued it
+   * after the call, so it never waits for itself; undefined when it could not be stored.
    */
-  startedBy(argv: readonly string[]): Cause | undefined {
+  async startedBy(argv: readonly string[], upTo = this.commands.length): Promise<Cause | undefined> {
     const joined = argv.join(' ');
-    for (let i = this.commands.length - 1; i >= 0; i--) {
+    for (let i = Math.min(upTo, this.commands.length) - 1; i >= 0; i--) {
       const entry = this.commands[i];
       if (entry.used || !(joined === entry.command || argv.includes(entry.command))) continue;
       entry.used = true;
-      return entry.cause;
+      const stored = await Promise.resolve(entry.call).catch(() => undefined);
+      return causeOf(stored, { toolCallId: entry.toolCallId, command: entry.command });
     }
     return undefined;
   }
