@@ -85,7 +85,7 @@ const STRACE_FLAGS = [
  * suspended and returns early; with the hold it never notices. The capture is vouched for
  * (`at-exec`) only when it finished within the hold.
  */
-function straceFlags(execHoldMs: number | undefined): string[] {
+export function straceFlags(execHoldMs: number | undefined): string[] {
   if (execHoldMs === undefined) return STRACE_FLAGS;
   return STRACE_FLAGS.map((f) => (f.startsWith('inject=') ? `inject=execve,execveat:delay_exit=${Math.round(execHoldMs * 1000)}` : f));
 }

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { installedAgentPython } from '../../modules/agents/agent-python-env.js';
+import { straceFlags } from '../../modules/instrumentation/process-tracer.js';
 import { withRunApp } from '../../src/commands/cli-support.js';
 
 // `npm run bench -- overhead [--wheels N] [--calls N] [--files N] [--checkpoint-mb N] [--rounds N] [--keep]`: the
@@ -12,9 +13,11 @@ import { withRunApp } from '../../src/commands/cli-support.js';
 // python -c), a few thousand files, a large checkpoint, a submission. It runs once bare (a temp
 // directory, no sandbox, no tracing, no record; the checkpoint copied with `cp` instead of submitted)
 // and once as an a2rl run (task ref-arith; sandboxed, traced and recorded into an embedded SQLite
-// ledger and filesystem artifacts under a temp A2RL_HOME). The two alternate for --rounds (default
-// 2: bare, a2rl, bare, a2rl, so neither side alone pays cold caches) and each phase's fastest time
-// counts. Printed: each phase's wall time both ways and their ratio, the agent's work overall (every
+// ledger and filesystem artifacts under a temp A2RL_HOME). Between them, the bare agent under strace
+// with a2rl's own flags but the exec hold (every exec, clone and fork stopped and logged; no capture
+// of what runs, no sandbox, no record): the share of the overhead that is ptrace itself. The three alternate for --rounds (default
+// 2: bare, traced, a2rl, bare, traced, a2rl, so no side alone pays cold caches) and each phase's
+// fastest time counts. Printed: each phase's wall time both ways and their ratio, the agent's work overall (every
 // phase but the submission) and the whole run (set-up and teardown included) against the bare agent.
 
 const AGENT = 'overhead-agent.sh';
@@ -57,17 +60,29 @@ function readMarks(workspace: string): Marks {
   return marks;
 }
 
-/** The agent in a temp directory with nothing of a2rl around it: the reference. */
-async function runBare(o: Options, python: string, script: string): Promise<{ marks: Marks; wallS: number; dir: string }> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-overhead-bare-'));
+/** a2rl's strace flags less the exec hold (its SIGSTOP waits for a2rl's reader to resume the program): ptrace's own cost. */
+function tracingOnly(): string[] {
+  const flags = straceFlags(undefined);
+  const hold = flags.findIndex((f) => f.startsWith('inject='));
+  return hold < 0 ? flags : [...flags.slice(0, hold - 1), ...flags.slice(hold + 1)];
+}
+
+/**
+ * The agent in a temp directory with nothing of a2rl around it (the reference), or with `traced` under
+ * strace as a2rl runs it (its flags, the trace thrown away).
+ */
+async function runBare(o: Options, python: string, script: string, traced = false): Promise<{ marks: Marks; wallS: number; dir: string }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `a2rl-bench-overhead-${traced ? 'traced' : 'bare'}-`));
   mkdirSync(path.join(dir, 'output'));
   const started = Date.now();
+  const agent = ['bash', script, ...agentArgs(o, python, 'copy')];
+  const [file, ...args] = traced ? ['strace', ...tracingOnly(), '-o', '/dev/null', '--', ...agent] : agent;
   const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn('bash', [script, ...agentArgs(o, python, 'copy')], { cwd: dir, env: { PATH: `${path.dirname(python)}:/usr/bin:/bin`, HOME: dir }, stdio: ['ignore', 'inherit', 'inherit'] });
+    const child = spawn(file, args, { cwd: dir, env: { PATH: `${path.dirname(python)}:/usr/bin:/bin`, HOME: dir }, stdio: ['ignore', 'inherit', 'inherit'] });
     child.once('error', reject);
     child.once('exit', resolve);
   });
-  if (code !== 0) throw new Error(`overhead bench: the bare agent exited with ${code}`);
+  if (code !== 0) throw new Error(`overhead bench: the ${traced ? 'traced' : 'bare'} agent exited with ${code}`);
   return { marks: readMarks(dir), wallS: (Date.now() - started) / 1000, dir };
 }
 
@@ -120,6 +135,7 @@ export async function overheadBench(): Promise<void> {
   const loadStart = os.loadavg()[0];
   const cleanup: string[] = [];
   const bareRounds: Array<{ marks: Marks; wallS: number }> = [];
+  const tracedRounds: Array<{ marks: Marks; wallS: number }> = [];
   const onRounds: Array<Awaited<ReturnType<typeof runWithA2rl>>> = [];
   try {
     for (let round = 1; round <= o.rounds; round++) {
@@ -127,6 +143,10 @@ export async function overheadBench(): Promise<void> {
       cleanup.push(bare.dir);
       bareRounds.push(bare);
       console.log(`round ${round} bare: ${PHASES.map((p) => `${p} ${fmt(seconds(bare.marks[p]))} s`).join(', ')}; cp of the checkpoint ${fmt(seconds(bare.marks.submit))} s; ${bare.wallS.toFixed(1)} s wall`);
+      const traced = await runBare(o, interpreter, script, true);
+      cleanup.push(traced.dir);
+      tracedRounds.push(traced);
+      console.log(`round ${round} traced: ${PHASES.map((p) => `${p} ${fmt(seconds(traced.marks[p]))} s`).join(', ')}; ${traced.wallS.toFixed(1)} s wall`);
       const on = await runWithA2rl(o, interpreter, source, Math.ceil(3 * bare.wallS + 120));
       cleanup.push(on.home);
       onRounds.push(on);
@@ -134,15 +154,17 @@ export async function overheadBench(): Promise<void> {
     }
     const off = fastest(bareRounds.map((r) => r.marks));
     const on = fastest(onRounds.map((r) => r.marks));
+    const strace = fastest(tracedRounds.map((r) => r.marks));
     const total = (t: Record<string, number | null>) => (PHASES.every((p) => t[p] !== null) ? PHASES.reduce((n, p) => n + t[p]!, 0) : null);
-    const [work, bareWork] = [total(on), total(off)];
+    const [work, bareWork, tracedWork] = [total(on), total(off), total(strace)];
     const runWallS = Math.min(...onRounds.map((r) => r.wallS));
     const bareWallS = Math.min(...bareRounds.map((r) => r.wallS));
-    const perPhase = Object.fromEntries(PHASES.map((p) => [p, { bare_s: off[p] === null ? null : round(off[p]!), a2rl_s: on[p] === null ? null : round(on[p]!), ratio: ratio(on[p], off[p]) }]));
+    const s = (t: number | null) => (t === null ? null : round(t));
+    const perPhase = Object.fromEntries(PHASES.map((p) => [p, { bare_s: s(off[p]), strace_s: s(strace[p]), a2rl_s: s(on[p]), strace_ratio: ratio(strace[p], off[p]), ratio: ratio(on[p], off[p]) }]));
     console.log(`fastest of ${o.rounds} round${o.rounds === 1 ? '' : 's'}:`);
-    for (const p of PHASES) console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   a2rl ${fmt(on[p])} s   ${perPhase[p].ratio ?? '-'}×`);
+    for (const p of PHASES) console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   strace alone ${fmt(strace[p])} s (${perPhase[p].strace_ratio ?? '-'}×)   a2rl ${fmt(on[p])} s (${perPhase[p].ratio ?? '-'}×)`);
     console.log(`  submit     cp ${fmt(off.submit)} s   submission answered in ${fmt(on.submit)} s   ${ratio(on.submit, off.submit) ?? '-'}× cp`);
-    console.log(`agent's work (every phase but the submission): bare ${fmt(bareWork)} s, a2rl ${fmt(work)} s: ${ratio(work, bareWork) ?? '-'}× (goal ≤ 1.05×); whole run ${runWallS.toFixed(1)} s against the bare agent's ${bareWallS.toFixed(1)} s: ${ratio(runWallS, bareWallS)}×`);
+    console.log(`agent's work (every phase but the submission): bare ${fmt(bareWork)} s, strace alone ${fmt(tracedWork)} s (${ratio(tracedWork, bareWork) ?? '-'}×), a2rl ${fmt(work)} s: ${ratio(work, bareWork) ?? '-'}× (goal ≤ 1.05×); whole run ${runWallS.toFixed(1)} s against the bare agent's ${bareWallS.toFixed(1)} s: ${ratio(runWallS, bareWallS)}×`);
     const loadEnd = os.loadavg()[0];
     console.log(
       JSON.stringify({
@@ -155,6 +177,7 @@ export async function overheadBench(): Promise<void> {
         checkpoint_cp_s: off.submit === null ? null : round(off.submit),
         submit_vs_cp: ratio(on.submit, off.submit),
         work_ratio: ratio(work, bareWork),
+        strace_work_ratio: ratio(tracedWork, bareWork),
         work_goal: 1.05,
         work_pass: (ratio(work, bareWork) ?? Infinity) <= 1.05,
         run_wall_s: round(runWallS, 1),

@@ -26,7 +26,8 @@ export async function recordEnding(deps: RunDeps, s: RunSession, reached: Reache
     await s.record('AgentExited', { ...(exitCode !== undefined ? { exitCode } : {}), ...(signal !== undefined ? { signal } : {}), reason, observedAt, ...(stoppedBy ? { stoppedBy } : {}) });
     await reached.prepared.integrity.atEnd();
     await reached.prepared.workspace.runMeta.update({ end_time: epochSeconds(deps.clock()) }).catch(keep);
-    await s.record('RunCompleted', { ...(s.tally.best !== null ? { best: s.tally.best } : {}), submissions: s.tally.submissions.size });
+    // The best score is the projections' to fold from the gradings (RunCompleted.best is no longer written).
+    await s.record('RunCompleted', { submissions: s.tally.submissions.size });
   } else if (reached.stage === 'launch-failed') {
     await s.record('AgentExited', { reason: 'crashed' });
     await s.record('RunCompleted', { submissions: 0 });
