@@ -1,5 +1,6 @@
 import type { A2rlEvent } from '../ledger/events/catalog.js';
-import { evolve, initialRunState, type RunLifecycleState, type RunState } from '../ledger/run-lifecycle.js';
+import type { RunState } from '../ledger/run-lifecycle.js';
+import { evolveScores, initialRunScores, type RunScores } from '../ledger/run-scores.js';
 
 /** A process of the run that has started and not exited (as far as the events go). */
 export interface LiveProcess {
@@ -32,11 +33,9 @@ const CLOSING = new Set<A2rlEvent['type']>(['RunCompleted', 'RunInterrupted']);
  * left comes from the events; see `status(now)`.
  */
 export class RunStatusFold {
-  private lifecycle: RunLifecycleState = initialRunState;
+  /** State, baseline, best and submissions: the run-scores fold. */
+  private scores: RunScores = initialRunScores;
   private readonly running = new Map<number, LiveProcess>();
-  private readonly submissionIds = new Set<string>();
-  private best: number | null = null;
-  private baseline: number | null = null;
   private budgetMs: number | null = null;
   private agentStartedAt: number | null = null;
   private agentExited = false;
@@ -46,13 +45,10 @@ export class RunStatusFold {
 
   add(event: A2rlEvent): void {
     this.lastSeq = event.seq;
-    this.lifecycle = evolve(this.lifecycle, event);
+    this.scores = evolveScores(this.scores, event);
     switch (event.type) {
       case 'RunScheduled':
         this.budgetMs = event.data.budgetSeconds * 1000;
-        break;
-      case 'BaselineEvaluated':
-        this.baseline = event.data.score;
         break;
       case 'AgentStarted':
         this.agentStartedAt = Date.parse(event.occurredAt);
@@ -66,14 +62,6 @@ export class RunStatusFold {
         break;
       case 'ProcessExited':
         this.running.delete(event.data.pid);
-        break;
-      case 'SubmissionReceived':
-      case 'SubmissionRejected':
-        this.submissionIds.add(event.data.submissionId);
-        break;
-      case 'SubmissionGraded':
-        this.submissionIds.add(event.data.submissionId);
-        this.best = Math.max(this.best ?? -Infinity, event.data.score);
         break;
       case 'TreeHeadSigned':
         // The seal: a head that covers the event that closed the run.
@@ -102,11 +90,11 @@ export class RunStatusFold {
     const running = !this.agentExited && !this.closed && this.agentStartedAt !== null && this.budgetMs !== null;
     const processes = [...this.running.values()].slice(-MAX_PROCESSES);
     return {
-      state: this.lifecycle.status,
+      state: this.scores.lifecycle.status,
       budgetLeftMs: running ? Math.max(0, this.agentStartedAt! + this.budgetMs! - now) : null,
-      submissions: this.submissionIds.size,
-      best: this.best,
-      baseline: this.baseline,
+      submissions: this.scores.named.size,
+      best: this.scores.best,
+      baseline: this.scores.baseline,
       processes,
       lastSeq: this.lastSeq,
     };

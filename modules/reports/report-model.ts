@@ -4,6 +4,7 @@ import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.j
 import type { A2rlEvent, Cause } from '../ledger/events/catalog.js';
 import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
 import { eventTime } from '../ledger/events/event-time.js';
+import { bestSubmissionId, foldRunScores } from '../ledger/run-scores.js';
 import { workspaceIntegrity, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 import { buildTranscript, type Transcript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
 import { limitAction } from '../../projections/derived-facts.js';
@@ -433,7 +434,8 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
   const llm = a.llm ?? null; // rows analysed before model calls were recorded have none
   const limits = limitsOf(events, causes);
   const output = llm ? await outputOf(events, input.blobs) : null;
-  const bestSubmission = a.best === null ? undefined : a.submissions.find((s) => s.status === 'graded' && s.score === a.best);
+  const bestId = bestSubmissionId(foldRunScores(events)); // the submission graded with the best score (the run-scores fold)
+  const bestSubmission = bestId === undefined ? undefined : a.submissions.find((s) => s.submissionId === bestId);
   return {
     schema: 'a2rl.run-report/1',
     run: {

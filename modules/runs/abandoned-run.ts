@@ -1,3 +1,4 @@
+import { evolveScores, initialRunScores } from '../ledger/run-scores.js';
 import type { RunLock } from '../ledger/run-locks.port.js';
 import type { RunDeps } from './run-session.js';
 import type { RunOutcome } from './run.types.js';
@@ -15,17 +16,11 @@ export async function settleAbandonedRun(deps: RunDeps, runId: string, reason: s
   if (lock) deps.locks.remove(runId);
 }
 
-/** How a stored run ended as its events say; `state` null while it is open. */
+/** How a stored run ended as its events say (the run-scores fold); `state` null while it is open. */
 export async function storedOutcome(deps: RunDeps, runId: string): Promise<Omit<RunOutcome, 'state' | 'interruptedNow'> & { state: RunOutcome['state'] | null }> {
-  let best: number | null = null;
-  let baseline: number | null = null;
-  let state: RunOutcome['state'] | null = null;
-  for await (const event of deps.ledger.events(runId)) {
-    if (event.type === 'SubmissionGraded') best = Math.max(best ?? -Infinity, event.data.score);
-    if (event.type === 'BaselineEvaluated') baseline = event.data.score;
-    if (event.type === 'RunCompleted') state = 'completed';
-    if (event.type === 'RunInterrupted') state = 'interrupted';
-    if (event.type === 'RunResumed') state = null;
-  }
-  return { state, best, baseline };
+  let scores = initialRunScores;
+  for await (const event of deps.ledger.events(runId)) scores = evolveScores(scores, event);
+  const { phase } = scores.lifecycle;
+  const state = phase === 'completed' || phase === 'interrupted' ? phase : null;
+  return { state, best: scores.best, baseline: scores.baseline };
 }

@@ -6,6 +6,7 @@ import type { EventData, EventType } from '../ledger/events/catalog.js';
 import type { RecordedEvent } from '../ledger/event-store.port.js';
 import type { LedgerService } from '../ledger/ledger.service.js';
 import { runGuard, type RunGuard } from '../ledger/run-lifecycle.js';
+import { evolveScores, initialRunScores } from '../ledger/run-scores.js';
 import type { Clock } from '../ledger/tokens.js';
 import { TreeHeadSigner } from '../ledger/tree-head-signer.js';
 import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../ledger/tree-head.js';
@@ -17,8 +18,9 @@ import type { RunLimits } from '../sandbox/limits.js';
 
 /** Submissions and best score as recorded so far (progress lines, RunCompleted, the run's summary). */
 export interface RunTally {
-  readonly submissions: Set<string>;
-  best: number | null;
+  /** Every submission id recorded so far (received, graded or rejected). */
+  readonly submissions: ReadonlySet<string>;
+  readonly best: number | null;
 }
 
 export interface WritePath {
@@ -62,13 +64,20 @@ export function openWritePath(opts: WritePathOptions): WritePath {
   return { recorder, guard, signer, instrumentation, tally, record: (type, data) => instrumentation.record(type, data) };
 }
 
+/** The run-scores fold over the events this write path records. */
 function tallyOf(recorder: RunRecorder): RunTally {
-  const tally: RunTally = { submissions: new Set<string>(), best: null };
+  let scores = initialRunScores;
   recorder.onRecorded((event) => {
-    if (event.type === 'SubmissionReceived' || event.type === 'SubmissionRejected' || event.type === 'SubmissionGraded') tally.submissions.add(event.data.submissionId);
-    if (event.type === 'SubmissionGraded') tally.best = Math.max(tally.best ?? -Infinity, event.data.score);
+    scores = evolveScores(scores, event);
   });
-  return tally;
+  return {
+    get submissions() {
+      return scores.named;
+    },
+    get best() {
+      return scores.best;
+    },
+  };
 }
 
 /** Signs a final head over a run's stored stream (nothing else writes to it any more). */

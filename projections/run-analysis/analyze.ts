@@ -1,6 +1,6 @@
 import type { A2rlEvent, EventType } from '../../modules/ledger/events/catalog.js';
 import { hasEnded } from '../../modules/ledger/run-lifecycle.js';
-import { runStateAfter } from '../run-state.js';
+import { bestSubmissionId, foldRunScores, type RunScores } from '../../modules/ledger/run-scores.js';
 import type { Evidence, FailureClass, ProcessMetrics, Route, RunAnalysis, SubmissionAnalysis } from './analysis.types.js';
 import type { BlobReader } from '../blob-reader.js';
 import { diffFiles, MAX_DIFF_BYTES } from './line-diff.js';
@@ -129,6 +129,8 @@ class RunFacts {
   readonly workspace: Ev<'WorkspacePrepared'> | undefined;
   readonly baselineEvent: Ev<'BaselineEvaluated'> | undefined;
   readonly baseline: number | null;
+  /** State, baseline, best and submissions: the run-scores fold, as every reader of a run folds them. */
+  readonly scores: RunScores;
   readonly agentStarted: Ev<'AgentStarted'> | undefined;
   readonly agentExited: Ev<'AgentExited'> | undefined;
   readonly processes: ProcessRecord[];
@@ -152,7 +154,8 @@ class RunFacts {
     this.workspace = of(events, 'WorkspacePrepared')[0];
     // The last one counts: an operator may re-set the baseline (POST /set_baseline).
     this.baselineEvent = of(events, 'BaselineEvaluated').at(-1);
-    this.baseline = this.baselineEvent?.data.score ?? null;
+    this.scores = foldRunScores(events);
+    this.baseline = this.scores.baseline;
     this.agentStarted = of(events, 'AgentStarted')[0];
     this.agentExited = of(events, 'AgentExited').at(-1);
     const origin = this.agentStarted ?? this.scheduled ?? events[0];
@@ -183,14 +186,17 @@ class RunFacts {
   }
 
   state(): RunAnalysis['state'] {
-    let state: RunAnalysis['state'] = null;
-    for (const e of this.events) state = runStateAfter(state, e);
-    return state;
+    return this.scores.lifecycle.status;
   }
 
   best(): number | null {
-    const graded = this.done.flatMap((s) => (s.outcome?.type === 'SubmissionGraded' ? [s.outcome.data.score] : []));
-    return graded.length ? Math.max(...graded) : null;
+    return this.scores.best;
+  }
+
+  /** The analysis of the first submission graded with the best score. */
+  bestOf(subs: SubmissionAnalysis[]): SubmissionAnalysis | undefined {
+    const id = bestSubmissionId(this.scores);
+    return id === undefined ? undefined : subs.find((s) => s.submissionId === id);
   }
 
   /** Same set of (path relative to the checkpoint, sha256) as the base model's files in the workspace. */
@@ -265,8 +271,9 @@ class RunFacts {
     const n = subs.length;
     const scores = subs.map((s) => s.score);
     const firstValid = subs.find((s) => s.valid);
-    const max = n ? Math.max(...scores) : null;
-    const firstBest = max !== null && max > 0 ? subs.find((s) => s.score === max) : undefined;
+    // Rejected submissions score 0: a best above 0 is the trajectory's maximum.
+    const best = this.best();
+    const firstBest = best !== null && best > 0 ? this.bestOf(subs) : undefined;
     const firstImprovement = this.baseline !== null ? subs.find((s) => s.score > this.baseline!) : undefined;
     let increases = 0;
     for (let i = 1; i < n; i++) if (scores[i] > scores[i - 1]) increases++;
@@ -405,8 +412,7 @@ class RunFacts {
 
   /** The best submission's routes; without a graded submission, the routes of the whole run. */
   async runRoute(subs: SubmissionAnalysis[]): Promise<RunAnalysis['route']> {
-    const best = this.best();
-    const chosen = best !== null ? subs.find((s) => s.status === 'graded' && s.score === best) : undefined;
+    const chosen = this.bestOf(subs);
     if (chosen) return { best: chosen.route.executed, declared: chosen.route.declared, evidence: chosen.route.evidence };
     const end = Number.MAX_SAFE_INTEGER;
     const declared = declaredRoute(await this.sourcesOf(this.codeAt(end).values()));
@@ -430,7 +436,7 @@ class RunFacts {
 
     // 1. success
     if (best !== null && baseline !== null && best > baseline) {
-      const first = graded.find((s) => s.score === best)!;
+      const first = this.bestOf(subs)!;
       return verdict('success', 'best_above_baseline', [...first.evidence, ...baselineSeq]);
     }
 

@@ -89,6 +89,42 @@ export function decider<S, C>(spec: DeciderUnderTest<S, C>) {
   return { given };
 }
 
+/** A fold under test: an evolve without decisions (a projection's per-run state, say). */
+export interface FoldUnderTest<S> {
+  /** `run` for a run stream, `campaign` for a campaign stream. */
+  stream: 'run' | 'campaign';
+  id: string;
+  initial: S;
+  evolve(state: S, event: A2rlEvent): S;
+}
+
+/**
+ * The scenario kit for a fold: `given(...facts).when(fact).then(expected)`. The facts are recorded
+ * and read back like a decider's; `then` checks each field `expected` names (toEqual) and returns
+ * the whole state, so a spec can look further.
+ */
+export function fold<S>(spec: FoldUnderTest<S>) {
+  const stream = spec.stream === 'run' ? streamName(spec.id) : campaignStreamName(spec.id);
+  const folded = async (facts: readonly Fact[]): Promise<S> => {
+    const store = new MemoryEventStore();
+    await record(store, stream, spec.id, 0, facts);
+    return (await readBack(store, stream)).reduce(spec.evolve, spec.initial);
+  };
+  const given = (...facts: Fact[]) => ({
+    /** The state the given events fold to. */
+    state: () => folded(facts),
+    when: (fact: Fact) => ({
+      /** Expects the fields of `expected` on the state after the given events and this one; returns that state. */
+      then: async (expected: Partial<S>): Promise<S> => {
+        const state = await folded([...facts, fact]);
+        for (const key of Object.keys(expected) as (keyof S)[]) expect({ [key]: state[key] }).toEqual({ [key]: expected[key] });
+        return state;
+      },
+    }),
+  });
+  return { given };
+}
+
 /**
  * The scenario kit for a keyed-row projection over one run's stream: `given(...facts).when(fact).then(rows)`.
  * Rows come out in key order; like the projection runner, an event is applied to its row only
