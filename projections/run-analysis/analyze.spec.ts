@@ -120,6 +120,19 @@ describe('failure taxonomy: one class per run, with the rule and the events behi
     expect(a).toMatchObject({ baseline: 10, best: 40, improvement: 30, state: 'completed', exitReason: 'completed' });
   });
 
+  it('success: on a tie the best submission is the first submitted, though graded last (the run-scores fold)', async () => {
+    const f = new Fixture().start();
+    const manifest = [{ path: 'w.json', sha256: sha('w'), size: 1 }];
+    const first = f.add('SubmissionReceived', { submissionId: 'a', modelPath: 'output/a', manifest });
+    f.add('SubmissionReceived', { submissionId: 'b', modelPath: 'output/b', manifest });
+    f.add('SubmissionGraded', { submissionId: 'b', score: 60 });
+    const graded = f.add('SubmissionGraded', { submissionId: 'a', score: 60 });
+    const a = await f.end().analyze();
+    expect(a).toMatchObject({ best: 60, submissions: [{ submissionId: 'a' }, { submissionId: 'b' }] });
+    expect(a.failure.evidence).toEqual([2, first, graded]);
+    expect(a.metrics.time_to_best).toBe(a.submissions[0].atS);
+  });
+
   it('timeout_no_submission: stopped at the budget without submitting', async () => {
     const a = await new Fixture().start().end('timeout').analyze();
     expect(a.failure).toMatchObject({ class: 'timeout_no_submission', rule: 'no_submission_before_timeout' });
