@@ -26,16 +26,15 @@ function statusOf(events: A2rlEvent[]) {
 describe('the dashboard\'s live run status', () => {
   it('shows state, baseline, best and submissions as the run-scores fold has them', async () => {
     const events = await stored
-      .given(f.scheduled(), f.prepared(), f.baseline(10), f.started(), f.received('a'), f.graded('a', 40), f.received('b'), f.graded('b', 30))
-      .when(f.rejected('c'))
-      .then({});
+      .given(f.scheduled(), f.prepared(), f.baseline(10), f.started(), f.received('a'), f.graded('a', 40), f.received('b'), f.graded('b', 30), f.rejected('c'))
+      .state();
     const scores = foldRunScores(events);
     expect(statusOf(events)).toMatchObject({ state: 'running', baseline: 10, best: 40, submissions: 3, lastSeq: 8 });
     expect([scores.lifecycle.status, scores.baseline, scores.best, scores.named.size]).toEqual(['running', 10, 40, 3]);
   });
 
   it('before any grading: no best; the baseline and the submission in flight show', async () => {
-    const events = await stored.given(f.scheduled(), f.prepared(), f.baseline(12), f.started()).when(f.received('a')).then({});
+    const events = await stored.given(f.scheduled(), f.prepared(), f.baseline(12), f.started(), f.received('a')).state();
     expect(statusOf(events)).toMatchObject({ best: null, baseline: 12, submissions: 1 });
   });
 });
