@@ -184,6 +184,11 @@ describe('/docs', () => {
     expect(doc.paths['/runs'].get.parameters.map((p: { name: string }) => p.name)).toEqual(
       expect.arrayContaining(['task', 'agent', 'driver', 'state', 'failure_class', 'limit', 'offset']),
     );
+    expect(doc.paths['/runs'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/RunPage' });
+    expect(doc.paths['/scoreboard'].get.responses['200'].content['application/json'].schema.items).toEqual({ $ref: '#/components/schemas/ScoreboardRow' });
+    const refs = [...JSON.stringify(doc).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]);
+    expect(refs.filter((name) => !doc.components.schemas[name])).toEqual([]);
+    expect(doc.components.schemas.RunSummary.required).toEqual(expect.arrayContaining(['runId', 'state', 'failureClass', 'lastSeq']));
     const ui = await get('/docs');
     expect(ui.status).toBe(200);
     expect(ui.text).toMatch(/swagger-ui/i);

@@ -11,6 +11,7 @@ import { renderReport, type ReportFormat } from '../reports/render.js';
 import { resultsCsv } from '../reports/results-csv.js';
 import { entryText, transcriptText } from '../reports/transcript-text.js';
 import { buildTranscript } from '../../projections/transcript/transcript.js';
+import { arrayOf, schemaRef } from './api-schema-refs.js';
 import { EventsQuery, ListRunsQuery, ReportQuery, ScoreboardQuery, TranscriptQuery } from './query.dto.js';
 import { RunSource } from './run-source.js';
 import { sortRuns } from './run-listing.js';
@@ -45,7 +46,7 @@ export class QueryController {
   private readonly pager: TranscriptPager;
 
   @Get('runs')
-  @ApiOkResponse({ description: '{total, limit, offset, items[]}, newest first (scheduled time, then run id)' })
+  @ApiOkResponse({ description: '{total, limit, offset, items[]}, newest first (scheduled time, then run id)', schema: schemaRef('RunPage') })
   async list(@Query() q: ListRunsQuery) {
     const gone = runsWithHarnessGone(this.locks);
     const runs = sortRuns(filterRuns(await this.source.runs(), q), 'started')
@@ -55,7 +56,7 @@ export class QueryController {
   }
 
   @Get('runs/:id')
-  @ApiOkResponse({ description: "the run's analysis (metrics, failure class, routes, submissions) and workspace" })
+  @ApiOkResponse({ description: "the run's analysis (metrics, failure class, routes, submissions) and workspace", schema: schemaRef('RunAnalysis') })
   @ApiNotFoundResponse({ description: 'no such run' })
   async get(@Param('id') id: string) {
     return this.found(id, await this.source.run(id));
@@ -63,7 +64,7 @@ export class QueryController {
 
   @Get('runs/:id/events')
   @ApiProduces('application/json', 'application/x-ndjson')
-  @ApiOkResponse({ description: 'events with seq > after_seq, at most limit; next page: after_seq = last seq returned' })
+  @ApiOkResponse({ description: 'events with seq > after_seq, at most limit; next page: after_seq = last seq returned', schema: arrayOf('LedgerEvent') })
   @ApiNotFoundResponse({ description: 'no such run' })
   async events(@Param('id') id: string, @Query() q: EventsQuery, @Res({ passthrough: true }) res: Response) {
     // Read from the store from revision after_seq + 1, at most limit events: never the whole run.
@@ -76,7 +77,7 @@ export class QueryController {
 
   @Get('runs/:id/transcript')
   @ApiProduces('application/json', 'text/plain')
-  @ApiOkResponse({ description: "the run's model calls (LlmCallRecorded) as a transcript: per call its turn, model, new input, answer, tool calls, tokens, status and latency; totals. With after_seq or limit: one page read from the store, {runId, afterSeq, entries, lastSeq, more}" })
+  @ApiOkResponse({ description: "the run's model calls (LlmCallRecorded) as a transcript: per call its turn, model, new input, answer, tool calls, tokens, status and latency; totals. With after_seq or limit: one page read from the store, {runId, afterSeq, entries, lastSeq, more}", schema: schemaRef('TranscriptPage') })
   @ApiNotFoundResponse({ description: 'no such run' })
   async transcript(@Param('id') id: string, @Query() q: TranscriptQuery, @Res({ passthrough: true }) res: Response) {
     if (q.after_seq !== undefined || q.limit !== undefined) {
@@ -95,7 +96,7 @@ export class QueryController {
 
   @Get('runs/:id/report')
   @ApiProduces(...Object.values(REPORT_TYPES))
-  @ApiOkResponse({ description: 'the run report; every claim cites event seqs' })
+  @ApiOkResponse({ description: 'the run report; every claim cites event seqs (format=json: RunReport)', schema: schemaRef('RunReport') })
   @ApiNotFoundResponse({ description: 'no such run' })
   async report(@Param('id') id: string, @Query() q: ReportQuery, @Res({ passthrough: true }) res: Response) {
     const text = await renderReport(this.found(id, await this.source.reportInput(id)), q.format);
@@ -105,7 +106,7 @@ export class QueryController {
 
   @Get('scoreboard')
   @ApiProduces('application/json', 'text/csv')
-  @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv; runs whose set-up failed or that were cancelled count only with include_unfinished=true' })
+  @ApiOkResponse({ description: 'rows per task × agent × driver, or results.csv (one row per run) with format=csv; runs whose set-up failed or that were cancelled count only with include_unfinished=true', schema: arrayOf('ScoreboardRow') })
   async scoreboard(@Query() q: ScoreboardQuery, @Res({ passthrough: true }) res: Response) {
     const filter = { task: q.task, agent: q.agent, driver: q.driver, includeUnfinished: q.include_unfinished === 'true', includeInfra: q.include_infra === 'true' };
     const runs = await this.campaignOnly(await this.source.runs(), q.campaign);

@@ -1,33 +1,21 @@
-// The JSON the dashboard reads (docs/dashboard.md, "API the dashboard reads"). Only the fields the
-// pages use; the server sends more. Shapes follow modules/query and projections/*.
+// The JSON the dashboard reads (docs/dashboard.md, "API the dashboard reads"). The API's response
+// types are aliases of api-types.ts, which `npm run openapi:types` generates from the server's
+// OpenAPI document (/docs/json); modules/query/openapi-codegen.spec.ts fails when it is stale. The
+// rest (SSE payloads, campaigns, the transcript entry) are still copied by hand from the server.
+import type { components } from './api-types';
 
-export type RunState = 'scheduled' | 'running' | 'completed' | 'interrupted' | 'setup_failed' | 'cancelled';
-export type Evidence = number[];
+type Schemas = components['schemas'];
+
+export type RunState = Schemas['RunState'];
+export type Evidence = Schemas['Evidence'];
 
 /** One item of GET /runs, and the data of the `run` event of GET /live. */
-export interface RunSummary {
-  runId: string;
-  task: string | null;
-  agent: string | null;
-  driver: string | null;
-  baseModel: string | null;
-  state: RunState | null;
-  scheduledAt: string | null;
-  harnessGone?: boolean;
-  baseline: number | null;
-  best: number | null;
-  improvement: number | null;
-  submissions: number;
-  failureClass: string | null;
-  /** An LLM-driven run that tested the infrastructure: the class it is badged with instead of its state (absent from older servers). */
-  outcome?: string | null;
-  route: string | null;
-  lastSeq: number;
-  /** Present when the server sends them. */
-  durationS?: number | null;
+export type RunSummary = Schemas['RunSummary'] & {
+  /** Read when present; the server does not send it (yet): its schema has no campaignId. */
   campaignId?: string | null;
-}
+};
 
+/** GET /runs (RunPage), and any `{total, limit, offset, items}` page. */
 export interface Page<T> {
   total: number;
   limit: number;
@@ -35,143 +23,29 @@ export interface Page<T> {
   items: T[];
 }
 
-export interface LedgerEvent {
-  type: string;
-  runId: string;
-  seq: number;
-  id?: string;
-  occurredAt: string;
-  schemaVersion?: number;
-  data: Record<string, unknown>;
-}
-
-export interface SubmissionAnalysis {
-  index: number;
-  submissionId: string;
-  seq: number;
-  atS: number;
-  status: 'graded' | 'rejected';
-  score: number;
-  rejectedReason: string | null;
-  valid: boolean;
-  isCopyOfBase: boolean;
-  codeChanges: { path: string; op: string; linesAdded: number; linesRemoved: number; seq: number }[];
-  processes: ProcessAnalysis[];
-  rollouts: { episodes: number; steps: number; successRate: number; batches: number };
-  evidence: Evidence;
-}
-
-export interface ProcessAnalysis {
-  pid: number;
-  argv: string[];
-  kind: string;
-  startSeq: number;
-  exitSeq: number | null;
-  exitCode: number | null;
-  signal: string | null;
-  durationS: number | null;
-}
+/** An item of GET /runs/:id/events. */
+export type LedgerEvent = Schemas['LedgerEvent'];
 
 /** GET /runs/:id: the run's analysis. */
-export interface RunAnalysis {
-  runId: string;
-  task: string | null;
-  agent: string | null;
-  driver: string | null;
-  baseModel: string | null;
-  budgetSeconds: number | null;
-  mode: string | null;
-  state: RunState | null;
-  scheduledAt: string | null;
-  baseline: number | null;
-  best: number | null;
-  improvement: number | null;
-  durationS: number | null;
-  exitReason: string | null;
-  submissions: SubmissionAnalysis[];
-  pendingSubmissions: number;
-  metrics: { score_trajectory: number[]; rollout_episodes: number; training_launches: number; [key: string]: unknown };
-  failure: { class: string; rule: string; evidence: Evidence };
-  route: { best: string; declared: string; evidence: Evidence };
-  llm: { totals: LlmTotals; models: { model: string; calls: number; evidence: Evidence }[] } | null;
-  eventCount: number;
-  lastSeq: number;
+export type RunAnalysis = Schemas['RunAnalysis'] & {
+  /** Read when present; GET /runs/:id does not send it (yet): only GET /runs items do. */
   harnessGone?: boolean;
-}
-
-export interface LlmTotals {
-  calls: number;
-  turns?: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  costUsd: number | null;
-}
-
-export interface Hunk {
-  header: string;
-  lines: string[];
-  truncatedLines: number;
-}
-
-export interface FileChangeReport {
-  path: string;
-  op: 'create' | 'modify' | 'delete' | 'transient';
-  linesAdded: number;
-  linesRemoved: number;
-  hunks: Hunk[];
-  omittedHunks: number;
-  note: string | null;
-  evidence: Evidence;
-}
-
-export interface ProcessReport {
-  pid: number;
-  argv: string[];
-  kind: string;
-  startS: number;
-  endS: number | null;
-  exitCode: number | null;
-  signal: string | null;
-  durationS: number | null;
-  evidence: Evidence;
-  /** The model call whose tool call started it (ProcessStarted.causedBy), when one was matched. */
-  startedBy?: { seq: number; toolCallId?: string; command?: string };
-}
-
-export interface SubmissionReport {
-  index: number;
-  submissionId: string;
-  status: 'graded' | 'rejected';
-  score: number;
-  valid: boolean;
-  rejectedReason: string | null;
-  isCopyOfBase: boolean;
-  atS: number;
-  code: { files: FileChangeReport[]; linesAdded: number; linesRemoved: number };
-  processes: ProcessReport[];
-  rollouts: { episodes: number; steps: number; successRate: number; batches: number; evidence: Evidence };
-  evidence: Evidence;
-}
-
-export interface TimelineItem {
-  lane: string;
-  startS: number;
-  endS: number | null;
-  label: string;
-  seq: number;
-}
+};
+export type SubmissionAnalysis = Schemas['SubmissionAnalysis'];
+export type LlmTotals = Schemas['LlmStats'];
 
 /** GET /runs/:id/report?format=json (modules/reports/report-model.ts). */
-export interface RunReport {
-  scores: { baseline: number | null; best: number | null; improvement: number | null; baselineEvidence: Evidence; bestEvidence: Evidence };
-  submissions: SubmissionReport[];
-  timeline: { endS: number; items: TimelineItem[] };
-  /** Limits the run reached (absent when none); `over` > 0 is an overrun. */
-  limits?: { limit: string; value: number; max: number; over: number; scope: string | null; action: string; seq: number }[];
-}
+export type RunReport = Schemas['RunReport'];
+export type Hunk = Schemas['Hunk'];
+export type FileChangeReport = Schemas['FileChangeReport'];
+export type ProcessReport = Schemas['ProcessReport'];
+export type SubmissionReport = Schemas['SubmissionReport'];
+export type TimelineItem = Schemas['TimelineItem'];
 
+/** GET /scoreboard?format=json (projections/scoreboard/scoreboard.ts). */
+export type ScoreboardRow = Schemas['ScoreboardRow'];
+
+/** An entry of GET /runs/:id/transcript. By hand: the generator does not follow the server's type (it indexes the event class). */
 export interface TranscriptEntry {
   seq: number;
   callId: string;
@@ -197,28 +71,6 @@ export interface LiveStatus {
   best: number | null;
   baseline: number | null;
   processes: { pid: number; command: string; startedSeq: number }[];
-}
-
-/** GET /scoreboard?format=json (projections/scoreboard/scoreboard.ts). */
-export interface ScoreboardRow {
-  task: string | null;
-  agent: string | null;
-  driver: string | null;
-  runs: number;
-  n: number;
-  unscoredRuns: number;
-  baseline: number | null;
-  best: { mean: number | null; ci95: [number, number] | null };
-  noiseFloor: { n: number; mean: number; ci95: [number, number] } | null;
-  distinguishable: boolean | null;
-  /** Why no verdict on noise: an interval of zero width (absent otherwise, and from older servers). */
-  caveat?: string;
-  /** Pooled sd of repeated gradings of the same checkpoints; absent from older servers. */
-  evaluationNoise?: { checkpoints: number; gradings: number; std: number } | null;
-  improvement: number | null;
-  /** The classes of the row's ended runs (absent from older servers). */
-  failureClasses?: { class: string; count: number }[];
-  runIds: string[];
 }
 
 export interface CampaignListItem {
