@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   BACKWARDS,
   binaryEvent,
@@ -27,6 +28,8 @@ import { decodeEvent } from '../../modules/ledger/events/envelope.js';
 import { CAMPAIGN_STREAM_PREFIX, RUN_STREAM_PREFIX } from '../../modules/ledger/events/ids.js';
 
 const BACKEND = 'kurrentdb';
+/** The one stream that is neither a run's nor a campaign's: the ledger's identity (see `identity`). */
+const IDENTITY_STREAM = 'a2rl-ledger-identity';
 /** Server-side filter: $all also carries system streams and other applications' streams. */
 const RUN_STREAMS = () => streamNameFilter({ prefixes: [RUN_STREAM_PREFIX] });
 const CAMPAIGN_STREAMS = () => streamNameFilter({ prefixes: [CAMPAIGN_STREAM_PREFIX] });
@@ -176,12 +179,27 @@ export class KurrentDbEventStore implements EventStore {
     return null;
   }
 
-  /** The id of the first event in $all (the database's own first system event): one per database, whatever node or address is used. */
+  /**
+   * A random id written once to the stream `a2rl-ledger-identity` (no run or campaign reader sees it:
+   * they read by stream prefix); the first writer wins and every later open reads it back. The same
+   * for every node and address of the database; another database gets its own.
+   */
   async identity(): Promise<string> {
-    for await (const resolved of this.client.readAll({ direction: FORWARDS, fromPosition: START, maxCount: 1 })) {
-      if (resolved.event) return `kurrentdb:${resolved.event.id}`;
+    const stored = async () => {
+      const [first] = await this.raw(IDENTITY_STREAM, 0n, 1);
+      const id = first?.event ? (JSON.parse(Buffer.from(first.event.data as Uint8Array).toString('utf8')) as { id?: unknown }).id : undefined;
+      return typeof id === 'string' ? id : undefined;
+    };
+    let id = await stored();
+    if (id === undefined) {
+      const event = binaryEvent({ type: 'LedgerIdentified', data: Buffer.from(JSON.stringify({ id: randomUUID() })) });
+      await this.client.appendToStream(IDENTITY_STREAM, [event], { streamState: 'no_stream' }).catch((err: unknown) => {
+        if (!(err instanceof WrongExpectedVersionError)) throw unavailable(err, `writing ${IDENTITY_STREAM}`); // another process named it first
+      });
+      id = await stored();
     }
-    throw new EventStoreUnavailableError(BACKEND, 'the database has no first event to name it by');
+    if (id === undefined) throw new EventStoreUnavailableError(BACKEND, `${IDENTITY_STREAM} holds no identity`);
+    return `kurrentdb:${id}`;
   }
 
   async close(): Promise<void> {
