@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { RunFilter } from '../../modules/query/listed-runs.js';
 import { FAILURE_CLASSES, RUN_STATES } from '../../modules/query/run-filters.js';
-import { RUN_SORTS, type RunSort } from '../../modules/query/run-listing.js';
+import { RUN_SORTS } from '../../modules/query/run-listing.js';
 import { formatSeconds } from '../../modules/settings/duration.js';
 import { table } from './cli-support.js';
 import { registerEventsCommand } from './events.commands.js';
@@ -120,17 +120,8 @@ function startedAt(iso: string | null): string {
 
 // ---- runs ----
 
-interface RunsOptions {
-  task?: string;
-  agent?: string;
-  driver?: string;
-  state?: string;
-  failureClass?: string;
-  sort: RunSort;
-  limit?: number;
-  offset?: number;
-  json?: boolean;
-}
+/** What commander hands `a2rl runs`: the filter, with no limit or offset when not given. */
+type RunsOptions = Omit<RunFilter, 'limit' | 'offset'> & { limit?: number; offset?: number; json?: boolean };
 
 /** The filter of `a2rl runs` (values parsed and checked by commander, option-parsers.ts). */
 function runFilter(o: RunsOptions): RunFilter {
