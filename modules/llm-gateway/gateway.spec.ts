@@ -14,6 +14,10 @@ import { startFakeOpenAI } from '../../test/servers/fake-llm/fake-openai.js';
 import { usageFromRequest } from '../../test/servers/fake-llm/serve.js';
 import type { FakeLlmOptions, FakeLlmServer } from '../../test/servers/fake-llm/types.js';
 import { startLlmGateway, type LlmGatewayOptions } from './gateway.js';
+import { rebuildBody, recordedBody } from './request-pieces.js';
+import { eventBlobs, pickEventBlob, readEventBlob } from '../query/event-blob.js';
+import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { Readable } from 'node:stream';
 import { priceTable } from './prices.js';
 import type { ProviderCodec, ResponseFacts } from './protocol.js';
 import { upstreamsFromEnv } from './upstreams.js';
@@ -120,6 +124,7 @@ async function startGateway(upstreamUrl: string | null, extra: Partial<LlmGatewa
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const records: Recorded[] = [];
   const blobs = new Map<string, Buffer>();
+  const puts = new Map<string, number>();
   const limits: Array<[string, number, number]> = [];
   const errors: unknown[] = [];
   const socketPath = join(dir, 'llm.sock');
@@ -132,6 +137,7 @@ async function startGateway(upstreamUrl: string | null, extra: Partial<LlmGatewa
     storeBlob: async (body) => {
       const sha256 = createHash('sha256').update(body).digest('hex');
       blobs.set(sha256, Buffer.from(body));
+      puts.set(sha256, (puts.get(sha256) ?? 0) + 1);
       return { sha256, size: body.length, key: `blobs/${sha256}` };
     },
     onLimit: (limit, value, max) => void limits.push([limit, value, max]),
@@ -147,7 +153,7 @@ async function startGateway(upstreamUrl: string | null, extra: Partial<LlmGatewa
     return records;
   };
   const blobText = (ref: { sha256: string } | undefined) => (ref ? blobs.get(ref.sha256)?.toString('utf8') : undefined);
-  return { gateway, socketPath, records, limits, errors, finish, blobText };
+  return { gateway, socketPath, records, limits, errors, finish, blobText, blobs, puts };
 }
 
 interface Reply {
@@ -266,7 +272,7 @@ describe('LLM gateway', () => {
     expect(callCostUsd(call)).toBeCloseTo((100 * 3 + 50 * 15) / 1e6, 12);
     expect(call.ttftMs !== null && call.ttftMs >= 0 && call.ttftMs <= call.latencyMs).toBe(true);
     // The request blob is the body as the agent sent it; the response blob what the agent got.
-    expect(call.request.sha256).toBe(sha(JSON.stringify(REQUEST)));
+    expect(call.request?.sha256).toBe(sha(JSON.stringify(REQUEST)));
     expect(gw.blobText(call.response) === reply.body).toBe(true);
     expect(gw.gateway.totals()).toEqual({ calls: 1, tokens: 150, costUsd: callCostUsd(call) });
   });
@@ -791,6 +797,53 @@ describe('LLM gateway against the scripted providers', () => {
       ['client_aborted', 499],
     ]);
     expect(fakes.anthropic.calls.length).toBe(1);
+  });
+});
+
+describe('LLM gateway: bodies stored as pieces', () => {
+  const text = (tag: string, n: number) => `${tag} ${'lorem ipsum '.repeat(Math.ceil(n / 12))}`.slice(0, n);
+  const SYSTEM = [{ type: 'text', text: text('SYSTEM-PROMPT', 1500) }];
+  const TOOLS = [{ name: 'Bash', description: text('TOOL-DEFINITIONS', 2000), input_schema: { type: 'object' } }];
+
+  it('stores each message of a 3-call conversation once; every reader rebuilds exactly what the upstream received', async () => {
+    // The upstream answers each call with a tool call; the agent sends it back with its result.
+    const answerOf = (i: number) => ({ model: 'claude-sonnet-4-5', content: [{ type: 'tool_use', id: `toolu_${i}`, name: 'Bash', input: { command: text(`ANSWER-${i}`, 700) } }], usage: { in: 10, out: 5 }, stop: 'tool_use' });
+    const upstream = await startUpstream((_req, res, seen) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answerOf(upstream.seen.indexOf(seen))));
+    });
+    const gw = await startGateway(upstream.url);
+    // Key order, an escape and raw non-ASCII: what a re-serializer would change must come back as sent.
+    const messages: string[] = [`{"content":"${text('USER-TASK \\u00e9 élève', 400)}","role":"user"}`];
+    const replies: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const body = `{"model":"claude-sonnet-4-5", "messages":[${messages.join(',')}],"system":${JSON.stringify(SYSTEM)},"tools":${JSON.stringify(TOOLS)},"max_tokens":1024}`;
+      const reply = await send(gw.socketPath, { body });
+      expect(reply.status).toBe(200);
+      replies.push(reply.body);
+      const content = JSON.stringify((JSON.parse(reply.body) as { content: unknown }).content);
+      messages.push(`{"role":"assistant","content":${content}}`, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_${i}","content":"${text(`RESULT-${i}`, 900)}"}]}`);
+    }
+    const records = await gw.finish();
+    expect(records.map((r) => [r.request === undefined, r.requestPieces !== undefined, r.responsePieces !== undefined])).toEqual([[true, true, true], [true, true, true], [true, true, true]]);
+
+    // Rebuilt by the one function every reader uses, and through the blob reader of the CLI and dashboard.
+    const readBlob = async (sha256: string) => gw.blobs.get(sha256) ?? null;
+    const artifacts = { get: async (sha256: string) => (gw.blobs.has(sha256) ? Readable.from([gw.blobs.get(sha256)!]) : Promise.reject(new ArtifactNotFoundError(sha256))) } as unknown as ArtifactStore;
+    for (const [i, r] of records.entries()) {
+      expect((await rebuildBody(recordedBody(r, 'request'), readBlob)).toString('utf8')).toBe(upstream.seen[i].body);
+      expect((await rebuildBody(recordedBody(r, 'response'), readBlob)).toString('utf8')).toBe(replies[i]);
+      const part = pickEventBlob(eventBlobs({ data: r }), 'request')!;
+      expect((await readEventBlob(artifacts, part, `request of call ${i}`, 1 << 20)).toString('utf8')).toBe(upstream.seen[i].body);
+    }
+    // Stored once: each message, the system prompt and the tools are in exactly one blob, written once.
+    const stored = [...gw.blobs.values()].map((b) => b.toString('utf8'));
+    for (const marker of ['USER-TASK', 'SYSTEM-PROMPT', 'TOOL-DEFINITIONS', 'ANSWER-0', 'ANSWER-1', 'RESULT-0', 'RESULT-1']) {
+      expect([marker, stored.filter((b) => b.includes(marker)).length]).toEqual([marker, 1]);
+    }
+    expect([...gw.puts.values()].every((n) => n === 1)).toBe(true);
+    const storedBytes = stored.reduce((n, b) => n + Buffer.byteLength(b), 0);
+    const wholeBytes = upstream.seen.reduce((n, s) => n + Buffer.byteLength(s.body), 0) + replies.reduce((n, b) => n + Buffer.byteLength(b), 0);
+    expect(storedBytes).toBeLessThan(wholeBytes * 0.6);
   });
 });
 

@@ -11,6 +11,7 @@ import { costOf, priceTable, worstCostOf } from './prices.js';
 import type { UpstreamEndpoints } from './upstreams.js';
 import { emptyResponseFacts, type ApiRoute, type GatewayErrorKind, type Provider, type ProviderCodec, type RequestFacts, type ResponseFacts, type Usage } from './protocol.js';
 import { modelNameProblem, requestTarget } from './request-checks.js';
+import { BodyStore, type StoredBody } from './body-store.js';
 
 /**
  * The run's LLM gateway: the agent's only way to its model. It serves `/<provider>/<path>` with
@@ -38,6 +39,8 @@ export interface LlmGatewayOptions {
   record: (data: EventData<'LlmCallRecorded'>) => Promise<unknown>;
   /** The run's redacting artifact store. */
   storeBlob: (body: Buffer) => Promise<{ sha256: string; size: number; key: string }>;
+  /** Whether `storeBlob` would store these bytes redacted: such a body is stored whole, never as pieces (body-store.ts). */
+  wouldRedact?: (body: Buffer) => boolean;
   /** Called once per limit, when the run's calls first reach it: the spend, the limit, the call (callId) whose spend reached it. */
   onLimit?: (limit: SpendLimit, value: number, max: number, callId: string) => void;
   clock?: () => Date;
@@ -167,6 +170,8 @@ class Gateway implements LlmGateway {
   private readonly gate: SpendGate;
   private readonly defaultReserveTokens: number;
   private readonly limitsNoted = new Set<string>();
+  /** Bodies stored as pieces, each once per run (request-pieces.ts). */
+  private readonly bodies: BodyStore;
   private removeSocket?: () => Promise<void>;
 
   constructor(
@@ -179,6 +184,7 @@ class Gateway implements LlmGateway {
     this.clock = options.clock ?? (() => new Date());
     this.timeoutMs = options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
     this.gate = new SpendGate(options.limits);
+    this.bodies = new BodyStore({ storeBlob: options.storeBlob, wouldRedact: options.wouldRedact });
     this.defaultReserveTokens = options.limits?.defaultReserveTokens ?? DEFAULT_RESERVE_TOKENS;
     this.server = http.createServer({ noDelay: true }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => this.failed(err, res));
@@ -630,10 +636,11 @@ class Gateway implements LlmGateway {
     let data: EventData<'LlmCallRecorded'> | undefined;
     try {
       const [request, response] = await Promise.all([
-        this.options.storeBlob(call.body),
-        call.sentBytes > 0 ? this.options.storeBlob(Buffer.concat(call.sent)) : Promise.resolve(undefined),
+        this.bodies.store(call.body, call.route.api, 'request'),
+        call.sentBytes > 0 ? this.bodies.store(Buffer.concat(call.sent), call.route.api, 'response') : Promise.resolve(undefined),
       ]);
       data = this.recordOf(call, answer, usageSource, request, response);
+      this.bodies.adopt(request);
     } catch (err) {
       this.options.onError?.(err);
     }
@@ -644,8 +651,8 @@ class Gateway implements LlmGateway {
     call: Call,
     answer: ResponseFacts,
     usageSource: 'provider' | 'estimated' | undefined,
-    request: BlobRef,
-    response: BlobRef | undefined,
+    request: StoredBody,
+    response: StoredBody | undefined,
   ): EventData<'LlmCallRecorded'> {
     const { facts } = call;
     const error = errorOf(call, answer);
@@ -682,8 +689,8 @@ class Gateway implements LlmGateway {
         name: cut(c.name || '?', CUT.name),
         input: cut(c.input, CUT.text),
       })),
-      request: blobRef(request),
-      ...(response ? { response: blobRef(response) } : {}),
+      ...('whole' in request ? { request: blobRef(request.whole) } : { requestPieces: request.pieces }),
+      ...(response ? ('whole' in response ? { response: blobRef(response.whole) } : { responsePieces: response.pieces }) : {}),
       startedAt: call.startedAt.toISOString(),
       observedAt: this.clock().toISOString(),
     };

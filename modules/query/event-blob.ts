@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { rebuildBody, type PiecesRef, type ReadBlob } from '../llm-gateway/request-pieces.js';
 
 // The blobs an event references, for `a2rl blob`, `a2rl logs` and the dashboard's blob and output
 // endpoints (modules/dashboard/event-blobs.ts): named by the payload field that
@@ -15,10 +16,14 @@ export interface EventBlob {
   part: string;
   sha256: string;
   size: number;
+  /** A model call's body stored as pieces (`requestPieces` is part `request`): rebuilt when opened. */
+  pieces?: PiecesRef;
 }
 
 const isRef = (v: unknown): v is { sha256: string; size: number } =>
   !!v && typeof v === 'object' && typeof (v as Record<string, unknown>).sha256 === 'string' && SHA256.test((v as { sha256: string }).sha256) && Number.isSafeInteger((v as { size: unknown }).size);
+
+const isPieces = (key: string, v: unknown): v is PiecesRef => key.endsWith('Pieces') && isRef(v) && isRef((v as { manifest?: unknown }).manifest);
 
 /** The event's blobs in a stable order: its own content (FileChanged and the like) first, then each top-level field holding a reference, by name. */
 export function eventBlobs(event: { data: unknown }): EventBlob[] {
@@ -27,7 +32,8 @@ export function eventBlobs(event: { data: unknown }): EventBlob[] {
   if (isRef(data)) parts.push({ part: 'content', sha256: data.sha256, size: data.size });
   for (const key of Object.keys(data).sort()) {
     const value: unknown = (data as Record<string, unknown>)[key];
-    if (isRef(value)) parts.push({ part: key, sha256: value.sha256, size: value.size });
+    if (isPieces(key, value)) parts.push({ part: key.slice(0, -'Pieces'.length), sha256: value.sha256, size: value.size, pieces: value });
+    else if (isRef(value)) parts.push({ part: key, sha256: value.sha256, size: value.size });
   }
   return parts;
 }
@@ -44,12 +50,36 @@ export class BlobIntegrityError extends Error {
 
 /** The blob's stream, or a BlobIntegrityError naming it when the store does not have it. */
 export async function openBlob(artifacts: ArtifactStore, blob: EventBlob, what: string): Promise<Readable> {
+  if (blob.pieces) return Readable.from([await rebuiltBlob(artifacts, blob.pieces, what)]);
   try {
     return await artifacts.get(blob.sha256);
   } catch (error) {
     if (error instanceof ArtifactNotFoundError) throw new BlobIntegrityError(`${what}: blob ${blob.sha256} is missing from the artifact store`);
     throw error;
   }
+}
+
+/** A body stored as pieces, put back together (request-pieces.ts checks it against the recorded sha256 and size). */
+async function rebuiltBlob(artifacts: ArtifactStore, pieces: PiecesRef, what: string): Promise<Buffer> {
+  try {
+    return await rebuildBody({ pieces }, storeReader(artifacts));
+  } catch (error) {
+    throw new BlobIntegrityError(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** Whole blobs from the store by sha256; null for one it does not have. */
+export function storeReader(artifacts: ArtifactStore): ReadBlob {
+  return async (sha256) => {
+    try {
+      const chunks: Buffer[] = [];
+      for await (const chunk of await artifacts.get(sha256)) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array));
+      return Buffer.concat(chunks);
+    } catch (error) {
+      if (error instanceof ArtifactNotFoundError) return null;
+      throw error;
+    }
+  };
 }
 
 /** Checks what was read against the recorded sha256 and size. */

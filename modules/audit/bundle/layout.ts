@@ -48,10 +48,11 @@ export const RENDERER_VERSION = /^[A-Za-z0-9._/:+-]{1,64}$/;
 /**
  * Why an event references a blob: `data` (WorkspacePrepared.dataManifest), `file` (FileChanged),
  * `output` (AgentOutput.chunk), `trajectories` (RolloutBatchRecorded), `checkpoint-manifest`
- * (SubmissionReceived.checkpoint), `checkpoint` (a file of SubmissionReceived.manifest) and
- * `graded-items` (SubmissionGraded.items).
+ * (SubmissionReceived.checkpoint), `checkpoint` (a file of SubmissionReceived.manifest),
+ * `graded-items` (SubmissionGraded.items) and `llm-body` (a model call's body stored as pieces:
+ * LlmCallRecorded.requestPieces/responsePieces, their manifest and the pieces it names).
  */
-export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint' | 'graded-items';
+export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint' | 'graded-items' | 'llm-body';
 
 export interface ManifestItem {
   sha256: string;
@@ -98,6 +99,14 @@ export class ManifestFold {
         break;
       case 'SubmissionGraded':
         if (event.data.items) this.use(event.data.items.sha256, event.data.items.size, 'graded-items', event.seq);
+        break;
+      case 'LlmCallRecorded':
+        // Bodies stored as pieces only (a whole body was never carried): the manifest and the pieces it names.
+        for (const body of [event.data.requestPieces, event.data.responsePieces]) {
+          if (!body) continue;
+          this.use(body.manifest.sha256, body.manifest.size, 'llm-body', event.seq);
+          for (const piece of body.pieces) this.use(piece, undefined, 'llm-body', event.seq);
+        }
         break;
       default:
         break;

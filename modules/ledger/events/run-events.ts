@@ -393,6 +393,20 @@ export const LLM_CALL_OUTCOMES = ['ok', 'upstream_error', 'upstream_unreachable'
  * of the body), the price table its cost is computed with (older runs also recorded the cost) and the whole request
  * and response as redacted blobs. `status` is what the agent got; `outcome` says why.
  */
+/**
+ * A model-call body stored as pieces (docs/llm-gateway.md#how-bodies-are-stored): each distinct
+ * message, system prompt, tool list once per run, and a manifest listing the body's segments (the
+ * parent call's first ones, then its own). Readers rebuild it with request-pieces.ts `rebuildBody`.
+ */
+export class LlmBodyPieces {
+  /** sha256 and size of the body the pieces rebuild: exactly what a whole-body record would have held. */
+  @Matches(SHA256) sha256!: string;
+  @IsInt() @Min(0) size!: number;
+  @ValidateNested() @Type(() => BlobRef) manifest!: BlobRef;
+  /** The pieces (sha256) the manifest's own segments name, not its parent's: what travels with the call in an audit bundle. */
+  @IsArray() @ArrayMaxSize(1000) @Matches(SHA256, { each: true }) pieces!: string[];
+}
+
 export class LlmCallRecorded {
   @IsString() @MinLength(1) @MaxLength(100) callId!: string;
   @IsIn(['anthropic', 'openai', 'gemini']) provider!: 'anthropic' | 'openai' | 'gemini';
@@ -422,8 +436,11 @@ export class LlmCallRecorded {
   @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => LlmToolResult) toolResults!: LlmToolResult[];
   @ValidateIf((d: LlmCallRecorded) => d.outputText !== null) @IsString() @MaxLength(4100) outputText!: string | null;
   @IsArray() @ArrayMaxSize(100) @ValidateNested({ each: true }) @Type(() => LlmToolCall) toolCalls!: LlmToolCall[];
-  @ValidateNested() @Type(() => BlobRef) request!: BlobRef;
+  /** The request body as one blob; absent when it is stored as pieces (`requestPieces`, runs recorded since). */
+  @ValidateIf((d: LlmCallRecorded) => d.requestPieces === undefined) @ValidateNested() @Type(() => BlobRef) request?: BlobRef;
+  @IsOptional() @ValidateNested() @Type(() => LlmBodyPieces) requestPieces?: LlmBodyPieces;
   @IsOptional() @ValidateNested() @Type(() => BlobRef) response?: BlobRef;
+  @IsOptional() @ValidateNested() @Type(() => LlmBodyPieces) responsePieces?: LlmBodyPieces;
   @Matches(ISO_UTC) startedAt!: string;
   @Matches(ISO_UTC) observedAt!: string;
   /** What caused it (docs/event-catalog.md#causation): the earlier model call whose tool call this request answers (evidence: toolCallId, the first answered tool result an earlier call asked for). Absent in older runs and where no cause could be told. */

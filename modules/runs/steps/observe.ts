@@ -118,6 +118,7 @@ async function openGateway(deps: RunDeps, s: RunSession, prepared: Prepared, end
       const put = await s.instrumentation.store.put(body, { sha256: sha256Hex(body), size: body.length });
       return { sha256: put.sha256, size: put.size, key: put.key };
     },
+    wouldRedact: (body) => s.instrumentation.redaction?.redactor.redactBlob(body) != null,
     onLimit: (limit, value, max, callId) => void s.record('LimitReached', { limit, value, max, scope: callId, observedAt: deps.clock().toISOString() }), // the action is the limit's (projections/derived-facts.ts)
     clock: deps.clock,
     onError: (err) => s.warn(`[${s.runId}] LLM gateway: ${err instanceof Error ? err.message : String(err)}`),

@@ -1,0 +1,90 @@
+import type { BlobRef } from '../ledger/events/shared.js';
+import {
+  conversationKey,
+  encodeManifest,
+  joinSegments,
+  MAX_PIECES_PER_CALL,
+  MIN_SPLIT_BYTES,
+  piecesNamed,
+  segmentKey,
+  sha256Hex,
+  sharedPrefix,
+  splitBody,
+  type BodyManifest,
+  type PiecesRef,
+} from './request-pieces.js';
+
+/** How a call's body was stored: whole (as runs before pieces did) or as pieces. */
+export type StoredBody = { whole: BlobRef } | { pieces: PiecesRef; keys?: string[] };
+
+export interface BodyStoreOptions {
+  /** The run's (redacting) artifact store. */
+  storeBlob: (body: Buffer) => Promise<BlobRef>;
+  /**
+   * Whether the store would redact the whole body. A body it would is stored whole, so what is
+   * recorded stays exactly the redacted body (pieces redacted one by one need not join into it).
+   */
+  wouldRedact?: (body: Buffer) => boolean;
+}
+
+/** Request bodies of recent calls a new request is compared with, to refer to the one it continues. */
+const RECENT_PARENTS = 8;
+
+/**
+ * The gateway's side of request-pieces.ts: stores a call's body as pieces where that rebuilds it byte
+ * for byte (checked here, before the form is chosen), else whole. A request refers to the recent
+ * request it shares the most leading segments with (its parent), so it stores only what it appended.
+ */
+export class BodyStore {
+  private recent: { manifest: string; keys: string[] }[] = [];
+  /** Pieces already stored (as they are, unredacted) by this run's calls: not written again. */
+  private readonly stored = new Set<string>();
+
+  constructor(private readonly options: BodyStoreOptions) {}
+
+  async store(body: Buffer, api: string, part: 'request' | 'response'): Promise<StoredBody> {
+    const pieces = await this.storePieces(body, part === 'request' ? conversationKey(api) : null, part === 'request');
+    return pieces ?? { whole: await this.options.storeBlob(body) };
+  }
+
+  /** Lets later requests refer to this one (once its call is recorded, so a parent is always in the ledger). */
+  adopt(stored: StoredBody): void {
+    if (!('pieces' in stored) || !stored.keys) return;
+    this.recent = [{ manifest: stored.pieces.manifest.sha256, keys: stored.keys }, ...this.recent].slice(0, RECENT_PARENTS);
+  }
+
+  private async storePieces(body: Buffer, conversation: string | null, chained: boolean): Promise<StoredBody | null> {
+    if (body.length < MIN_SPLIT_BYTES || this.options.wouldRedact?.(body)) return null;
+    const split = splitBody(body, conversation);
+    if (!split || !joinSegments(split.segments, (sha) => split.pieces.get(sha)!).equals(body)) return null;
+    const keys = split.segments.map(segmentKey);
+    const parent = chained ? this.parentOf(keys) : undefined;
+    const manifest: BodyManifest = parent ? { parent, segments: split.segments.slice(parent.keep) } : { segments: split.segments };
+    const named = piecesNamed(manifest.segments);
+    if (named.length > MAX_PIECES_PER_CALL) return null;
+    for (const sha of named) if (!(await this.storePiece(sha, split.pieces.get(sha)!))) return null;
+    const bytes = encodeManifest(manifest);
+    const stored = await this.options.storeBlob(bytes);
+    if (stored.sha256 !== sha256Hex(bytes)) return null;
+    const ref: PiecesRef = { sha256: sha256Hex(body), size: body.length, manifest: { sha256: stored.sha256, size: stored.size, key: stored.key }, pieces: named };
+    return { pieces: ref, ...(chained ? { keys } : {}) };
+  }
+
+  /** False when the store kept the piece redacted (other bytes than the body's). */
+  private async storePiece(sha256: string, bytes: Buffer): Promise<boolean> {
+    if (this.stored.has(sha256)) return true;
+    if ((await this.options.storeBlob(bytes)).sha256 !== sha256) return false;
+    this.stored.add(sha256);
+    return true;
+  }
+
+  /** The recent request sharing the most leading segments, and how many; none when none shares any. */
+  private parentOf(keys: string[]): { sha256: string; keep: number } | undefined {
+    let best: { sha256: string; keep: number } | undefined;
+    for (const r of this.recent) {
+      const keep = sharedPrefix(r.keys, keys);
+      if (keep > 0 && keep > (best?.keep ?? 0)) best = { sha256: r.manifest, keep };
+    }
+    return best;
+  }
+}
