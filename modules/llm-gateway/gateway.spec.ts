@@ -514,23 +514,55 @@ describe('LLM gateway', () => {
 
   it('waits for an agent that reads slowly without taking it for upstream silence', async () => {
     const big = sse({ text: 'y'.repeat(8 * 1024 * 1024) });
-    const upstream = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(big + sse({ usage: { in: 1, out: 1 } })));
-    // The upstream here shares the test's process: on a busy machine its next chunk can lag by a second
-    // or more, which a tighter timeout would take for silence. The agent's pause is well beyond it.
-    const gw = await startGateway(upstream.url, { upstreamTimeoutMs: 2500 });
+    const last = sse({ usage: { in: 1, out: 1 } });
+    let upstreamFlushed = false;
+    const upstream = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(big + last, () => (upstreamFlushed = true)));
+    const gw = await startGateway(upstream.url, { upstreamTimeoutMs: 1000 });
+    const stopped = signal<boolean>();
     let paused = false;
     const reply = await send(gw.socketPath, {
       body: REQUEST,
       onChunk: (_chunk, req) => {
         if (paused) return;
-        paused = true; // the agent stops reading for longer than the upstream timeout
+        paused = true; // the agent stops reading for three times the upstream timeout
         req.socket?.pause();
-        setTimeout(() => req.socket?.resume(), 6000);
+        setTimeout(() => {
+          stopped.fire(upstreamFlushed);
+          req.socket?.resume();
+        }, 3000);
       },
     });
-    expect([reply.status, reply.broken, reply.body.length]).toEqual([200, false, Buffer.byteLength(big) + sse({ usage: { in: 1, out: 1 } }).length]);
+    // The wait reached the upstream: the gateway stopped reading it, so it could not write its answer out.
+    expect(await stopped.fired).toBe(false);
+    expect([reply.status, reply.broken, reply.body.length]).toEqual([200, false, Buffer.byteLength(big) + last.length]);
     const [call] = await gw.finish();
     expect(call.outcome).toBe('ok');
+  });
+
+  it('takes no stall of its own process for upstream silence: what waits in the socket is read before silence is counted', async () => {
+    let answer: ServerResponse | undefined;
+    const upstream = await startUpstream((_req, res) => {
+      answer = res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(sse({ text: 'first' }));
+    });
+    const gw = await startGateway(upstream.url, { upstreamTimeoutMs: 300 });
+    let stalled = false;
+    const reply = await send(gw.socketPath, {
+      body: REQUEST,
+      onChunk: () => {
+        if (stalled) return;
+        stalled = true;
+        // The upstream's rest reaches the gateway's socket now (end() writes through at once), then the
+        // process is busy for ten times the timeout (an agent in the same process, as a loaded machine
+        // or a long task would stall the harness): the gateway cannot read meanwhile.
+        answer!.end(sse({ text: ' second', usage: { in: 1, out: 1 } }));
+        const until = performance.now() + 3000;
+        while (performance.now() < until);
+      },
+    });
+    expect([reply.status, reply.broken, reply.body]).toEqual([200, false, sse({ text: 'first' }) + sse({ text: ' second', usage: { in: 1, out: 1 } })]);
+    const [call] = await gw.finish();
+    expect(call).toMatchObject({ outcome: 'ok', outputText: 'first second' });
   });
 
   it('speaks the real Anthropic codec by default, against the fake Anthropic upstream', async () => {

@@ -44,7 +44,10 @@ export interface LlmGatewayOptions {
   /** Called once per limit, when the run's calls first reach it: the spend, the limit, the call (callId) whose spend reached it. */
   onLimit?: (limit: SpendLimit, value: number, max: number, callId: string) => void;
   clock?: () => Date;
-  /** No byte from the upstream for this long: 504 in the provider's shape, outcome upstream_timeout. Default 600000. */
+  /**
+   * No byte from the upstream for this long: 504 in the provider's shape, outcome upstream_timeout.
+   * Default 600000. Counted only while the gateway waits for the upstream (see `countSilence`).
+   */
   upstreamTimeoutMs?: number;
   onError?: (err: unknown) => void;
 }
@@ -63,6 +66,8 @@ export interface LlmGateway {
 /** Request bodies and the kept copy of each response are capped at this size. */
 export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
+/** The upstream's silence is counted in steps of a tenth of the timeout, at most a second. */
+const silenceStep = (timeoutMs: number) => Math.max(1, Math.min(1000, Math.floor(timeoutMs / 10)));
 const MIN_TOKEN_LENGTH = 16;
 /** What `status` says when the agent got no answer (it hung up first): nginx's "client closed request". */
 const CLIENT_CLOSED_STATUS = 499;
@@ -141,8 +146,10 @@ interface Call {
   streamed: boolean;
   upstream?: http.ClientRequest;
   retried?: boolean;
-  timer?: NodeJS.Timeout;
-  timerPaused?: boolean;
+  /** Counts the upstream's silence from the request on (see `countSilence`). */
+  silence?: { timer: NodeJS.Timeout; silentMs: number; lastCount: number };
+  /** A byte came from the upstream, or a wait that is not silence ended, since the silence was last counted. */
+  heard?: boolean;
   outcome?: Outcome;
   error?: string;
   /** Hands the call's record (or nothing, when it could not be made) to its place in the record queue. */
@@ -355,7 +362,7 @@ class Gateway implements LlmGateway {
     call.paused = undefined;
     if (paused) {
       paused.resume();
-      this.armTimer(call);
+      call.heard = true;
     }
   }
 
@@ -444,7 +451,7 @@ class Gateway implements LlmGateway {
     request.on('socket', (socket) => socket.setNoDelay(true));
     request.on('response', (answer) => this.relay(call, answer));
     request.on('error', (err) => this.upstreamFailed(call, err, upstream));
-    this.armTimer(call);
+    this.watchSilence(call);
     request.end(call.body.length > 0 ? call.body : undefined);
   }
 
@@ -479,7 +486,7 @@ class Gateway implements LlmGateway {
     const { res } = call;
     call.status = upstream.statusCode ?? 502;
     call.streamed = /^text\/event-stream/i.test(String(upstream.headers['content-type'] ?? ''));
-    this.armTimer(call);
+    call.heard = true;
     if (!call.agentGone) {
       res.writeHead(call.status, responseHeaders(upstream.headers));
       res.flushHeaders();
@@ -487,21 +494,21 @@ class Gateway implements LlmGateway {
     }
     upstream.on('data', (chunk: Buffer) => {
       if (call.outcome) return;
+      call.heard = true;
       call.ttftMs ??= performance.now() - call.t0;
       keep(call, chunk);
-      if (call.agentGone) return this.armTimer(call);
+      if (call.agentGone) return;
       call.deliveredBytes += chunk.length;
-      if (res.write(chunk)) return this.armTimer(call);
-      // The agent reads slower than the upstream sends: wait for it, without counting that as upstream silence.
+      if (res.write(chunk)) return;
+      // The agent reads slower than the upstream sends: stop reading the upstream until it catches up
+      // (countSilence counts none of that wait).
       upstream.pause();
       call.paused = upstream;
-      clearTimeout(call.timer);
-      call.timerPaused = true;
       res.once('drain', () => {
         if (call.paused !== upstream) return; // the agent hung up meanwhile: agentHungUp resumed it
         call.paused = undefined;
         upstream.resume();
-        this.armTimer(call);
+        call.heard = true;
       });
     });
     upstream.on('end', () => {
@@ -534,11 +541,34 @@ class Gateway implements LlmGateway {
     call.res.destroy();
   }
 
-  /** (Re)starts the wait for the upstream's next byte. */
-  private armTimer(call: Call): void {
-    if (call.timer && !call.timerPaused) return void call.timer.refresh();
-    call.timerPaused = false;
-    call.timer = setTimeout(() => this.timedOut(call), this.timeoutMs);
+  /** Starts counting the upstream's silence for a call sent upstream (once: a retry keeps counting). */
+  private watchSilence(call: Call): void {
+    call.heard = true;
+    if (call.silence) return;
+    const step = silenceStep(this.timeoutMs);
+    call.silence = { timer: setInterval(() => this.countSilence(call, step), step), silentMs: 0, lastCount: performance.now() };
+  }
+
+  /**
+   * Each step, adds the time the gateway waited for the upstream's next byte; at the timeout the call
+   * ends. Not silence: a wait for an agent that reads slowly (the upstream is paused; the count starts
+   * afresh once it is read again), nor a stall of the gateway's own process (a busy machine, a long
+   * task) while the upstream's bytes wait unread in the socket: a late step counts at most two steps,
+   * and those bytes are read before the next one. A silent upstream ends at most one step after the
+   * timeout; later in wall time only while the process is starved.
+   */
+  private countSilence(call: Call, step: number): void {
+    const silence = call.silence!;
+    const now = performance.now();
+    const waited = Math.min(now - silence.lastCount, 2 * step);
+    silence.lastCount = now;
+    if (call.heard || call.paused) {
+      call.heard = false;
+      silence.silentMs = 0;
+      return;
+    }
+    silence.silentMs += waited;
+    if (silence.silentMs >= this.timeoutMs) this.timedOut(call);
   }
 
   private timedOut(call: Call): void {
@@ -587,7 +617,7 @@ class Gateway implements LlmGateway {
     call.outcome = outcome;
     call.error = error;
     call.latencyMs = performance.now() - call.t0;
-    clearTimeout(call.timer);
+    clearInterval(call.silence?.timer);
     this.inflight.delete(call);
     if (!call.factsRead) call.facts = requestFactsOf(call); // read off the critical path when nothing before forwarding needed it
     const answer = this.responseFactsOf(call);
