@@ -1,16 +1,18 @@
 import type { BlobRef } from '../ledger/events/shared.js';
 import {
-  conversationKey,
+  bodyShape,
   encodeManifest,
-  joinSegments,
   MAX_PIECES_PER_CALL,
   MIN_SPLIT_BYTES,
   piecesNamed,
   segmentKey,
   sha256Hex,
-  sharedPrefix,
+  applyManifest,
+  planEntries,
   splitBody,
   type BodyManifest,
+  type BodyShape,
+  type Segment,
   type PiecesRef,
 } from './request-pieces.js';
 
@@ -43,7 +45,7 @@ export class BodyStore {
   constructor(private readonly options: BodyStoreOptions) {}
 
   async store(body: Buffer, api: string, part: 'request' | 'response'): Promise<StoredBody> {
-    const pieces = await this.storePieces(body, part === 'request' ? conversationKey(api) : null, part === 'request');
+    const pieces = await this.storePieces(body, bodyShape(api, part), part === 'request');
     return pieces ?? { whole: await this.options.storeBlob(body) };
   }
 
@@ -53,14 +55,13 @@ export class BodyStore {
     this.recent = [{ manifest: stored.pieces.manifest.sha256, keys: stored.keys }, ...this.recent].slice(0, RECENT_PARENTS);
   }
 
-  private async storePieces(body: Buffer, conversation: string | null, chained: boolean): Promise<StoredBody | null> {
+  private async storePieces(body: Buffer, shape: BodyShape, chained: boolean): Promise<StoredBody | null> {
     if (body.length < MIN_SPLIT_BYTES || this.options.wouldRedact?.(body)) return null;
-    const split = splitBody(body, conversation);
-    if (!split || !joinSegments(split.segments, (sha) => split.pieces.get(sha)!).equals(body)) return null;
+    const split = splitBody(body, shape);
+    if (!split) return null;
     const keys = split.segments.map(segmentKey);
-    const parent = chained ? this.parentOf(keys) : undefined;
-    const manifest: BodyManifest = parent ? { parent, segments: split.segments.slice(parent.keep) } : { segments: split.segments };
-    const named = piecesNamed(manifest.segments);
+    const manifest = (chained ? this.againstParent(split.segments) : undefined) ?? { entries: split.segments };
+    const named = piecesNamed(manifest.entries);
     if (named.length > MAX_PIECES_PER_CALL) return null;
     for (const sha of named) if (!(await this.storePiece(sha, split.pieces.get(sha)!))) return null;
     const bytes = encodeManifest(manifest);
@@ -78,13 +79,18 @@ export class BodyStore {
     return true;
   }
 
-  /** The recent request sharing the most leading segments, and how many; none when none shares any. */
-  private parentOf(keys: string[]): { sha256: string; keep: number } | undefined {
-    let best: { sha256: string; keep: number } | undefined;
+  /**
+   * The manifest against the recent request it shares the most segments with; none when none shares
+   * any. Checked: applied to the parent's segments, it gives the body's.
+   */
+  private againstParent(segments: Segment[]): BodyManifest | undefined {
+    let best: { manifest: BodyManifest; shared: number; parentKeys: string[] } | undefined;
     for (const r of this.recent) {
-      const keep = sharedPrefix(r.keys, keys);
-      if (keep > 0 && keep > (best?.keep ?? 0)) best = { sha256: r.manifest, keep };
+      const { entries, shared } = planEntries(r.keys, segments);
+      if (shared > (best?.shared ?? 0)) best = { manifest: { parent: r.manifest, entries }, shared, parentKeys: r.keys };
     }
-    return best;
+    if (!best) return undefined;
+    const keys = applyManifest(best.parentKeys, best.manifest);
+    return keys.length === segments.length && keys.every((k, i) => k === segmentKey(segments[i])) ? best.manifest : undefined;
   }
 }

@@ -5,10 +5,12 @@ import { createHash } from 'node:crypto';
  * into segments at exact byte offsets: pieces (the conversation's messages, the system prompt, the
  * tool definitions, an answer's content: any JSON value of at least MIN_PIECE_BYTES at the places a
  * protocol keeps them) and the text between them. Each piece is a content-addressed blob; a manifest
- * blob lists the segments, usually as "the first `keep` segments of the parent call's body, then
- * these". Concatenating the segments gives the body byte for byte, whatever its JSON looks like (key
- * order, escapes, white space): nothing is re-serialized. The gateway checks that before it chooses
- * this form; a body it cannot cut (not a JSON object, not UTF-8) is stored whole as before.
+ * blob lists the segments, mostly as ranges of its parent call's segments (a request repeats its
+ * parent's messages, appends some, and ends with the same system prompt and tools): what it names
+ * itself is what it appended. Concatenating the segments gives the body byte for byte,
+ * whatever its JSON looks like (key order, escapes, white space): nothing is re-serialized, and
+ * `splitBody` checks the join before it answers; a body it cannot cut that way (not a JSON object,
+ * inline text that is not UTF-8) is stored whole as before.
  *
  * Pure except for `rebuildBody`, which reads blobs through the function it is given.
  */
@@ -16,10 +18,13 @@ import { createHash } from 'node:crypto';
 /** Segment of a body: inline text, or a piece by its sha256. */
 export type Segment = { text: string } | { piece: string };
 
-/** The stored recipe: the parent's first `keep` segments (when it has a parent), then `segments`. */
+/** A manifest entry: a segment, or `count` segments of the parent's list from index `from`. */
+export type Entry = Segment | { from: number; count: number };
+
+/** The stored recipe: its entries in order, ranges of the parent's segments where it has a parent. */
 export interface BodyManifest {
-  parent?: { sha256: string; keep: number };
-  segments: Segment[];
+  parent?: string;
+  entries: Entry[];
 }
 
 /** The event's reference to a body stored as pieces (LlmCallRecorded.requestPieces / responsePieces). */
@@ -32,21 +37,33 @@ export interface PiecesRef {
   pieces: string[];
 }
 
-/** JSON values smaller than this stay inline text: a blob and its reference would cost more. */
+/** Messages (and an answer's content) smaller than this stay inline text: a blob and its reference would cost more. */
 export const MIN_PIECE_BYTES = 64;
+/** Other top-level values (the system prompt, the tools) smaller than this stay inline: the parent's segments carry them anyway. */
+export const MIN_TOP_PIECE_BYTES = 1024;
 /** Bodies smaller than this are stored whole. */
 export const MIN_SPLIT_BYTES = 512;
 /** Most pieces one call's manifest may name (they are listed in its event, which must stay small). */
 export const MAX_PIECES_PER_CALL = 1000;
 const MANIFEST_FORMAT = 'a2rl-llm-body/1';
 
-/** The top-level field holding the conversation of an API: its items are cut one level deeper. */
-export function conversationKey(api: string): string | null {
-  if (api === 'messages' || api === 'count_tokens' || api === 'chat.completions') return 'messages';
-  if (api === 'responses') return 'input';
-  if (api === 'generateContent' || api === 'streamGenerateContent' || api === 'countTokens') return 'contents';
-  return null;
+/**
+ * Where a body of an API keeps what recurs: `conversation`, the top-level array of a request's
+ * messages (each item's members are cut); `answer`, the top-level member of an answer holding the
+ * model's message (its content comes back in the next request).
+ */
+export interface BodyShape {
+  conversation: string | null;
+  answer: string | null;
 }
+
+export function bodyShape(api: string, part: 'request' | 'response'): BodyShape {
+  if (part === 'response') return { conversation: null, answer: ANSWERS[api] ?? null };
+  return { conversation: CONVERSATIONS[api] ?? null, answer: null };
+}
+
+const CONVERSATIONS: Record<string, string> = { messages: 'messages', count_tokens: 'messages', 'chat.completions': 'messages', responses: 'input', generateContent: 'contents', streamGenerateContent: 'contents', countTokens: 'contents' };
+const ANSWERS: Record<string, string> = { messages: 'content', 'chat.completions': 'choices', responses: 'output', generateContent: 'candidates' };
 
 // ── cutting ──────────────────────────────────────────────────────────────────────────────────────
 
@@ -65,13 +82,18 @@ interface Span {
 }
 
 /**
- * The body as segments, pieces with their bytes; null when it is not a JSON object of valid UTF-8.
- * Pieces: every top-level member value of at least MIN_PIECE_BYTES, except the conversation array,
- * whose items' member values (an item that is no object: the item) are the pieces instead.
+ * The body as segments, pieces with their bytes; null when it cannot be cut into segments that join
+ * back to exactly its bytes (not a JSON object; inline text that is not UTF-8).
+ * Pieces: the member values of the conversation's items (an item that is no object: the item) and
+ * the answer, of at least MIN_PIECE_BYTES; every other top-level value of at least MIN_TOP_PIECE_BYTES.
  */
-export function splitBody(body: Buffer, conversation: string | null): { segments: Segment[]; pieces: Map<string, Buffer> } | null {
-  if (!isJsonObject(body)) return null;
-  const spans = pieceSpans(body, conversation);
+export function splitBody(body: Buffer, shape: BodyShape): { segments: Segment[]; pieces: Map<string, Buffer> } | null {
+  const split = cut(body, shape);
+  return split && joinSegments(split.segments, (sha) => split.pieces.get(sha)!).equals(body) ? split : null;
+}
+
+function cut(body: Buffer, shape: BodyShape): { segments: Segment[]; pieces: Map<string, Buffer> } | null {
+  const spans = pieceSpans(body, shape);
   if (!spans) return null;
   const segments: Segment[] = [];
   const pieces = new Map<string, Buffer>();
@@ -88,25 +110,15 @@ export function splitBody(body: Buffer, conversation: string | null): { segments
   return { segments, pieces };
 }
 
-function isJsonObject(body: Buffer): boolean {
-  try {
-    const text = new TextDecoder('utf-8', { fatal: true }).decode(body);
-    const value: unknown = JSON.parse(text);
-    return !!value && typeof value === 'object' && !Array.isArray(value);
-  } catch {
-    return false;
-  }
-}
-
-function pieceSpans(body: Buffer, conversation: string | null): Span[] | null {
+function pieceSpans(body: Buffer, shape: BodyShape): Span[] | null {
   const top = skipSpace(body, 0);
   const members = membersOf(body, top);
   if (!members) return null;
   const spans: Span[] = [];
   for (const m of members) {
-    const items = m.key === conversation && body[m.value.start] === OPEN_ARRAY ? itemsOf(body, m.value.start) : null;
+    const items = m.key === shape.conversation && body[m.value.start] === OPEN_ARRAY ? itemsOf(body, m.value.start) : null;
     if (!items) {
-      if (big(m.value)) spans.push(m.value);
+      if (sizeOf(m.value) >= (m.key === shape.answer ? MIN_PIECE_BYTES : MIN_TOP_PIECE_BYTES)) spans.push(m.value);
       continue;
     }
     for (const item of items) {
@@ -119,7 +131,8 @@ function pieceSpans(body: Buffer, conversation: string | null): Span[] | null {
   return spans;
 }
 
-const big = (span: Span) => span.end - span.start >= MIN_PIECE_BYTES;
+const sizeOf = (span: Span) => span.end - span.start;
+const big = (span: Span) => sizeOf(span) >= MIN_PIECE_BYTES;
 
 /** The members of the object at `start`: key and value span; null when malformed. */
 function membersOf(b: Buffer, start: number): { key: string; value: Span }[] | null {
@@ -131,7 +144,8 @@ function membersOf(b: Buffer, start: number): { key: string; value: Span }[] | n
     if (b[i] !== QUOTE) return null;
     const keyEnd = stringEnd(b, i);
     if (keyEnd < 0) return null;
-    const key = JSON.parse(b.toString('utf8', i, keyEnd)) as string;
+    const key = keyOf(b.toString('utf8', i, keyEnd));
+    if (key === null) return null;
     i = skipSpace(b, keyEnd);
     if (b[i] !== COLON) return null;
     const valueStart = skipSpace(b, i + 1);
@@ -158,6 +172,14 @@ function itemsOf(b: Buffer, start: number): Span[] | null {
     if (b[i] === CLOSE_ARRAY) return out;
     if (b[i] !== COMMA) return null;
     i = skipSpace(b, i + 1);
+  }
+}
+
+function keyOf(quoted: string): string | null {
+  try {
+    return JSON.parse(quoted) as string;
+  } catch {
+    return null;
   }
 }
 
@@ -206,37 +228,120 @@ export function joinSegments(segments: readonly Segment[], pieceOf: (sha256: str
 /** A segment's identity, to compare two bodies' segments. */
 export const segmentKey = (s: Segment): string => ('text' in s ? `t${s.text}` : `p${s.piece}`);
 
-/** How many leading segments two bodies share. */
-export function sharedPrefix(a: readonly string[], b: readonly string[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
+/** Positions of a key looked at when a run of shared segments is to start: the most recent few. */
+const CANDIDATES = 4;
+
+/**
+ * The child's segments as entries against the parent's: each run of segments the parent has too, in
+ * the same order, is one range; the rest are the child's own. Greedy: a run continues where the last
+ * one ended when it can, else starts at one of the key's last positions in the parent.
+ */
+export function planEntries(parent: readonly string[], child: readonly Segment[]): { entries: Entry[]; shared: number } {
+  const keys = child.map(segmentKey);
+  const at = new Map<string, number[]>();
+  parent.forEach((key, j) => at.set(key, [...(at.get(key) ?? []).slice(1 - CANDIDATES), j]));
+  const entries: Entry[] = [];
+  let shared = 0;
+  let next = -1;
+  for (let i = 0; i < keys.length; ) {
+    const starts = next >= 0 && parent[next] === keys[i] ? [next] : (at.get(keys[i]) ?? []);
+    let best = { from: -1, count: 0 };
+    for (const from of starts) {
+      let n = 0;
+      while (i + n < keys.length && from + n < parent.length && parent[from + n] === keys[i + n]) n++;
+      if (n > best.count) best = { from, count: n };
+    }
+    if (best.count === 0) {
+      entries.push(child[i++]);
+      next = -1;
+      continue;
+    }
+    entries.push(best);
+    shared += best.count;
+    i += best.count;
+    next = best.from + best.count;
+  }
+  return { entries, shared };
+}
+
+/** A manifest's segment list (as keys) from its parent's. */
+export function applyManifest(parentKeys: readonly string[], m: BodyManifest): string[] {
+  const keys: string[] = [];
+  for (const e of m.entries) {
+    if (!('from' in e)) keys.push(segmentKey(e));
+    else if (!m.parent || e.from + e.count > parentKeys.length) throw new BodyRebuildError(`a manifest takes segments ${e.from}–${e.from + e.count - 1} of a parent that has ${parentKeys.length}`);
+    else for (let j = e.from; j < e.from + e.count; j++) keys.push(parentKeys[j]);
+  }
+  return keys;
 }
 
 // ── the manifest ─────────────────────────────────────────────────────────────────────────────────
 
-/** The manifest blob's bytes: compact JSON, texts as strings, pieces as {p: sha256}. */
+/**
+ * The manifest blob's bytes: a header line, the parent line when there is one (`parent <sha256>`,
+ * its manifest), then its entries: `c <from> <count>` for a range of the parent's segments,
+ * `p <sha256>` for a piece, or `t <bytes>` followed by the text's raw bytes; each ends with a newline.
+ * sha256s are written in base64url (43 characters, not 64 hex: a manifest is mostly references), and
+ * texts raw, nothing escaped, so a manifest costs little more than what it lists.
+ */
 export function encodeManifest(m: BodyManifest): Buffer {
-  const segments = m.segments.map((s) => ('text' in s ? s.text : { p: s.piece }));
-  return Buffer.from(JSON.stringify({ format: MANIFEST_FORMAT, ...(m.parent ? { parent: m.parent } : {}), segments }));
+  const parts: Buffer[] = [Buffer.from(`${MANIFEST_FORMAT}\n`)];
+  if (m.parent) parts.push(Buffer.from(`parent ${toRef(m.parent)}\n`));
+  for (const s of m.entries) {
+    if ('from' in s) parts.push(Buffer.from(`c ${s.from} ${s.count}\n`));
+    else if ('piece' in s) parts.push(Buffer.from(`p ${toRef(s.piece)}\n`));
+    else {
+      const text = Buffer.from(s.text, 'utf8');
+      parts.push(Buffer.from(`t ${text.length}\n`), text, NEWLINE);
+    }
+  }
+  return Buffer.concat(parts);
 }
 
 export function decodeManifest(bytes: Buffer): BodyManifest {
-  const raw = JSON.parse(bytes.toString('utf8')) as { format?: unknown; parent?: { sha256: string; keep: number }; segments?: unknown };
-  if (raw.format !== MANIFEST_FORMAT || !Array.isArray(raw.segments)) throw new Error(`not an ${MANIFEST_FORMAT} manifest`);
-  const segments = raw.segments.map((s: unknown): Segment => {
-    if (typeof s === 'string') return { text: s };
-    const piece = (s as { p?: unknown }).p;
-    if (typeof piece !== 'string') throw new Error('a manifest segment is neither text nor a piece');
-    return { piece };
-  });
-  return { ...(raw.parent ? { parent: { sha256: raw.parent.sha256, keep: raw.parent.keep } } : {}), segments };
+  let at = 0;
+  const line = (): string => {
+    const end = bytes.indexOf(0x0a, at);
+    if (end < 0) throw new BodyRebuildError(at === 0 ? `not an ${MANIFEST_FORMAT} manifest` : 'a manifest line does not end');
+    const text = bytes.toString('utf8', at, end);
+    at = end + 1;
+    return text;
+  };
+  if (line() !== MANIFEST_FORMAT) throw new BodyRebuildError(`not an ${MANIFEST_FORMAT} manifest`);
+  const manifest: BodyManifest = { entries: [] };
+  while (at < bytes.length) {
+    const [kind, a, b] = line().split(' ');
+    if (kind === 'parent' && manifest.entries.length === 0 && !manifest.parent) manifest.parent = fromRef(a);
+    else if (kind === 'c') manifest.entries.push({ from: count(a), count: count(b) });
+    else if (kind === 'p') manifest.entries.push({ piece: fromRef(a) });
+    else if (kind === 't') {
+      const end = at + count(a);
+      if (end >= bytes.length || bytes[end] !== 0x0a) throw new BodyRebuildError('a manifest text is cut short');
+      manifest.entries.push({ text: bytes.toString('utf8', at, end) });
+      at = end + 1;
+    } else throw new BodyRebuildError(`a manifest entry is neither a parent, a range, a piece nor a text: ${kind}`);
+  }
+  return manifest;
 }
 
-/** The pieces a manifest's own segments name, distinct, in order. */
-export function piecesNamed(segments: readonly Segment[]): string[] {
-  return [...new Set(segments.flatMap((s) => ('piece' in s ? [s.piece] : [])))];
+const NEWLINE = Buffer.from('\n');
+const REF = /^[A-Za-z0-9_-]{43}$/;
+const toRef = (sha256: string) => Buffer.from(sha256, 'hex').toString('base64url');
+
+function fromRef(ref: string | undefined): string {
+  if (!ref || !REF.test(ref)) throw new BodyRebuildError(`a manifest reference is not a sha256: ${ref}`);
+  return Buffer.from(ref, 'base64url').toString('hex');
+}
+
+function count(text: string | undefined): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) throw new BodyRebuildError(`a manifest count is not a count: ${text}`);
+  return n;
+}
+
+/** The pieces a manifest's own entries name, distinct, in order. */
+export function piecesNamed(entries: readonly Entry[]): string[] {
+  return [...new Set(entries.flatMap((s) => ('piece' in s ? [s.piece] : [])))];
 }
 
 // ── rebuilding (every reader) ────────────────────────────────────────────────────────────────────
@@ -315,17 +420,10 @@ async function resolveSegments(sha256: string, readBlob: ReadBlob, cache: Segmen
     }
     const manifest = decodeManifest(await mustRead(readBlob, at, 'a manifest'));
     chain.push(manifest);
-    at = manifest.parent?.sha256;
+    at = manifest.parent;
   }
-  const keys = [...base];
-  for (let i = chain.length - 1; i >= 0; i--) {
-    const m = chain[i];
-    if (m.parent) {
-      if (m.parent.keep > keys.length) throw new BodyRebuildError(`a manifest keeps ${m.parent.keep} segments of a parent that has ${keys.length}`);
-      keys.length = m.parent.keep;
-    }
-    for (const s of m.segments) keys.push(segmentKey(s));
-  }
+  let keys = base;
+  for (let i = chain.length - 1; i >= 0; i--) keys = applyManifest(keys, chain[i]);
   cache.set(sha256, keys);
   return keys;
 }

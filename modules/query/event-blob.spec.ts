@@ -3,6 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.port.js';
 import { BlobIntegrityError, eventBlobs, isBinaryContent, pickEventBlob, readableText, readEventBlob, readEventBlobHead } from './event-blob.js';
 import { sha } from '../../test/testing/helpers.js';
+import { BodyStore } from '../llm-gateway/body-store.js';
 
 const ref = (text: string) => ({ sha256: sha(text), size: Buffer.byteLength(text), key: `sha256/${sha(text).slice(0, 2)}/${sha(text)}` });
 
@@ -57,5 +58,22 @@ describe('the blobs an event references', () => {
     expect(isBinaryContent(Buffer.from('héllo'))).toBe(false);
     expect(readableText('{"a":[1,2]}')).toEqual({ format: 'json', text: '{\n  "a": [\n    1,\n    2\n  ]\n}\n' });
     expect(readableText('{not json')).toEqual({ format: 'text', text: '{not json' });
+  });
+});
+
+describe('a model-call body stored as pieces', () => {
+  it('is part "request", rebuilt from its pieces and checked: a changed piece is an integrity error', async () => {
+    const blobs: Record<string, string> = {};
+    const bodies = new BodyStore({ storeBlob: async (b) => ((blobs[sha(b.toString())] = b.toString()), ref(b.toString())) });
+    const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(600) }] });
+    const stored = await bodies.store(Buffer.from(body), 'messages', 'request');
+    if (!('pieces' in stored)) throw new Error('expected pieces');
+    const parts = eventBlobs({ data: { requestPieces: stored.pieces, response: ref('{}') } });
+    expect(parts.map((b) => [b.part, b.sha256])).toEqual([['request', sha(body)], ['response', sha('{}')]]);
+    expect((await readEventBlob(storeOf(blobs), parts[0], 'request of event 7', 1 << 20)).toString()).toBe(body);
+    const piece = stored.pieces.pieces[0];
+    await expect(readEventBlob(storeOf({ ...blobs, [piece]: blobs[piece].replace('xx', 'xy') }), parts[0], 'request of event 7', 1 << 20)).rejects.toThrow(BlobIntegrityError);
+    const { [piece]: _gone, ...missing } = blobs;
+    await expect(readEventBlob(storeOf(missing), parts[0], 'request of event 7', 1 << 20)).rejects.toThrow(/request of event 7: .*is missing/);
   });
 });

@@ -17,6 +17,9 @@ import { gzipBomb } from './testing/gzip-bomb.js';
 import { SignedRunWriter } from './testing/signed-run.js';
 import { REPORT_RENDERER } from './reports.js';
 import { describeFailure, verifyBundle, type BundleVerification } from './verify.js';
+import { BodyStore } from '../../llm-gateway/body-store.js';
+import { rebuildBody, recordedBody } from '../../llm-gateway/request-pieces.js';
+import { llmCall } from '../../../projections/transcript/testing/llm-call.js';
 
 // The tamper matrix: a bundle exported from a small signed run verifies; each kind of mutation
 // (re-packed into an otherwise intact archive) fails verification, and the first failure names the
@@ -295,6 +298,46 @@ describe('the tamper matrix: verify-bundle fails and names what was touched', ()
       const v = await tampered((files) => files.set('bundle.json', canonicalBytes(descriptor)));
       expect(describeFailure(first(v))).toMatch(message);
     }
+  });
+});
+
+describe('model-call bodies stored as pieces', () => {
+  it('are carried with their manifests and pieces: the bundle verifies offline and rebuilds each body; a missing piece fails', async () => {
+    const runId = 'run-bundle-pieces';
+    const store = await SqliteEventStore.open(path.join(dir, 'pieces.db'));
+    const w = new SignedRunWriter(store, runId, key, { headEvery: 4 });
+    const bodies = new BodyStore({ storeBlob: (body) => blob(body.toString('utf8')) });
+    const text = (tag: string) => `${tag} ${'lorem ipsum '.repeat(60)}`;
+    const sent = [0, 1].map((i) => Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: text('task') }, ...(i ? [{ role: 'assistant', content: text('answer') }, { role: 'user', content: text('result') }] : [])], system: text('system') })));
+    await w.add('RunScheduled', { task: 'ref-arith', agent: 'reference', baseModel: 'tiny-base', budgetSeconds: 60, seed: 0, mode: 'free' });
+    for (const [i, body] of sent.entries()) {
+      const stored = await bodies.store(body, 'messages', 'request');
+      bodies.adopt(stored);
+      if (!('pieces' in stored)) throw new Error('expected pieces');
+      const { request: _whole, ...call } = llmCall({ callId: `c${i}` });
+      await w.add('LlmCallRecorded', { ...call, requestPieces: stored.pieces });
+    }
+    await w.add('RunCompleted', { submissions: 0 });
+    await w.seal();
+    const out = path.join(dir, 'pieces.tar.gz');
+    await exportBundle({ runId, eventStore: store, artifacts, publicKeyPem: key.publicKeyPem, taskLevel: () => 1 }, out);
+    await store.close();
+    expect((await verifyBundle(out, { publicKeyPem: key.publicKeyPem })).failures).toEqual([]);
+
+    const files = (await readTarGz(out)).files;
+    const listed = JSON.parse(files.get('artifacts/manifest.json')!.toString()) as { sha256: string; kind: string }[];
+    const calls = files.get('events.ndjson')!.toString().split('\n').filter((l) => l.includes('LlmCallRecorded')).map((l) => (JSON.parse(l) as { data: EventData<'LlmCallRecorded'> }).data);
+    const fromBundle = async (sha256: string) => files.get(blobPath(sha256)) ?? null;
+    for (const [i, call] of calls.entries()) expect((await rebuildBody(recordedBody(call, 'request'), fromBundle)).equals(sent[i])).toBe(true);
+    const piece = calls[0].requestPieces!.pieces[0];
+    expect(listed.find((m) => m.sha256 === piece)?.kind).toBe('llm-body');
+
+    const without = new Map(files);
+    without.delete(blobPath(piece));
+    const gone = path.join(dir, 'pieces-gone.tar.gz');
+    await writeTarGz(gone, [...without].map(([p, body]) => ({ path: p, size: body.length, body })), new Date(0));
+    const v = await verifyBundle(gone, { publicKeyPem: key.publicKeyPem });
+    expect([v.ok, v.failures[0]?.artifact]).toEqual([false, blobPath(piece)]);
   });
 });
 
