@@ -21,6 +21,11 @@ import { ExecCapturer, type CapturedFile } from './exec-capture.js';
  * exitCode nor signal. CPU time and peak RSS are the last sample taken before the process vanished,
  * so up to one poll interval of activity may be missing. A process living less than one interval may
  * go unseen entirely.
+ *
+ * Exec: a process seen to have exec'd since the last poll (execedSince) ends its program there,
+ * without status, and starts a new one on the same pid, both at that poll's time, as the tracer ends
+ * and starts programs at an exec. So a subshell first seen as its parent's copy, which execs only
+ * later (a slow fork on a busy machine, a wait before `exec`), is still reported as what it runs.
  */
 
 /**
@@ -34,7 +39,7 @@ export interface ProcessStart {
   cwd: string;
   /** The file the kernel executed: strace's execve path (absolute), or /proc/<pid>/exe for the poller. */
   executable?: string;
-  /** Epoch milliseconds: strace's timestamp of the exec, or the kernel's start time (10 ms resolution). */
+  /** Epoch milliseconds: strace's timestamp of the exec, or the kernel's start time (10 ms resolution), or the poll that saw the exec. */
   startedAt: number;
   /** The executable image and the script it runs (exec-capture.ts), with their bytes when kept. */
   exe?: CapturedFile;
@@ -143,6 +148,8 @@ export interface ExitStatus {
 /** One line of /proc/<pid>/stat, the fields we use. */
 export interface ProcStat {
   pid: number;
+  /** The command name (field 2): the executable's base name, unless the process renamed itself. */
+  comm: string;
   state: string;
   ppid: number;
   pgid: number;
@@ -152,6 +159,8 @@ export interface ProcStat {
   cpuTicks: number;
   /** Raw wait status (field 52); meaningful only for a zombie. */
   exitCode: number;
+  /** Where the process's arguments are (field 48): new at each exec; 0 where /proc hides it (ptrace access) or once exiting. */
+  argStart: number;
 }
 
 /** USER_HZ: the unit of /proc tick counts. It is 100 on every Linux architecture Node supports. */
@@ -165,17 +174,31 @@ export function readProcStat(pid: number): ProcStat | null {
     return null;
   }
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-  const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const close = text.lastIndexOf(')');
+  const f = text.slice(close + 2).split(' ');
   // f[0] is field 3 of proc(5): field N is f[N - 3].
   return {
     pid,
+    comm: text.slice(text.indexOf('(') + 1, close),
     state: f[0],
     ppid: Number(f[1]),
     pgid: Number(f[2]),
     cpuTicks: Number(f[11]) + Number(f[12]),
     startTicks: Number(f[19]),
     exitCode: f.length > 49 ? Number(f[49]) : 0,
+    argStart: f.length > 45 ? Number(f[45]) : 0,
   };
+}
+
+/**
+ * Whether a process has exec'd between two reads of its stat: its arguments moved (each exec maps a
+ * new stack, at a random place unless randomisation is off) or, where /proc hides them, its command
+ * name changed (a process that renames itself then reads as an exec; one that execs a program of the
+ * same name is missed).
+ */
+export function execedSince(before: Pick<ProcStat, 'comm' | 'argStart'>, now: Pick<ProcStat, 'comm' | 'argStart'>): boolean {
+  if (before.argStart !== 0 && now.argStart !== 0) return before.argStart !== now.argStart;
+  return before.comm !== now.comm;
 }
 
 export function listPids(): number[] {
@@ -294,6 +317,8 @@ export function sandboxWrapperFilter(rootPid: number, rootArgv: string[]): SkipF
   };
 }
 
+const sameArgv = (a: string[], b: string[]) => a.length === b.length && a.every((arg, i) => arg === b[i]);
+
 function isSandboxLauncher(argv: string[]): boolean {
   return basename(argv[0] ?? '') === 'setpriv' || (basename(argv[0] ?? '') === 'node' && argv[1] === SANDBOX_BRIDGE);
 }
@@ -314,7 +339,11 @@ interface Tracked {
   startTicks: number;
   startedAt: number;
   argv: string[];
+  /** The stat fields an exec changes, as of the last poll. */
+  image: Pick<ProcStat, 'comm' | 'argStart'>;
   cpuTicks: number;
+  /** The process's CPU ticks when this program started (a process's count goes on across execs). */
+  cpuTicksAtStart: number;
   peakRssKb: number;
   sightings: number;
   skip: boolean;
@@ -346,6 +375,7 @@ export interface ProcessMonitorOptions {
 /** What the /proc poller cannot guarantee, said loudly wherever it reports processes instead of strace. */
 export const POLLER_LIMITS =
   'processes are observed by polling /proc, not traced (strace is unavailable here): a program shorter than a poll (100 ms) is not seen at all, ' +
+  'an exec is dated by the poll that sees it, ' +
   'and the executable and script of the programs it does see are read when it sees them, not at their exec: a file replaced, restored or deleted ' +
   'in between is recorded as found then, or not at all (ProcessStarted.capture "after-start")';
 
@@ -428,25 +458,10 @@ export class ProcessMonitor {
     }
     for (const st of members) {
       let t = this.tracked.get(st.pid);
-      if (!t) {
-        const argv = readArgv(st.pid) ?? [];
-        t = {
-          pid: st.pid,
-          ppid: st.ppid,
-          pgid: st.pgid,
-          startTicks: st.startTicks,
-          startedAt: ticksToEpochMs(st.startTicks),
-          argv,
-          cpuTicks: 0,
-          peakRssKb: 0,
-          sightings: 0,
-          skip: false,
-          announced: false,
-          exited: false,
-        };
-        this.tracked.set(st.pid, t);
-      }
+      if (!t) t = this.track(st, ticksToEpochMs(st.startTicks), readArgv(st.pid) ?? [], 0);
       if (t.zombieStatus) continue;
+      if (st.state !== 'Z' && t.announced && execedSince(t.image, st)) t = this.execed(t, st, now);
+      t.image = { comm: st.comm, argStart: st.argStart };
       t.sightings++;
       t.pgid = st.pgid;
       t.cpuTicks = st.cpuTicks;
@@ -462,6 +477,41 @@ export class ProcessMonitor {
       }
       t.peakRssKb = readPeakRssKb(st.pid) ?? t.peakRssKb;
     }
+  }
+
+  /** A program to follow: a process first seen, or what a process exec'd. */
+  private track(st: ProcStat, startedAt: number, argv: string[], cpuTicksAtStart: number): Tracked {
+    const t: Tracked = {
+      pid: st.pid,
+      ppid: st.ppid,
+      pgid: st.pgid,
+      startTicks: st.startTicks,
+      startedAt,
+      argv,
+      image: { comm: st.comm, argStart: st.argStart },
+      cpuTicks: cpuTicksAtStart,
+      cpuTicksAtStart,
+      peakRssKb: 0,
+      sightings: 0,
+      skip: false,
+      announced: false,
+      exited: false,
+    };
+    this.tracked.set(st.pid, t);
+    return t;
+  }
+
+  /**
+   * The process exec'd since the last poll: its program ends now without a status (the exit status
+   * belongs to the program running at the exit), and the new one starts now, announced like any new
+   * process (at its next sighting, so an exec that follows at once is taken as the same start). A
+   * process renamed without an exec (same argv) is not a new program.
+   */
+  private execed(t: Tracked, st: ProcStat, now: number): Tracked {
+    const argv = readArgv(st.pid);
+    if (!argv || argv.length === 0 || sameArgv(argv, t.argv)) return t;
+    this.finish(t, now, 'exec');
+    return this.track(st, now, argv, t.cpuTicks);
   }
 
   private members(all: Map<number, ProcStat>): ProcStat[] {
@@ -509,18 +559,18 @@ export class ProcessMonitor {
     });
   }
 
-  private finish(t: Tracked, now: number): void {
+  private finish(t: Tracked, now: number, cause: 'gone' | 'exec' = 'gone'): void {
     if (t.exited) return;
     t.exited = true;
     if (!t.announced) this.announce(t);
     if (t.skip) return;
-    const status = t.zombieStatus ?? this.noted.get(t.pid) ?? {};
-    this.noted.delete(t.pid);
+    const status = cause === 'exec' ? {} : (t.zombieStatus ?? this.noted.get(t.pid) ?? {});
+    if (cause === 'gone') this.noted.delete(t.pid);
     this.opts.onExit?.({
       pid: t.pid,
       ...status,
       durationMs: Math.max(0, now - t.startedAt),
-      cpuMs: t.cpuTicks * TICK_MS,
+      cpuMs: (t.cpuTicks - t.cpuTicksAtStart) * TICK_MS,
       peakRssKb: t.peakRssKb,
       endedAt: now,
     });
