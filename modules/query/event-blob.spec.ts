@@ -69,7 +69,7 @@ describe('a model-call body stored as pieces', () => {
     const stored = await bodies.store(Buffer.from(body), 'messages', 'request');
     if (!('pieces' in stored)) throw new Error('expected pieces');
     const parts = eventBlobs({ data: { requestPieces: stored.pieces, response: ref('{}') } });
-    expect(parts.map((b) => [b.part, b.sha256])).toEqual([['request', sha(body)], ['response', sha('{}')]]);
+    expect(parts).toEqual([{ part: 'request', sha256: sha(body), size: body.length }, { part: 'response', sha256: sha('{}'), size: 2 }]);
     expect((await readEventBlob(storeOf(blobs), parts[0], 'request of event 7', 1 << 20)).toString()).toBe(body);
     const piece = stored.pieces.pieces[0];
     await expect(readEventBlob(storeOf({ ...blobs, [piece]: blobs[piece].replace('xx', 'xy') }), parts[0], 'request of event 7', 1 << 20)).rejects.toThrow(BlobIntegrityError);

@@ -16,9 +16,13 @@ export interface EventBlob {
   part: string;
   sha256: string;
   size: number;
-  /** A model call's body stored as pieces (`requestPieces` is part `request`): rebuilt when opened. */
-  pieces?: PiecesRef;
 }
+
+/**
+ * The recipe of a part that is a model call's body stored as pieces (`requestPieces` is part
+ * `request`), rebuilt when opened; kept beside the part so that what is shown of it stays {part, sha256, size}.
+ */
+const piecesOf = new WeakMap<EventBlob, PiecesRef>();
 
 const isRef = (v: unknown): v is { sha256: string; size: number } =>
   !!v && typeof v === 'object' && typeof (v as Record<string, unknown>).sha256 === 'string' && SHA256.test((v as { sha256: string }).sha256) && Number.isSafeInteger((v as { size: unknown }).size);
@@ -32,8 +36,11 @@ export function eventBlobs(event: { data: unknown }): EventBlob[] {
   if (isRef(data)) parts.push({ part: 'content', sha256: data.sha256, size: data.size });
   for (const key of Object.keys(data).sort()) {
     const value: unknown = (data as Record<string, unknown>)[key];
-    if (isPieces(key, value)) parts.push({ part: key.slice(0, -'Pieces'.length), sha256: value.sha256, size: value.size, pieces: value });
-    else if (isRef(value)) parts.push({ part: key, sha256: value.sha256, size: value.size });
+    if (isPieces(key, value)) {
+      const part = { part: key.slice(0, -'Pieces'.length), sha256: value.sha256, size: value.size };
+      piecesOf.set(part, value);
+      parts.push(part);
+    } else if (isRef(value)) parts.push({ part: key, sha256: value.sha256, size: value.size });
   }
   return parts;
 }
@@ -50,7 +57,8 @@ export class BlobIntegrityError extends Error {
 
 /** The blob's stream, or a BlobIntegrityError naming it when the store does not have it. */
 export async function openBlob(artifacts: ArtifactStore, blob: EventBlob, what: string): Promise<Readable> {
-  if (blob.pieces) return Readable.from([await rebuiltBlob(artifacts, blob.pieces, what)]);
+  const pieces = piecesOf.get(blob);
+  if (pieces) return Readable.from([await rebuiltBlob(artifacts, pieces, what)]);
   try {
     return await artifacts.get(blob.sha256);
   } catch (error) {
