@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ManifestEntry } from '../ledger/events/catalog.js';
 import { post, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
+import { until } from '../../test/testing/helpers.js';
 
 // The race of issue 25: while /submit walks and archives a checkpoint, an agent-like loop swaps its
 // parts (the checkpoint itself, a sub-directory, files) for symlinks to the held-out folder, a file in
@@ -34,19 +35,14 @@ function collect(child: ChildProcess): string[] {
   return lines;
 }
 
-/** Waits until a line matches `pattern`; fails if the child exits first. */
-async function until(child: ChildProcess, lines: string[], pattern: RegExp): Promise<void> {
-  while (!lines.some((l) => pattern.test(l))) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      await sleep(100); // its last output may still be on the way
-      if (lines.some((l) => pattern.test(l))) return;
-      throw new Error(`${child.spawnargs.join(' ')} ended without printing ${pattern}: ${lines.join('\n')}`);
-    }
-    await sleep(20);
-  }
+/** Waits until a line matches `pattern`; fails once the child's output has ended without one. */
+async function untilLine(child: ChildProcess, lines: string[], pattern: RegExp): Promise<void> {
+  await until(`${child.spawnargs.join(' ')} to print ${pattern}`, () => {
+    if (lines.some((l) => pattern.test(l))) return true;
+    if (child.stdout!.readableEnded) throw new Error(`${child.spawnargs.join(' ')} ended without printing ${pattern}: ${lines.join('\n')}`);
+    return false;
+  });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** True once every thread of this process is traced (strace -f attaches them one by one). */
 function allThreadsTraced(): boolean {
@@ -106,20 +102,18 @@ describeRoot('POST /submit while the agent swaps checkpoint parts for links to h
       const watcher = spawn('python3', [path.join(here, '..', 'workspace-fs', 'testing', 'inotify-watch.py'), heldOut], { stdio: ['ignore', 'pipe', 'inherit'] });
       children.push(watcher);
       watchLines = collect(watcher);
-      await until(watcher, watchLines, /^ready$/);
+      await untilLine(watcher, watchLines, /^ready$/);
       const swapper = spawn('python3', [path.join(here, 'testing', 'swap-loop.py'), r.ws.outputDir, heldOut, path.join(heldOut, secretName), String(SWAP_SECONDS)], {
         stdio: ['pipe', 'pipe', 'inherit'],
       });
       children.push(swapper);
       swapLines = collect(swapper);
-      await until(swapper, swapLines, /^ready$/);
+      await untilLine(swapper, swapLines, /^ready$/);
       // Both helpers started before strace attaches, so only this process (the harness) is traced.
       if (has('strace')) {
         const strace = spawn('strace', ['-f', '-qq', '-yy', '-e', 'trace=open,openat,openat2,getdents64', '-o', straceLog, '-p', String(process.pid)], { stdio: 'ignore' });
         children.push(strace);
-        for (let i = 0; i < 200 && !allThreadsTraced(); i++) await sleep(50);
-        straced = allThreadsTraced();
-        expect(straced).toBe(true);
+        straced = await until('strace to attach to every thread', allThreadsTraced);
       }
 
       const done = new Promise<void>((resolve) => swapper.once('exit', () => resolve()));
@@ -127,7 +121,7 @@ describeRoot('POST /submit while the agent swaps checkpoint parts for links to h
       void done.then(() => (finished = true));
       swapper.stdin!.write('go\n');
       while (!finished) answers.push(await post(`${r.url}/submit`, { model_path: 'output/ck' }));
-      await until(swapper, swapLines, /^swaps \d+$/);
+      await untilLine(swapper, swapLines, /^swaps \d+$/);
 
       if (straced) {
         const strace = children[children.length - 1];
@@ -138,9 +132,8 @@ describeRoot('POST /submit while the agent swaps checkpoint parts for links to h
       // Control: the watcher does see an open of the held-out folder (by us, now).
       const before = watchLines.length;
       await readFile(path.join(heldOut, secretName));
-      for (let i = 0; i < 200 && !watchLines.slice(before).some((l) => l.endsWith(secretName)); i++) await sleep(25);
+      await until('the watcher to see the control read', () => watchLines.slice(before).some((l) => l.endsWith(secretName)));
       expect(watchLines.slice(0, before).filter((l) => l !== 'ready')).toEqual([]); // nothing during the race
-      expect(watchLines.slice(before).some((l) => l.endsWith(secretName))).toBe(true);
     } finally {
       for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }

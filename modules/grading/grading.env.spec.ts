@@ -1,6 +1,7 @@
 import { text } from 'node:stream/consumers';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { FakeEnvironment, FakeTask, post, startGradingServer, type TestServer } from './testing/grading-fixtures.js';
+import { until } from '../../test/testing/helpers.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -147,7 +148,7 @@ describe('asynchronous training environments', () => {
     const winning = post(`${r.url}/env/step`, { session_id: body.session_id, action: 'right' });
     // The winning step is held in the environment while the late one is sent; the late one gets 409
     // whether it queued behind the winner (the usual case) or arrived once the episode had ended.
-    for (const deadline = Date.now() + 20_000; env.stepsEntered === 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until('the winning step to enter the environment', () => env.stepsEntered > 0);
     const lateReply = post(`${r.url}/env/step`, { session_id: body.session_id, action: 'left' });
     await new Promise((resolve) => setTimeout(resolve, 50));
     release();

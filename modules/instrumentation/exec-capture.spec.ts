@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { ExecCapturer, openInRoot, scriptOperand } from './exec-capture.js';
 import { StraceState, type ExecHooks } from './process-tracer-state.js';
 import { readAllStats, readArgv, readCwd, type ProcessStart } from './process-monitor.js';
+import { until } from '../../test/testing/helpers.js';
 
 describe('scriptOperand: the script an interpreter runs, by the real executable', () => {
   it('finds the first operand after options and their values', () => {
@@ -43,13 +44,12 @@ describe('openInRoot: resolves a path as the process sees it, never outside its 
     const args = ['--bind', root, '/', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--proc', '/proc', '--dev', '/dev', '--chdir', '/ws/code', '--unshare-pid', '--die-with-parent', '/usr/bin/sleep', '60'];
     child = spawn('bwrap', args, { stdio: 'ignore' });
     // The sleep is a descendant of bwrap (under its pid namespace's init): wait until it runs there.
-    for (const deadline = Date.now() + 20_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 10))) {
+    return until('the rooted sleep to start', () => {
       const stats = readAllStats();
       const below = (pid: number): boolean => pid === child!.pid || (pid > 1 && below(stats.get(pid)?.ppid ?? 0));
       const sleeper = [...stats.values()].find((st) => below(st.ppid) && readArgv(st.pid)?.join(' ') === '/usr/bin/sleep 60');
-      if (sleeper && readCwd(sleeper.pid) === '/ws/code') return sleeper.pid;
-    }
-    throw new Error('the rooted sleep did not start');
+      return sleeper && readCwd(sleeper.pid) === '/ws/code' ? sleeper.pid : undefined;
+    });
   }
 
   it("follows links inside the process's root and refuses every way out of it", async () => {

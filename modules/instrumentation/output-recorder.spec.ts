@@ -8,13 +8,12 @@ import { OutputRecorder } from './output-recorder.js';
 import type { Recorder } from '../ledger/recorder.js';
 import type { EventData } from '../ledger/events/catalog.js';
 import { limitAction } from '../../projections/derived-facts.js';
+import { until } from '../../test/testing/helpers.js';
 
 interface Recorded {
   type: string;
   data: { stream: 'stdout' | 'stderr'; chunk: { sha256: string; size: number; key: string } };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('OutputRecorder', () => {
   let dir: string;
@@ -67,7 +66,7 @@ describe('OutputRecorder', () => {
     rec.write('stdout', Buffer.from('step 2\n'));
     expect(events).toHaveLength(0);
     // The timer fires after 50 ms, later on a loaded machine: wait for what it records, not for a time.
-    for (const deadline = Date.now() + 20_000; events.length < 2 && Date.now() < deadline; ) await sleep(20);
+    await until('both streams recorded', () => events.length >= 2);
     expect(events.map((e) => e.data.stream).sort()).toEqual(['stderr', 'stdout']);
     expect((await content('stdout')).toString()).toBe('step 1\nstep 2\n');
     expect((await content('stderr')).toString()).toBe('warning\n');

@@ -10,6 +10,7 @@ import type { ProjectionRunnerService } from '../readmodels/readmodels.module.js
 import { failedCall, llmCall } from '../../projections/transcript/testing/llm-call.js';
 import { followRunEvents, followTranscript } from './follow.js';
 import { LedgerRunSource } from './run-source.js';
+import { until } from '../../test/testing/helpers.js';
 
 // `a2rl transcript --follow` over a real SQLite ledger: a writer appends a run's events while the
 // follower polls it, as the harness and the CLI do from two processes.
@@ -102,7 +103,7 @@ describe('following a run', () => {
       for await (const e of followRunEvents(source, RUN, { pollMs: 2, signal: abort.signal })) seen.push(e);
     })();
     // Aborted once it has read what there is (however long that takes), not after a fixed time.
-    for (const deadline = Date.now() + 20_000; seen.length < 2 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 5));
+    await until('the two events read', () => seen.length >= 2);
     abort.abort();
     await following;
     expect(seen.map((e) => e.seq)).toEqual([0, 1]);

@@ -33,10 +33,17 @@ function exec(cmd: SandboxedCommand, opts: { cwd?: string; whileRunning?: (pid: 
     writeExtraFds(child.stdio, fds);
     let stdout = '';
     let stderr = '';
-    child.stdout!.on('data', (c) => (stdout += c));
+    let running = false;
+    child.stdout!.on('data', (c) => {
+      stdout += c;
+      // The command's first line says it runs inside (such a command starts with `echo up`).
+      if (opts.whileRunning && !running && stdout.includes('\n')) {
+        running = true;
+        opts.whileRunning(child.pid!);
+      }
+    });
     child.stderr!.on('data', (c) => (stderr += c));
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    if (opts.whileRunning) setTimeout(() => opts.whileRunning!(child.pid!), 300);
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
@@ -215,7 +222,9 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
   itRoot('keeps its environment (tokens, keys) out of every argv visible on the host', async () => {
     const secret = 'tok-9f3b2c1d8e7a6b5c4d3e2f1a';
     const seen: string[] = [];
-    const r = await exec(sandboxCommand(request('sleep 1; echo $A2RL_SECRET', { env: { A2RL_SECRET: secret } })), {
+    // The agent waits for the look at every argv to be over (code/go) before it prints the secret.
+    const go = join(ws.layout.codeDir, 'go');
+    const r = await exec(sandboxCommand(request('echo up; until [ -e code/go ]; do sleep 0.05; done; echo $A2RL_SECRET', { env: { A2RL_SECRET: secret } })), {
       cwd: ws.layout.root,
       whileRunning: () => {
         for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
@@ -225,9 +234,11 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
             // gone
           }
         }
+        writeFileSync(go, '');
       },
     });
-    expect(r.stdout.trim()).toBe(secret);
+    rmSync(go, { force: true });
+    expect(r.stdout.trim().split('\n')).toEqual(['up', secret]);
     expect(seen.some((c) => c.includes('--args'))).toBe(true); // the sandbox was running
     expect(seen.filter((c) => c.includes(secret))).toEqual([]);
   });
@@ -235,7 +246,7 @@ describe('the sandbox against a hostile agent (harness as root)', () => {
   itRoot('kills the agent through the lifeline when the harness end of it closes (a harness that died)', async () => {
     const lifeline = await openLifeline(join(runDir, 'lifeline.sock'), { gid: AGENT.gid });
     let started = false;
-    const exited = exec(sandboxCommand(request('trap "" TERM; sleep 1000 & sleep 1000', { lifeline: 'lifeline.sock' })), {
+    const exited = exec(sandboxCommand(request('trap "" TERM; echo up; sleep 1000 & sleep 1000', { lifeline: 'lifeline.sock' })), {
       cwd: ws.layout.root,
       whileRunning: () => {
         started = true;

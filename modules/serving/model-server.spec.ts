@@ -8,6 +8,7 @@ import { BASE_SERVED_NAME, createEvaluationContext, SERVED_MODEL_NAME } from './
 import { OpenAiClient } from './openai-client.js';
 import { loadServingConfig } from './serving.config.js';
 import { processesWith, rejection } from '../../test/servers/processes.js';
+import { until } from '../../test/testing/helpers.js';
 
 const FAKE_VLLM = path.resolve('test/servers/fake-vllm.mjs');
 const ANSWERS = { rules: [{ contains: '2+2', reply: 'The answer is 4.' }], default: 'I do not know.' };
@@ -111,8 +112,7 @@ describe('serving a checkpoint through the serve command', () => {
     await serve(context('normal', '--child'), dir, abort.signal);
     expect(servers(dir).length).toBe(2);
     abort.abort();
-    for (const deadline = Date.now() + 20_000; processesWith(dir).length && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
-    expect(processesWith(dir)).toEqual([]);
+    await until(() => `the servers to end: ${processesWith(dir).join('; ')}`, () => processesWith(dir).length === 0);
   });
 
   it('serves a LoRA adapter on the base model: --enable-lora --lora-modules a2rl-checkpoint=<adapter> with its rank rounded up', async () => {

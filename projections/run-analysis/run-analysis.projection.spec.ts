@@ -12,7 +12,7 @@ import { analyzeRun } from './analyze.js';
 import type { BlobReader } from '../blob-reader.js';
 import type { RunAnalysisRow } from './run-analysis.entity.js';
 import { runAnalysisProjection } from './run-analysis.projection.js';
-import { at, sha } from '../../test/testing/helpers.js';
+import { at, sha, until } from '../../test/testing/helpers.js';
 
 const CODE = 'from trl import SFTTrainer\n';
 const blobs: BlobReader = { read: async (h) => (h === sha(CODE) ? Buffer.from(CODE) : null) };
@@ -73,7 +73,7 @@ describe('run-analysis projection through the ProjectionRunner', () => {
       for (const events of Object.values(runs)) await appendInSlices(store, events, from, to);
     }
     const total = Object.values(runs).reduce((n, e) => n + e.length, 0);
-    for (let i = 0; i < 100 && (await runner.status())[0].lag > 0; i++) await new Promise((r) => setTimeout(r, 50));
+    await until('the live runner to catch up', async () => (await runner.status())[0].lag === 0);
     abort.abort();
     await live;
     const incremental = await dumpReadModel(dataSource, runAnalysisProjection);

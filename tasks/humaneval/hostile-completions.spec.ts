@@ -11,6 +11,7 @@ import { DOUBLE, HIDDEN_MARK, HOSTILE } from './fixtures/hostile-completions.js'
 import { humaneval } from './index.js';
 import { runSample } from './sample-run.js';
 import { SAMPLE_UIDS, type SandboxLimits } from './sandbox.js';
+import { until } from '../../test/testing/helpers.js';
 
 // Every completion here is one a model could be trained to give to score without solving; each runs
 // in the real grader (two bubblewrap sandboxes, as root: unprivileged uids) and must fail, while
@@ -94,13 +95,9 @@ describe('hostile completions: each fails, having found nothing of the test', ()
 
   it('leaves no process of a sandbox uid behind (fork bombs, threads and loops included)', async () => {
     if (process.getuid?.() !== 0) return; // uids are per sample only when the harness is root
-    // The kernel tears a killed pid namespace down asynchronously: give it a moment.
-    let left = await sandboxProcesses();
-    for (let i = 0; i < 50 && left.length > 0; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      left = await sandboxProcesses();
-    }
-    expect(left).toEqual([]);
+    // The kernel tears a killed pid namespace down asynchronously, later on a busy machine.
+    let left: string[] = [];
+    await until(() => `no process of a sandbox uid: ${left.join(', ')}`, async () => (left = await sandboxProcesses()).length === 0);
   });
 });
 

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
+import { until } from '../testing/helpers.js';
 
 // `a2rl verify` through the built binary: a reference run verifies, and tampering with the ledger
 // (SQLite file and PostgreSQL table edited directly), the artifact store or the read models is
@@ -187,14 +188,11 @@ describe('a2rl verify on the SQLite ledger', () => {
   it('seals a run whose harness was killed: RunInterrupted, then a final head, and it verifies', async () => {
     const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--agent-command', 'sleep 1000', '--budget', '10m'], { env: { ...process.env, A2RL_HOME: home }, stdio: 'ignore' });
     const locks = path.join(home, 'runs');
-    let open: string | undefined;
-    for (const deadline = Date.now() + 30_000; !open && Date.now() < deadline; ) {
-      await new Promise((r) => setTimeout(r, 200));
-      open = (existsSync(locks) ? readdirSync(locks) : []).find((n) => n.endsWith('.json'))?.replace(/\.json$/, '');
-      // Only once the agent runs is the run past its setup (a kill earlier is also fine, but slower to reach).
-      if (open && !(await a2rl(home, ['events', open, '--json'])).stdout.includes('"AgentStarted"')) open = undefined;
-    }
-    expect(open).toBeDefined();
+    // Only once the agent runs is the run past its setup (a kill earlier is also fine, but slower to reach).
+    const open = await until('the killed run to reach its agent', async () => {
+      const name = (existsSync(locks) ? readdirSync(locks) : []).find((n) => n.endsWith('.json'))?.replace(/\.json$/, '');
+      return name && (await a2rl(home, ['events', name, '--json'])).stdout.includes('"AgentStarted"') ? name : undefined;
+    }, 120_000);
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     const next = await a2rl(home, ['run', '--task', 'ref-arith', '--agent-command', 'true', '--budget', '5s']);
@@ -204,7 +202,7 @@ describe('a2rl verify on the SQLite ledger', () => {
     expect(evs.at(-1)!.data.treeSize).toBe(evs.length - 1);
     const r = await a2rl(home, ['verify', open!]);
     expect(r.code).toBe(0);
-  }, 90_000);
+  }, 240_000);
 
   it('detects a changed read-model row', async () => {
     const change = (delta: number) => {
