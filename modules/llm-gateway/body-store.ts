@@ -17,7 +17,7 @@ import {
 } from './request-pieces.js';
 
 /** How a call's body was stored: whole (as runs before pieces did) or as pieces. */
-export type StoredBody = { whole: BlobRef } | { pieces: PiecesRef; keys?: string[] };
+export type StoredBody = { whole: BlobRef } | { pieces: PiecesRef; parentable?: { keys: string[]; order: number } };
 
 export interface BodyStoreOptions {
   /** The run's (redacting) artifact store. */
@@ -38,29 +38,35 @@ const RECENT_PARENTS = 8;
  * request it shares the most leading segments with (its parent), so it stores only what it appended.
  */
 export class BodyStore {
-  private recent: { manifest: string; keys: string[] }[] = [];
+  private recent: { manifest: string; keys: string[]; order: number }[] = [];
+  private stores = 0;
   /** Pieces already stored (as they are, unredacted) by this run's calls: not written again. */
   private readonly stored = new Set<string>();
 
   constructor(private readonly options: BodyStoreOptions) {}
 
-  async store(body: Buffer, api: string, part: 'request' | 'response'): Promise<StoredBody> {
-    const pieces = await this.storePieces(body, bodyShape(api, part), part === 'request');
+  /**
+   * Stores a body. `order` (requests): where its call comes in the record order (default: the order
+   * of these calls); its parent is an adopted request that comes before it, so the parent's event is
+   * always recorded first.
+   */
+  async store(body: Buffer, api: string, part: 'request' | 'response', order?: number): Promise<StoredBody> {
+    const pieces = await this.storePieces(body, bodyShape(api, part), part === 'request' ? order ?? ++this.stores : undefined);
     return pieces ?? { whole: await this.options.storeBlob(body) };
   }
 
-  /** Lets later requests refer to this one (once its call is recorded, so a parent is always in the ledger). */
+  /** Lets later requests refer to this one (once its call's record is made). */
   adopt(stored: StoredBody): void {
-    if (!('pieces' in stored) || !stored.keys) return;
-    this.recent = [{ manifest: stored.pieces.manifest.sha256, keys: stored.keys }, ...this.recent].slice(0, RECENT_PARENTS);
+    if (!('pieces' in stored) || !stored.parentable) return;
+    this.recent = [{ manifest: stored.pieces.manifest.sha256, ...stored.parentable }, ...this.recent].slice(0, RECENT_PARENTS);
   }
 
-  private async storePieces(body: Buffer, shape: BodyShape, chained: boolean): Promise<StoredBody | null> {
+  private async storePieces(body: Buffer, shape: BodyShape, order: number | undefined): Promise<StoredBody | null> {
     if (body.length < MIN_SPLIT_BYTES || this.options.wouldRedact?.(body)) return null;
     const split = splitBody(body, shape);
     if (!split) return null;
     const keys = split.segments.map(segmentKey);
-    const manifest = (chained ? this.againstParent(split.segments) : undefined) ?? { entries: split.segments };
+    const manifest = (order !== undefined ? this.againstParent(split.segments, order) : undefined) ?? { entries: split.segments };
     const named = piecesNamed(manifest.entries);
     if (named.length > MAX_PIECES_PER_CALL) return null;
     for (const sha of named) if (!(await this.storePiece(sha, split.pieces.get(sha)!))) return null;
@@ -68,7 +74,7 @@ export class BodyStore {
     const stored = await this.options.storeBlob(bytes);
     if (stored.sha256 !== sha256Hex(bytes)) return null;
     const ref: PiecesRef = { sha256: sha256Hex(body), size: body.length, manifest: { sha256: stored.sha256, size: stored.size, key: stored.key }, pieces: named };
-    return { pieces: ref, ...(chained ? { keys } : {}) };
+    return { pieces: ref, ...(order !== undefined ? { parentable: { keys, order } } : {}) };
   }
 
   /** False when the store kept the piece redacted (other bytes than the body's). */
@@ -83,9 +89,10 @@ export class BodyStore {
    * The manifest against the recent request it shares the most segments with; none when none shares
    * any. Checked: applied to the parent's segments, it gives the body's.
    */
-  private againstParent(segments: Segment[]): BodyManifest | undefined {
+  private againstParent(segments: Segment[], order: number): BodyManifest | undefined {
     let best: { manifest: BodyManifest; shared: number; parentKeys: string[] } | undefined;
     for (const r of this.recent) {
+      if (r.order >= order) continue;
       const { entries, shared } = planEntries(r.keys, segments);
       if (shared > (best?.shared ?? 0)) best = { manifest: { parent: r.manifest, entries }, shared, parentKeys: r.keys };
     }

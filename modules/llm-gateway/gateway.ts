@@ -666,7 +666,7 @@ class Gateway implements LlmGateway {
     let data: EventData<'LlmCallRecorded'> | undefined;
     try {
       const [request, response] = await Promise.all([
-        this.bodies.store(call.body, call.route.api, 'request'),
+        this.bodies.store(call.body, call.route.api, 'request', call.t0),
         call.sentBytes > 0 ? this.bodies.store(Buffer.concat(call.sent), call.route.api, 'response') : Promise.resolve(undefined),
       ]);
       data = this.recordOf(call, answer, usageSource, request, response);

@@ -123,6 +123,19 @@ describe('BodyStore: bodies stored once per piece', () => {
     expect(store.bytes()).toBeLessThan(sent.reduce((n, b) => n + b.length, 0));
   });
 
+  it('names as parent only a request that comes before it in the record order (so its event is recorded first)', async () => {
+    const store = memoryStore();
+    const bodies = new BodyStore({ storeBlob: store.storeBlob });
+    const [first, second] = conversation(2);
+    bodies.adopt(await bodies.store(first, 'messages', 'request', 20));
+    const earlier = await bodies.store(second, 'messages', 'request', 10);
+    const later = await bodies.store(second, 'messages', 'request', 30);
+    const parentOf = (s: StoredBody) => decodeManifest(store.blobs.get((s as { pieces: PiecesRef }).pieces.manifest.sha256)!).parent;
+    expect(parentOf(earlier)).toBeUndefined();
+    expect(parentOf(later)).toBeDefined();
+    for (const s of [earlier, later]) expect((await rebuildOf(s, store.readBlob)).equals(second)).toBe(true);
+  });
+
   it('stores the body whole when the store would redact it, or when it redacted a piece', async () => {
     const body = conversation(1)[0];
     const whole = memoryStore();
