@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunLock, RunLocks } from '../../modules/ledger/run-locks.port.js';
 
@@ -12,7 +12,15 @@ export class FsRunLocks implements RunLocks {
 
   write(lock: RunLock): void {
     mkdirSync(this.dir, { recursive: true });
-    writeFileSync(path.join(this.dir, `${lock.runId}.json`), JSON.stringify(lock));
+    // Written whole and renamed into place: a reader (recovery, `a2rl runs`) never sees a torn lock.
+    const file = path.join(this.dir, `${lock.runId}.json`);
+    writeFileSync(`${file}.tmp`, JSON.stringify(lock));
+    renameSync(`${file}.tmp`, file);
+  }
+
+  heartbeat(runId: string, at: Date): void {
+    const lock = this.read(`${runId}.json`);
+    if (lock) this.write({ ...lock, aliveAt: at.toISOString() });
   }
 
   remove(runId: string): void {
@@ -26,7 +34,15 @@ export class FsRunLocks implements RunLocks {
     } catch {
       return [];
     }
-    return names.sort().map((name) => JSON.parse(readFileSync(path.join(this.dir, name), 'utf8')) as RunLock);
+    return names.sort().flatMap((name) => this.read(name) ?? []);
+  }
+
+  private read(name: string): RunLock | null {
+    try {
+      return JSON.parse(readFileSync(path.join(this.dir, name), 'utf8')) as RunLock;
+    } catch {
+      return null;
+    }
   }
 
   pidFile(runId: string): string {

@@ -18,6 +18,6 @@ export function integrityFailures(events: readonly A2rlEvent[]): VerificationFai
   const named = integrity.modified.slice(0, NAMED).map(describeModified);
   const rest = integrity.modified.length - named.length + integrity.unlisted;
   const paths = named.length ? `${named.join(', ')}${rest > 0 ? ` and ${rest} more` : ''}` : `${rest} paths`;
-  const where = failed.map((c) => `seq ${c.seq} (${c.phase === 'end' ? 'end of run' : `before grading${c.submissionId ? ` ${c.submissionId}` : ''}`})`).join(', ');
+  const where = failed.map((c) => `seq ${c.seq} (${c.phase === 'end' ? 'end of run' : c.phase === 'resume' ? 'on resume' : `before grading${c.submissionId ? ` ${c.submissionId}` : ''}`})`).join(', ');
   return [{ check: 'integrity', seq: failed[0].seq, message: `read-only data/models modified: ${paths}; found by the integrity check${failed.length === 1 ? '' : 's'} at ${where}` }];
 }

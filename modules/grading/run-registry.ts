@@ -17,6 +17,8 @@ export interface RegisterOptions {
   /** Called once a submission is received, before it is graded (the harness checks data/ and models/). */
   beforeGrading?(submissionId: string): Promise<void>;
   baselineScore: number;
+  /** A resumed run: the submissions numbered so far (`sub-<n>` continues after them) and the best graded score. */
+  continueFrom?: { submissions: number; best: number | null };
   /** Starts environment servers for interactive tasks. */
   envContext?: EnvironmentContext;
   /** run_meta.json as the harness keeps it, for `GET /time`; without it the fields are derived from the run (ActiveRun.runMeta). */
@@ -157,6 +159,12 @@ export class ActiveRun {
     return this.submissions;
   }
 
+  /** A resumed run continues its numbering and its best score (the earlier answers are in its ledger). */
+  continueFrom(submissions: number, best: number | null): void {
+    this.submissions = submissions;
+    this.best = best;
+  }
+
   /** `sub-<n>`, allocated to every submission that passed authentication and body validation. */
   nextSubmissionId(): string {
     return `sub-${++this.submissions}`;
@@ -203,6 +211,7 @@ export class RunRegistry {
     if (this.runs.has(ctx.runId)) throw new Error(`run ${ctx.runId} is already registered with the grading API`);
     if (ctx.token.length < 16) throw new Error(`run ${ctx.runId}: the run token is too short to be a credential`);
     const run = new ActiveRun(ctx, opts.deadline, opts.onSubmitted, opts.baselineScore, opts.envContext, opts.beforeGrading, opts.runMeta);
+    if (opts.continueFrom) run.continueFrom(opts.continueFrom.submissions, opts.continueFrom.best);
     this.runs.set(ctx.runId, { run, tokenDigest: digest(ctx.token) });
     return run;
   }

@@ -113,6 +113,7 @@ async function refused(history: RunCommand[], command: RunCommand): Promise<Ille
 }
 
 const SCHEDULED = [c.scheduled()];
+const interruptedBy = (cause: 'setup_failed' | 'harness_gone'): RunCommand => ({ type: 'RunInterrupted', data: { reason: 'why', cause } });
 const PREPARED = [...SCHEDULED, c.prepared()];
 const READY = [...PREPARED, c.baseline()];
 const RUNNING = [...READY, c.started()];
@@ -168,10 +169,18 @@ describe('run lifecycle: legal paths', () => {
     }
   });
 
-  it('resumes an interrupted run where it stood, so it can still close the usual way', async () => {
+  it('resumes a run whose harness was lost while its agent ran: back where the baseline was graded, its agent started again, then closed the usual way', async () => {
     const state = await given(...RUNNING, c.received('sub-1'), c.interrupted(), c.head(), c.resumed());
-    expect(state).toMatchObject({ phase: 'agent-running', status: 'running', interruptedIn: null });
-    expect(await given(...RUNNING, c.received('sub-1'), c.interrupted(), c.resumed(), c.graded('sub-1'), c.exited(), c.completed(1))).toMatchObject({ phase: 'completed' });
+    expect(state).toMatchObject({ phase: 'ready', status: 'running', interruptedIn: null, agentStarted: false });
+    expect([...state.pending]).toEqual(['sub-1']); // a grading the loss cut short still needs its outcome
+    expect(await given(...RUNNING, c.received('sub-1'), c.interrupted(), c.resumed(), c.graded('sub-1'), c.started(), c.received('sub-2'), c.graded('sub-2'), c.exited(), c.completed(2))).toMatchObject({ phase: 'completed' });
+    expect(await given(...READY, c.interrupted(), c.resumed(), c.started())).toMatchObject({ phase: 'agent-running' });
+  });
+
+  it('refuses to resume a run that failed at set-up, was interrupted before its baseline, or whose agent had already exited', async () => {
+    expect((await refused([...SCHEDULED, interruptedBy('setup_failed')], c.resumed())).reason).toBe('its set-up failed before the agent started: start a new run');
+    expect((await refused([...SCHEDULED, c.interrupted()], c.resumed())).reason).toBe('it was interrupted before its baseline was graded: start a new run');
+    expect((await refused([...EXITED, c.interrupted()], c.resumed())).reason).toBe('its agent had already exited when the harness was lost: the run is recorded as it ended');
   });
 });
 
@@ -400,7 +409,6 @@ describe('run lifecycle: evolve and the recorder guard', () => {
 });
 
 describe('run lifecycle: outcomes from recorded causes', () => {
-  const interruptedBy = (cause: 'setup_failed' | 'harness_gone'): RunCommand => ({ type: 'RunInterrupted', data: { reason: 'why', cause } });
   const killedBy = (stoppedBy: 'operator' | 'campaign' | 'limit'): RunCommand => ({ type: 'AgentExited', data: { exitCode: 143, reason: 'killed', stoppedBy } });
   const setupFailedOldWording: RunCommand = { type: 'RunInterrupted', data: { reason: 'setup failed before the agent started: no dataset' } };
 
@@ -426,7 +434,7 @@ describe('run lifecycle: outcomes from recorded causes', () => {
 
   it('lets a later lifecycle event move a cancelled run on, and a stray stop not reopen an ended one', async () => {
     expect((await given(...RUNNING, killedBy('operator'), interruptedBy('harness_gone'))).status).toBe('interrupted');
-    expect((await given(...RUNNING, killedBy('operator'), c.interrupted(), c.resumed())).status).toBe('running');
+    expect(foldRunLifecycle([...RUNNING, killedBy('operator'), c.interrupted(), c.resumed()]).status).toBe('running');
     expect(foldRunLifecycle([...COMPLETED, killedBy('operator')]).status).toBe('completed');
     expect(foldRunLifecycle([...SCHEDULED, interruptedBy('setup_failed'), killedBy('campaign')]).status).toBe('setup_failed');
   });

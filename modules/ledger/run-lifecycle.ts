@@ -141,7 +141,8 @@ export function evolve(state: RunLifecycleState, event: RunCommand): RunLifecycl
     case 'RunInterrupted':
       return open ? { ...state, status, phase: 'interrupted', interruptedIn: state.phase } : { ...state, status };
     case 'RunResumed':
-      return state.phase === 'interrupted' ? { ...state, status, phase: state.interruptedIn ?? 'scheduled', interruptedIn: null } : { ...state, status };
+      // The agent is started again: the run is back where its baseline was graded and no agent runs.
+      return state.phase === 'interrupted' ? { ...state, status, phase: 'ready', interruptedIn: null, agentStarted: false } : { ...state, status };
     case 'SubmissionReceived':
       return { ...state, pending: withId(state.pending, event.data.submissionId) };
     case 'SubmissionGraded':
@@ -209,7 +210,7 @@ export function refusal(state: RunLifecycleState, command: RunCommand): string |
   if (command.type === 'GradingRepeated') return repeatRefusal(state, command.data);
 
   if (phase === 'completed' || phase === 'interrupted') {
-    if (command.type === 'RunResumed') return phase === 'interrupted' ? null : 'a completed run cannot be resumed (only an interrupted one)';
+    if (command.type === 'RunResumed') return phase === 'interrupted' ? resumeRefusal(state) : 'a completed run cannot be resumed (only an interrupted one)';
     return `the run is closed (${phase === 'completed' ? 'RunCompleted' : 'RunInterrupted'} was recorded); only TreeHeadSigned may follow`;
   }
   const at = rank(phase);
@@ -266,6 +267,20 @@ export function refusal(state: RunLifecycleState, command: RunCommand): string |
       }
       return null;
   }
+}
+
+/**
+ * Why an interrupted run cannot be resumed, or null: only a run whose harness was lost after its
+ * baseline was graded and before its agent exited continues (its agent starts again); a set-up failure
+ * or an agent that had already exited is recorded as it ended.
+ */
+export function resumeRefusal(state: Pick<RunLifecycleState, 'status' | 'phase' | 'interruptedIn'>): string | null {
+  if (state.phase !== 'interrupted') return state.phase === 'completed' ? 'a completed run cannot be resumed (only an interrupted one)' : 'only an interrupted run can be resumed, and this one is open';
+  if (state.status === 'setup_failed') return 'its set-up failed before the agent started: start a new run';
+  const at = state.interruptedIn;
+  if (at === 'agent-exited') return 'its agent had already exited when the harness was lost: the run is recorded as it ended';
+  if (at !== 'ready' && at !== 'agent-running') return 'it was interrupted before its baseline was graded: start a new run';
+  return null;
 }
 
 function repeatRefusal(state: RunLifecycleState, d: EventData<'GradingRepeated'>): string | null {

@@ -57,7 +57,7 @@ const SUMMARIES: Summaries = {
   WorkspacePrepared: (d) => `sandbox ${d.sandbox}, ${d.dataManifest.length} files provided (${formatBytes(d.dataManifest.reduce((n, f) => n + f.size, 0))})`,
   BaselineEvaluated: (d) => `baseline ${score(d.score)}${d.cached ? ' (cached)' : ''}`,
   WorkspaceIntegrityChecked: (d) =>
-    `${d.phase === 'end' ? 'end of run' : `before grading${d.submissionId ? ` ${d.submissionId}` : ''}`} (${d.full ? 'hashed' : 'stat'}): ${d.checked} paths, ${integrityOk(d) ? 'data/ and models/ unchanged' : `${d.differences.length + (d.moreDifferences ?? 0)} differences`}`,
+    `${d.phase === 'end' ? 'end of run' : d.phase === 'resume' ? 'on resume' : `before grading${d.submissionId ? ` ${d.submissionId}` : ''}`} (${d.full ? 'hashed' : 'stat'}): ${d.checked} paths, ${integrityOk(d) ? 'data/ and models/ unchanged' : `${d.differences.length + (d.moreDifferences ?? 0)} differences`}`,
   AgentStarted: (d, ws) => `${ws(d.command)}${d.pid === undefined ? '' : ` (pid ${d.pid})`}`,
   FileChanged: (d, _ws, sizeBefore) => `${d.op} ${d.path}${sizeChange(d, sizeBefore(d.path))}`,
   // The program's own kind (one event at a time; reports add the process tree's context).

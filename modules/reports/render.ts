@@ -102,12 +102,27 @@ function header(r: RunReport): Block[] {
           `${run.state ?? 'unknown'}, ${secs(run.durationS)}, agent ${run.exitReason ?? 'n/a'}, sandbox ${run.sandbox ?? 'n/a'}, ${run.eventCount} events `,
           { cite: run.evidence.lifecycle },
         ),
+        ...(run.interruptions ? [interruptionsRow(run.interruptions)] : []),
         row('Workspace', { code: run.workspace ?? 'unknown' }, ' ', { cite: run.evidence.workspace }),
         ...(r.integrity ? [row('Integrity', ...integritySummary(r.integrity))] : []),
         ...(r.envCopy ? [row('Own environment', { strong: 'flagged' }, ` — ${[...new Set(r.envCopy.signals.map((s) => s.rule))].join(', ')}: episodes played outside /env are not recorded `, { cite: r.envCopy.evidence })] : []),
       ],
     },
     ...(r.run.driverMismatch ? [mismatchAlert(r)] : []),
+  ];
+}
+
+/** A resumed run is one run: how often its harness was lost, the downtime (not agent time), and agent time the record cannot show. */
+function interruptionsRow(i: NonNullable<RunReport['run']['interruptions']>): Inline[][] {
+  const unknown = i.list.filter((x) => x.unrecordedS === null).length;
+  const unrecorded = `${secs(i.unrecordedS)} of agent time after the last recorded fact${unknown ? ` (unknown for ${unknown})` : ''}`;
+  return [
+    ['Interruptions'],
+    [
+      { strong: `harness lost ${i.count}×, resumed ${i.resumed}×` },
+      ` — down ${secs(i.downtimeS)} (not counted against the budget); ${unrecorded} `,
+      { cite: i.list.flatMap((x) => (x.resumedSeq === null ? [x.interruptedSeq] : [x.interruptedSeq, x.resumedSeq])) },
+    ],
   ];
 }
 
@@ -214,7 +229,7 @@ function transcriptBlocks(t: Transcript, runId: string): Block[] {
   ];
 }
 
-const checkLabel = (c: WorkspaceIntegrity['checks'][number]) => (c.phase === 'end' ? 'end of run' : `before grading${c.submissionId ? ` ${c.submissionId}` : ''}`);
+const checkLabel = (c: WorkspaceIntegrity['checks'][number]) => (c.phase === 'end' ? 'end of run' : c.phase === 'resume' ? 'on resume' : `before grading${c.submissionId ? ` ${c.submissionId}` : ''}`);
 
 function integritySummary(i: WorkspaceIntegrity): Inline[] {
   const checks = plural(i.checks.length, 'check');

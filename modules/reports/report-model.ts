@@ -114,6 +114,8 @@ export interface RunReport {
     workspace: string | null;
     eventCount: number;
     lastSeq: number;
+    /** Losses of the harness and resumes (present only for a run that had one). */
+    interruptions?: RunAnalysis['interruptions'];
     evidence: { scheduled: Evidence; workspace: Evidence; lifecycle: Evidence };
   };
   scores: { baseline: number | null; best: number | null; improvement: number | null; baselineEvidence: Evidence; bestEvidence: Evidence };
@@ -456,6 +458,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
       workspace: workspaceEvent?.type === 'WorkspacePrepared' ? workspaceEvent.data.workspace : null,
       eventCount: a.eventCount,
       lastSeq: a.lastSeq,
+      ...(a.interruptions ? { interruptions: a.interruptions } : {}),
       evidence: {
         scheduled: seqsOf('RunScheduled'),
         workspace: seqsOf('WorkspacePrepared'),

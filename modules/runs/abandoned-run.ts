@@ -11,7 +11,8 @@ import { sealStoredRun, signingKey } from './write-path.js';
  */
 export async function settleAbandonedRun(deps: RunDeps, runId: string, reason: string, lock: RunLock | undefined): Promise<void> {
   if (lock?.pidFile) await deps.launcher.killLeftovers(lock.pidFile).catch(() => 0);
-  await deps.ledger.record(runId, 'RunInterrupted', { reason: reason.slice(0, 4000), cause: 'harness_gone' });
+  const lastAliveAt = lock?.aliveAt && !Number.isNaN(Date.parse(lock.aliveAt)) ? new Date(lock.aliveAt).toISOString() : undefined;
+  await deps.ledger.record(runId, 'RunInterrupted', { reason: reason.slice(0, 4000), cause: 'harness_gone', ...(lastAliveAt ? { lastAliveAt } : {}) });
   await sealStoredRun(deps.ledger, runId, signingKey(deps.settings.home, (m) => deps.diagnostics.warn(m)));
   if (lock) deps.locks.remove(runId);
 }
@@ -23,4 +24,11 @@ export async function storedOutcome(deps: RunDeps, runId: string): Promise<Omit<
   const { phase } = scores.lifecycle;
   const state = phase === 'completed' || phase === 'interrupted' ? phase : null;
   return { state, best: scores.best, baseline: scores.baseline };
+}
+
+/** How many times the stored run was resumed (its RunResumed events). */
+export async function resumesOf(deps: RunDeps, runId: string): Promise<number> {
+  let n = 0;
+  for await (const event of deps.ledger.events(runId)) if (event.type === 'RunResumed') n++;
+  return n;
 }

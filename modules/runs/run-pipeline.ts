@@ -1,7 +1,11 @@
 import { openSession, type RunDeps, type RunSession } from './run-session.js';
 import type { RunRequest, RunSummary } from './run.types.js';
 import { agentCommand } from './steps/agent-env.js';
-import { gradeBaseline } from './steps/baseline.js';
+import type { RecordedEvent } from '../ledger/event-store.port.js';
+import { planResume } from './resume-plan.js';
+import { resumedRequest, resumeNote, type ResumeRequest } from './resumed-request.js';
+import { evaluationContext, gradeBaseline, type Baselined } from './steps/baseline.js';
+import { reopen } from './steps/resume.js';
 import { announceAgent, launchOptions, startAgent } from './steps/launch.js';
 import { observe } from './steps/observe.js';
 import { prepare, schedule, type Prepared } from './steps/prepare.js';
@@ -41,6 +45,25 @@ export class RunPipeline {
     return this.drive(s, (progress) => this.afterPrepare(s, prepared, progress));
   }
 
+  /**
+   * Resumes a run whose harness was lost (docs/resume.md): its stored stream read and planned, a session
+   * that continues it, the workspace and home found or rebuilt (RunResumed), then the agent launched
+   * again with the budget left, its baseline the one recorded. The same teardown as a new run.
+   */
+  async resume(request: ResumeRequest): Promise<RunSummary> {
+    const stored: RecordedEvent[] = [];
+    for await (const recorded of this.deps.ledger.stored(request.runId)) stored.push(recorded);
+    const plan = planResume(request.runId, stored.map((r) => r.event));
+    const runRequest = resumedRequest(plan, stored, request);
+    const segment = { number: plan.segment, budgetSeconds: plan.budgetSecondsLeft, usedSeconds: plan.agentSecondsUsed, resume: { note: resumeNote(plan), submissions: plan.submissionNumber } };
+    const s = openSession(this.deps, runRequest, { runId: plan.runId, resumeFrom: { stored, scores: plan.scores }, segment });
+    return this.drive(s, async (progress) => {
+      const prepared = await reopen(this.deps, s, plan);
+      progress.baseline = plan.baseline;
+      await this.launchAndWait(s, prepared, { score: plan.baseline, evaluation: evaluationContext(prepared) }, progress);
+    });
+  }
+
   /** Runs `steps`, then the one teardown whatever happened; the summary, or the failure that stopped the steps. */
   private async drive(s: RunSession, steps: (progress: PipelineProgress) => Promise<void>): Promise<RunSummary> {
     const progress: PipelineProgress = { reached: { stage: 'setup' } };
@@ -58,6 +81,11 @@ export class RunPipeline {
   private async afterPrepare(s: RunSession, prepared: Prepared, progress: PipelineProgress): Promise<void> {
     const baselined = await gradeBaseline(this.deps, s, prepared);
     progress.baseline = baselined.score;
+    await this.launchAndWait(s, prepared, baselined, progress);
+  }
+
+  /** Observers, the agent launched and waited for: `progress` says how far it got. */
+  private async launchAndWait(s: RunSession, prepared: Prepared, baselined: Baselined, progress: PipelineProgress): Promise<void> {
     const observed = await observe(this.deps, s, prepared, baselined);
     const command = await agentCommand(this.deps, s, prepared, observed);
     const options = launchOptions(s, prepared, observed, command);

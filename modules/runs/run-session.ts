@@ -51,6 +51,27 @@ export interface RunSession extends WritePath {
   commands: { binds: string[]; binDirs: string[] };
   /** What the steps started, undone in reverse at teardown. */
   stack: DisposalStack;
+  /** This launch of the agent: the budget it is given, the agent time earlier segments used, and how it resumes. */
+  segment: Segment;
+}
+
+/** One launch of a run's agent: the first, or one after a resume (docs/resume.md). */
+export interface Segment {
+  /** 1 for the first launch, n + 1 after n resumes. */
+  number: number;
+  /** Wall-clock budget of this launch: the run's budget, less what earlier segments used. */
+  budgetSeconds: number;
+  /** Agent time earlier segments used (0 for the first). */
+  usedSeconds: number;
+  /** For a resumed run: the note the agent is given, and whether its CLI continues its own session. */
+  resume?: { note: string; submissions: number };
+}
+
+/** A run being resumed: its id and stored stream (the write path continues it), and its segment. */
+export interface Reopened {
+  runId: string;
+  resumeFrom: NonNullable<Parameters<typeof openWritePath>[0]['resumeFrom']>;
+  segment: Segment;
 }
 
 /** Fails before anything is recorded when the agent is unknown or cannot run here. */
@@ -67,20 +88,21 @@ export function resolveAgent(request: Pick<RunRequest, 'agent' | 'agentCommand'>
 }
 
 /** Resolves task, agent and driver (throws before anything is recorded) and wires the run's write path. */
-export function openSession(deps: RunDeps, request: RunRequest): RunSession {
+export function openSession(deps: RunDeps, request: RunRequest, reopened?: Reopened): RunSession {
   const task = deps.tasks(request.task);
   const spec = resolveAgent(request);
-  const driver = detectDriver(request.driver, spec) ?? null;
+  const driver = reopened ? (request.driver ?? null) : (detectDriver(request.driver, spec) ?? null);
   const warn = request.warn ?? ((m: string) => deps.diagnostics.warn(m));
-  const runId = deps.ids.runId(task.id, deps.clock());
+  const runId = reopened?.runId ?? deps.ids.runId(task.id, deps.clock());
   const key = signingKey(deps.settings.home, warn);
   const root = workspaceLayout(deps.settings.workspacesDir, runId, task.baseModel).root;
   const limits: RunLimits = { ...(task.reference ? REFERENCE_LIMITS : PAPER_LIMITS), ...task.limits, ...request.limits };
   // Every credential the harness knows is redacted from events and archived files (the run and gateway tokens are added once drawn).
   const secrets = [...knownSecrets({ env: deps.env }), ...upstreamKeys(deps.env), { kind: 'operator-token', value: deps.operatorToken }];
   const onLimit = () => stopForLimit(deps, runId, warn);
-  const writePath = openWritePath({ runId, ledger: deps.ledger, key, treeHeadEvery: deps.settings.treeHeadEvery, root, artifacts: deps.artifacts, clock: deps.clock, limits, secrets, onLimit });
-  return { runId, task, spec, driver, request, warn, limits, commands: agentCommands(spec), stack: new DisposalStack(), ...writePath };
+  const writePath = openWritePath({ runId, ledger: deps.ledger, key, treeHeadEvery: deps.settings.treeHeadEvery, root, artifacts: deps.artifacts, clock: deps.clock, limits, secrets, onLimit, resumeFrom: reopened?.resumeFrom });
+  const segment = reopened?.segment ?? { number: 1, budgetSeconds: request.budgetSeconds, usedSeconds: 0 };
+  return { runId, task, spec, driver, request, warn, limits, commands: agentCommands(spec), stack: new DisposalStack(), segment, ...writePath };
 }
 
 /** Stops the agent when a limit the harness accounts (the disk quota) is exceeded; LimitReached says which. */

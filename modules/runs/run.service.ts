@@ -10,7 +10,7 @@ import { LedgerService } from '../ledger/ledger.service.js';
 import { RUN_LOCKS, type RunLocks } from '../ledger/run-locks.port.js';
 import { CLOCK, type Clock } from '../ledger/tokens.js';
 import { SETTINGS, type Settings } from '../settings/settings.port.js';
-import { settleAbandonedRun, storedOutcome } from './abandoned-run.js';
+import { resumesOf, settleAbandonedRun, storedOutcome } from './abandoned-run.js';
 import { RunControl } from './run-control.js';
 import { RunPipeline } from './run-pipeline.js';
 import { resolveAgent, type RunDeps } from './run-session.js';
@@ -28,9 +28,13 @@ import {
   type SandboxPlanner,
   type TaskCatalog,
 } from './run.ports.js';
+import { ResumeRefusedError } from './resume-plan.js';
+import type { ResumeRequest } from './resumed-request.js';
 import type { RunOutcome, RunRequest, RunSummary } from './run.types.js';
 
 export type { RunMode, RunOutcome, RunProgress, RunRequest, RunSummary } from './run.types.js';
+export type { ResumeRequest } from './resumed-request.js';
+export { ResumeRefusedError } from './resume-plan.js';
 
 /**
  * Benchmark runs, as the rest of the harness calls them: start one (the run pipeline, run-pipeline.ts),
@@ -102,6 +106,34 @@ export class RunService {
   }
 
   /**
+   * Resumes a run whose harness was lost (docs/resume.md). A run still open is first settled as
+   * abandoned when its harness is known gone: its lock here names a dead process, or the operator says
+   * so (`harnessGone`: its machine died). A run whose harness still runs, and one that is completed,
+   * cancelled, failed at set-up or unknown, is refused in one line (ResumeRefusedError), nothing recorded.
+   */
+  async resume(request: ResumeRequest, opts: { harnessGone?: boolean } = {}): Promise<RunSummary> {
+    if (this.control.interrupted) throw new Error('interrupted by the operator: no run is resumed');
+    const { state } = await storedOutcome(this.deps, request.runId);
+    if (state === null) await this.settleOpenRun(request.runId, opts.harnessGone === true);
+    return this.pipeline.resume(request);
+  }
+
+  /** An open run to be resumed: settled when its harness is known gone, else refused. */
+  private async settleOpenRun(runId: string, harnessGone: boolean): Promise<void> {
+    const lock = this.deps.locks.list().find((l) => l.runId === runId);
+    if (lock && (lock.pid === process.pid || this.deps.launcher.alive(lock.pid))) {
+      throw new ResumeRefusedError(`run ${runId} cannot be resumed: it is still running (harness pid ${lock.pid} on this machine)`);
+    }
+    if (!lock && !harnessGone) {
+      const events = this.deps.ledger.events(runId)[Symbol.asyncIterator]();
+      if ((await events.next()).done) throw new ResumeRefusedError(`run ${runId} is not in this ledger`);
+      throw new ResumeRefusedError(`run ${runId} cannot be resumed: it is open and its harness is not on this machine; if that harness is gone for good (its machine died), add --harness-gone`);
+    }
+    const reason = lock ? `the harness (pid ${lock.pid}) exited while the run was open` : 'the operator declared its harness gone (a2rl run --resume --harness-gone)';
+    await settleAbandonedRun(this.deps, runId, reason, lock);
+  }
+
+  /**
    * Runs left open by a harness that died: record RunInterrupted (their events up to the crash are
    * all in the ledger) and kill whatever of their agents survived. Returns the interrupted run ids.
    */
@@ -109,6 +141,12 @@ export class RunService {
     const interrupted: string[] = [];
     for (const lock of this.deps.locks.list()) {
       if (lock.pid === process.pid || this.deps.launcher.alive(lock.pid)) continue;
+      if ((await storedOutcome(this.deps, lock.runId)).state !== null || (await resumesOf(this.deps, lock.runId)) >= (lock.segment ?? 1)) {
+        // Closed, or resumed, meanwhile elsewhere (another machine took the run over): only what is left here goes.
+        if (lock.pidFile) await this.deps.launcher.killLeftovers(lock.pidFile).catch(() => 0);
+        this.deps.locks.remove(lock.runId);
+        continue;
+      }
       await settleAbandonedRun(this.deps, lock.runId, `the harness (pid ${lock.pid}) exited while the run was open`, lock);
       interrupted.push(lock.runId);
     }

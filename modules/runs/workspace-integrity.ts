@@ -182,7 +182,7 @@ export async function captureIntegrityBaseline(layout: WorkspaceLayout, manifest
 export type IntegrityEventData = EventData<'WorkspaceIntegrityChecked'>;
 
 export interface IntegrityEventContext {
-  phase: 'grading' | 'end';
+  phase: 'grading' | 'end' | 'resume';
   /** The submission about to be graded (phase `grading`). */
   submissionId?: string;
   full: boolean;
@@ -221,9 +221,9 @@ export async function integrityBeforeGrading(
 }
 
 /** The full check at the end of the run: every file re-hashed. Record `data`. */
-export async function integrityAtEnd(layout: WorkspaceLayout, manifest: readonly ManifestEntry[]): Promise<{ data: IntegrityEventData; baseline: IntegrityBaseline }> {
+export async function integrityAtEnd(layout: WorkspaceLayout, manifest: readonly ManifestEntry[], phase: 'end' | 'resume' = 'end'): Promise<{ data: IntegrityEventData; baseline: IntegrityBaseline }> {
   const result = await checkWorkspaceIntegrity(layout, manifest, { full: true });
-  return { data: integrityEventData(result, { phase: 'end', full: true, observedAt: new Date() }), baseline: result.baseline };
+  return { data: integrityEventData(result, { phase, full: true, observedAt: new Date() }), baseline: result.baseline };
 }
 
 // ---- helpers ----

@@ -6,7 +6,7 @@ import type { EventData, EventType } from '../ledger/events/catalog.js';
 import type { RecordedEvent } from '../ledger/event-store.port.js';
 import type { LedgerService } from '../ledger/ledger.service.js';
 import { runGuard, type RunGuard } from '../ledger/run-lifecycle.js';
-import { evolveScores, initialRunScores } from '../ledger/run-scores.js';
+import { evolveScores, initialRunScores, type RunScores } from '../ledger/run-scores.js';
 import type { Clock } from '../ledger/tokens.js';
 import { TreeHeadSigner } from '../ledger/tree-head-signer.js';
 import { initSigningKey, keysDir, loadSigningKey, type SigningKey } from '../ledger/tree-head.js';
@@ -50,23 +50,27 @@ export interface WritePathOptions {
   onLimit: () => void;
   /** The lifecycle state to continue from (a run resumed from its ledger); default: a new run. */
   guard?: RunGuard;
+  /** A resumed run's stored stream: the signer's tree, the lifecycle and the tally continue from it. */
+  resumeFrom?: { stored: readonly RecordedEvent[]; scores: RunScores };
 }
 
 /** Wires a run's write path, from the observers down to the ledger. */
 export function openWritePath(opts: WritePathOptions): WritePath {
   const { runId, ledger } = opts;
   const append = (data: EventData<'TreeHeadSigned'>) => ledger.record(runId, 'TreeHeadSigned', data);
-  const signer = new TreeHeadSigner({ runId, key: opts.key, append, everyEvents: opts.treeHeadEvery?.events, everyMs: opts.treeHeadEvery?.ms });
-  const guard = opts.guard ?? runGuard();
+  const signerOptions = { runId, key: opts.key, append, everyEvents: opts.treeHeadEvery?.events, everyMs: opts.treeHeadEvery?.ms };
+  const resumed = opts.resumeFrom;
+  const signer = resumed ? TreeHeadSigner.resume(signerOptions, resumed.stored) : new TreeHeadSigner(signerOptions);
+  const guard = opts.guard ?? runGuard(resumed?.scores.lifecycle);
   const recorder = new RunRecorder({ runId, ledger, append: (batch) => signer.record(batch), guard });
-  const tally = tallyOf(recorder);
+  const tally = tallyOf(recorder, resumed?.scores);
   const instrumentation = new Instrumentation({ root: opts.root, recorder, artifacts: opts.artifacts, clock: opts.clock, limits: opts.limits, secrets: opts.secrets, onLimit: opts.onLimit });
   return { recorder, guard, signer, instrumentation, tally, record: (type, data) => instrumentation.record(type, data) };
 }
 
 /** The run-scores fold over the events this write path records. */
-function tallyOf(recorder: RunRecorder): RunTally {
-  let scores = initialRunScores;
+function tallyOf(recorder: RunRecorder, from: RunScores = initialRunScores): RunTally {
+  let scores = from;
   recorder.onRecorded((event) => {
     scores = evolveScores(scores, event);
   });

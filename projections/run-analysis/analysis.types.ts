@@ -1,3 +1,4 @@
+import type { Interruptions } from './interruptions.js';
 import type { UsageTotals } from '../transcript/transcript.js';
 import type { RunState } from '../run-state.js';
 import type { RepeatSeries } from './grading-repeats.js';
@@ -153,6 +154,8 @@ export interface RunAnalysis {
   llm: LlmAnalysis | null;
   /** Signs the agent played an own copy of the interactive environment (unrecorded episodes); absent when none (env-copy.ts). */
   envCopy?: EnvCopyFinding;
+  /** The run's harness was lost (and the run resumed): count, downtime, agent time the record cannot show; absent when never (interruptions.ts). */
+  interruptions?: Interruptions;
   eventCount: number;
   lastSeq: number;
 }

@@ -10,6 +10,7 @@ import { optionalEnvCopy } from './env-copy.js';
 import { classifyProcesses, type RunProcessKinds } from './process-kind.js';
 import { declaredRoute, executedFamily, sortedUnique, type TextSource } from './routes.js';
 import { eventTime } from '../../modules/ledger/events/event-time.js';
+import { interruptionsOf, type Interruptions } from './interruptions.js';
 
 // The post-hoc analysis of one run: a pure function of its events and of blobs read by sha256.
 // Every rule implemented here is written down in docs/analysis.md; keep the two in step.
@@ -62,6 +63,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader, eventCou
   const route = await run.runRoute(submissions);
   const best = run.best();
   const llm = llmAnalysis(events);
+  const { interruptions } = run;
   return {
     runId: events[0]?.runId ?? '',
     task: run.scheduled?.data.task ?? null,
@@ -77,7 +79,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader, eventCou
     ...optionalRepeats(events),
     best,
     improvement: best !== null && run.baseline !== null ? round(best - run.baseline, 6) : null,
-    durationS: run.agentStarted && run.agentExited ? run.secondsBetween(run.agentStarted, run.agentExited) : null,
+    durationS: run.agentSeconds(),
     exitReason: run.agentExited?.data.reason ?? null,
     sandbox: run.workspace?.data.sandbox ?? null,
     workspace: run.workspace?.data.workspace ?? null,
@@ -88,6 +90,7 @@ export async function analyzeRun(input: A2rlEvent[], blobs: BlobReader, eventCou
     route,
     llm,
     ...optionalEnvCopy(events),
+    ...(interruptions ? { interruptions } : {}),
     eventCount,
     lastSeq: events.length ? events[events.length - 1].seq : -1,
   };
@@ -146,6 +149,8 @@ class RunFacts {
   readonly done: SubmissionRecord[];
   readonly pending: SubmissionRecord[];
   readonly llmCalls: Ev<'LlmCallRecorded'>[];
+  /** Losses of the harness (a resumed run): their downtime is not the agent's time. */
+  readonly interruptions: Interruptions | null;
   private readonly baseFiles: string[];
   private readonly t0: string | undefined;
 
@@ -170,6 +175,7 @@ class RunFacts {
     this.done = all.filter((s) => s.outcome !== null);
     this.pending = all.filter((s) => s.outcome === null);
     this.llmCalls = of(events, 'LlmCallRecorded');
+    this.interruptions = interruptionsOf(events);
     const prefix = this.scheduled ? `models/${this.scheduled.data.baseModel}/` : null;
     this.baseFiles = prefix
       ? (this.workspace?.data.dataManifest ?? []).filter((f) => f.path.startsWith(prefix)).map((f) => `${f.path.slice(prefix.length)}\0${f.sha256}`).sort()
@@ -179,6 +185,12 @@ class RunFacts {
   /** Seconds between two events' times (observation times for facts: see eventTime). */
   secondsBetween(from: { occurredAt: string; data?: unknown }, to: { occurredAt: string; data?: unknown }): number {
     return round((millis(eventTime(to)) - millis(eventTime(from))) / 1000, 3);
+  }
+
+  /** The agent's time: from its first start to its last exit, less the harness's downtime between (null until it exited). */
+  agentSeconds(): number | null {
+    if (!this.agentStarted || !this.agentExited) return null;
+    return round(this.secondsBetween(this.agentStarted, this.agentExited) - (this.interruptions?.downtimeS ?? 0), 3);
   }
 
   atS(event: { occurredAt: string; data?: unknown }): number {
@@ -278,7 +290,7 @@ class RunFacts {
     let increases = 0;
     for (let i = 1; i < n; i++) if (scores[i] > scores[i - 1]) increases++;
     const budget = this.scheduled?.data.budgetSeconds;
-    const used = this.agentStarted && this.agentExited ? this.secondsBetween(this.agentStarted, this.agentExited) : null;
+    const used = this.agentSeconds();
     const trainingExits = this.launches.flatMap((p) => (p.exit ? [p.exit.data.durationMs] : []));
     const revisions: number[] = [];
     let previousSeq = -1;

@@ -24,7 +24,7 @@ export interface ModifiedPath {
 
 export interface IntegrityCheckSummary {
   seq: number;
-  phase: 'grading' | 'end';
+  phase: 'grading' | 'end' | 'resume';
   submissionId: string | null;
   /** Every file re-hashed (true), or stat-compared with a baseline (false). */
   full: boolean;

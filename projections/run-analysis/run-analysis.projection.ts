@@ -16,7 +16,8 @@ export const runAnalysisProjection = defineRunProjection<RunAnalysisRow>({
   // 7: states setup_failed and cancelled, failure class cancelled (RunInterrupted.cause, AgentExited.stoppedBy).
   // 8: failureClass null until the run has ended (failureClassOf), not the provisional class of a run in progress.
   // 9: the driver is the most-used model the upstream answered as (a name only requested never decides it).
-  version: 9,
+  // 10: interruptions by a lost harness (a resumed run is one run); durationS is agent time, the harness's downtime left out.
+  version: 10,
   entity: RunAnalysisRow,
   async analyze(events, blobs) {
     return analysisRow(await analyzeRun(events, blobs));

@@ -57,7 +57,7 @@ function revisionsJson(revisions: PathRevision[]): string {
 }
 
 /** The file revisions an event records, or null when it changes no workspace file. */
-function revisionsOf(event: A2rlEvent): { replaces: string | null; revisions: PathRevision[] } | null {
+export function revisionsOf(event: A2rlEvent): { replaces: string | null; revisions: PathRevision[] } | null {
   switch (event.type) {
     case 'FileChanged': {
       const { path, op, sha256, size } = event.data;

@@ -24,7 +24,9 @@ export function registerRunsCommands(program: Command): void {
   program
     .command('run')
     .description('run one benchmark run: prepare the workspace, launch the agent with its budget, grade its submissions')
-    .requiredOption('--task <id>', 'task pack (see `a2rl tasks`)')
+    .option('--task <id>', 'task pack (see `a2rl tasks`)')
+    .option('--resume <runId>', 'continue a run whose harness was lost, in the same stream, with the budget it had left (docs/resume.md); its task, agent and limits are its own')
+    .option('--harness-gone', 'with --resume: the run is still open but its harness is gone for good (its machine died): record it interrupted first')
     .option('--agent <id>', 'agent (see `a2rl agents`)')
     .option('--agent-command <command>', 'run this shell command as the agent instead of --agent')
     .option('--driver <model>', 'the model an LLM agent is told to use (default: LLM_MODEL, else its adapter\'s defaultModel); the scoreboard names the model it actually called')
@@ -39,7 +41,11 @@ export function registerRunsCommands(program: Command): void {
     .option('--baseline-repeats <k>', 'grade the base model k times in all before the agent starts (GradingRepeated): the task\'s evaluation noise on the scoreboard', '1')
     .option('--serve', 'also serve the HTTP API and dashboard on A2RL_HTTP_HOST:A2RL_HTTP_PORT while the run lasts (its URL is printed at start; so it is when an `a2rl serve` is already up there)')
     .option('--json', 'print a JSON summary as the last line')
-    .action(async (opts: { task: string; agent?: string; agentCommand?: string; driver?: string; budget: number; seed: number; mode: RunMode; grace: number; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; baselineRepeats: string; serve?: boolean; json?: boolean }) => {
+    .action(async (opts: { task?: string; resume?: string; harnessGone?: boolean; agent?: string; agentCommand?: string; driver?: string; budget: number; seed: number; mode: RunMode; grace: number; limit: string[]; maxLlmTokens?: string; maxLlmCost?: string; allowNet?: string; baselineRepeats: string; serve?: boolean; json?: boolean }) => {
+      if (opts.resume !== undefined) return resumeRun(opts.resume, opts);
+      if (opts.harnessGone) throw new Error('--harness-gone goes with --resume <runId>');
+      if (opts.task === undefined) throw new Error('give --task <id> (or --resume <runId>)');
+      const task = opts.task;
       const baselineRepeats = parseRepeats(opts.baselineRepeats, '--baseline-repeats');
       if (!opts.agent && opts.agentCommand === undefined) throw new Error('give --agent <id> or --agent-command \'<shell command>\'');
       const budgetSeconds = opts.budget;
@@ -59,7 +65,7 @@ export function registerRunsCommands(program: Command): void {
         const dashboard = await openDashboard(app, config, opts.serve === true);
         const progress = progressPrinter();
         const result = await runs.run({
-          task: opts.task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
+          task, agent: opts.agent, agentCommand: opts.agentCommand, driver: opts.driver, budgetSeconds,
           seed: opts.seed, mode: opts.mode, graceMs, gradingBaseUrl, onProgress: progress.onProgress, limits, allowNet, baselineRepeats,
           onScheduled: async (runId) => void process.stderr.write(`run ${runId} scheduled${dashboard ? `; dashboard: ${dashboard.runUrl(runId)}` : ''}\n`),
         }).catch(async (err: unknown) => {
@@ -193,4 +199,24 @@ async function agentReadiness() {
     };
   });
   return { agents, sandboxable: visible !== null };
+}
+
+/**
+ * `a2rl run --resume <runId>`: the run's own task, agent and limits from its ledger; only how this
+ * harness serves it (grace, output) comes from the command line. Options that would change the run
+ * are refused rather than silently ignored.
+ */
+async function resumeRun(runId: string, opts: { task?: string; agent?: string; agentCommand?: string; driver?: string; limit: string[]; allowNet?: string; harnessGone?: boolean; grace: number; json?: boolean }): Promise<void> {
+  const changing = [opts.task && '--task', opts.agent && '--agent', opts.agentCommand !== undefined && '--agent-command', opts.driver && '--driver', opts.limit.length > 0 && '--limit', opts.allowNet !== undefined && '--allow-net'].filter(Boolean);
+  if (changing.length) throw new Error(`--resume continues the run as it was recorded: ${changing.join(', ')} cannot be given with it`);
+  await withRunApp(async (runs, gradingBaseUrl, _config, app) => {
+    const progress = progressPrinter();
+    const result = await runs.resume({ runId, gradingBaseUrl, graceMs: opts.grace * 1000, onProgress: progress.onProgress }, { harnessGone: opts.harnessGone }).finally(progress.done);
+    (opts.json ? process.stderr : process.stdout).write(inertText(
+      `run ${result.runId} (${result.task}, agent ${result.agent}) resumed: baseline ${num(result.baseline)}, best ${num(result.best)}, ` +
+        `improvement ${num(result.improvement)}, ${result.submissions} submissions, agent ${result.exitReason}, sandbox ${result.sandbox}\n` +
+        `  events: a2rl events ${result.runId}   workspace: ${result.workspace}\n`,
+    ));
+    if (opts.json) process.stdout.write(jsonOut(`${summaryJson(await attributed(app, result))}\n`));
+  });
 }

@@ -264,10 +264,49 @@ export class RunInterrupted {
    * was gone (found by recovery). Absent in runs recorded before it was kept.
    */
   @IsOptional() @IsIn(INTERRUPTION_CAUSES) cause?: InterruptionCause;
+  /** harness_gone: the lost harness's last heartbeat (its lock on the machine that recovered it), when known: it was alive then. */
+  @IsOptional() @Matches(ISO_UTC) lastAliveAt?: string;
 }
 
+/** What a resume found of the workspace, before the agent restarted (docs/resume.md). */
+export class ResumedWorkspace {
+  /** on-disk: the workspace was still there and was checked against the ledger; rebuilt: it was gone and was rebuilt from the ledger and the artifact store. */
+  @IsIn(['on-disk', 'rebuilt']) source!: 'on-disk' | 'rebuilt';
+  /** On disk: the agent's files that differed from the ledger's last recorded state (each then recorded as FileChanged); the first 100 paths. */
+  @IsInt() @Min(0) differences!: number;
+  @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) @MaxLength(4096, { each: true }) differing!: string[];
+  /** Rebuilt: files the ledger holds without content (over a limit, never archived) or whose blob is missing, which could not be restored; the first 100 paths. */
+  @IsInt() @Min(0) unrestorable!: number;
+  @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) @MaxLength(4096, { each: true }) unrestorablePaths!: string[];
+  /** Files written back from the artifact store (rebuilt). */
+  @IsInt() @Min(0) restored!: number;
+}
+
+/**
+ * A run interrupted because its harness was lost continues in the same stream (`a2rl run --resume`).
+ * The gap is recorded: the interruption it ends, the last fact recorded before the loss, the agent
+ * time already used (by AgentStarted to the last fact of each earlier segment) and the budget left,
+ * what was found of the workspace and of the agent's home, and how the agent restarts. All but `note`
+ * are absent in events recorded before resume was built.
+ */
 export class RunResumed {
   @IsOptional() @IsString() @MaxLength(4096) note?: string;
+  /** The seq of the RunInterrupted this resume ends. */
+  @IsOptional() @IsInt() @Min(0) interruptedSeq?: number;
+  /** The last event recorded before the harness was lost (not a head, not the interruption). */
+  @IsOptional() @IsInt() @Min(0) lastFactSeq?: number;
+  @IsOptional() @Matches(ISO_UTC) lastFactAt?: string;
+  /** Agent time used before this resume, all earlier segments together (seconds). */
+  @IsOptional() @IsNumber() @Min(0) agentSecondsUsed?: number;
+  /** The budget the agent is given from now on: budgetSeconds − agentSecondsUsed. */
+  @IsOptional() @IsNumber() @Min(0) budgetSecondsLeft?: number;
+  @IsOptional() @ValidateNested() @Type(() => ResumedWorkspace) workspace?: ResumedWorkspace;
+  /** The agent's home: still on disk, restored from its last archive, or none (an agent without one, or never archived). */
+  @IsOptional() @IsIn(['on-disk', 'restored', 'none']) agentHome?: 'on-disk' | 'restored' | 'none';
+  /** How the agent restarts: its CLI continues its own session, or it starts again with the instructions and a note of what was restored. */
+  @IsOptional() @IsIn(['continued', 'restarted']) session?: 'continued' | 'restarted';
+  /** Submissions that were being graded when the harness was lost: recorded rejected (infra_error) right after. */
+  @IsOptional() @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) abandonedSubmissions?: string[];
 }
 
 export class TreeHeadSigned {
@@ -333,7 +372,8 @@ export class IntegrityDifference {
  * the run (`full`: every file re-hashed). `ok` (older runs) is false exactly when there is a difference.
  */
 export class WorkspaceIntegrityChecked {
-  @IsIn(['grading', 'end']) phase!: 'grading' | 'end';
+  /** grading: before a submission is graded; end: at the end of the run; resume: a resumed run's workspace found on disk, before its agent restarts. */
+  @IsIn(['grading', 'end', 'resume']) phase!: 'grading' | 'end' | 'resume';
   @IsOptional() @IsString() @MinLength(1) @MaxLength(200) submissionId?: string;
   /** Recorded by older runs: whether `differences` is empty, now computed by the readers (derived.ts `integrityOk`). */
   @IsOptional() @IsBoolean() ok?: boolean;
@@ -449,12 +489,17 @@ export class LlmCallRecorded {
 
 /**
  * The agent's home (`HOME`: the CLI's own state, config, caches, outside the workspace's code tree)
- * as archived once at the end of the run, redacted: one blob per file, at most `maxFiles` files.
+ * as archived, redacted: one blob per file, at most `maxFiles` files. Whole once at the end of the run;
+ * while the agent runs, what changed since the previous archive (`changedOnly`; `removed`: archived
+ * files since gone), so its CLI's session survives the harness's loss. The home as of a seq is the last
+ * whole archive before it with the later changed-only ones applied (agent-home.ts `homeFilesOf`).
  */
 export class AgentHomeArchived {
   @IsArray() @ArrayMaxSize(2000) @ValidateNested({ each: true }) @Type(() => ManifestEntry) files!: ManifestEntry[];
   @IsInt() @Min(0) skipped!: number;
   @IsOptional() @IsString() @MaxLength(1000) skippedReason?: string;
+  @IsOptional() @IsIn([true]) changedOnly?: true;
+  @IsOptional() @IsArray() @ArrayMaxSize(2000) @IsString({ each: true }) @MaxLength(4096, { each: true }) removed?: string[];
   @Matches(ISO_UTC) observedAt!: string;
 }
 

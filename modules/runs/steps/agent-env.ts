@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { agentLlmSetup, agentsRoot, type AgentSpec } from '../../agents/agent-registry.js';
+import { agentSessionEnv } from '../../agents/agent-session.js';
 import { runtimeEnv } from '../../sandbox/agent-python.js';
 import { SANDBOX_AGENT_DIR, SANDBOX_HOME, SANDBOX_PORTS, type SandboxKind } from '../../sandbox/sandbox.js';
 import type { Environment } from '../run.ports.js';
@@ -36,6 +37,8 @@ export async function agentCommand(deps: RunDeps, s: RunSession, prepared: Prepa
     ...(driver ? { LLM_MODEL: driver } : {}),
     ...(request.gpus ? { CUDA_VISIBLE_DEVICES: request.gpus.join(',') } : {}),
     ...(spec.llm ? llm.env : passThroughEnv(spec, deps.env)),
+    // The run's agent session id on every launch; on resume, the marker and the harness's note (docs/resume.md).
+    ...agentSessionEnv(s.runId, s.segment.resume),
   });
   if (spec.dir) {
     const command = ['bash', path.posix.join(agentDir, 'start.sh')];

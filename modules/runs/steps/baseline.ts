@@ -16,11 +16,16 @@ export interface Baselined {
 export async function gradeBaseline(deps: RunDeps, s: RunSession, prepared: Prepared): Promise<Baselined> {
   const { task, request } = s;
   const { layout, privateDir, dataManifest, cacheKey } = prepared.workspace;
-  const evaluation = createEvaluationContext(loadServingConfig(), 'cpu', {}, { baseModelDir: layout.baseModelDir });
+  const evaluation = evaluationContext(prepared);
   const grade = async () => (await task.evaluate(layout.baseModelDir, privateDir, undefined, evaluation)).score;
   const key = { task: task.id, baseModel: task.baseModel, evaluatorVersion: task.evaluatorVersion, baseModelHash: baseModelHash(dataManifest, task.baseModel), taskKey: cacheKey };
   const baseline = request.freshBaseline ? { score: await grade(), cached: false } : await deps.baselines.getOrGrade(key, grade);
   await s.record('BaselineEvaluated', { score: baseline.score, cached: baseline.cached, evaluatorVersion: task.evaluatorVersion });
   await repeatBaseline(request.baselineRepeats ?? 1, task, grade, (data) => s.record('GradingRepeated', data));
   return { score: baseline.score, evaluation };
+}
+
+/** Model serving and environment servers for the run's gradings (a resumed run makes them again). */
+export function evaluationContext(prepared: Prepared): Baselined['evaluation'] {
+  return createEvaluationContext(loadServingConfig(), 'cpu', {}, { baseModelDir: prepared.workspace.layout.baseModelDir });
 }

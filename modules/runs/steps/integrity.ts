@@ -23,6 +23,11 @@ export class IntegrityChecks {
     return this.check(() => integrityAtEnd(this.layout, this.manifest));
   }
 
+  /** A resumed run's workspace found on disk: every file re-hashed before its agent restarts. */
+  atResume(): Promise<void> {
+    return this.check(() => integrityAtEnd(this.layout, this.manifest, 'resume'));
+  }
+
   private async check(run: () => ReturnType<typeof integrityAtEnd>): Promise<void> {
     try {
       const checked = await run();

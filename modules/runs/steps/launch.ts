@@ -59,7 +59,7 @@ export function launchOptions(s: RunSession, prepared: Prepared, observed: Obser
     // The sandbox's prelude gets no environment of the harness: the agent could read it from /proc.
     env: bwrap ? { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } : agent.env,
     fds: sandboxed.fds,
-    budgetMs: s.request.budgetSeconds * 1000,
+    budgetMs: s.segment.budgetSeconds * 1000,
     graceMs: s.request.graceMs,
     onOutput: s.instrumentation.output.write,
     pidFile: observed.pidFile,
@@ -82,7 +82,8 @@ export async function announceAgent(deps: RunDeps, s: RunSession, prepared: Prep
   const { handle } = launched;
   if (handle.tracer === 'proc') s.warn(`WARNING: ${POLLER_LIMITS}. Install strace (\`a2rl doctor\`) so that every program is recorded with what it really ran.`);
   if (deps.control.interrupted) void handle.kill('killed'); // the interrupt came while the run was being set up
-  await prepared.workspace.runMeta.update({ start_time: epochSeconds(handle.startedAt), timeout_s: s.request.budgetSeconds });
+  // A resumed agent's clock starts as far back as its earlier segments used: start_time + timeout_s is when this launch's budget ends.
+  await prepared.workspace.runMeta.update({ start_time: epochSeconds(handle.startedAt) - s.segment.usedSeconds, timeout_s: s.request.budgetSeconds });
   const gateway = s.spec.llm && observed.gateway ? { gateway: { providers: s.spec.llm.providers, url: observed.gateway.url } } : {};
   await s.record('AgentStarted', { command: agent.described, pid: handle.pid, ...gateway });
 }

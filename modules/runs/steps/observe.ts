@@ -47,7 +47,7 @@ export async function observe(deps: RunDeps, s: RunSession, prepared: Prepared, 
   await s.instrumentation.start();
   // After a harness crash the next start kills what is left of this agent (the sandbox's own defences first).
   const pidFile = deps.locks.pidFile(s.runId);
-  deps.locks.write({ runId: s.runId, pid: process.pid, pidFile });
+  deps.locks.write({ runId: s.runId, pid: process.pid, pidFile, segment: s.segment.number });
   return { token, forwards, gateway, pidFile };
 }
 
@@ -67,8 +67,9 @@ function register(deps: RunDeps, s: RunSession, prepared: Prepared, baselined: B
   };
   s.stack.defer(() => deps.registry.unregister(s.runId));
   deps.registry.register(ctx, {
-    deadline: new Date(deps.clock().getTime() + s.request.budgetSeconds * 1000),
+    deadline: new Date(deps.clock().getTime() + s.segment.budgetSeconds * 1000),
     baselineScore: baselined.score,
+    ...(s.segment.resume ? { continueFrom: { submissions: s.segment.resume.submissions, best: s.tally.best } } : {}),
     envContext: baselined.evaluation,
     onSubmitted: () => void workspace.runMeta.update({ last_submit_time: epochSeconds(deps.clock()) }),
     beforeGrading: (submissionId) => prepared.integrity.beforeGrading(submissionId),

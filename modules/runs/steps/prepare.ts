@@ -82,7 +82,7 @@ export async function prepare(deps: RunDeps, s: RunSession): Promise<Prepared> {
   return { plan, sandbox, agentUid, workspace, home, cgroup, integrity, runtime };
 }
 
-function sandboxFor(deps: RunDeps, s: RunSession): { plan: SandboxPlan; sandbox: SandboxKind; agentUid?: number } {
+export function sandboxFor(deps: RunDeps, s: RunSession): { plan: SandboxPlan; sandbox: SandboxKind; agentUid?: number } {
   const plan = deps.sandboxes();
   const sandbox: SandboxKind = plan.mode === 'none' ? 'none' : 'bwrap';
   if (sandbox === 'none') {
@@ -93,7 +93,7 @@ function sandboxFor(deps: RunDeps, s: RunSession): { plan: SandboxPlan; sandbox:
   return { plan, sandbox, agentUid };
 }
 
-function workspaceOptions(deps: RunDeps, s: RunSession, sandbox: SandboxKind, agentUid: number | undefined): Parameters<typeof prepareWorkspace>[0] {
+export function workspaceOptions(deps: RunDeps, s: RunSession, sandbox: SandboxKind, agentUid: number | undefined): Parameters<typeof prepareWorkspace>[0] {
   const { request, task } = s;
   const { home, workspacesDir } = deps.settings;
   return {
@@ -114,7 +114,7 @@ function workspaceOptions(deps: RunDeps, s: RunSession, sandbox: SandboxKind, ag
  * A fresh home for the agent's CLI (its config, sessions, caches), outside the workspace: not watched
  * as code, archived once at the end. Owned by the agent's uid when the harness is root.
  */
-async function createAgentHome(deps: RunDeps, runId: string, agentUid: number | undefined): Promise<string> {
+export async function createAgentHome(deps: RunDeps, runId: string, agentUid: number | undefined): Promise<string> {
   const home = path.join(deps.settings.home, 'agent-homes', runId);
   await mkdir(home, { recursive: true, mode: 0o700 });
   if (agentUid !== undefined) await chown(home, agentUid, agentUid);
@@ -122,7 +122,7 @@ async function createAgentHome(deps: RunDeps, runId: string, agentUid: number | 
 }
 
 /** The memory limit's outcome: processes the kernel killed for it are a LimitReached. */
-async function closeCgroup(deps: RunDeps, s: RunSession, cgroup: RunCgroup): Promise<void> {
+export async function closeCgroup(deps: RunDeps, s: RunSession, cgroup: RunCgroup): Promise<void> {
   const report = await cgroup.close();
   if (!report || report.oomKills === 0 || s.limits.memoryBytes === null) return;
   await s.record('LimitReached', {

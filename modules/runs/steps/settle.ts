@@ -31,7 +31,8 @@ export async function recordEnding(deps: RunDeps, s: RunSession, reached: Reache
   } else if (reached.stage === 'launch-failed') {
     await s.record('AgentExited', { reason: 'crashed' });
     await s.record('RunCompleted', { submissions: 0 });
-  } else if (failure !== undefined) {
+  } else if (failure !== undefined && s.guard.state.phase !== 'interrupted') {
+    // (A resume that failed before RunResumed leaves the run interrupted as it was: nothing to record.)
     const message = failure instanceof Error ? failure.message : String(failure);
     await s.record('RunInterrupted', { reason: `setup failed before the agent started: ${message}`.slice(0, 4000), cause: 'setup_failed' });
   }
