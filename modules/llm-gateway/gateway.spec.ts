@@ -208,6 +208,9 @@ function signal<T = void>() {
   return { fire, fired };
 }
 
+/** How long a step one side waits on may take before the test goes on without it: generous, for a busy machine. */
+const STEP_CAP_MS = 60_000;
+
 /** Resolves with `value` when the promise does not settle in `ms`: a missed step fails an assertion instead of hanging the test. */
 function within<T>(promise: Promise<T>, ms: number, value: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -226,8 +229,8 @@ describe('LLM gateway', () => {
     const upstream = await startUpstream((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(sse({ model: 'claude-sonnet-4-5-20250929', text: 'Hel' }));
-      // The rest only once the agent has the first event (or after 5 s): a buffering gateway is caught by `firstBeforeLast`.
-      void within(clientGotFirst.fired, 5000, undefined).then(() => {
+      // The rest only once the agent has the first event (or after the cap): a buffering gateway is caught by `firstBeforeLast`.
+      void within(clientGotFirst.fired, STEP_CAP_MS, undefined).then(() => {
         res.write(sse({ text: 'lo' }));
         lastSent = true;
         res.end(sse({ usage: { in: 100, out: 50 }, stop: 'end_turn' }));
@@ -393,7 +396,7 @@ describe('LLM gateway', () => {
     const upstream = await startUpstream((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(sse({ model: 'claude-sonnet-4-5', text: 'first' }));
-      void within(agentGone.fired, 10_000, undefined).then(() => res.end(sse({ text: ' second', usage: { in: 700, out: 300 } }), () => (ended = true)));
+      void within(agentGone.fired, STEP_CAP_MS, undefined).then(() => res.end(sse({ text: ' second', usage: { in: 700, out: 300 } }), () => (ended = true)));
     });
     const gw = await startGateway(upstream.url);
     const reply = await send(gw.socketPath, { body: REQUEST, onChunk: (_chunk, req) => req.destroy() });
@@ -425,7 +428,7 @@ describe('LLM gateway', () => {
     });
     const gw = await startGateway(upstream.url);
     const pending = send(gw.socketPath, { body: REQUEST, onChunk: () => clientGotFirst.fire() });
-    await within(clientGotFirst.fired, 10_000, undefined);
+    await within(clientGotFirst.fired, STEP_CAP_MS, undefined);
     await gw.gateway.close();
     expect(gw.records.map((r) => [r.callId, r.outcome, r.status])).toEqual([['llm-1', 'gateway_closed', 200]]);
     expect((await pending).broken).toBe(true);
@@ -449,7 +452,7 @@ describe('LLM gateway', () => {
     const replies: Array<Promise<Reply>> = [];
     for (const [n, model] of ['m-a', 'm-b', 'm-c'].entries()) {
       replies.push(send(gw.socketPath, { body: { model } }));
-      await within(got[n].fired, 10_000, undefined);
+      await within(got[n].fired, STEP_CAP_MS, undefined);
     }
     expect((await Promise.all(replies)).map((r) => r.status)).toEqual([200, 200, 200]);
     const records = await gw.finish();
@@ -695,7 +698,7 @@ describe('LLM gateway against the scripted providers', () => {
 
   it('records what the provider reported when the agent hangs up after the content, before the final usage', async () => {
     const agentGone = signal();
-    const { gw, fakes } = await startProviders({ usage: () => ({ input: 4321, output: 987 }), hold: () => within(agentGone.fired, 20_000, undefined) });
+    const { gw, fakes } = await startProviders({ usage: () => ({ input: 4321, output: 987 }), hold: () => within(agentGone.fired, STEP_CAP_MS, undefined) });
     // Anthropic: message_delta (the usage) comes after the content; OpenAI Chat: the usage chunk (include_usage) after the finish chunk.
     const cuts = [
       send(gw.socketPath, { body: MESSAGES(), onChunk: (chunk, req) => chunk.includes('content_block_stop') && req.destroy() }),
