@@ -422,9 +422,24 @@ async function resolveSegments(sha256: string, readBlob: ReadBlob, cache: Segmen
     chain.push(manifest);
     at = manifest.parent;
   }
-  let keys = base;
-  for (let i = chain.length - 1; i >= 0; i--) keys = applyManifest(keys, chain[i]);
+  if (chain.length === 0) return base;
+  let keys = [...base]; // the cached list stays as it is; this copy is changed in place down the chain
+  for (let i = chain.length - 1; i >= 0; i--) keys = applyInPlace(keys, chain[i]);
   cache.set(sha256, keys);
+  return keys;
+}
+
+/**
+ * applyManifest on a list nobody else holds: a manifest that starts with the parent's first segments
+ * (a request continuing its parent) shortens the list and appends the rest, so a step costs what
+ * was appended, not the whole conversation.
+ */
+function applyInPlace(keys: string[], m: BodyManifest): string[] {
+  const [head, ...rest] = m.entries;
+  if (!m.parent || !head || !('from' in head) || head.from !== 0 || head.count > keys.length) return applyManifest(keys, m);
+  const appended = applyManifest(keys, { parent: m.parent, entries: rest });
+  keys.length = head.count;
+  for (const key of appended) keys.push(key);
   return keys;
 }
 
