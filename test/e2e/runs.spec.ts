@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { RunSummary } from '../../modules/runs/run.service.js';
 import { programKind, type ProcessFacts } from '../../projections/run-analysis/process-kind.js';
 import { A2RL_BIN, agentStartedIn, runA2rl } from './a2rl-cli.js';
+import { until } from '../testing/helpers.js';
 
 // Benchmark runs end to end through the built `a2rl` binary on the embedded default (SQLite ledger,
 // filesystem artifacts) with the bwrap sandbox that .ci/run installs.
@@ -196,24 +197,20 @@ describe('budget, driver attribution and interrupted runs', () => {
       stdio: 'ignore',
     });
     const locks = path.join(home, 'runs');
-    const deadline = Date.now() + 30_000;
-    let runId: string | undefined;
-    while (!runId && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
+    const runId = await until('the run\'s agent to run', async () => {
       const ps = await exec('ps', ['-eo', 'args']);
-      if (ps.stdout.includes(marker) && existsSync(locks)) runId = (await exec('ls', [locks])).stdout.split('\n').find((n) => n.endsWith('.json'))?.replace(/\.json$/, '');
-    }
-    expect(runId).toBeDefined();
+      if (!ps.stdout.includes(marker) || !existsSync(locks)) return undefined;
+      return (await exec('ls', [locks])).stdout.split('\n').find((n) => n.endsWith('.json'))?.replace(/\.json$/, '');
+    }, 120_000);
     // Kill the harness once the agent's start is durable in the ledger (read-only peek at the file).
-    await agentStartedIn(home, runId!, deadline);
+    await agentStartedIn(home, runId, Date.now() + 120_000);
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     // bwrap --die-with-parent: gone as soon as the kernel has torn it down, however busy the machine.
-    for (const end = Date.now() + 30_000; (await exec('ps', ['-eo', 'args'])).stdout.includes(marker) && Date.now() < end; ) await new Promise((r) => setTimeout(r, 100));
-    expect((await exec('ps', ['-eo', 'args'])).stdout).not.toContain(marker);
+    await until('the agent to be gone', async () => !(await exec('ps', ['-eo', 'args'])).stdout.includes(marker));
     const next = await a2rl(['run', '--task', 'ref-arith', '--agent-command', 'true', '--budget', '5s']);
     expect(next.stderr).toContain(`recorded RunInterrupted for ${runId}`);
-    const evs = await events(runId!);
+    const evs = await events(runId);
     expect(evs.filter((e) => e.type !== 'TreeHeadSigned').at(-1)!.type).toBe('RunInterrupted');
     expect(ofType(evs, 'AgentStarted').length).toBe(1);
   });
