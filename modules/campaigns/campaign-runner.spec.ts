@@ -52,6 +52,22 @@ function setup(behaviour: Behaviour, retries = 1, holderAlive?: (w: { id: string
       await runLedger.record(runId, 'RunInterrupted', { reason });
       return { state: 'interrupted', best: null, baseline: null, interruptedNow: true };
     },
+    resumed: [] as string[],
+    /** As RunService: a run interrupted once its agent had started can be resumed. */
+    async resumeRefusal(runId: string): Promise<string | null> {
+      const types = [];
+      for await (const e of runLedger.events(runId)) types.push(e.type);
+      return types.includes('AgentStarted') && types.at(-1) === 'RunInterrupted' ? null : `run ${runId} cannot be resumed: it was interrupted before its baseline was graded`;
+    },
+    async resume(request: { runId: string }): Promise<RunSummary> {
+      this.resumed.push(request.runId);
+      const { runId } = request;
+      await runLedger.record(runId, 'RunResumed', {});
+      await runLedger.record(runId, 'AgentStarted', { command: 'agent', pid: 43 });
+      await runLedger.record(runId, 'AgentExited', { exitCode: 0, reason: 'completed' });
+      await runLedger.record(runId, 'RunCompleted', { submissions: 0 });
+      return { runId, task: 'ref-arith', agent: 'faulty-crash', driver: null, baseline: 10, best: 30, improvement: 20, submissions: 1, state: 'completed', exitReason: 'completed', sandbox: 'none', workspace: '/tmp/x' };
+    },
   };
   const enqueued: CampaignJob[] = [];
   const runner = new CampaignRunner({ ledger, runs: runs as unknown as RunService, runLedger, artifacts: new MemoryArtifactStore(), gradingBaseUrl: 'http://127.0.0.1:1', enqueue: async (jobs) => void enqueued.push(...jobs), holderAlive, holderPollMs: 5 });
@@ -108,6 +124,23 @@ describe('CampaignRunner', () => {
     const p = await h.ledger.read(id);
     expect(p.cells[0]).toMatchObject({ status: 'completed', attempt: 2, best: 20 });
     expect(p.cells[0].runs).toEqual(['ref-arith-dead', h.started[0]]);
+  });
+
+  it('resumes the open run of an attempt whose worker died once its agent had started: the same run, the same attempt, no retry used', async () => {
+    const h = setup(async () => ({ best: 20 }));
+    const id = await h.schedule();
+    await h.runLedger.record('ref-arith-lost', 'RunScheduled', { task: 'ref-arith', agent: 'faulty-crash', baseModel: 'base', budgetSeconds: 5, seed: 0, mode: 'free' });
+    await h.runLedger.record('ref-arith-lost', 'BaselineEvaluated', { score: 10, cached: false, evaluatorVersion: '1' });
+    await h.runLedger.record('ref-arith-lost', 'AgentStarted', { command: 'agent', pid: 41 });
+    await h.ledger.execute(id, { type: 'assign', cell: 0, attempt: 1, runId: 'ref-arith-lost', worker: { id: 'w0', host: 'gone', pid: 9, gpus: [] }, gpus: [] });
+    await h.runner.handle(job(id), h.ctx());
+    expect(h.runs.resumed).toEqual(['ref-arith-lost']);
+    expect(h.started).toEqual([]);
+    expect(h.enqueued).toEqual([]);
+    const p = await h.ledger.read(id);
+    expect(p.cells[0]).toMatchObject({ status: 'completed', attempt: 1, runId: 'ref-arith-lost', runs: ['ref-arith-lost'], worker: { id: 'w1' }, retriesUsed: 0 });
+    const assigned = (await h.ledger.events(id)).filter((e) => e.type === 'RunAssigned').map((e) => (e.data as { resumed?: true }).resumed ?? false);
+    expect(assigned).toEqual([false, true]);
   });
 
   it('leaves an attempt to its holder while the holder is alive (a flushed queue handed the job out again)', async () => {

@@ -7,7 +7,7 @@ import { artifactBlobReader } from '../../projections/blob-reader.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 import type { A2rlEvent, RunFinished, WorkerInfo } from '../ledger/events/catalog.js';
 import type { LedgerService } from '../ledger/ledger.service.js';
-import type { RunService } from '../runs/run.service.js';
+import type { RunService, RunSummary } from '../runs/run.service.js';
 import { CampaignRuleError } from './campaign.js';
 import type { CampaignLedger } from './campaign-ledger.js';
 import { ForeignJobError, type CampaignJob, type JobContext } from './campaign-queue.port.js';
@@ -61,20 +61,22 @@ export class CampaignRunner {
     if (!state.scheduled) throw new ForeignJobError(`campaign ${job.campaignId} is not in this worker's ledger`);
     if (!cell) return this.log(job, 'skipped: no such campaign cell');
     if (state.status === 'cancelled' || isTerminal(cell.status) || cell.attempt !== job.attempt) return; // ended or superseded
-    if (cell.status === 'running') return this.settleLost(state, cell);
+    if (cell.status === 'running') return this.settleLost(state, cell, job, ctx);
     await this.runAttempt(state, cell, job, ctx);
   };
 
   /**
    * The attempt was assigned and never finished: its worker died (its lease expired and the queue
    * handed the job on) or the scheduling process was killed. A run that got to its end counts as is;
-   * one left open is recorded interrupted and the cell retried.
+   * one left open is recorded interrupted and resumed here (docs/resume.md), or, where it cannot be
+   * resumed (it never got past its set-up), the cell retried.
    */
-  private async settleLost(state: CampaignProgress, cell: CellProgress): Promise<void> {
+  private async settleLost(state: CampaignProgress, cell: CellProgress, job: CampaignJob, ctx: JobContext): Promise<void> {
     if (await this.holderFinishes(state.campaignId, cell)) return;
     const who = cell.worker ? `worker ${cell.worker.id} on ${cell.worker.host}` : 'its worker';
     const runId = cell.runId!;
     const settled = await this.o.runs.settleRun(runId, `${who} was lost while the run was open (campaign ${state.campaignId})`);
+    if (settled.state === 'interrupted' && (await this.o.runs.resumeRefusal(runId)) === null) return this.resumeAttempt(cell, job, ctx, runId, who);
     const base = { cell: cell.cell, attempt: cell.attempt, runId };
     const outcome: Outcome =
       settled.state === 'completed'
@@ -102,18 +104,8 @@ export class CampaignRunner {
 
   private async runAttempt(state: CampaignProgress, cell: CellProgress, job: CampaignJob, ctx: JobContext): Promise<void> {
     const plan = state.scheduled!;
-    let runId: string | undefined;
-    let cancelled = false;
-    const stop = () => void (runId && this.o.runs.stop(runId));
-    ctx.signal.addEventListener('abort', stop);
-    const watch = setInterval(() => {
-      void this.o.ledger.read(job.campaignId).then((s) => {
-        if (s.status === 'cancelled') (cancelled = true), stop();
-      }, () => undefined);
-    }, CANCEL_POLL_MS);
-    let outcome: Outcome;
-    try {
-      const summary = await this.o.runs.run({
+    await this.execute(job, cell, ctx, (track) =>
+      this.o.runs.run({
         task: cell.task,
         agent: cell.agent,
         driver: cell.driver,
@@ -128,11 +120,43 @@ export class CampaignRunner {
         gpus: ctx.worker.gpus.length ? ctx.gpus : undefined,
         warn: (m) => this.o.log?.(m),
         onScheduled: async (id) => {
-          runId = id;
+          track(id);
           await this.o.ledger.execute(job.campaignId, { type: 'assign', cell: cell.cell, attempt: cell.attempt, runId: id, worker: ctx.worker, gpus: ctx.gpus });
           this.log(job, `started run ${id} (${describe(cell)}) on ${ctx.worker.id}`);
         },
-      });
+      }),
+    );
+  }
+
+  /** The lost holder's run continues on this worker, as the same attempt (RunAssigned resumed); a resume that fails is an infrastructure failure, retried. */
+  private async resumeAttempt(cell: CellProgress, job: CampaignJob, ctx: JobContext, runId: string, who: string): Promise<void> {
+    try {
+      await this.o.ledger.execute(job.campaignId, { type: 'resume', cell: cell.cell, attempt: cell.attempt, runId, worker: ctx.worker, gpus: ctx.gpus });
+    } catch (err) {
+      if (err instanceof CampaignRuleError) return this.log(job, `skipped: ${err.message}`); // another worker took it up
+      throw err;
+    }
+    this.log(job, `resuming run ${runId} (${describe(cell)}) on ${ctx.worker.id}: ${who} was lost`);
+    await this.execute(job, cell, ctx, (track) => {
+      track(runId);
+      return this.o.runs.resume({ runId, gradingBaseUrl: this.o.gradingBaseUrl, warn: (m) => this.o.log?.(m) });
+    });
+  }
+
+  /** Runs the attempt's run (`start` names it through `track` as soon as it has an id) and records how it ended. */
+  private async execute(job: CampaignJob, cell: CellProgress, ctx: JobContext, start: (track: (runId: string) => void) => Promise<RunSummary>): Promise<void> {
+    let runId: string | undefined;
+    let cancelled = false;
+    const stop = () => void (runId && this.o.runs.stop(runId));
+    ctx.signal.addEventListener('abort', stop);
+    const watch = setInterval(() => {
+      void this.o.ledger.read(job.campaignId).then((s) => {
+        if (s.status === 'cancelled') (cancelled = true), stop();
+      }, () => undefined);
+    }, CANCEL_POLL_MS);
+    let outcome: Outcome;
+    try {
+      const summary = await start((id) => void (runId = id));
       const base = { cell: cell.cell, attempt: cell.attempt, runId: summary.runId };
       if (cancelled) outcome = { result: { ...base, outcome: 'cancelled', reason: 'the campaign was cancelled while the run was going' }, retryable: false };
       else if (ctx.signal.aborted) outcome = { result: { ...base, outcome: 'infra_failed', reason: 'the worker was stopped (SIGTERM/SIGINT); the run was stopped and the job handed back' }, retryable: 'always' };

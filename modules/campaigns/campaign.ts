@@ -18,6 +18,8 @@ export type CampaignEvent =
 export type CampaignCommand =
   | { type: 'schedule'; plan: CampaignScheduled }
   | { type: 'assign'; cell: number; attempt: number; runId: string; worker: WorkerInfo; gpus: string[] }
+  /** The running attempt's run, whose holder was lost, is resumed by this worker (the same run, the same attempt). */
+  | { type: 'resume'; cell: number; attempt: number; runId: string; worker: WorkerInfo; gpus: string[] }
   /**
    * `retryable`: an infrastructure failure gets another attempt while retries are left; 'always': a job
    * handed back by a worker shutting down (not the run's fault, so no retry is used up). Never for an
@@ -49,6 +51,13 @@ export function decideCampaign(state: CampaignProgress, command: CampaignCommand
       if (cell.status !== 'pending') throw new CampaignRuleError(`cell ${command.cell} attempt ${command.attempt} is ${cell.status}, not pending`);
       const { cell: index, attempt, runId, worker, gpus } = command;
       return [{ type: 'RunAssigned', data: { cell: index, attempt, runId, worker, gpus } }];
+    }
+    case 'resume': {
+      const cell = currentCell(state, command.cell, command.attempt);
+      if (state.status === 'cancelled') throw new CampaignRuleError(`campaign ${state.campaignId} was cancelled`);
+      if (cell.status !== 'running' || cell.runId !== command.runId) throw new CampaignRuleError(`cell ${command.cell} attempt ${command.attempt} is ${cell.status}${cell.runId ? ` with run ${cell.runId}` : ''}, not running ${command.runId}`);
+      const { cell: index, attempt, runId, worker, gpus } = command;
+      return [{ type: 'RunAssigned', data: { cell: index, attempt, runId, worker, gpus, resumed: true } }];
     }
     case 'finish': {
       const { result } = command;

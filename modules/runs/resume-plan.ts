@@ -2,6 +2,7 @@ import { revisionsOf } from '../../projections/workspace-revisions/workspace-rev
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { resumeRefusal } from '../ledger/run-lifecycle.js';
 import { evolveScores, initialRunScores, type RunScores } from '../ledger/run-scores.js';
+import { homeFilesOf } from './agent-home.js';
 import { applyRevisions, type WorkspaceFile, type WorkspaceState } from '../replay/workspace-state.js';
 
 // What resuming a run needs to know, read from its stored events alone (a pure function of them): may
@@ -31,7 +32,7 @@ export interface ResumePlan {
   pending: string[];
   /** The agent's files as last recorded (data/ and the base model, which are prepared again, left out). */
   files: WorkspaceFile[];
-  /** The agent's home as last archived (later archives win per path). */
+  /** The agent's home as last archived: the last whole archive with the later changed-only ones applied. */
   home: Array<{ path: string; sha256: string; size: number }>;
   /** Whether the agent's home was ever archived. */
   homeArchived: boolean;
@@ -61,8 +62,7 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
   let interruptedSeq = -1;
   let lastFact: { seq: number; at: string } | undefined;
   const state: WorkspaceState = new Map();
-  const home = new Map<string, { path: string; sha256: string; size: number }>();
-  let homeArchived = false;
+  const homeArchives: Array<EventData<'AgentHomeArchived'>> = [];
   let segment = 1;
   const agentStarts: string[] = [];
   let used = 0;
@@ -79,8 +79,7 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
         prepared = event.data;
         break;
       case 'AgentHomeArchived':
-        homeArchived = true;
-        for (const file of event.data.files) home.set(file.path, file);
+        homeArchives.push(event.data);
         break;
       case 'AgentStarted':
         open = { start: event.occurredAt, last: event.occurredAt };
@@ -124,8 +123,8 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
     budgetSecondsLeft: round3(budgetSecondsLeft),
     pending: [...scores.lifecycle.pending].sort(),
     files: agentFiles(state),
-    home: [...home.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)),
-    homeArchived,
+    home: homeFilesOf(homeArchives),
+    homeArchived: homeArchives.length > 0,
     submissionNumber: highestNumber(scores.named, 'sub'),
     segment: segment + 1,
     agentStarts,

@@ -9,7 +9,7 @@ import { reopen } from './steps/resume.js';
 import { announceAgent, launchOptions, startAgent } from './steps/launch.js';
 import { observe } from './steps/observe.js';
 import { prepare, schedule, type Prepared } from './steps/prepare.js';
-import { archiveHome, recordEnding, seal, type Reached } from './steps/settle.js';
+import { archiveHome, recordEnding, seal, watchHome, type Reached } from './steps/settle.js';
 import { reportProgress, waitForExitOrBudget } from './steps/wait.js';
 
 /** A run's outcome as far as the pipeline knows it: how far it got, its baseline, and the failure that stopped it. */
@@ -94,6 +94,7 @@ export class RunPipeline {
       throw err;
     });
     progress.reached = { stage: 'launched', prepared, agent };
+    if (prepared.home) watchHome(this.deps, s, prepared.home);
     await announceAgent(this.deps, s, prepared, observed, command, agent);
     await waitForExitOrBudget(this.deps, s, agent, baselined.score);
   }

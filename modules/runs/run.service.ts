@@ -28,7 +28,7 @@ import {
   type SandboxPlanner,
   type TaskCatalog,
 } from './run.ports.js';
-import { ResumeRefusedError } from './resume-plan.js';
+import { planResume, ResumeRefusedError } from './resume-plan.js';
 import type { ResumeRequest } from './resumed-request.js';
 import type { RunOutcome, RunRequest, RunSummary } from './run.types.js';
 
@@ -116,6 +116,19 @@ export class RunService {
     const { state } = await storedOutcome(this.deps, request.runId);
     if (state === null) await this.settleOpenRun(request.runId, opts.harnessGone === true);
     return this.pipeline.resume(request);
+  }
+
+  /** Why the stored run cannot be resumed (one line), or null when it can be (docs/resume.md). */
+  async resumeRefusal(runId: string): Promise<string | null> {
+    const events = [];
+    for await (const event of this.deps.ledger.events(runId)) events.push(event);
+    try {
+      planResume(runId, events);
+      return null;
+    } catch (error) {
+      if (error instanceof ResumeRefusedError) return error.message;
+      throw error;
+    }
   }
 
   /** An open run to be resumed: settled when its harness is known gone, else refused. */

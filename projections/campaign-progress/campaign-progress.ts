@@ -93,7 +93,7 @@ export function evolveCampaign(state: CampaignProgress, event: A2rlEvent): Campa
       break;
     case 'RunAssigned': {
       const d = event.data;
-      cells = patchCell(state, d.cell, (c) => (d.attempt !== c.attempt || isTerminal(c.status) ? {} : { status: 'running', runId: d.runId, worker: d.worker, devices: d.gpus, runs: [...c.runs, d.runId] }));
+      cells = patchCell(state, d.cell, (c) => (d.attempt !== c.attempt || isTerminal(c.status) ? {} : { status: 'running', runId: d.runId, worker: d.worker, devices: d.gpus, runs: c.runs.includes(d.runId) ? c.runs : [...c.runs, d.runId] }));
       if (status === 'scheduled' && cells !== state.cells) status = 'running';
       break;
     }

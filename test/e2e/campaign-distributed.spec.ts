@@ -89,7 +89,7 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 
-  it('completes with one completed run per cell × seed; the killed worker\'s run is recorded interrupted and retried on the other worker', async () => {
+  it('completes with one completed run per cell × seed; the killed worker\'s run is recorded interrupted and resumed on the other worker, the same run and attempt', async () => {
     const workers = [await startWorker(), await startWorker()];
     const campaign = start(dir('scheduler'), ['campaign', 'run', '--queue', REDIS, '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '2', '--budget', '6s', '--json']);
 
@@ -99,6 +99,8 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
     const victim = workers.find((w) => startedRun.test(w.stderr()))!;
     const survivor = workers.find((w) => w !== victim)!;
     const [, killedCell, killedRun] = startedRun.exec(victim.stderr())!;
+    // Killed once its agent runs: from then on the run can be resumed (docs/resume.md).
+    await until('the victim\'s agent to start', async () => (await runEvents(killedRun)).some((e) => e.type === 'AgentStarted'), 90_000);
     victim.child.kill('SIGKILL');
     expect(await victim.exited).toBe(137);
 
@@ -106,33 +108,32 @@ describeServices('distributed campaigns: `a2rl worker`s on a Redis queue with a 
     expect({ code, stderr: code === 0 ? '' : campaign.stderr() }).toEqual({ code: 0, stderr: '' });
     const result = JSON.parse(campaign.stdout().trim().split('\n').pop()!) as CampaignJson;
 
-    // Exactly one completed run per cell × seed, none of them the killed one.
+    // Exactly one completed run per cell × seed, the killed one among them: resumed, not run again.
     expect(result).toMatchObject({ completed: 2, failed: 0 });
     expect(result.runs.map((r) => [r.seed, r.state]).sort()).toEqual([
       [0, 'completed'],
       [1, 'completed'],
     ]);
     expect(new Set(result.runs.map((r) => r.runId)).size).toBe(2);
-    expect(result.runs.map((r) => r.runId)).not.toContain(killedRun);
+    expect(result.runs.map((r) => r.runId)).toContain(killedRun);
 
-    // The killed run: recorded interrupted in its own stream, never completed.
+    // The killed run: interrupted, resumed and completed in its own stream, its seqs dense.
     const killedEvents = await runEvents(killedRun);
-    expect(killedEvents.map((e) => e.type)).toContain('RunInterrupted');
-    expect(killedEvents.map((e) => e.type)).not.toContain('RunCompleted');
+    const types = killedEvents.map((e) => e.type);
+    expect(types.indexOf('RunInterrupted')).toBeLessThan(types.indexOf('RunResumed'));
+    expect(types.at(-2)).toBe('RunCompleted');
+    expect(killedEvents.map((e) => (e as Ev & { seq: number }).seq)).toEqual(killedEvents.map((_, i) => i));
 
-    // The campaign's stream: the attempt lost, retried, and assigned to the survivor.
+    // The campaign's stream: the attempt resumed by the survivor (RunAssigned resumed), finished once, no retry used.
     const stream = await campaignEvents(result.campaignId);
     const cell = Number(killedCell);
     const ofCell = (type: string) => stream.filter((e) => e.type === type && e.data.cell === cell);
-    expect(ofCell('RunFinished').map((e) => e.data)).toEqual([
-      expect.objectContaining({ attempt: 1, runId: killedRun, outcome: 'lost' }),
-      expect.objectContaining({ attempt: 2, outcome: 'completed' }),
-    ]);
-    expect(ofCell('RunRetried').map((e) => e.data)).toEqual([expect.objectContaining({ attempt: 2 })]);
-    const assigned = ofCell('RunAssigned').map((e) => e.data as { attempt: number; runId: string; worker: { id: string } });
-    expect(assigned.map((a) => [a.attempt, a.worker.id])).toEqual([
-      [1, victim.id],
-      [2, survivor.id],
+    expect(ofCell('RunFinished').map((e) => e.data)).toEqual([expect.objectContaining({ attempt: 1, runId: killedRun, outcome: 'completed' })]);
+    expect(ofCell('RunRetried')).toEqual([]);
+    const assigned = ofCell('RunAssigned').map((e) => e.data as { attempt: number; runId: string; worker: { id: string }; resumed?: true });
+    expect(assigned.map((a) => [a.attempt, a.runId, a.worker.id, a.resumed ?? false])).toEqual([
+      [1, killedRun, victim.id, false],
+      [1, killedRun, survivor.id, true],
     ]);
     for (const c of [0, 1]) {
       expect(stream.filter((e) => e.type === 'RunFinished' && e.data.cell === c && e.data.outcome === 'completed')).toHaveLength(1);

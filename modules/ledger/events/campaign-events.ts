@@ -1,21 +1,6 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
-import {
-  ArrayMaxSize,
-  IsArray,
-  IsBoolean,
-  IsIn,
-  IsInt,
-  IsNumber,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  MaxLength,
-  Min,
-  MinLength,
-  ValidateNested,
-} from 'class-validator';
+import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsNumber, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested } from 'class-validator';
 import { ID } from './shared.js';
 
 // ── Campaign streams (`campaign-<campaignId>`; the envelope's `runId` holds the campaign id) ──────
@@ -78,6 +63,8 @@ export class RunAssigned {
   @ValidateNested() @Type(() => WorkerInfo) worker!: WorkerInfo;
   /** The worker's GPUs this run holds. */
   @IsArray() @ArrayMaxSize(64) @IsString({ each: true }) gpus!: string[];
+  /** The attempt's run was resumed on this worker (docs/resume.md): its previous holder was lost with the run open. */
+  @IsOptional() @IsIn([true]) resumed?: true;
 }
 
 /**

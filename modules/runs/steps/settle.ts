@@ -1,4 +1,4 @@
-import { archiveAgentHome } from '../agent-home.js';
+import { archiveAgentHome, watchAgentHome, type ArchivedHome } from '../agent-home.js';
 import type { RunDeps, RunSession } from '../run-session.js';
 import { epochSeconds } from '../workspace.js';
 import type { LaunchedAgent } from './launch.js';
@@ -38,10 +38,26 @@ export async function recordEnding(deps: RunDeps, s: RunSession, reached: Reache
   }
 }
 
-/** The agent's home, once, redacted: the CLI's own state is evidence too (sessions, logs), but not code. */
+/** At most this many files of the agent's home are archived, each at most the run's fileBytes. */
+const HOME_FILES = 2000;
+/** How often the home is archived while the agent runs (what changed only). */
+const HOME_ARCHIVE_EVERY_MS = 10_000;
+
+/** The agent's home, whole, redacted, once at the end: the CLI's own state is evidence too (sessions, logs), but not code. */
 export async function archiveHome(deps: RunDeps, s: RunSession, home: string): Promise<void> {
-  const archived = await archiveAgentHome(home, s.instrumentation.store, { maxFiles: 2000, maxFileBytes: s.limits.fileBytes });
+  const archived = await archiveAgentHome(home, s.instrumentation.store, { maxFiles: HOME_FILES, maxFileBytes: s.limits.fileBytes });
   await s.record('AgentHomeArchived', { ...archived, observedAt: deps.clock().toISOString() });
+}
+
+/**
+ * While the agent runs, what changed in its home is archived every few seconds (AgentHomeArchived
+ * changedOnly), so its CLI's session can be restored after a SIGKILL of the harness (docs/resume.md).
+ * Stopped at teardown before the observers, so its last pass is recorded.
+ */
+export function watchHome(deps: RunDeps, s: RunSession, home: string): void {
+  const record = (archived: ArchivedHome) => s.record('AgentHomeArchived', { ...archived, observedAt: deps.clock().toISOString() }).then(() => undefined);
+  const onError = (err: unknown) => s.warn(`[${s.runId}] could not archive the agent's home: ${err instanceof Error ? err.message : String(err)}`);
+  s.stack.defer(watchAgentHome(home, s.instrumentation.store, { maxFiles: HOME_FILES, maxFileBytes: s.limits.fileBytes }, record, { everyMs: HOME_ARCHIVE_EVERY_MS, onError }));
 }
 
 /**
