@@ -41,6 +41,13 @@ const BILLABLE_APIS = new Set(['messages', 'chat.completions', 'responses', 'gen
  * a call that is not billed; null when the model has no price, the call reported no usage, or the
  * table it names is not the one this a2rl has (a price is never guessed from another table).
  */
+/** Tokens a model call counts against the run's limit (input, output and cache; 0 for calls not billed), as the gateway counts them. */
+export function callTokens(d: EventData<'LlmCallRecorded'>): number {
+  if (!BILLABLE_APIS.has(d.api)) return 0;
+  const u = d.usage;
+  return (u.inputTokens ?? 0) + (u.outputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0);
+}
+
 export function callCostUsd(d: EventData<'LlmCallRecorded'>, table: PriceTable = priceTable()): number | null {
   if (d.costUsd !== undefined) return d.costUsd;
   if (!BILLABLE_APIS.has(d.api)) return 0;

@@ -27,6 +27,12 @@ describe('SpendGate', () => {
     expect(await now(fourth)).toEqual({ go: false, limit: 'llmTokens', value: 1100, max: 1000 });
   });
 
+  it('counts what the earlier segments of a resumed run spent from the start', async () => {
+    const gate = new SpendGate({ maxTokens: 1000, maxCostUsd: 2 }, { tokens: 1000, costUsd: 0.5 });
+    expect(gate.spent).toMatchObject({ tokens: 1000, costUsd: 0.5 });
+    expect(await now(gate.admit(r(10)).admission)).toEqual({ go: false, limit: 'llmTokens', value: 1000, max: 1000 });
+  });
+
   it('holds cost reservations against the cost limit, and refuses once the spend reaches it', async () => {
     const gate = new SpendGate({ maxCostUsd: 1 });
     expect(await now(gate.admit(r(10, 0.6)).admission)).toEqual({ go: true, alone: false });

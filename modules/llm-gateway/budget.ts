@@ -39,7 +39,12 @@ export class SpendGate {
   readonly held = { tokens: 0, costUsd: 0, calls: 0 };
   private readonly queue: Waiter[] = [];
 
-  constructor(private readonly limits: SpendLimits = {}) {}
+  constructor(
+    private readonly limits: SpendLimits = {},
+    before?: { tokens: number; costUsd: number },
+  ) {
+    if (before) Object.assign(this.spent, { tokens: before.tokens, costUsd: before.costUsd });
+  }
 
   /**
    * Resolves once the call may go (its reservation is then held: `settle` it) or is refused. `cancel`

@@ -36,6 +36,8 @@ export interface LlmGatewayOptions {
    * A2RL_LLM_DEFAULT_RESERVE_TOKENS, else DEFAULT_RESERVE_TOKENS). See budget.ts.
    */
   limits?: { maxTokens?: number | null; maxCostUsd?: number | null; defaultReserveTokens?: number };
+  /** What the run's earlier segments spent (a resumed run, docs/resume.md): counted against the limits from the start. */
+  spentBefore?: { tokens: number; costUsd: number };
   record: (data: EventData<'LlmCallRecorded'>) => Promise<unknown>;
   /** The run's redacting artifact store. */
   storeBlob: (body: Buffer) => Promise<{ sha256: string; size: number; key: string }>;
@@ -190,7 +192,7 @@ class Gateway implements LlmGateway {
     this.tokenHash = digest(options.token);
     this.clock = options.clock ?? (() => new Date());
     this.timeoutMs = options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
-    this.gate = new SpendGate(options.limits);
+    this.gate = new SpendGate(options.limits, options.spentBefore);
     this.bodies = new BodyStore({ storeBlob: options.storeBlob, wouldRedact: options.wouldRedact });
     this.defaultReserveTokens = options.limits?.defaultReserveTokens ?? DEFAULT_RESERVE_TOKENS;
     this.server = http.createServer({ noDelay: true }, (req, res) => {

@@ -1,3 +1,4 @@
+import { callCostUsd, callTokens } from '../../projections/derived-facts.js';
 import { revisionsOf } from '../../projections/workspace-revisions/workspace-revisions.projection.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { resumeRefusal } from '../ledger/run-lifecycle.js';
@@ -38,6 +39,8 @@ export interface ResumePlan {
   homeArchived: boolean;
   /** The highest `sub-<n>` and `sess-<n>` numbers used, so the grading API continues them. */
   submissionNumber: number;
+  /** What the agent's model calls spent so far (tokens, USD by the price table), counted against the gateway's limits. */
+  llmSpent: { tokens: number; costUsd: number };
   /** 1 + the number of earlier resumes. */
   segment: number;
   /** The agent's start times, one per segment (ISO). */
@@ -63,6 +66,7 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
   let lastFact: { seq: number; at: string } | undefined;
   const state: WorkspaceState = new Map();
   const homeArchives: Array<EventData<'AgentHomeArchived'>> = [];
+  const llmSpent = { tokens: 0, costUsd: 0 };
   let segment = 1;
   const agentStarts: string[] = [];
   let used = 0;
@@ -98,6 +102,10 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
       case 'RunResumed':
         segment++;
         break;
+      case 'LlmCallRecorded':
+        llmSpent.tokens += callTokens(event.data);
+        llmSpent.costUsd += callCostUsd(event.data) ?? 0;
+        break;
       default:
         break;
     }
@@ -127,6 +135,7 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
     homeArchived: homeArchives.length > 0,
     submissionNumber: highestNumber(scores.named, 'sub'),
     segment: segment + 1,
+    llmSpent,
     agentStarts,
   };
 }

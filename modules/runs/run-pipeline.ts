@@ -55,7 +55,7 @@ export class RunPipeline {
     for await (const recorded of this.deps.ledger.stored(request.runId)) stored.push(recorded);
     const plan = planResume(request.runId, stored.map((r) => r.event));
     const runRequest = resumedRequest(plan, stored, request);
-    const segment = { number: plan.segment, budgetSeconds: plan.budgetSecondsLeft, usedSeconds: plan.agentSecondsUsed, resume: { note: resumeNote(plan), submissions: plan.submissionNumber } };
+    const segment = { number: plan.segment, budgetSeconds: plan.budgetSecondsLeft, usedSeconds: plan.agentSecondsUsed, resume: { note: resumeNote(plan), submissions: plan.submissionNumber, llmSpent: plan.llmSpent } };
     const s = openSession(this.deps, runRequest, { runId: plan.runId, resumeFrom: { stored, scores: plan.scores }, segment });
     return this.drive(s, async (progress) => {
       const prepared = await reopen(this.deps, s, plan);

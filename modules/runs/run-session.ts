@@ -64,7 +64,7 @@ export interface Segment {
   /** Agent time earlier segments used (0 for the first). */
   usedSeconds: number;
   /** For a resumed run: the note the agent is given, and whether its CLI continues its own session. */
-  resume?: { note: string; submissions: number };
+  resume?: { note: string; submissions: number; llmSpent: { tokens: number; costUsd: number } };
 }
 
 /** A run being resumed: its id and stored stream (the write path continues it), and its segment. */

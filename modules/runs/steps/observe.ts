@@ -114,6 +114,7 @@ async function openGateway(deps: RunDeps, s: RunSession, prepared: Prepared, end
     token,
     upstreams: upstreamsFromEnv(deps.env),
     limits: { maxTokens: s.limits.llmTokens, maxCostUsd: s.limits.llmCostUsd },
+    ...(s.segment.resume ? { spentBefore: s.segment.resume.llmSpent } : {}),
     record: (data) => s.record('LlmCallRecorded', data),
     storeBlob: async (body) => {
       const put = await s.instrumentation.store.put(body, { sha256: sha256Hex(body), size: body.length });
