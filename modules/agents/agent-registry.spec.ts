@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, wr
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
-import { adHocAgent, agentLlmSetup, checkAgent, detectDriver, listAgents, loadAgent, projectCliBin, resolveCommand, type AgentSpec } from './agent-registry.js';
+import { adHocAgent, agentLlmSetup, agentSessionKind, checkAgent, detectDriver, listAgents, loadAgent, projectCliBin, resolveCommand, type AgentSpec } from './agent-registry.js';
 
 function tempDir(): string {
   return realpathSync(mkdtempSync(path.join(os.tmpdir(), 'a2rl-agents-')));
@@ -76,6 +76,21 @@ describe('agent registry', () => {
       const llm = loadAgent(id).llm;
       expect({ id, providers: llm?.providers.length ?? 0, model: !!llm?.defaultModel, gateway: JSON.stringify(llm ?? {}).includes('{gateway}'), token: JSON.stringify(llm ?? {}).includes('{token}') })
         .toEqual({ id, providers: 1, model: true, gateway: true, token: true });
+    }
+  });
+
+  it('says which agents continue their own session on resume: the four CLIs; the others (and ad-hoc commands) restart with the note', () => {
+    const kinds = Object.fromEntries(listAgents().map((a) => [a.id, agentSessionKind(a)]));
+    expect(Object.entries(kinds).filter(([, kind]) => kind === 'resumable').map(([id]) => id)).toEqual(['claude-code', 'codex-cli', 'gemini-cli', 'opencode']);
+    for (const id of ['openhands', 'rdagent', 'reference', 'reference-trl']) expect(loadAgent(id).session).toBe('restart');
+    expect(agentSessionKind(adHocAgent('echo hi'))).toBe('restart');
+    const root = tempDir();
+    try {
+      mkdirSync(path.join(root, 'odd'));
+      writeFileSync(path.join(root, 'odd', 'agent.json'), JSON.stringify({ id: 'odd', title: 'odd', kind: 'external', requires: {}, session: 'forever' }));
+      expect(() => loadAgent('odd', root)).toThrow(/session must be one of resumable, restart/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 

@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../settings/package-root.js';
+import { AGENT_SESSION_KINDS, type AgentSessionKind } from './agent-session.js';
 import { pythonAgentBinDirs, pythonAgentCommandBinds } from './python-agent-systems.js';
 
 /**
@@ -25,6 +26,13 @@ export interface AgentSpec {
    * control, which takes that SIGSTOP for its job being suspended (docs/runs.md, exec-time capture).
    */
   execHoldMs?: number;
+  /**
+   * What a resumed run's agent does (docs/agents.md, "Resuming a run"): `resumable` continues its own
+   * session (its CLI finds it in the agent home by A2RL_SESSION_ID or as its latest) with the
+   * harness's note as the next user message; `restart` starts afresh with the prompt plus the note.
+   * Absent: restart.
+   */
+  session?: AgentSessionKind;
 }
 
 /**
@@ -75,6 +83,7 @@ export function loadAgent(id: string, root = agentsRoot()): AgentSpec {
   if (spec.id !== id) throw new Error(`${file}: id "${spec.id}" does not match its folder "${id}"`);
   if (spec.llm) checkLlmSection(file, spec.llm);
   if (spec.execHoldMs !== undefined && !(Number.isInteger(spec.execHoldMs) && spec.execHoldMs >= 1 && spec.execHoldMs <= 10_000)) throw new Error(`${file}: execHoldMs must be a whole number of milliseconds from 1 to 10000`);
+  if (spec.session !== undefined && !AGENT_SESSION_KINDS.includes(spec.session)) throw new Error(`${file}: session must be one of ${AGENT_SESSION_KINDS.join(', ')}`);
   return { ...spec, requires: spec.requires ?? {}, dir: path.join(root, id) };
 }
 
@@ -92,6 +101,11 @@ function checkLlmSection(file: string, llm: AgentLlm): void {
     const normal = path.posix.normalize(rel);
     if (path.posix.isAbsolute(rel) || normal.startsWith('..') || normal !== rel || typeof content !== 'string') throw bad(`files: "${rel}" must be a relative path inside the home with a string content`);
   }
+}
+
+/** Whether the agent continues its own session on resume (agent.json `session`; restart when absent). */
+export function agentSessionKind(spec: AgentSpec): AgentSessionKind {
+  return spec.session ?? 'restart';
 }
 
 /** An agent given as a shell command (`--agent-command`), run with `bash -c` in the workspace. */

@@ -1,13 +1,15 @@
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
+import { constants, type BigIntStats } from 'node:fs';
 import { chown, lstat, mkdir, open, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
 
 /**
  * The agent's home: a fresh directory per run, outside the workspace, where its CLI keeps config,
- * sessions and caches. The harness writes the adapter's config files into it before the agent starts
- * and archives it once after the agent has gone. Everything in it is the agent's: read it as hostile.
+ * sessions and caches. The harness writes the adapter's config files into it before the agent starts,
+ * archives what changed while the agent runs (watchAgentHome: a CLI's session then survives a SIGKILL
+ * of the harness) and archives it whole after the agent has gone; on resume elsewhere it is restored
+ * from those archives (restoreAgentHome). Everything in it is the agent's: read it as hostile.
  */
 
 /** Writes the adapter's files (paths relative to `home`, checked by the agent registry), owned by the agent. */
@@ -31,6 +33,15 @@ export interface ArchivedHome {
   files: Array<{ path: string; sha256: string; size: number }>;
   skipped: number;
   skippedReason?: string;
+  /** Set by watchAgentHome: `files` lists only what changed since its previous pass. */
+  changedOnly?: true;
+  /** With changedOnly: files archived by an earlier pass that are gone now. */
+  removed?: string[];
+}
+
+export interface HomeLimits {
+  maxFiles: number;
+  maxFileBytes: number;
 }
 
 /**
@@ -39,48 +50,51 @@ export interface ArchivedHome {
  * state never reach the archive. Links, devices and FIFOs are skipped and counted; files are opened
  * without following links, so a link swapped in meanwhile is not read either.
  */
-export async function archiveAgentHome(home: string, store: ArtifactStore, limits: { maxFiles: number; maxFileBytes: number }): Promise<ArchivedHome> {
-  const found = await listRegularFiles(home, limits.maxFiles);
+export async function archiveAgentHome(home: string, store: ArtifactStore, limits: HomeLimits): Promise<ArchivedHome> {
+  const tree = await walkHome(home);
   const files: ArchivedHome['files'] = [];
-  const reasons = new Set<string>(found.reasons);
-  let skipped = found.skipped;
-  for (const rel of found.files) {
-    const bytes = await readNoFollow(path.join(home, rel), limits.maxFileBytes);
-    if (typeof bytes === 'string') {
+  const reasons = new Set<string>();
+  let skipped = tree.others.length;
+  if (skipped) reasons.add('not a regular file');
+  for (const [i, rel] of tree.files.entries()) {
+    const read = i < limits.maxFiles ? await readNoFollow(path.join(home, rel), limits.maxFileBytes) : `more than ${limits.maxFiles} files`;
+    if (typeof read === 'string') {
       skipped++;
-      reasons.add(bytes);
+      reasons.add(read);
       continue;
     }
-    const put = await store.put(bytes, { sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length });
-    files.push({ path: rel, sha256: put.sha256, size: put.size });
+    files.push(await storeFile(store, rel, read.bytes));
   }
-  return { files, skipped, ...(reasons.size ? { skippedReason: [...reasons].sort().join('; ').slice(0, 1000) } : {}) };
+  return { files, skipped, ...reasonsOf(reasons) };
 }
 
-async function listRegularFiles(home: string, maxFiles: number): Promise<{ files: string[]; skipped: number; reasons: string[] }> {
+async function storeFile(store: ArtifactStore, rel: string, bytes: Buffer): Promise<ArchivedHome['files'][number]> {
+  const put = await store.put(bytes, { sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length });
+  return { path: rel, sha256: put.sha256, size: put.size };
+}
+
+function reasonsOf(reasons: Set<string>): { skippedReason?: string } {
+  return reasons.size ? { skippedReason: [...reasons].sort().join('; ').slice(0, 1000) } : {};
+}
+
+/** The home's regular files and its other entries (links, FIFOs, devices), sorted by path; links are never followed. */
+async function walkHome(home: string): Promise<{ files: string[]; others: string[] }> {
   const files: string[] = [];
-  const reasons = new Set<string>();
-  let skipped = 0;
+  const others: string[] = [];
   const walk = async (rel: string): Promise<void> => {
     const entries = await readdir(path.join(home, rel), { withFileTypes: true }).catch(() => []);
     for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
       const child = rel ? `${rel}/${entry.name}` : entry.name;
       if (entry.isDirectory()) await walk(child);
-      else if (!entry.isFile()) {
-        skipped++;
-        reasons.add('not a regular file');
-      } else if (files.length >= maxFiles) {
-        skipped++;
-        reasons.add(`more than ${maxFiles} files`);
-      } else files.push(child);
+      else (entry.isFile() ? files : others).push(child);
     }
   };
   if ((await lstat(home).catch(() => null))?.isDirectory()) await walk('');
-  return { files, skipped, reasons: [...reasons] };
+  return { files, others };
 }
 
-/** The file's bytes, or why it was not read. */
-async function readNoFollow(file: string, maxBytes: number): Promise<Buffer | string> {
+/** The file's bytes and the status of what was read, or why it was not read. */
+async function readNoFollow(file: string, maxBytes: number): Promise<{ bytes: Buffer; stat: BigIntStats } | string> {
   let handle;
   try {
     handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -88,10 +102,175 @@ async function readNoFollow(file: string, maxBytes: number): Promise<Buffer | st
     return 'unreadable or replaced by a link';
   }
   try {
-    const st = await handle.stat();
-    if (!st.isFile()) return 'not a regular file';
-    if (st.size > maxBytes) return `larger than ${maxBytes} bytes`;
-    return await handle.readFile();
+    const stat = await handle.stat({ bigint: true });
+    if (!stat.isFile()) return 'not a regular file';
+    if (stat.size > BigInt(maxBytes)) return `larger than ${maxBytes} bytes`;
+    return { bytes: await handle.readFile(), stat };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** What tells a file's version apart without reading it: size, inode and nanosecond times. */
+function versionOf(stat: BigIntStats): string {
+  return `${stat.size}:${stat.ino}:${stat.mtimeNs}:${stat.ctimeNs}`;
+}
+
+/**
+ * Archives the home as it changes, so the CLI's session survives a SIGKILL of the harness: every
+ * `everyMs` (passes never overlap), the regular files whose size, inode or times changed since the
+ * previous pass are stored through `store` (the run's redacting store) with archiveAgentHome's care
+ * (no links followed, `maxFiles` over the whole home, `maxFileBytes` each). A pass that found changes
+ * calls `onArchived` with those files only (`changedOnly`), the archived files since gone (`removed`),
+ * and the entries it skipped for the first time. A failed pass is reported to `onError` and retried by
+ * the next. The returned stop() ends the passes, waiting for one in flight (and for its onArchived).
+ */
+export function watchAgentHome(
+  home: string,
+  store: ArtifactStore,
+  limits: HomeLimits,
+  onArchived: (archived: ArchivedHome) => void | Promise<void>,
+  options: { everyMs: number; onError?: (err: unknown) => void },
+): () => Promise<void> {
+  const state = newHomeWatchState();
+  let stopped = false;
+  let inFlight: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  const schedule = () => {
+    timer = setTimeout(() => {
+      inFlight = archiveChanges(home, store, limits, state)
+        .then(async (archived) => (archived && !stopped ? onArchived(archived) : undefined))
+        .catch((err: unknown) => options.onError?.(err))
+        .finally(() => (stopped ? undefined : schedule()));
+    }, options.everyMs);
+    timer.unref();
+  };
+  schedule();
+  return async () => {
+    stopped = true;
+    clearTimeout(timer);
+    await inFlight;
+  };
+}
+
+/** What the watcher remembers between passes: each archived file's version, and the entries already reported skipped. */
+export interface HomeWatchState {
+  versions: Map<string, string>;
+  skipped: Set<string>;
+}
+
+export function newHomeWatchState(): HomeWatchState {
+  return { versions: new Map(), skipped: new Set() };
+}
+
+/** One pass of watchAgentHome: the changes since the last pass (null when none), `state` updated for what was stored. */
+export async function archiveChanges(home: string, store: ArtifactStore, limits: HomeLimits, state: HomeWatchState): Promise<ArchivedHome | null> {
+  const tree = await walkHome(home);
+  const files: ArchivedHome['files'] = [];
+  const reasons = new Set<string>();
+  let skipped = 0;
+  const skip = (rel: string, reason: string) => {
+    if (state.skipped.has(`${rel}\0${reason}`)) return;
+    state.skipped.add(`${rel}\0${reason}`);
+    skipped++;
+    reasons.add(reason);
+  };
+  for (const rel of tree.others) skip(rel, 'not a regular file');
+  for (const [i, rel] of tree.files.entries()) {
+    if (i >= limits.maxFiles) {
+      skip(rel, `more than ${limits.maxFiles} files`);
+      continue;
+    }
+    const now = await lstat(path.join(home, rel), { bigint: true }).catch(() => null);
+    if (now && state.versions.get(rel) === versionOf(now)) continue;
+    const read = await readNoFollow(path.join(home, rel), limits.maxFileBytes);
+    if (typeof read === 'string') {
+      skip(rel, read);
+      continue;
+    }
+    files.push(await storeFile(store, rel, read.bytes));
+    state.versions.set(rel, versionOf(read.stat));
+  }
+  const present = new Set(tree.files);
+  const removed = [...state.versions.keys()].filter((rel) => !present.has(rel)).sort();
+  for (const rel of removed) state.versions.delete(rel);
+  if (!files.length && !removed.length && !skipped) return null;
+  return { files, skipped, ...reasonsOf(reasons), changedOnly: true, ...(removed.length ? { removed } : {}) };
+}
+
+/**
+ * The home's files as of the newest archive: the last whole archive (if any) with every later
+ * changed-only archive applied in order (newer versions replace, `removed` drops). Pure: the
+ * harness feeds it the AgentHomeArchived payloads of the run, in seq order.
+ */
+export function homeFilesOf(archives: readonly ArchivedHome[]): ArchivedHome['files'] {
+  const files = new Map<string, ArchivedHome['files'][number]>();
+  for (const archive of archives) {
+    if (!archive.changedOnly) files.clear();
+    for (const rel of archive.removed ?? []) files.delete(rel);
+    for (const file of archive.files) files.set(file.path, file);
+  }
+  return [...files.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/** A path an archive may name: relative, normalised, inside the home, no NUL, no `.`/`..` segments. */
+function safeHomePath(rel: string): boolean {
+  if (!rel || rel.includes('\0') || path.posix.isAbsolute(rel) || rel.includes('\\')) return false;
+  return rel.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..');
+}
+
+/**
+ * Writes archived files back into `home` (created if missing), for a resume on another machine: each
+ * blob is read from `store` and checked against its sha256 and size; directories are made 0700 and
+ * files 0600, owned by `uid` when given. Every path is checked before anything is written (relative,
+ * inside the home, no `..`), and nothing is written through a link: an existing directory on the way
+ * must be a real directory, and the file is opened with O_NOFOLLOW. Any refusal throws, naming the path.
+ * Files that exist are overwritten; others in the home are left as they are.
+ */
+export async function restoreAgentHome(home: string, files: ArchivedHome['files'], store: ArtifactStore, uid?: number): Promise<void> {
+  const bad = files.find((f) => !safeHomePath(f.path));
+  if (bad) throw new Error(`agent home file "${bad.path}" is outside the home: refusing to restore`);
+  await ensureRealDir(home, uid);
+  for (const file of files) {
+    const bytes = await blobBytes(store, file);
+    const segments = file.path.split('/');
+    let dir = home;
+    for (const segment of segments.slice(0, -1)) {
+      dir = path.join(dir, segment);
+      await ensureRealDir(dir, uid);
+    }
+    await writeNoFollow(path.join(home, file.path), bytes, uid);
+  }
+}
+
+async function ensureRealDir(dir: string, uid: number | undefined): Promise<void> {
+  const st = await lstat(dir).catch(() => null);
+  if (st && !st.isDirectory()) throw new Error(`${dir} is not a directory (a link or a file): refusing to restore through it`);
+  if (st) return;
+  await mkdir(dir, { mode: 0o700 });
+  if (uid !== undefined) await chown(dir, uid, uid);
+}
+
+async function blobBytes(store: ArtifactStore, file: ArchivedHome['files'][number]): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of await store.get(file.sha256)) chunks.push(chunk as Buffer);
+  const bytes = Buffer.concat(chunks);
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  if (sha256 !== file.sha256 || bytes.length !== file.size) throw new Error(`agent home file "${file.path}": the stored blob does not match its sha256 and size`);
+  return bytes;
+}
+
+async function writeNoFollow(file: string, bytes: Buffer, uid: number | undefined): Promise<void> {
+  let handle;
+  try {
+    handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  } catch (err) {
+    throw new Error(`cannot restore ${file} without following a link or replacing what is there (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  try {
+    if (!(await handle.stat()).isFile()) throw new Error(`${file} is not a regular file: refusing to restore over it`);
+    await handle.writeFile(bytes);
+    if (uid !== undefined) await handle.chown(uid, uid);
   } finally {
     await handle.close();
   }

@@ -23,7 +23,19 @@
 # sandboxes the agent, so --dangerously-skip-permissions turns off the CLI's approval prompts (no
 # one could answer them); --output-format stream-json (with --verbose, which it requires) prints
 # each message and tool result as a JSON line, as the paper's agent.jsonl.
+#
+# Its session survives a resume (docs/agents.md, "Resuming a run"): the first launch names it
+# `--session-id $A2RL_SESSION_ID` (fixed for the run by the harness); Claude Code keeps its transcript
+# in ~/.claude/projects/<workspace path>/<id>.jsonl, written as the conversation goes, in the agent
+# home the harness archives. On resume (A2RL_RESUMED=1) `--resume <id>` continues that conversation
+# with the harness's note as the next user message; a run lost before the transcript was written
+# starts afresh with the prompt followed by the note.
 set -euo pipefail
-prompt="$(bash "$A2RL_AGENT_DIR/../lib/prompt.sh")"
+lib="$A2RL_AGENT_DIR/../lib"
+flags=(--dangerously-skip-permissions --model "$LLM_MODEL" --output-format stream-json --verbose)
 cd "$WORKSPACE"
-exec claude -p "$prompt" --dangerously-skip-permissions --model "$LLM_MODEL" --output-format stream-json --verbose
+session="${A2RL_SESSION_ID:-}"
+if [ -n "$session" ] && [ "${A2RL_RESUMED:-}" = 1 ] && compgen -G "$HOME/.claude/projects/*/$session.jsonl" >/dev/null; then
+  exec claude -p "$(bash "$lib/resume-note.sh")" --resume "$session" "${flags[@]}"
+fi
+exec claude -p "$(bash "$lib/prompt.sh")" ${session:+--session-id "$session"} "${flags[@]}"

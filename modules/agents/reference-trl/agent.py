@@ -29,6 +29,9 @@ def run_env():
         log(f"missing environment {', '.join(missing)}")
         sys.exit(2)
     env = {n: os.environ[n] for n in names}
+    # A resumed run: no session to continue, so the plan starts again (the workspace is as it was).
+    if os.environ.get("A2RL_RESUMED") == "1":
+        log(f"resumed: {os.environ.get('A2RL_RESUME_NOTE', '')}")
     env["CODE_DIR"] = os.path.join(env["WORKSPACE"], "code")
     os.makedirs(env["CODE_DIR"], exist_ok=True)
     os.makedirs(env["OUTPUT_DIR"], exist_ok=True)

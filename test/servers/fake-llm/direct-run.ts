@@ -64,8 +64,11 @@ function chownTree(dir: string, uid: number): void {
   }
 }
 
-/** Runs start.sh with exactly `env` (as uid 4242 when root); the exit code and the output's last 8000 characters. */
-export function runStartScript(env: Record<string, string>, cwd: string, timeoutMs: number): Promise<{ code: number | null; tail: string }> {
+/**
+ * Runs start.sh with exactly `env` (as uid 4242 when root); the exit code and the output's last 8000
+ * characters. `killWhen` resolving SIGKILLs its process group at once (a harness lost mid-run).
+ */
+export function runStartScript(env: Record<string, string>, cwd: string, timeoutMs: number, killWhen?: Promise<unknown>): Promise<{ code: number | null; tail: string }> {
   const start = path.join(env.A2RL_AGENT_DIR, 'start.sh');
   const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
   const asAgent = process.getuid?.() === 0 ? ['setpriv', `--reuid=${AGENT_UID}`, `--regid=${AGENT_UID}`, '--clear-groups'] : [];
@@ -76,11 +79,18 @@ export function runStartScript(env: Record<string, string>, cwd: string, timeout
     const keep = (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-8000));
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
+    let closed = false;
     const timer = setTimeout(() => {
       output += '\n[killed after timeout]';
       if (child.pid) process.kill(-child.pid, 'SIGKILL');
     }, timeoutMs);
+    void killWhen?.then(() => {
+      if (closed || !child.pid) return;
+      output += '\n[killed by the test]';
+      process.kill(-child.pid, 'SIGKILL');
+    });
     child.on('close', (code) => {
+      closed = true;
       clearTimeout(timer);
       resolve({ code, tail: output });
     });

@@ -21,7 +21,7 @@ export function startFakeAnthropic(options: FakeLlmOptions): Promise<FakeLlmServ
       status: 0,
       authOk: !options.expectKey || keyOf(req) === options.expectKey,
       tools: (request.tools ?? []).map((t) => t.name),
-      ...requestSeen(req),
+      ...requestSeen(req, body),
     };
     calls.push(call);
     const api = apiOf(req.method ?? 'GET', path);

@@ -54,6 +54,7 @@ describe('fake Gemini API', () => {
         usage: { input: 10, output: 3 },
         headers: expect.objectContaining({ 'content-type': 'application/json' }),
         finished: true,
+        body: expect.objectContaining({ contents: expect.any(Array) }),
       },
     ]);
   });

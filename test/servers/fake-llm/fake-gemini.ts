@@ -17,7 +17,7 @@ export async function startFakeGemini(options: FakeLlmOptions): Promise<FakeLlmS
   const nextUsage = (request: Json) => usageOf(options, answers++, request);
   return serveFake(options, (req, body, res, calls) => {
     const url = new URL(req.url ?? '/', 'http://fake');
-    const call: FakeLlmCall = { path: url.pathname, model: null, stream: false, status: 200, authOk: keyOk(req, url, options), tools: [], ...requestSeen(req) };
+    const call: FakeLlmCall = { path: url.pathname, model: null, stream: false, status: 200, authOk: keyOk(req, url, options), tools: [], ...requestSeen(req, body) };
     calls.push(call);
     const method = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):(generateContent|streamGenerateContent|countTokens)$/.exec(url.pathname);
     const request = (body ?? {}) as Json;
@@ -107,10 +107,15 @@ function functionDeclarations(request: Json): Json[] {
   return tools.flatMap((t) => (Array.isArray(t?.functionDeclarations) ? (t.functionDeclarations as Json[]) : []));
 }
 
-/** The step: how many function results the conversation carries so far. */
+/**
+ * The step: how many function calls the conversation carries results for so far. A result is counted
+ * once per call id: Gemini CLI resuming a session cut off mid-turn sends the last result twice.
+ */
 function toolResultCount(request: Json): number {
   const contents = Array.isArray(request.contents) ? (request.contents as Json[]) : [];
-  return contents.flatMap((c) => (Array.isArray(c?.parts) ? (c.parts as Json[]) : [])).filter((p) => p?.functionResponse).length;
+  const results = contents.flatMap((c) => (Array.isArray(c?.parts) ? (c.parts as Json[]) : [])).filter((p) => p?.functionResponse);
+  const ids = results.map((p, i) => (p.functionResponse as Json).id ?? `#${i}`);
+  return new Set(ids).size;
 }
 
 function shellTool(declarations: Json[]): Json | undefined {

@@ -22,7 +22,7 @@ export async function startFakeOpenAI(options: FakeLlmOptions): Promise<FakeLlmS
       status: 0,
       authOk: !options.expectKey || bearerOf(req) === options.expectKey,
       tools: toolsOf(request).map((t) => t.name),
-      ...requestSeen(req),
+      ...requestSeen(req, body),
     };
     calls.push(call);
     const api = apiOf(req.method ?? 'GET', path);

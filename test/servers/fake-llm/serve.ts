@@ -24,10 +24,12 @@ export async function serveFake(options: FakeLlmOptions, handle: FakeHandler): P
         res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"body is not JSON"}}');
         return;
       }
-      Promise.resolve(handle(req, body, res, calls)).catch((err: unknown) => {
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: String(err) } }));
-      });
+      Promise.resolve(options.before?.((req.url ?? '/').split('?')[0], body))
+        .then(() => handle(req, body, res, calls))
+        .catch((err: unknown) => {
+          if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { message: String(err) } }));
+        });
     });
   });
   server.on('connection', (socket) => {
@@ -70,8 +72,8 @@ export function usageFromRequest(output = 50): (n: number, request: unknown) => 
 }
 
 /** The FakeLlmCall fields every fake fills from the request itself. */
-export function requestSeen(req: IncomingMessage): Pick<FakeLlmCall, 'headers' | 'url' | 'finished'> {
-  return { headers: { ...req.headers }, url: req.url ?? '/', finished: false };
+export function requestSeen(req: IncomingMessage, body?: unknown): Pick<FakeLlmCall, 'headers' | 'url' | 'finished' | 'body'> {
+  return { headers: { ...req.headers }, url: req.url ?? '/', finished: false, body };
 }
 
 /** Ends the answer, noting whether it went out whole (the client may have gone). */

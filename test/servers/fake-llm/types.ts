@@ -25,6 +25,11 @@ export interface FakeLlmOptions {
    */
   hold?: (call: FakeLlmCall) => Promise<void> | undefined;
   /**
+   * Awaited before a request is handled at all, given its path and parsed body: until it resolves the
+   * request is neither recorded in `calls` nor answered (a provider that has not begun to answer).
+   */
+  before?: (path: string, request: unknown) => Promise<void> | undefined;
+  /**
    * The text answering a request that offers no tools, given its body (OpenAI fake only). Default:
    * 'OK.'. An agent system that asks its model for JSON or code without tools (R&D-Agent) is scripted here.
    */
@@ -56,6 +61,8 @@ export interface FakeLlmCall {
   url: string;
   /** The answer was written to its end (false while it is held, or when the connection broke first). */
   finished: boolean;
+  /** The request's parsed JSON body (undefined without one): what the CLI sent, e.g. the conversation it resumed. */
+  body?: unknown;
 }
 
 export interface FakeLlmServer {

@@ -15,6 +15,9 @@ export function runEnv() {
     process.exit(2);
   }
   const env = Object.fromEntries(names.map((n) => [n, process.env[n]]));
+  // A resumed run: this agent has no session to continue, so it starts its plan again (the workspace
+  // is as it was) and says what the harness told it.
+  if (process.env.A2RL_RESUMED === '1') console.log(`[agent] resumed: ${process.env.A2RL_RESUME_NOTE ?? ''}`);
   env.codeDir = join(env.WORKSPACE, 'code');
   mkdirSync(env.codeDir, { recursive: true });
   mkdirSync(env.OUTPUT_DIR, { recursive: true });
