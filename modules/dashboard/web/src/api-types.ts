@@ -172,9 +172,32 @@ export interface components {
             full: boolean;
             ok: boolean;
             /** @enum {string} */
-            phase: "grading" | "end";
+            phase: "grading" | "end" | "resume";
             seq: number;
             submissionId: string | null;
+        };
+        Interruption: {
+            /** @description From the loss (the last heartbeat, else the last fact) to the resume: not agent time. */
+            downtimeS: number | null;
+            /** @description The RunInterrupted that recorded the loss, and the RunResumed that ended it (null: not resumed). */
+            interruptedSeq: number;
+            /** @description The harness's last heartbeat (it was alive then), when the machine that recovered it had its lock. */
+            lastAliveAt: string | null;
+            /** @description The last fact recorded before the loss. */
+            lastFactAt: string | null;
+            resumedAt: string | null;
+            resumedSeq: number | null;
+            /** @description Agent time between the last recorded fact and the last heartbeat: work the record cannot show (null: unknown). */
+            unrecordedS: number | null;
+        };
+        Interruptions: {
+            /** @description How many times the run's harness was lost. */
+            count: number;
+            downtimeS: number;
+            list: components["schemas"]["Interruption"][];
+            resumed: number;
+            /** @description Sum of the known unrecordedS. */
+            unrecordedS: number;
         };
         /** @description An item of GET /runs/:id/events: the stored envelope; `data` is the event type's payload (modules/ledger/events). */
         LedgerEvent: {
@@ -380,6 +403,8 @@ export interface components {
             /** @description Repeated gradings (GradingRepeated) by series; absent when the run has none (grading-repeats.ts). */
             gradingRepeats?: components["schemas"]["RepeatSeries"][];
             improvement: number | null;
+            /** @description The run's harness was lost (and the run resumed): count, downtime, agent time the record cannot show; absent when never (interruptions.ts). */
+            interruptions?: components["schemas"]["Interruptions"];
             lastSeq: number;
             llm: components["schemas"]["LlmAnalysis"] | null;
             metrics: components["schemas"]["ProcessMetrics"];
@@ -465,6 +490,8 @@ export interface components {
                     workspace: components["schemas"]["Evidence"];
                 };
                 exitReason: string | null;
+                /** @description Losses of the harness and resumes (present only for a run that had one). */
+                interruptions?: components["schemas"]["Interruptions"];
                 lastSeq: number;
                 level: number | null;
                 mode: string | null;
