@@ -274,6 +274,16 @@ function RunHeader({ runId, analysis: a, status, live, ended, report }: { runId:
           <dt>Duration</dt>
           <dd>{duration(a?.durationS)}</dd>
         </div>
+        {a?.interruptions ? (
+          <div data-testid="run-interruptions">
+            <dt>Interruptions</dt>
+            <dd>
+              <Proven runId={runId} seqs={a.interruptions.list.flatMap((i) => (i.resumedSeq === null ? [i.interruptedSeq] : [i.interruptedSeq, i.resumedSeq]))}>
+                harness lost {a.interruptions.count}×, resumed {a.interruptions.resumed}×; down {duration(a.interruptions.downtimeS)}
+              </Proven>
+            </dd>
+          </div>
+        ) : null}
         <div>
           <dt>Events</dt>
           <dd>{count(a ? Math.max(a.eventCount, (a.lastSeq ?? -1) + 1) : null)}</dd>
