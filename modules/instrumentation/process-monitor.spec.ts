@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProcessMonitor, processExitedFact, processStartedFact, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
+import { execedSince, ProcessMonitor, processExitedFact, processStartedFact, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import { writeExtraFds } from '../sandbox/extra-fds.js';
 import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
@@ -165,7 +165,7 @@ describe('ProcessMonitor', () => {
       const first = exits.find((e) => e.pid === subshell.pid)!;
       expect(first).not.toHaveProperty('exitCode');
       expect(first).not.toHaveProperty('signal');
-      expect(first.endedAt).toBeLessThanOrEqual(disguised.startedAt);
+      expect(first.endedAt).toBe(disguised.startedAt); // one time for both: readers follow the exec by it (docs/analysis.md)
       kill(disguised.pid);
       await exited;
       monitor.stop();
@@ -199,6 +199,13 @@ describe('ProcessMonitor', () => {
       rmSync(home, { recursive: true, force: true });
     }
   }, 150_000); // the waits inside are capped at 60 s each: on a machine with both cores busy a poll can lag far behind
+
+  it('takes moved arguments for an exec, and a new name only where /proc hides where the arguments are', () => {
+    expect(execedSince({ comm: 'bash', argStart: 0x7ffd1000 }, { comm: 'bash', argStart: 0x7ffe2000 })).toBe(true); // exec of the same program
+    expect(execedSince({ comm: 'python3', argStart: 0x7ffd1000 }, { comm: 'trainer', argStart: 0x7ffd1000 })).toBe(false); // renamed itself
+    expect(execedSince({ comm: 'bash', argStart: 0 }, { comm: 'sleep', argStart: 0 })).toBe(true);
+    expect(execedSince({ comm: 'bash', argStart: 0x7ffd1000 }, { comm: 'bash', argStart: 0 })).toBe(false); // exiting: its memory is gone
+  });
 
   it('maps starts and exits to ProcessStarted/ProcessExited facts observed at their own times', () => {
     const start: ProcessStart = { pid: 9, ppid: 1, argv: ['python3', 'train.py'], cwd: '/w', executable: '/usr/bin/python3', startedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678) };
