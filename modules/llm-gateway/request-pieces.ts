@@ -228,6 +228,8 @@ export function joinSegments(segments: readonly Segment[], pieceOf: (sha256: str
 /** A segment's identity, to compare two bodies' segments. */
 export const segmentKey = (s: Segment): string => ('text' in s ? `t${s.text}` : `p${s.piece}`);
 
+/** Pieces a rebuild reads at once (a long conversation has thousands). */
+const PARALLEL_READS = 16;
 /** Positions of a key looked at when a run of shared segments is to start: the most recent few. */
 const CANDIDATES = 4;
 
@@ -399,8 +401,12 @@ export async function rebuildBody(body: RecordedBody, readBlob: ReadBlob, cache 
 
 async function rebuildPieces(ref: PiecesRef, readBlob: ReadBlob, cache: SegmentCache): Promise<Buffer> {
   const keys = await resolveSegments(ref.manifest.sha256, readBlob, cache);
-  const parts: Buffer[] = [];
-  for (const key of keys) parts.push(key[0] === 't' ? Buffer.from(key.slice(1), 'utf8') : await mustRead(readBlob, key.slice(1), 'a piece'));
+  const parts = new Array<Buffer>(keys.length);
+  let next = 0;
+  const reader = async () => {
+    for (let i = next++; i < keys.length; i = next++) parts[i] = keys[i][0] === 't' ? Buffer.from(keys[i].slice(1), 'utf8') : await mustRead(readBlob, keys[i].slice(1), 'a piece');
+  };
+  await Promise.all(Array.from({ length: PARALLEL_READS }, reader));
   const bytes = Buffer.concat(parts);
   if (bytes.length !== ref.size || sha256Hex(bytes) !== ref.sha256) {
     throw new BodyRebuildError(`the pieces of manifest ${ref.manifest.sha256} rebuild ${bytes.length} B (sha256 ${sha256Hex(bytes)}), not the recorded ${ref.size} B (sha256 ${ref.sha256})`);
