@@ -113,13 +113,14 @@ describe('run-list projection', () => {
       ['ProcessExited', { pid: 8, exitCode: 0, durationMs: 3, observedAt }],
       ['SubmissionReceived', { submissionId: 'sub-2', modelPath: 'output/ck2', manifest: [] }],
       ['SubmissionGraded', { submissionId: 'sub-1', score: 40, improvement: 30 }],
-      ['AgentExited', { exitCode: 0, reason: 'completed' }],
-      ['SubmissionGraded', { submissionId: 'sub-2', score: 50, improvement: 40 }],
-      ['RunInterrupted', { reason: 'the harness exited while the run was open' }],
-      ['TreeHeadSigned', { treeSize: 13, rootHash: sha, signature: 's', keyId: 'k' }],
+      ['RunInterrupted', { reason: 'the harness exited while the run was open', cause: 'harness_gone' }],
+      ['TreeHeadSigned', { treeSize: 11, rootHash: sha, signature: 's', keyId: 'k' }],
       ['RunResumed', { note: 'resumed' }],
-      ['RunCompleted', { submissions: 2, best: 50 }],
-      ['TreeHeadSigned', { treeSize: 16, rootHash: sha, signature: 's', keyId: 'k' }],
+      ['SubmissionRejected', { submissionId: 'sub-2', reasonClass: 'infra_error', message: 'the harness was lost while this submission was being graded' }],
+      ['AgentStarted', { command: 'run.sh', pid: 9 }],
+      ['AgentExited', { exitCode: 0, reason: 'completed' }],
+      ['RunCompleted', { submissions: 2, best: 40 }],
+      ['TreeHeadSigned', { treeSize: 17, rootHash: sha, signature: 's', keyId: 'k' }],
     ];
     const guard = runGuard();
     const store = new MemoryEventStore();
@@ -137,7 +138,7 @@ describe('run-list projection', () => {
     expect(states).toEqual(recorded.map((_, i) => foldRunLifecycle(recorded.slice(0, i + 1)).status));
     expect(states).toEqual([
       'scheduled', 'running', 'running', 'running', 'running', 'running', 'running', 'running', 'running',
-      'running', 'running', 'running', 'interrupted', 'interrupted', 'running', 'completed', 'completed',
+      'running', 'interrupted', 'interrupted', 'running', 'running', 'running', 'running', 'completed', 'completed',
     ]);
     await store.close();
   });

@@ -107,8 +107,8 @@ describe('a2rl run --resume', () => {
 
   it('continues a run whose harness was SIGKILLed after two graded submissions: one run, verified, bundle verified offline, the budget kept', async () => {
     const { runId, killedAt } = await runUntilKilled(env());
+    const resumeStarted = Date.now();
     const resumed = await runA2rl(['run', '--resume', runId, '--json'], { env: env() });
-    const resumeSeconds = (Date.now() - killedAt) / 1000;
     expect({ code: resumed.code, stderr: resumed.stderr }).toEqual({ code: 0, stderr: expect.stringContaining(`recorded RunInterrupted for ${runId}`) });
     expect(JSON.parse(resumed.stdout.trim().split('\n').pop()!)).toMatchObject({ runId, submissions: 4, state: 'completed', baseline: expect.any(Number) });
 
@@ -129,13 +129,17 @@ describe('a2rl run --resume', () => {
     const offline = await runA2rl(['verify-bundle', bundle, '--pubkey', path.join(home, 'keys', 'ledger-ed25519.pub.pem')], { env: { PATH: process.env.PATH, HOME: scratch }, cwd: scratch });
     expect({ code: offline.code, stderr: offline.stderr }).toEqual({ code: 0, stderr: expect.any(String) });
 
-    const model = JSON.parse((await runA2rl(['report', runId, '--format', 'json'], { env: env() })).stdout) as { submissions: unknown[]; run: { interruptions: { count: number; resumed: number; downtimeS: number } } };
+    const model = JSON.parse((await runA2rl(['report', runId, '--format', 'json'], { env: env() })).stdout) as { submissions: unknown[]; run: { interruptions: { count: number; resumed: number; downtimeS: number; unrecordedS: number } } };
     expect(model.submissions).toHaveLength(4);
     expect(model.run.interruptions).toMatchObject({ count: 1, resumed: 1 });
     expect(model.run.interruptions.downtimeS).toBeGreaterThan(0);
     const report = await runA2rl(['report', runId], { env: env() });
     expect(report.stdout).toMatch(/\| Interruptions \| \*\*harness lost 1×, resumed 1×\*\*/);
-    process.stderr.write(`resume: ${resumeSeconds.toFixed(1)} s from the kill to the resumed run's end; agent time used before the loss ${facts.agentSecondsUsed} s; last fact ${facts.lastFactAt}\n`);
+    const resumedAt = Date.parse(evs.find((e) => e.type === 'RunResumed')!.occurredAt);
+    process.stderr.write(
+      `resume figures: kill → resume command ${((resumeStarted - killedAt) / 1000).toFixed(1)} s; resume command → RunResumed ${((resumedAt - resumeStarted) / 1000).toFixed(1)} s; ` +
+        `agent time used before the loss ${facts.agentSecondsUsed} s; agent time after the last recorded fact (lost) ${model.run.interruptions.unrecordedS} s; downtime ${model.run.interruptions.downtimeS} s\n`,
+    );
   }, 300_000);
 
   it('refuses, in one line and recording nothing, a completed run, an unknown one and options that would change the run', async () => {
@@ -179,12 +183,15 @@ describe('a2rl run --resume on another machine (PostgreSQL ledger, shared artifa
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/it is open and its harness is not on this machine; if that harness is gone for good \(its machine died\), add --harness-gone/);
 
+    const resumeStarted = Date.now();
     const resumed = await runA2rl(['run', '--resume', runId, '--harness-gone', '--json'], { env: machine(homeB) });
     expect({ code: resumed.code, stderr: resumed.stderr }).toEqual({ code: 0, stderr: expect.any(String) });
     const evs = await events(machine(homeB), runId);
     expectOneRun(evs);
     const facts = evs.find((e) => e.type === 'RunResumed')!.data;
     expect(facts.workspace).toMatchObject({ source: 'rebuilt', unrestorable: 0, restored: 4 });
+    const resumedAt = Date.parse(evs.find((e) => e.type === 'RunResumed')!.occurredAt);
+    process.stderr.write(`resume figures (another machine, workspace rebuilt): resume command → RunResumed ${((resumedAt - resumeStarted) / 1000).toFixed(1)} s; agent time used before the loss ${facts.agentSecondsUsed} s (no heartbeat there: counted to the last fact ${facts.lastFactAt})\n`);
 
     // Every file the first machine's agent wrote (code/, and the submitted checkpoint) is on B as it was on A.
     const wsA = path.join(homeA, 'workspaces', runId);
