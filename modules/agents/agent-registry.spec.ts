@@ -79,10 +79,10 @@ describe('agent registry', () => {
     }
   });
 
-  it('says which agents continue their own session on resume: the four CLIs; the others (and ad-hoc commands) restart with the note', () => {
+  it('says which agents continue their own session on resume: the four npm CLIs and OpenHands; the others (and ad-hoc commands) restart with the note', () => {
     const kinds = Object.fromEntries(listAgents().map((a) => [a.id, agentSessionKind(a)]));
-    expect(Object.entries(kinds).filter(([, kind]) => kind === 'resumable').map(([id]) => id)).toEqual(['claude-code', 'codex-cli', 'gemini-cli', 'opencode']);
-    for (const id of ['openhands', 'rdagent', 'reference', 'reference-trl']) expect(loadAgent(id).session).toBe('restart');
+    expect(Object.entries(kinds).filter(([, kind]) => kind === 'resumable').map(([id]) => id)).toEqual(['claude-code', 'codex-cli', 'gemini-cli', 'opencode', 'openhands']);
+    for (const id of ['rdagent', 'reference', 'reference-trl']) expect(loadAgent(id).session).toBe('restart');
     expect(agentSessionKind(adHocAgent('echo hi'))).toBe('restart');
     const root = tempDir();
     try {

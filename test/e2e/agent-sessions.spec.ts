@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { MemoryArtifactStore } from '../../infra/artifacts/memory-artifact-store.js';
 import { projectCliBin, loadAgent } from '../../modules/agents/agent-registry.js';
+import { pythonAgentBinDirs } from '../../modules/agents/python-agent-systems.js';
 import { agentSessionEnv } from '../../modules/agents/agent-session.js';
 import { archiveAgentHome, restoreAgentHome } from '../../modules/runs/agent-home.js';
 import { conversationOf, lastUserText } from '../servers/fake-llm/conversation.js';
@@ -30,12 +31,23 @@ const SCRIPT = ["printf 'first%s\\n' -tool-result-7c3a", 'echo resumed > after-r
 const FIRST_RESULT = 'first-tool-result-7c3a';
 const NOTE = 'a2rl: this run was resumed after the harness was lost (note-4f1b). Your workspace is as it was; 170 s of the budget are left.';
 const RUN_ID = 'ref-arith-20260101T000000Z-abcdef';
+/** Generous caps for a busy machine: a launch, and a test (two launches and the rest). */
+const LAUNCH_CAP_MS = 300_000;
+const TEST_CAP_MS = 700_000;
+
+/** A direct run of a CLI, as the agent's uid or (a Python agent system) as the harness's. */
+type SessionRun = DirectRun & { asAgent: boolean };
 
 interface Cli {
   agent: string;
   binary: string;
   gatewayPrefix: string;
   start: (o: FakeLlmOptions) => Promise<FakeLlmServer>;
+  /**
+   * A Python agent system (infra/python-agents, installed under the harness's cache): run as the
+   * harness's user, whose cache the agent's uid cannot reach outside the sandbox.
+   */
+  python?: true;
 }
 
 const CLIS: Cli[] = [
@@ -43,9 +55,14 @@ const CLIS: Cli[] = [
   { agent: 'codex-cli', binary: 'codex', gatewayPrefix: '{gateway}/openai', start: startFakeOpenAI },
   { agent: 'gemini-cli', binary: 'gemini', gatewayPrefix: '{gateway}/gemini', start: startFakeGemini },
   { agent: 'opencode', binary: 'opencode', gatewayPrefix: '{gateway}/openai', start: startFakeOpenAI },
+  { agent: 'openhands', binary: 'openhands', gatewayPrefix: '{gateway}/openai', start: startFakeOpenAI, python: true },
 ];
 
-const installed = (cli: Cli) => existsSync(path.join(projectCliBin(), cli.binary));
+const binDir = (cli: Cli) => (cli.python ? pythonAgentBinDirs().find((dir) => existsSync(path.join(dir, cli.binary))) : projectCliBin());
+const installed = (cli: Cli) => {
+  const dir = binDir(cli);
+  return !!dir && existsSync(path.join(dir, cli.binary));
+};
 
 /** Model requests that offer tools: the agent's turns, not the titles and checks a CLI asks for on the side. */
 const agentTurns = (fake: FakeLlmServer): FakeLlmCall[] => fake.calls.filter((c) => c.tools.length > 0 && c.body !== undefined);
@@ -96,11 +113,11 @@ const homeHolds = (home: string, text: string) => filesUnder(home).some((f) => r
  * what it had not written when the harness died is lost, as it would be in a real run). The held
  * request is never answered (released only when the fake has closed).
  */
-async function launchAndLose(run: DirectRun, fake: FakeLlmServer, loss: Loss) {
+async function launchAndLose(run: SessionRun, fake: FakeLlmServer, loss: Loss) {
   let killed!: () => void;
   const kill = new Promise<void>((r) => (killed = r));
   let exited = false;
-  const first = runStartScript({ ...run.env, ...agentSessionEnv(RUN_ID) }, run.workspace, 120_000, kill).finally(() => (exited = true));
+  const first = runStartScript({ ...run.env, ...agentSessionEnv(RUN_ID) }, run.workspace, LAUNCH_CAP_MS, kill, run.asAgent).finally(() => (exited = true));
   // Ends early when the CLI exits on its own (the test then fails on its output).
   await waitFor('the request after the first tool result', () => exited || (loss.pending && homeHolds(run.home, FIRST_RESULT)));
   killed();
@@ -110,11 +127,11 @@ async function launchAndLose(run: DirectRun, fake: FakeLlmServer, loss: Loss) {
 }
 
 /** The resumed launch; what its first agent request carried, and how it ended. */
-async function resume(run: DirectRun, fake: FakeLlmServer, callsBefore: number, where: { home: string; workspace: string } = run) {
+async function resume(run: SessionRun, fake: FakeLlmServer, callsBefore: number, where: { home: string; workspace: string } = run) {
   const env: Record<string, string> = { ...run.env, HOME: where.home, WORKSPACE: where.workspace, ...agentSessionEnv(RUN_ID, { note: NOTE }) };
   // agent.json's `{home}/.codex`, as the harness fills it in for the home the resumed run has.
   if (run.env.CODEX_HOME) env.CODEX_HOME = path.join(where.home, '.codex');
-  const ended = await runStartScript(env, where.workspace, 120_000);
+  const ended = await runStartScript(env, where.workspace, LAUNCH_CAP_MS, undefined, run.asAgent);
   const resumed = agentTurns({ ...fake, calls: fake.calls.slice(callsBefore) })[0];
   return { ended, resumed };
 }
@@ -148,7 +165,8 @@ describe('the agent CLIs continue their own session after a resume', () => {
     roots.push(root);
     const { fake, loss } = await fakeFor(cli);
     servers.push({ fake, loss });
-    const run = prepareDirectRun(root, { agent: cli.agent, gatewayPrefix: cli.gatewayPrefix, fakeUrl: fake.url, token: TOKEN });
+    const prepared = prepareDirectRun(root, { agent: cli.agent, gatewayPrefix: cli.gatewayPrefix, fakeUrl: fake.url, token: TOKEN });
+    const run: SessionRun = { ...prepared, env: { ...prepared.env, PATH: `${binDir(cli)}:${prepared.env.PATH}` }, asAgent: !cli.python };
     return { root, fake, loss, run };
   }
 
@@ -170,7 +188,7 @@ describe('the agent CLIs continue their own session after a resume', () => {
       );
       // The session went on from where it was: the script's second step ran after the resume.
       expect(readFileSync(path.join(run.workspace, 'after-resume.txt'), 'utf8')).toBe('resumed\n');
-    }, 300_000);
+    }, TEST_CAP_MS);
   }
 
   for (const cli of CLIS) {
@@ -181,7 +199,7 @@ describe('the agent CLIs continue their own session after a resume', () => {
       expect({ code: ended.code, tail: ended.code === 0 ? '' : ended.tail.slice(-3000) }).toEqual({ code: 0, tail: '' });
       expect(seen(resumed)).toEqual({ prompt: true, firstToolResult: false, inOrder: false, noteIsNewestUserMessage: true, noteOnce: 1 });
       expect(readFileSync(path.join(run.workspace, 'after-resume.txt'), 'utf8')).toBe('resumed\n');
-    }, 300_000);
+    }, TEST_CAP_MS);
   }
 
   // Another machine: the home restored from its archive alone (redacted, through the store), the
@@ -195,7 +213,7 @@ describe('the agent CLIs continue their own session after a resume', () => {
       const archived = await archiveAgentHome(run.home, store, { maxFiles: 2000, maxFileBytes: 16 << 20 });
       const elsewhere = { home: path.join(root, 'other-machine', 'home'), workspace: path.join(root, 'other-machine', 'workspace') };
       mkdirSync(path.dirname(elsewhere.home));
-      await restoreAgentHome(elsewhere.home, archived.files, store, process.getuid?.() === 0 ? AGENT_UID : undefined);
+      await restoreAgentHome(elsewhere.home, archived.files, store, run.asAgent && process.getuid?.() === 0 ? AGENT_UID : undefined);
       execFileSync('cp', ['-a', run.workspace, elsewhere.workspace]);
       rmSync(run.home, { recursive: true, force: true });
       rmSync(run.workspace, { recursive: true, force: true });
@@ -204,6 +222,6 @@ describe('the agent CLIs continue their own session after a resume', () => {
       expect({ code: ended.code, tail: ended.code === 0 ? '' : ended.tail.slice(-3000) }).toEqual({ code: 0, tail: '' });
       expect(seen(resumed)).toEqual({ prompt: true, firstToolResult: true, inOrder: true, noteIsNewestUserMessage: true, noteOnce: 1 });
       expect(readFileSync(path.join(elsewhere.workspace, 'after-resume.txt'), 'utf8')).toBe('resumed\n');
-    }, 300_000);
+    }, TEST_CAP_MS);
   }
 });

@@ -20,8 +20,16 @@
 # - OPENHANDS_SUPPRESS_BANNER hides the SDK's banner; LITELLM_LOCAL_MODEL_COST_MAP keeps LiteLLM from
 #   fetching its price list from GitHub at start. The CLI also tries to clone its public skills from
 #   GitHub at start; the sandbox has no network, so that fails in a second and it goes on without them.
+# - Its conversation survives a resume (docs/agents.md, "Resuming a run"): it is kept as it goes in
+#   ~/.openhands/conversations/<id>/, in the agent home the harness archives. It cannot be given an id at
+#   launch, but the home is the run's own: on resume (A2RL_RESUMED=1) `--resume --last` continues the
+#   newest conversation with the harness's note as the next message (`-t`, which headless mode needs);
+#   a run lost before any conversation was written starts afresh with the prompt followed by the note.
 set -euo pipefail
-prompt="$(bash "$A2RL_AGENT_DIR/../lib/prompt.sh")"
+lib="$A2RL_AGENT_DIR/../lib"
 cd "$WORKSPACE"
 export LLM_MODEL="openai/$LLM_MODEL"
-exec openhands --headless --json --override-with-envs -t "$prompt"
+if [ "${A2RL_RESUMED:-}" = 1 ] && compgen -G "$HOME/.openhands/conversations/*" >/dev/null; then
+  exec openhands --headless --json --override-with-envs --resume --last -t "$(bash "$lib/resume-note.sh")"
+fi
+exec openhands --headless --json --override-with-envs -t "$(bash "$lib/prompt.sh")"

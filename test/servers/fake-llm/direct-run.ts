@@ -65,13 +65,14 @@ function chownTree(dir: string, uid: number): void {
 }
 
 /**
- * Runs start.sh with exactly `env` (as uid 4242 when root); the exit code and the output's last 8000
- * characters. `killWhen` resolving SIGKILLs its process group at once (a harness lost mid-run).
+ * Runs start.sh with exactly `env` (as uid 4242 when root, unless `asAgent` is false); the exit code and
+ * the output's last 8000 characters. `killWhen` resolving SIGKILLs its process group at once (a harness
+ * lost mid-run).
  */
-export function runStartScript(env: Record<string, string>, cwd: string, timeoutMs: number, killWhen?: Promise<unknown>): Promise<{ code: number | null; tail: string }> {
+export function runStartScript(env: Record<string, string>, cwd: string, timeoutMs: number, killWhen?: Promise<unknown>, asAgentUid = true): Promise<{ code: number | null; tail: string }> {
   const start = path.join(env.A2RL_AGENT_DIR, 'start.sh');
   const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
-  const asAgent = process.getuid?.() === 0 ? ['setpriv', `--reuid=${AGENT_UID}`, `--regid=${AGENT_UID}`, '--clear-groups'] : [];
+  const asAgent = asAgentUid && process.getuid?.() === 0 ? ['setpriv', `--reuid=${AGENT_UID}`, `--regid=${AGENT_UID}`, '--clear-groups'] : [];
   const argv = [...asAgent, 'env', '-i', ...pairs, 'bash', start];
   return new Promise((resolve) => {
     const child = spawn(argv[0], argv.slice(1), { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
