@@ -7,7 +7,9 @@ import { MemoryArtifactStore } from '../../infra/artifacts/memory-artifact-store
 import { projectCliBin, loadAgent } from '../../modules/agents/agent-registry.js';
 import { pythonAgentBinDirs } from '../../modules/agents/python-agent-systems.js';
 import { agentSessionEnv } from '../../modules/agents/agent-session.js';
-import { archiveAgentHome, restoreAgentHome } from '../../modules/runs/agent-home.js';
+import { RedactingArtifactStore } from '../../modules/instrumentation/redacting-artifact-store.js';
+import { RunRedaction } from '../../modules/instrumentation/run-redaction.js';
+import { archiveAgentHome, restoreAgentHome, writeAgentHomeFiles } from '../../modules/runs/agent-home.js';
 import { conversationOf, lastUserText } from '../servers/fake-llm/conversation.js';
 import { AGENT_UID, filesUnder, prepareDirectRun, runStartScript, type DirectRun } from '../servers/fake-llm/direct-run.js';
 import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
@@ -202,18 +204,24 @@ describe('the agent CLIs continue their own session after a resume', () => {
     }, TEST_CAP_MS);
   }
 
-  // Another machine: the home restored from its archive alone (redacted, through the store), the
-  // workspace rebuilt at another path; the first home and workspace are gone.
+  // Another machine: the home restored from its archive alone (redacted, through the store) and the
+  // adapter's files written again, as the resumed run does; the workspace rebuilt at another path; the
+  // first home and workspace gone.
   for (const cli of CLIS) {
     (installed(cli) ? it : it.skip)(`${cli.agent}: restored from the archive of its home into a new home, with the workspace at another path, it resumes its session there`, async () => {
       const { root, fake, loss, run } = await setUp(cli);
       const { callsBefore } = await launchAndLose(run, fake, loss);
 
+      // Archived as the harness archives it: through the run's redacting store (the gateway token, if a
+      // CLI kept it, becomes a marker; the resumed run writes the adapter's files again with its own).
       const store = new MemoryArtifactStore();
-      const archived = await archiveAgentHome(run.home, store, { maxFiles: 2000, maxFileBytes: 16 << 20 });
+      const redacting = new RedactingArtifactStore(store, new RunRedaction({ secrets: [{ kind: 'gateway-token', value: TOKEN }] }));
+      const archived = await archiveAgentHome(run.home, redacting, { maxFiles: 2000, maxFileBytes: 16 << 20 });
       const elsewhere = { home: path.join(root, 'other-machine', 'home'), workspace: path.join(root, 'other-machine', 'workspace') };
       mkdirSync(path.dirname(elsewhere.home));
-      await restoreAgentHome(elsewhere.home, archived.files, store, run.asAgent && process.getuid?.() === 0 ? AGENT_UID : undefined);
+      const uid = run.asAgent && process.getuid?.() === 0 ? AGENT_UID : undefined;
+      await restoreAgentHome(elsewhere.home, archived.files, store, uid);
+      await writeAgentHomeFiles(elsewhere.home, run.files, uid);
       execFileSync('cp', ['-a', run.workspace, elsewhere.workspace]);
       rmSync(run.home, { recursive: true, force: true });
       rmSync(run.workspace, { recursive: true, force: true });

@@ -15,6 +15,8 @@ export interface DirectRun {
   workspace: string;
   env: Record<string, string>;
   model: string;
+  /** The adapter's home files as written (paths relative to the home). */
+  files: Record<string, string>;
 }
 
 /**
@@ -32,9 +34,10 @@ export function prepareDirectRun(root: string, opts: { agent: string; gatewayPre
   const llm = spec.llm!;
   const direct = (entries: Record<string, string> = {}) => Object.fromEntries(Object.entries(entries).map(([k, v]) => [k, v.replaceAll(opts.gatewayPrefix, opts.fakeUrl)]));
   const setup = agentLlmSetup({ ...llm, env: direct(llm.env), files: direct(llm.files) }, { gateway: 'http://127.0.0.1:1', token: opts.token, model: llm.defaultModel, home, workspace });
-  for (const [rel, content] of Object.entries(setup.files)) {
+  const files = Object.fromEntries(Object.entries(setup.files).map(([rel, content]) => [rel, (opts.edit ?? ((t) => t))(content)]));
+  for (const [rel, content] of Object.entries(files)) {
     mkdirSync(path.dirname(path.join(home, rel)), { recursive: true });
-    writeFileSync(path.join(home, rel), (opts.edit ?? ((t) => t))(content));
+    writeFileSync(path.join(home, rel), content);
   }
   if (process.getuid?.() === 0) chownTree(root, AGENT_UID);
   const env = {
@@ -47,7 +50,7 @@ export function prepareDirectRun(root: string, opts: { agent: string; gatewayPre
     A2RL_AGENT_DIR: spec.dir!,
     GRADING_SERVER_URL: 'http://127.0.0.1:1',
   };
-  return { home, workspace, env, model: llm.defaultModel };
+  return { home, workspace, env, model: llm.defaultModel, files };
 }
 
 export function filesUnder(dir: string): string[] {
