@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { MemoryArtifactStore } from '../../infra/artifacts/memory-artifact-store.js';
 import { RedactingArtifactStore } from '../instrumentation/redacting-artifact-store.js';
 import { RunRedaction } from '../instrumentation/run-redaction.js';
-import { archiveAgentHome, archiveChanges, homeFilesOf, newHomeWatchState, restoreAgentHome, watchAgentHome, writeAgentHomeFiles, type ArchivedHome } from './agent-home.js';
+import { archiveAgentHome, archiveChanges, chunkListHash, chunksOf, homeFilesOf, newHomeWatchState, restoreAgentHome, watchAgentHome, writeAgentHomeFiles, type ArchivedHome } from './agent-home.js';
 
 const TOKEN = 'gw-token-3f9a1c7e5b2d8f4a';
 
@@ -109,6 +109,60 @@ describe('the agent home', () => {
     });
   });
 
+  describe('a large file archived in pieces', () => {
+    const lines = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => `{"turn":${from + i},"text":"${'x'.repeat(20)}"}\n`).join('');
+
+    it('cuts after a newline at or past each multiple of the piece size, so appending keeps the earlier pieces', () => {
+      const before = Buffer.from(lines(0, 40));
+      const after = Buffer.concat([before, Buffer.from(lines(40, 60))]);
+      const [a, b] = [chunksOf(before, 256), chunksOf(after, 256)];
+      expect(Buffer.concat(a).equals(before) && Buffer.concat(b).equals(after)).toBe(true);
+      expect(a.slice(0, -1).every((piece) => piece[piece.length - 1] === 0x0a)).toBe(true);
+      expect(a.length).toBeGreaterThan(3);
+      expect(b.slice(0, a.length - 1).map((p) => p.toString())).toEqual(a.slice(0, -1).map((p) => p.toString()));
+      expect(chunksOf(Buffer.alloc(1000), 256)).toHaveLength(1); // no newline: one piece
+    });
+
+    it('stores only the new pieces of a growing transcript, and restores it byte for byte', async () => {
+      const file = path.join(home, '.claude/projects/w/session.jsonl');
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, lines(0, 40));
+      const store = new MemoryArtifactStore();
+      const limits = { maxFiles: 10, maxFileBytes: 1 << 20, chunkBytes: 256 };
+      const state = newHomeWatchState();
+      const first = (await archiveChanges(home, store, limits, state))!;
+      const stored = store.blobs.size;
+      writeFileSync(file, lines(0, 60));
+      const second = (await archiveChanges(home, store, limits, state))!;
+      expect({ files: first.files, chunkedFirst: first.chunked?.map((c) => c.path) }).toEqual({ files: [], chunkedFirst: ['.claude/projects/w/session.jsonl'] });
+      // Only the last piece before, and what was appended, are new.
+      expect(store.blobs.size - stored).toBeLessThanOrEqual(second.chunked![0].chunks.length - first.chunked![0].chunks.length + 1);
+      expect(second.chunked![0].sha256).toBe(chunkListHash(second.chunked![0].chunks));
+
+      const target = path.join(os.tmpdir(), `a2rl-home-chunked-${process.pid}`);
+      try {
+        await restoreAgentHome(target, homeFilesOf([first, second]), store);
+        expect(readFileSync(path.join(target, '.claude/projects/w/session.jsonl'), 'utf8')).toBe(lines(0, 60));
+        const forged = { ...second.chunked![0], chunks: [...second.chunked![0].chunks].reverse() };
+        await expect(restoreAgentHome(target, [forged], store)).rejects.toThrow(/its pieces do not match its sha256/);
+      } finally {
+        rmSync(target, { recursive: true, force: true });
+      }
+    });
+
+    it('redacts a credential wherever it falls: no cut splits a line', async () => {
+      const text = `${'a'.repeat(250)}${TOKEN}${'b'.repeat(250)}\n${lines(0, 20)}`;
+      writeFileSync(path.join(home, 'big.jsonl'), text);
+      const inner = new MemoryArtifactStore();
+      const store = new RedactingArtifactStore(inner, new RunRedaction({ secrets: [{ kind: 'gateway-token', value: TOKEN }] }));
+      const archived = (await archiveChanges(home, store, { maxFiles: 10, maxFileBytes: 1 << 20, chunkBytes: 256 }, newHomeWatchState()))!;
+      const pieces = await Promise.all(archived.chunked![0].chunks.map(async (c) => text_(await inner.get(c.sha256))));
+      expect(pieces.length).toBeGreaterThan(1);
+      expect(pieces.join('').includes(TOKEN)).toBe(false);
+      expect(pieces[0]).toContain('[REDACTED:gateway-token]');
+    });
+  });
+
   describe('restored on another machine', () => {
     let other: string;
     beforeEach(() => {
@@ -165,6 +219,8 @@ describe('the agent home', () => {
     });
   });
 });
+
+const text_ = text;
 
 async function until(ok: () => boolean, capMs = 30_000): Promise<void> {
   for (const started = Date.now(); !ok(); ) {

@@ -33,16 +33,46 @@ export interface ArchivedHome {
   files: Array<{ path: string; sha256: string; size: number }>;
   skipped: number;
   skippedReason?: string;
-  /** Set by watchAgentHome: `files` lists only what changed since its previous pass. */
+  /** Set by watchAgentHome: `files` (and `chunked`) list only what changed since its previous pass. */
   changedOnly?: true;
   /** With changedOnly: files archived by an earlier pass that are gone now. */
   removed?: string[];
+  /** With changedOnly: files larger than a chunk, stored in pieces (see chunksOf). */
+  chunked?: ChunkedHomeFile[];
 }
+
+/** A piece of a file, as stored (after redaction). */
+export interface HomeChunk {
+  sha256: string;
+  size: number;
+}
+
+/**
+ * A file archived in pieces: `chunks` in order, `size` their total, `sha256` the hash of the list
+ * (chunkListHash), not of the bytes. Pieces already stored by an earlier pass are not stored again, so
+ * a transcript that grows or a database that changes a page costs what changed, not the whole file.
+ */
+export interface ChunkedHomeFile {
+  path: string;
+  sha256: string;
+  size: number;
+  chunks: HomeChunk[];
+}
+
+/** A file of the home as of an archive: whole (`sha256` is its blob) or in `chunks`. */
+export type HomeFile = { path: string; sha256: string; size: number; chunks?: HomeChunk[] };
 
 export interface HomeLimits {
   maxFiles: number;
   maxFileBytes: number;
+  /** The watcher stores a file larger than this in pieces of about this size. Default 1 MiB. */
+  chunkBytes?: number;
 }
+
+const DEFAULT_CHUNK_BYTES = 1 << 20;
+/** Bounds that keep an AgentHomeArchived event far below the ledger's 256 KiB (a piece is about 90 bytes of it). */
+const MAX_PIECES_PER_FILE = 256;
+const MAX_PIECES_PER_PASS = 1500;
 
 /**
  * Stores each regular file of the home (sorted by path, at most `maxFiles`, each at most
@@ -120,7 +150,9 @@ function versionOf(stat: BigIntStats): string {
  * Archives the home as it changes, so the CLI's session survives a SIGKILL of the harness: every
  * `everyMs` (passes never overlap), the regular files whose size, inode or times changed since the
  * previous pass are stored through `store` (the run's redacting store) with archiveAgentHome's care
- * (no links followed, `maxFiles` over the whole home, `maxFileBytes` each). A pass that found changes
+ * (no links followed, `maxFiles` over the whole home, `maxFileBytes` each); one larger than
+ * `chunkBytes` in pieces (`chunked`), so a 12-hour session's growing transcript is not stored whole
+ * every pass. A pass that found changes
  * calls `onArchived` with those files only (`changedOnly`), the archived files since gone (`removed`),
  * and the entries it skipped for the first time. A failed pass is reported to `onError` and retried by
  * the next. The returned stop() ends the passes, waiting for one in flight (and for its onArchived).
@@ -167,6 +199,8 @@ export function newHomeWatchState(): HomeWatchState {
 export async function archiveChanges(home: string, store: ArtifactStore, limits: HomeLimits, state: HomeWatchState): Promise<ArchivedHome | null> {
   const tree = await walkHome(home);
   const files: ArchivedHome['files'] = [];
+  const chunked: ChunkedHomeFile[] = [];
+  let piecesInPass = 0;
   const reasons = new Set<string>();
   let skipped = 0;
   const skip = (rel: string, reason: string) => {
@@ -188,14 +222,67 @@ export async function archiveChanges(home: string, store: ArtifactStore, limits:
       skip(rel, read);
       continue;
     }
-    files.push(await storeFile(store, rel, read.bytes));
+    const chunkBytes = pieceSize(read.bytes.length, limits.chunkBytes ?? DEFAULT_CHUNK_BYTES);
+    if (read.bytes.length <= chunkBytes) files.push(await storeFile(store, rel, read.bytes));
+    else {
+      const pieces = chunksOf(read.bytes, chunkBytes);
+      // The event stays small: what does not fit in this pass waits for the next (its version unrecorded).
+      if (piecesInPass + pieces.length > MAX_PIECES_PER_PASS) continue;
+      piecesInPass += pieces.length;
+      chunked.push(await storeChunked(store, rel, pieces));
+    }
     state.versions.set(rel, versionOf(read.stat));
   }
   const present = new Set(tree.files);
   const removed = [...state.versions.keys()].filter((rel) => !present.has(rel)).sort();
   for (const rel of removed) state.versions.delete(rel);
-  if (!files.length && !removed.length && !skipped) return null;
-  return { files, skipped, ...reasonsOf(reasons), changedOnly: true, ...(removed.length ? { removed } : {}) };
+  if (!files.length && !chunked.length && !removed.length && !skipped) return null;
+  return { files, skipped, ...reasonsOf(reasons), changedOnly: true, ...(removed.length ? { removed } : {}), ...(chunked.length ? { chunked } : {}) };
+}
+
+/**
+ * Cut points of a file's pieces: each piece ends just after the first newline at or past a multiple of
+ * `chunkBytes` (the end of the file if none). A cut depends only on the bytes near it, so appending to
+ * a file or changing a region of it leaves the other pieces as they were; and no cut falls inside a
+ * line, so a credential (which has no newline) is never split between two pieces, where the redacting
+ * store would see neither half as the credential.
+ */
+export function chunksOf(bytes: Buffer, chunkBytes: number): Buffer[] {
+  const pieces: Buffer[] = [];
+  let start = 0;
+  while (start < bytes.length) {
+    const target = Math.max(start + 1, (Math.floor(start / chunkBytes) + 1) * chunkBytes);
+    const newline = target >= bytes.length ? -1 : bytes.indexOf(0x0a, target - 1);
+    const end = newline < 0 ? bytes.length : newline + 1;
+    pieces.push(bytes.subarray(start, end));
+    start = end;
+  }
+  return pieces;
+}
+
+/** The hash that names a chunked file: sha256 of its pieces' `sha256:size` lines. */
+export function chunkListHash(chunks: readonly HomeChunk[]): string {
+  return createHash('sha256').update(chunks.map((c) => `${c.sha256}:${c.size}\n`).join('')).digest('hex');
+}
+
+/**
+ * The piece size for a file of `size` bytes: `chunkBytes` doubled until the file is at most
+ * MAX_PIECES_PER_FILE pieces. Doubling keeps every other cut, so a growing file re-stores its pieces
+ * once per doubling, not at every pass.
+ */
+function pieceSize(size: number, chunkBytes: number): number {
+  let bytes = chunkBytes;
+  while (size / bytes > MAX_PIECES_PER_FILE) bytes *= 2;
+  return bytes;
+}
+
+async function storeChunked(store: ArtifactStore, rel: string, pieces: Buffer[]): Promise<ChunkedHomeFile> {
+  const chunks: HomeChunk[] = [];
+  for (const piece of pieces) {
+    const put = await store.put(piece, { sha256: createHash('sha256').update(piece).digest('hex'), size: piece.length });
+    chunks.push({ sha256: put.sha256, size: put.size });
+  }
+  return { path: rel, sha256: chunkListHash(chunks), size: chunks.reduce((n, c) => n + c.size, 0), chunks };
 }
 
 /**
@@ -203,12 +290,12 @@ export async function archiveChanges(home: string, store: ArtifactStore, limits:
  * changed-only archive applied in order (newer versions replace, `removed` drops). Pure: the
  * harness feeds it the AgentHomeArchived payloads of the run, in seq order.
  */
-export function homeFilesOf(archives: readonly ArchivedHome[]): ArchivedHome['files'] {
-  const files = new Map<string, ArchivedHome['files'][number]>();
+export function homeFilesOf(archives: readonly ArchivedHome[]): HomeFile[] {
+  const files = new Map<string, HomeFile>();
   for (const archive of archives) {
     if (!archive.changedOnly) files.clear();
     for (const rel of archive.removed ?? []) files.delete(rel);
-    for (const file of archive.files) files.set(file.path, file);
+    for (const file of [...archive.files, ...(archive.chunked ?? [])]) files.set(file.path, file);
   }
   return [...files.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
@@ -227,7 +314,7 @@ function safeHomePath(rel: string): boolean {
  * must be a real directory, and the file is opened with O_NOFOLLOW. Any refusal throws, naming the path.
  * Files that exist are overwritten; others in the home are left as they are.
  */
-export async function restoreAgentHome(home: string, files: ArchivedHome['files'], store: ArtifactStore, uid?: number): Promise<void> {
+export async function restoreAgentHome(home: string, files: readonly HomeFile[], store: ArtifactStore, uid?: number): Promise<void> {
   const bad = files.find((f) => !safeHomePath(f.path));
   if (bad) throw new Error(`agent home file "${bad.path}" is outside the home: refusing to restore`);
   await ensureRealDir(home, uid);
@@ -251,12 +338,20 @@ async function ensureRealDir(dir: string, uid: number | undefined): Promise<void
   if (uid !== undefined) await chown(dir, uid, uid);
 }
 
-async function blobBytes(store: ArtifactStore, file: ArchivedHome['files'][number]): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of await store.get(file.sha256)) chunks.push(chunk as Buffer);
-  const bytes = Buffer.concat(chunks);
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
-  if (sha256 !== file.sha256 || bytes.length !== file.size) throw new Error(`agent home file "${file.path}": the stored blob does not match its sha256 and size`);
+/** The file's bytes: its blob, or its pieces in order; each checked against its sha256 and size. */
+async function blobBytes(store: ArtifactStore, file: HomeFile): Promise<Buffer> {
+  const pieces = file.chunks ?? [file];
+  if (file.chunks && chunkListHash(file.chunks) !== file.sha256) throw new Error(`agent home file "${file.path}": its pieces do not match its sha256`);
+  const bytes = Buffer.concat(await Promise.all(pieces.map((piece) => pieceBytes(store, file.path, piece))));
+  if (bytes.length !== file.size) throw new Error(`agent home file "${file.path}": the stored blob does not match its sha256 and size`);
+  return bytes;
+}
+
+async function pieceBytes(store: ArtifactStore, rel: string, piece: HomeChunk): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of await store.get(piece.sha256)) parts.push(part as Buffer);
+  const bytes = Buffer.concat(parts);
+  if (createHash('sha256').update(bytes).digest('hex') !== piece.sha256 || bytes.length !== piece.size) throw new Error(`agent home file "${rel}": the stored blob does not match its sha256 and size`);
   return bytes;
 }
 

@@ -494,12 +494,27 @@ export class LlmCallRecorded {
  * files since gone), so its CLI's session survives the harness's loss. The home as of a seq is the last
  * whole archive before it with the later changed-only ones applied (agent-home.ts `homeFilesOf`).
  */
+export class HomeChunk {
+  @Matches(SHA256) sha256!: string;
+  @IsInt() @Min(0) size!: number;
+}
+
+/** A file of the agent's home archived in pieces (agent-home.ts `chunksOf`); `sha256` hashes the list of pieces. */
+export class ChunkedHomeFile {
+  @IsString() @MinLength(1) @MaxLength(4096) path!: string;
+  @Matches(SHA256) sha256!: string;
+  @IsInt() @Min(0) size!: number;
+  @IsArray() @ArrayMaxSize(1500) @ValidateNested({ each: true }) @Type(() => HomeChunk) chunks!: HomeChunk[];
+}
+
 export class AgentHomeArchived {
   @IsArray() @ArrayMaxSize(2000) @ValidateNested({ each: true }) @Type(() => ManifestEntry) files!: ManifestEntry[];
   @IsInt() @Min(0) skipped!: number;
   @IsOptional() @IsString() @MaxLength(1000) skippedReason?: string;
   @IsOptional() @IsIn([true]) changedOnly?: true;
   @IsOptional() @IsArray() @ArrayMaxSize(2000) @IsString({ each: true }) @MaxLength(4096, { each: true }) removed?: string[];
+  /** With changedOnly: the changed files larger than a piece (1 MiB), as their pieces; pieces stored before are not stored again. */
+  @IsOptional() @IsArray() @ArrayMaxSize(1500) @ValidateNested({ each: true }) @Type(() => ChunkedHomeFile) chunked?: ChunkedHomeFile[];
   @Matches(ISO_UTC) observedAt!: string;
 }
 
