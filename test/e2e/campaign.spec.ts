@@ -156,10 +156,11 @@ describe('a2rl campaign resume after the scheduling process was SIGKILLed', () =
     const scheduler = start(home, ['campaign', 'run', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '6s']);
     try {
       const id = await until('the campaign id on stderr', async () => campaignIdIn(scheduler.stderr()), 120_000);
-      // Mid-campaign: a cell done, another one's run going.
-      await until('one cell completed and one running', async () => {
+      // Mid-campaign: a cell done, another one's agent running.
+      await until('one cell completed and one running its agent', async () => {
         const p = await status(home, id);
-        return p.counts.completed >= 1 && p.counts.running === 1 ? p : null;
+        const running = p.cells.find((c) => c.status === 'running');
+        return p.counts.completed >= 1 && running?.runId && (await events(home, running.runId)).some((e) => e.type === 'AgentStarted') ? p : null;
       }, 120_000);
       scheduler.child.kill('SIGKILL');
       await scheduler.exited;
@@ -174,13 +175,15 @@ describe('a2rl campaign resume after the scheduling process was SIGKILLed', () =
       const progress = await status(home, id);
       const byCell = await runsByCell(home, id);
       expectOneFinishedRunPerCell(progress, byCell);
-      // What had completed was not run again; the killed run is recorded interrupted, its cell retried.
+      // What had completed was not run again; the killed run, whose agent had started, is recorded
+      // interrupted and resumed (the same run and attempt, docs/resume.md), not run again.
       for (const c of done) expect(progress.cells[c.cell].runs).toEqual([c.runId]);
-      const retried = progress.cells[open.cell];
-      expect(retried).toMatchObject({ attempt: 2, runs: [open.runId, retried.runId] });
+      expect(progress.cells[open.cell]).toMatchObject({ attempt: 1, runs: [open.runId], status: 'completed' });
       const killedRun = byCell.get(open.cell)!.find((r) => r.runId === open.runId)!;
-      expect(killedRun.state).toBe('interrupted');
-      expect(killedRun.events.some((e) => e.type === 'RunInterrupted')).toBe(true);
+      expect(killedRun.state).toBe('completed');
+      const types = killedRun.events.map((e) => e.type);
+      expect(types.indexOf('RunInterrupted')).toBeGreaterThan(-1);
+      expect(types.indexOf('RunResumed')).toBeGreaterThan(types.indexOf('RunInterrupted'));
     } finally {
       scheduler.child.kill('SIGKILL');
     }

@@ -4,7 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { A2RL_BIN, runA2rl } from './a2rl-cli.js';
+import { projectCliBin } from '../../modules/agents/agent-registry.js';
+import { conversationOf, lastUserText } from '../servers/fake-llm/conversation.js';
+import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
+import { A2RL_BIN, runA2rl, sandboxedAsRoot } from './a2rl-cli.js';
 import { until } from '../testing/helpers.js';
 
 // `a2rl run --resume`: the harness is SIGKILLed after two graded submissions, and the run continues in
@@ -208,4 +211,75 @@ describe('a2rl run --resume on another machine (PostgreSQL ledger, shared artifa
     expect(existsSync(path.join(homeA, 'runs', `${runId}.json`))).toBe(false);
     expect((await events(machine(homeB), runId)).length).toBe(evs.length);
   }, 400_000);
+});
+
+// The same through a real agent CLI (Claude Code, pinned in infra/agent-clis) against a scripted
+// Anthropic fake: the harness is SIGKILLed while the CLI's model request after its second graded
+// submission is pending; the resumed run launches `claude --resume <session>`, whose first request
+// carries the earlier conversation with the harness's note as the newest user message.
+
+/** Two turns of the CLI's shell tool, each submitting; the second prints a marker its command does not contain. */
+const CLI_SCRIPT = [
+  'mkdir -p output && cp -r models/* output/ckpt && curl -s -X POST "${GRADING_SERVER_URL}/submit" -H "content-type: application/json" -d \'{"model_path": "output/ckpt"}\'',
+  'curl -s -X POST "${GRADING_SERVER_URL}/submit" -H "content-type: application/json" -d \'{"model_path": "output/ckpt"}\' && printf \'second%s\\n\' -submitted-9d2e',
+];
+const SECOND_RESULT = 'second-submitted-9d2e';
+const UPSTREAM_KEY = 'sk-resume-upstream-3f9a7c1e5b2d4a6f';
+const claudeInstalled = existsSync(path.join(projectCliBin(), 'claude'));
+const offersTools = (request: unknown) => ((request as { tools?: unknown[] } | undefined)?.tools?.length ?? 0) > 0;
+
+(sandboxedAsRoot && claudeInstalled ? describe : describe.skip)('a2rl run --resume with a real agent CLI (Claude Code)', () => {
+  it('continues the CLI\'s own session: the resumed request carries the earlier conversation and the note; both segments\' submissions on the record', async () => {
+    const home = tempDir('claude');
+    let holding = true;
+    let pending = false;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const fake = await startFakeAnthropic({
+      script: CLI_SCRIPT,
+      finalText: 'Resumed, and done.',
+      expectKey: UPSTREAM_KEY,
+      before: (_path, request) => {
+        if (!holding || !offersTools(request) || !conversationOf(request).some((t) => t.role === 'tool' && t.text.includes(SECOND_RESULT))) return undefined;
+        pending = true;
+        return gate;
+      },
+    });
+    const env = { ...process.env, A2RL_HOME: home, A2RL_LEDGER_URL: '', A2RL_ARTIFACTS_URL: '', A2RL_LLM_ANTHROPIC_URL: fake.url, A2RL_LLM_ANTHROPIC_KEY: UPSTREAM_KEY };
+    try {
+      const child = spawn(process.execPath, [A2RL_BIN, 'run', '--task', 'ref-arith', '--agent', 'claude-code', '--budget', '300s'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      const runId = await until(() => `the run to be scheduled (${stderr})`, () => /run (\S+) scheduled/.exec(stderr)?.[1], 120_000);
+      // Lost while the CLI waits for its model after the second submission, once both gradings are recorded.
+      await until('the CLI\'s request after its second submission', async () => pending && (await events(env, runId)).filter((e) => e.type === 'SubmissionGraded').length === 2, 180_000);
+      child.kill('SIGKILL');
+      await exited;
+      holding = false;
+      const callsBefore = fake.calls.length;
+
+      const resumed = await runA2rl(['run', '--resume', runId, '--json'], { env });
+      expect({ code: resumed.code, stderr: resumed.code === 0 ? '' : resumed.stderr }).toEqual({ code: 0, stderr: '' });
+      const evs = await events(env, runId);
+      const facts = evs.find((e) => e.type === 'RunResumed')!.data;
+      expect(facts).toMatchObject({ session: 'continued', agentHome: 'on-disk', workspace: { source: 'on-disk' } });
+      expect(evs.map((e) => e.seq)).toEqual(evs.map((_, i) => i));
+      expect(evs.filter((e) => e.type === 'SubmissionGraded').map((e) => e.data.submissionId)).toEqual(['sub-1', 'sub-2']);
+      expect(evs.map((e) => e.type).slice(-2)).toEqual(['RunCompleted', 'TreeHeadSigned']);
+
+      // What the scripted provider saw from the resumed CLI: the earlier conversation, then the note.
+      const first = fake.calls.slice(callsBefore).find((c) => offersTools(c.body))!;
+      const turns = conversationOf(first.body);
+      expect(turns.filter((t) => t.role === 'tool').some((t) => t.text.includes(SECOND_RESULT))).toBe(true);
+      expect(lastUserText(first.body)).toMatch(/this run has been resumed/);
+      // The resumed CLI's calls went through the resumed run's gateway and are on the record after RunResumed.
+      const resumedSeq = evs.find((e) => e.type === 'RunResumed')!.seq;
+      expect(evs.some((e) => e.type === 'LlmCallRecorded' && e.seq > resumedSeq)).toBe(true);
+      expect((await runA2rl(['verify', runId], { env })).code).toBe(0);
+    } finally {
+      release();
+      await fake.close();
+    }
+  }, 420_000);
 });
