@@ -90,7 +90,8 @@ const SUMMARIES: Summaries = {
     `${d.method} ${d.host}:${d.port} ${d.allowed ? `allowed, ${formatBytes(d.bytesOut)} out, ${formatBytes(d.bytesIn)} in` : 'refused'}${d.reason ? `: ${d.reason}` : ''}`,
   LlmCallRecorded: (d) =>
     `${d.callId} ${d.provider} ${d.api} ${d.modelAnswered ?? d.modelRequested ?? '?'} → ${d.status} ${d.outcome}, ${d.usage.inputTokens ?? '?'} in / ${d.usage.outputTokens ?? '?'} out${d.toolCalls.length ? `, tools ${d.toolCalls.map((t) => t.name).join(', ')}` : ''}`,
-  AgentHomeArchived: (d) => `${d.files.length} files of the agent's home archived${d.skipped ? `, ${d.skipped} skipped` : ''}`,
+  AgentHomeArchived: (d) =>
+    `${d.files.length + (d.chunked?.length ?? 0)} ${d.changedOnly ? 'changed ' : ''}files of the agent's home archived${d.removed?.length ? `, ${d.removed.length} gone` : ''}${d.skipped ? `, ${d.skipped} skipped` : ''}`,
   GradingRepeated: (d) =>
     `${d.subject === 'baseline' ? 'baseline' : `submission ${d.submissionId}`} graded again (${d.repeat}/${d.of})${d.score !== undefined ? `: ${score(d.score)}` : `, failed: ${d.error ?? 'unknown error'}`}`,
   LimitReached: (d) => `${d.limit} reached${d.scope ? ` (${d.scope})` : ''}: ${d.value} of ${d.max}; ${limitAction(d)}`,
