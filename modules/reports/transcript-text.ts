@@ -24,7 +24,7 @@ function title(e: TranscriptEntry): string {
 export function entryText(e: TranscriptEntry): string {
   const u = e.usage;
   const head = [
-    `── ${title(e)} · seq ${e.seq} · ${e.model ?? 'unknown model'} (${e.provider} ${e.api}${e.stream ? ', streamed' : ''})`,
+    `── ${title(e)}${e.segment ? ` (resumed, segment ${e.segment})` : ''} · seq ${e.seq} · ${e.model ?? 'unknown model'} (${e.provider} ${e.api}${e.stream ? ', streamed' : ''})`,
     `${e.status} ${e.outcome}${e.answer.stopReason ? ` (${e.answer.stopReason})` : ''}`,
     `${seconds(e.latencyMs)}${e.ttftMs === null ? '' : `, first byte ${seconds(e.ttftMs)}`}`,
     `${tokens(u.inputTokens)} in / ${tokens(u.outputTokens)} out tokens${u.cacheReadTokens || u.cacheWriteTokens ? ` (cache ${tokens(u.cacheReadTokens)} read, ${tokens(u.cacheWriteTokens)} written)` : ''}`,

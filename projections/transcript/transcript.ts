@@ -64,6 +64,8 @@ export interface TranscriptEntry {
   answer: { text: string | null; toolCalls: LlmCall['toolCalls']; stopReason: string | null };
   usage: LlmCall['usage'];
   costUsd: number | null;
+  /** The run's segment (2 on) for a call made after a resume (docs/resume.md); absent in the first. */
+  segment?: number;
 }
 
 export interface TranscriptTotals extends UsageTotals {
@@ -146,6 +148,7 @@ export class TranscriptBuilder {
       answer: { text: d.outputText, toolCalls: d.toolCalls.map((c) => ({ ...c })), stopReason: d.stopReason },
       usage: { ...d.usage },
       costUsd: callCostUsd(d),
+      ...(d.segment ? { segment: d.segment } : {}),
     };
     this.runId ??= event.runId;
     this.lastSeq = event.seq;

@@ -275,7 +275,12 @@ const offersTools = (request: unknown) => ((request as { tools?: unknown[] } | u
       expect(lastUserText(first.body)).toMatch(/this run has been resumed/);
       // The resumed CLI's calls went through the resumed run's gateway and are on the record after RunResumed.
       const resumedSeq = evs.find((e) => e.type === 'RunResumed')!.seq;
-      expect(evs.some((e) => e.type === 'LlmCallRecorded' && e.seq > resumedSeq)).toBe(true);
+      const resumedCalls = evs.filter((e) => e.type === 'LlmCallRecorded' && e.seq > resumedSeq);
+      expect(resumedCalls.length).toBeGreaterThan(0);
+      expect(resumedCalls.every((e) => e.data.segment === 2)).toBe(true);
+      expect(evs.filter((e) => e.type === 'LlmCallRecorded' && e.seq < resumedSeq).every((e) => e.data.segment === undefined)).toBe(true);
+      const transcript = await runA2rl(['transcript', runId], { env });
+      expect(transcript.stdout).toMatch(/\(resumed, segment 2\) · seq /);
       expect((await runA2rl(['verify', runId], { env })).code).toBe(0);
     } finally {
       release();

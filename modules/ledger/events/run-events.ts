@@ -368,8 +368,9 @@ export class IntegrityDifference {
 
 /**
  * The read-only world (data/ and models/) compared with WorkspacePrepared.dataManifest: before each
- * grading (`full` false: files whose stat is unchanged since the last hash keep it) and at the end of
- * the run (`full`: every file re-hashed). `ok` (older runs) is false exactly when there is a difference.
+ * grading and at the end of the run (`full` false: files whose stat is unchanged since the last hash
+ * keep it; `full`: every file re-hashed, at the end of an unsandboxed run and on resume). `ok` (older
+ * runs) is false exactly when there is a difference.
  */
 export class WorkspaceIntegrityChecked {
   /** grading: before a submission is graded; end: at the end of the run; resume: a resumed run's workspace found on disk, before its agent restarts. */
@@ -485,6 +486,8 @@ export class LlmCallRecorded {
   @Matches(ISO_UTC) observedAt!: string;
   /** What caused it (docs/event-catalog.md#causation): the earlier model call whose tool call this request answers (evidence: toolCallId, the first answered tool result an earlier call asked for). Absent in older runs and where no cause could be told. */
   @IsOptional() @ValidateNested() @Type(() => Cause) causedBy?: Cause;
+  /** The run's segment the call was made in, from 2 on: the agent's calls after a resume (docs/resume.md); absent in the first. */
+  @IsOptional() @IsInt() @Min(2) segment?: number;
 }
 
 /**

@@ -115,7 +115,8 @@ async function openGateway(deps: RunDeps, s: RunSession, prepared: Prepared, end
     upstreams: upstreamsFromEnv(deps.env),
     limits: { maxTokens: s.limits.llmTokens, maxCostUsd: s.limits.llmCostUsd },
     ...(s.segment.resume ? { spentBefore: s.segment.resume.llmSpent } : {}),
-    record: (data) => s.record('LlmCallRecorded', data),
+    // A resumed run's calls say which segment made them (the transcript marks them).
+    record: (data) => s.record('LlmCallRecorded', s.segment.number > 1 ? { ...data, segment: s.segment.number } : data),
     storeBlob: async (body) => {
       const put = await s.instrumentation.store.put(body, { sha256: sha256Hex(body), size: body.length });
       return { sha256: put.sha256, size: put.size, key: put.key };
