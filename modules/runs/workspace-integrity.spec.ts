@@ -10,6 +10,8 @@ import { canonicalBytes } from '../ledger/events/canonical-json.js';
 import { fakeTask } from './testing/fake-task.js';
 import { prepareWorkspace } from './workspace.js';
 import { workspaceLayout, type ManifestEntry, type WorkspaceLayout } from '../workspace-fs/layout.js';
+import { IntegrityChecks } from './steps/integrity.js';
+import type { EventData } from '../ledger/events/catalog.js';
 import {
   captureIntegrityBaseline,
   checkWorkspaceIntegrity,
@@ -243,6 +245,87 @@ describe('the cheap check (stat against a baseline)', () => {
     const baseline = JSON.parse(JSON.stringify(await captureIntegrityBaseline(layout, manifest))) as IntegrityBaseline;
     await writeFile(join(layout.root, 'data/splits/dev.jsonl'), 'changed\n');
     expect((await cheap(baseline)).differences.map((d) => d.path)).toEqual(['data/splits/dev.jsonl']);
+  });
+});
+
+describe('the end-of-run check of a sandboxed agent (stat against the last baseline)', () => {
+  const SHARDS = 12;
+  const shard = (i: number) => `models/tiny-base/model-${String(i).padStart(5, '0')}-of-${SHARDS}.safetensors`;
+  /** A multi-file models/, the manifest covering it. */
+  async function shardedModels(): Promise<void> {
+    for (let i = 0; i < SHARDS; i++) await put(shard(i), Buffer.alloc(64 * 1024 + i, i));
+    manifest = [...manifest, ...Array.from({ length: SHARDS }, (_, i) => ({ path: shard(i), sha256: sha(Buffer.alloc(64 * 1024 + i, i)), size: 64 * 1024 + i }))]
+      .sort((a, b) => (a.path < b.path ? -1 : 1));
+  }
+  /** The baseline with every hash replaced: a file the check re-hashes comes out right, one it does not shows the lie. */
+  const lyingAbout = (baseline: IntegrityBaseline): IntegrityBaseline => {
+    const lying = structuredClone(baseline);
+    for (const f of Object.values(lying.files)) f.sha256 = 'e'.repeat(64);
+    return lying;
+  };
+
+  it('re-hashes no file of an unchanged multi-file models/, and records full: false', async () => {
+    await shardedModels();
+    const end = await integrityAtEnd(layout, manifest, 'end', lyingAbout(await captureIntegrityBaseline(layout, manifest)));
+    expect(end.data).toMatchObject({ phase: 'end', full: false, checked: manifest.length });
+    // Every path kept the baseline's (false) hash: not one file was read.
+    expect(end.data.differences.map((d) => [d.path, d.actual])).toEqual(manifest.map((e) => [e.path, 'e'.repeat(64)]));
+    // The same check with a true baseline passes.
+    expect((await integrityAtEnd(layout, manifest, 'end', await captureIntegrityBaseline(layout, manifest))).data.differences).toEqual([]);
+  });
+
+  it('re-hashes every file without a baseline (an unsandboxed run), and records full: true', async () => {
+    await shardedModels();
+    const end = await integrityAtEnd(layout, manifest, 'end');
+    expect(end.data).toMatchObject({ phase: 'end', full: true, checked: manifest.length, differences: [] });
+  });
+
+  it('catches a shard rewritten behind the harness with its size and mtime put back (ctime moves), after a grading check', async () => {
+    await shardedModels();
+    const grading = await integrityBeforeGrading(layout, manifest, await captureIntegrityBaseline(layout, manifest), 'sub-1');
+    expect(grading.data.differences).toEqual([]);
+    const path = join(layout.root, shard(7));
+    const before = await stat(path, { bigint: true });
+    const reference = join(home, 'reference');
+    await writeFile(reference, '');
+    execFileSync('touch', ['-r', path, reference]); // utimensat: the exact times, to the nanosecond
+    const forged = Buffer.alloc(64 * 1024 + 7, 0xaa);
+    await writeFile(path, forged);
+    execFileSync('touch', ['-r', reference, path]);
+    const after = await stat(path, { bigint: true });
+    // Only ctime tells: same inode, size and mtime.
+    expect([after.ino, after.size, after.mtimeNs]).toEqual([before.ino, before.size, before.mtimeNs]);
+    expect(after.ctimeNs).not.toBe(before.ctimeNs);
+    const end = await integrityAtEnd(layout, manifest, 'end', grading.baseline);
+    expect(end.data).toMatchObject({ full: false, differences: [{ path: shard(7), expected: sha(Buffer.alloc(64 * 1024 + 7, 7)), actual: sha(forged) }] });
+  });
+
+  it('catches a shard replaced by another inode with the same size and times', async () => {
+    await shardedModels();
+    const baseline = await captureIntegrityBaseline(layout, manifest);
+    const path = join(layout.root, shard(3));
+    await writeFile(`${path}.new`, Buffer.alloc(64 * 1024 + 3, 0xbb));
+    execFileSync('touch', ['-r', path, `${path}.new`]);
+    await rename(`${path}.new`, path);
+    const end = await integrityAtEnd(layout, manifest, 'end', baseline);
+    expect(end.data.differences).toEqual([{ path: shard(3), expected: sha(Buffer.alloc(64 * 1024 + 3, 3)), actual: sha(Buffer.alloc(64 * 1024 + 3, 0xbb)) }]);
+  });
+
+  it('IntegrityChecks: stat-compared at the end in the bwrap sandbox, every file re-hashed unsandboxed, always on resume', async () => {
+    await shardedModels();
+    const recorded: EventData<'WorkspaceIntegrityChecked'>[] = [];
+    const session = { runId: 'run-1', warn: (m: string) => { throw new Error(m); }, record: async (_type: string, data: unknown) => void recorded.push(data as never) } as unknown as ConstructorParameters<typeof IntegrityChecks>[0];
+    const lying = lyingAbout(await captureIntegrityBaseline(layout, manifest));
+    await new IntegrityChecks(session, layout, manifest, lying, 'bwrap').atEnd();
+    await new IntegrityChecks(session, layout, manifest, lying, 'none').atEnd();
+    await new IntegrityChecks(session, layout, manifest, lying).atEnd(); // the default is the safe one
+    await new IntegrityChecks(session, layout, manifest, lying, 'bwrap').atResume();
+    expect(recorded.map((d) => [d.phase, d.full, d.differences.length])).toEqual([
+      ['end', false, manifest.length],
+      ['end', true, 0],
+      ['end', true, 0],
+      ['resume', true, 0],
+    ]);
   });
 });
 

@@ -3,6 +3,7 @@ import { relative, sep } from 'node:path';
 import { DirCursor, HeldDir } from '../workspace-fs/held-dir.js';
 import { forEachLimit, hashFile, sameFingerprint, walkTops, type Fingerprint, type Found, type FoundInstead, type Hashed } from '../workspace-fs/workspace-scan.js';
 import type { EventData } from '../ledger/events/catalog.js';
+import type { SandboxKind } from '../sandbox/sandbox.js';
 import type { ManifestEntry, WorkspaceLayout } from '../workspace-fs/layout.js';
 
 /**
@@ -12,10 +13,12 @@ import type { ManifestEntry, WorkspaceLayout } from '../workspace-fs/layout.js';
  * through its parent's descriptor, refusing links (modules/workspace-fs/held-dir.ts), entries are
  * lstat'ed inside the already-open directory, and files are hashed from such descriptors.
  *
- * Two strengths. `full` re-hashes every file (tens of GB for paper tasks: the end-of-run check).
- * Otherwise a file whose stat fingerprint (dev, inode, size, mtime, ctime, to the nanosecond) equals
- * the baseline's keeps the baseline's hash: ctime cannot be set back from user space, so a rewrite,
- * a chmod, a new link or a rename-over all show. That is the cheap check before each grading.
+ * Two strengths. `full` re-hashes every file (tens of GB for paper tasks). Otherwise a file whose
+ * stat fingerprint (dev, inode, size, mtime, ctime, to the nanosecond) equals the baseline's keeps
+ * the baseline's hash: ctime cannot be set back from user space, so a rewrite, a chmod, a new link or
+ * a rename-over all show. That is the check before each grading, and the end-of-run check of a
+ * sandboxed agent; an unsandboxed one (`sandbox none`, running as the harness's own user) gets the
+ * full check at the end (docs/security.md, "Integrity of the read-only world").
  */
 
 export type { Fingerprint, FoundInstead } from '../workspace-fs/workspace-scan.js';
@@ -162,9 +165,10 @@ async function judge(
 
 /**
  * The baseline right after preparation, before the agent starts: every manifest file's fingerprint
- * with the manifest's hash. Nothing is hashed (the files were just copied from the hashed task
- * cache); the end-of-run check re-hashes everything anyway. A path that is not a regular file is left
- * out, so the next check hashes (and reports) it.
+ * with the manifest's hash. Nothing is hashed here: the preparation archives every file right after
+ * (the artifact store reads and checks each against its manifest hash, failing the preparation on a
+ * mismatch), with these fingerprints already taken. A path that is not a regular file is left out,
+ * so the next check hashes (and reports) it.
  */
 export async function captureIntegrityBaseline(layout: WorkspaceLayout, manifest: readonly ManifestEntry[]): Promise<IntegrityBaseline> {
   const tops = [layout.dataDir, layout.modelsDir].map((dir) => toPosix(relative(layout.root, dir)));
@@ -220,10 +224,31 @@ export async function integrityBeforeGrading(
   return { data: integrityEventData(result, { phase: 'grading', submissionId, full: false, observedAt: new Date() }), baseline: result.baseline };
 }
 
-/** The full check at the end of the run: every file re-hashed. Record `data`. */
-export async function integrityAtEnd(layout: WorkspaceLayout, manifest: readonly ManifestEntry[], phase: 'end' | 'resume' = 'end'): Promise<{ data: IntegrityEventData; baseline: IntegrityBaseline }> {
-  const result = await checkWorkspaceIntegrity(layout, manifest, { full: true });
-  return { data: integrityEventData(result, { phase, full: true, observedAt: new Date() }), baseline: result.baseline };
+/**
+ * The check at the end of the run (or of a resumed run's workspace found on disk). With `previous`
+ * (the last check's baseline, or the one captured at preparation) it is stat-compared like the check
+ * before a grading, re-hashing only files whose fingerprint changed: pass it only where the agent
+ * could not reach the harness nor set a file's ctime (the bwrap sandbox; endCheckComparesStat).
+ * Without it every file is re-hashed. `full` in `data` says which. Record `data`.
+ */
+export async function integrityAtEnd(
+  layout: WorkspaceLayout,
+  manifest: readonly ManifestEntry[],
+  phase: 'end' | 'resume' = 'end',
+  previous?: IntegrityBaseline,
+): Promise<{ data: IntegrityEventData; baseline: IntegrityBaseline }> {
+  const full = previous === undefined;
+  const result = await checkWorkspaceIntegrity(layout, manifest, { full, previous });
+  return { data: integrityEventData(result, { phase, full, observedAt: new Date() }), baseline: result.baseline };
+}
+
+/**
+ * Whether the end-of-run check may trust unchanged fingerprints: only when the agent ran in the bwrap
+ * sandbox (its own uid, or a user namespace; data/ and models/ read-only binds). Unsandboxed it runs
+ * as the harness's user, which can reach the harness itself: every file is re-hashed.
+ */
+export function endCheckComparesStat(sandbox: SandboxKind): boolean {
+  return sandbox === 'bwrap';
 }
 
 // ---- helpers ----

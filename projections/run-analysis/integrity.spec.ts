@@ -31,6 +31,8 @@ describe('workspaceIntegrity', () => {
       evidence: [1],
     });
     expect(workspaceIntegrity(run({ submissionId: 's1' }, { phase: 'end', full: true }))).toMatchObject({ ok: true, endChecked: true, evidence: [1, 2] });
+    // A sandboxed agent's end check is stat-compared (full: false): still the end-of-run check.
+    expect(workspaceIntegrity(run({ submissionId: 's1' }, { phase: 'end', full: false }))).toMatchObject({ ok: true, endChecked: true, checks: [{ full: false }, { phase: 'end', full: false }] });
   });
 
   it('keeps every modified path with its latest finding and the checks that listed it, sorted by path', () => {

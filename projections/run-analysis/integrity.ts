@@ -37,7 +37,7 @@ export interface IntegrityCheckSummary {
 export interface WorkspaceIntegrity {
   /** No check found a difference. */
   ok: boolean;
-  /** Whether the full end-of-run check was recorded. */
+  /** Whether the end-of-run check was recorded (stat-compared for a sandboxed agent, `full` otherwise). */
   endChecked: boolean;
   checks: IntegrityCheckSummary[];
   /** Every path a check listed, with the latest check's finding, sorted by path. */

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomFill } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { access, mkdir, mkdtemp, open, readdir, rm, statfs, writeFile } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, open, readdir, rm, statfs, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -16,33 +16,42 @@ import { checkArtifacts } from '../../modules/audit/verify.service.js';
 import { FakeTask } from '../../modules/grading/testing/grading-fixtures.js';
 import { ActiveRun } from '../../modules/grading/run-registry.js';
 import { SubmissionService } from '../../modules/grading/submission.service.js';
-import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import type { A2rlEvent, EventData } from '../../modules/ledger/events/catalog.js';
 import { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { ProjectionRunner } from '../../modules/readmodels/projection-runner.js';
 import { ReplayService } from '../../modules/replay/replay.service.js';
 import type { RunContext } from '../../modules/run-context/run-context.js';
 import type { WorkspaceLayout } from '../../modules/workspace-fs/layout.js';
 import { PAPER_LIMITS } from '../../modules/sandbox/limits.js';
+import { IntegrityChecks } from '../../modules/runs/steps/integrity.js';
+import { captureIntegrityBaseline } from '../../modules/runs/workspace-integrity.js';
+import type { ManifestEntry } from '../../modules/workspace-fs/layout.js';
 import { workspaceRevisionsProjection } from '../../projections/workspace-revisions/workspace-revisions.projection.js';
 import type { EvaluationResult } from '../../tasks/task-pack.js';
 
-// `npm run bench -- checkpoint`: the submit path at real sizes. A synthetic safetensors checkpoint
-// (valid header, 3 GiB of random tensor data, config and tokenizer files) in a run's workspace is
-// submitted through the real SubmissionService (the /submit handler without HTTP) with the
-// filesystem artifact store and a SQLite ledger, then the archived blobs are checked as
-// `a2rl verify` does and the checkpoint is replayed from the ledger. `cp -r` of the same directory
-// on the same filesystem is the reference. Size: A2RL_BENCH_CHECKPOINT_BYTES (default 3 GiB);
-// place: A2RL_BENCH_DIR (default the OS temp dir), which needs about 4× the size free.
-// A2RL_BENCH_CHECKPOINT_COPY=1 archives through put() (a second copy) instead of putFile() (a link).
+// `npm run bench -- checkpoint [--gb N]`: the submit path and the read-only world at real sizes. A
+// synthetic safetensors checkpoint (valid header, N GiB of random tensor data, config and tokenizer
+// files; default 2) in a run's workspace is submitted through the real SubmissionService (the /submit
+// handler without HTTP: stage, archive, the integrity check of data/ and models/ before grading) with
+// the filesystem artifact store and a SQLite ledger, then the archived blobs are checked as
+// `a2rl verify` does and the checkpoint is replayed from the ledger. `cp -r` of the same directory on
+// the same filesystem is the reference. The workspace's models/ holds a sharded base model of the same
+// size: its end-of-run integrity check is timed both ways, every file re-hashed (an unsandboxed run,
+// and every run before the stat comparison) and stat-compared with the last check (a sandboxed run).
+// Place: A2RL_BENCH_DIR (default the OS temp dir), which needs about 5× the size free (scaled down
+// with a note otherwise). A2RL_BENCH_CHECKPOINT_COPY=1 archives through put() (a second copy) instead
+// of putFile() (a link). Files are read from a warm page cache: hashing is CPU-bound here.
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
-const DEFAULT_BYTES = 3 * GiB;
+const DEFAULT_GIB = 2;
 const MIN_BYTES = 64 * MiB;
-/** Peak use is 3× (original, staged copy, blob; then original, blob, replayed copy); the rest is headroom. */
-const DISK_FACTOR = 4;
-/** The submit path (archive + stage) against one `cp -r` of the same bytes. */
+/** Peak use is 4× (base model, original, staged copy linked as the blob, a cp or replayed copy); the rest is headroom. */
+const DISK_FACTOR = 5;
+/** The submit path (stage + archive + integrity before grading) against one `cp -r` of the same bytes. */
 const GOAL_RATIO = 1.5;
+/** The base model's shards: Hugging Face names, at most this size each. */
+const SHARD_BYTES = 512 * MiB;
 const TENSOR_BYTES = 64 * MiB;
 const COLUMNS = 1024; // BF16: 2 bytes each
 const RUN = 'bench-checkpoint';
@@ -56,10 +65,11 @@ const seconds = (ms: number) => Math.round(ms / 10) / 100;
 const cpuMs = (used: NodeJS.CpuUsage) => (used.user + used.system) / 1000;
 
 export async function checkpointBench(): Promise<void> {
+  const asked = parseOptions(process.argv.slice(3));
   const base = process.env.A2RL_BENCH_DIR ?? os.tmpdir();
   const dir = await mkdtemp(path.join(base, 'a2rl-bench-checkpoint-'));
   try {
-    const { bytes: target, note } = await sizeFor(dir);
+    const { bytes: target, note } = await sizeFor(dir, asked);
     if (note) console.log(note);
     console.log(`bench dir ${dir}`);
     await runBench(dir, target, note);
@@ -68,10 +78,20 @@ export async function checkpointBench(): Promise<void> {
   }
 }
 
+/** `--gb N` (GiB, fractions allowed): the checkpoint's size, and the base model's. */
+function parseOptions(argv: string[]): number {
+  let gb = DEFAULT_GIB;
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--gb' && /^\d+(\.\d+)?$/.test(argv[i + 1] ?? '')) gb = Number(argv[++i]);
+    else throw new Error(`checkpoint bench: bad option "${argv[i]}" (--gb N)`);
+  }
+  const bytes = Math.floor((gb * GiB) / TENSOR_BYTES) * TENSOR_BYTES;
+  if (bytes < MIN_BYTES) throw new Error(`checkpoint bench: --gb ${gb} is under the ${MIN_BYTES / MiB} MiB minimum`);
+  return bytes;
+}
+
 /** The checkpoint size: the asked one, or scaled down to what the disk holds (with a note saying so). */
-async function sizeFor(dir: string): Promise<{ bytes: number; note: string | null }> {
-  const asked = Number(process.env.A2RL_BENCH_CHECKPOINT_BYTES ?? DEFAULT_BYTES);
-  if (!Number.isSafeInteger(asked) || asked < MIN_BYTES) throw new Error(`A2RL_BENCH_CHECKPOINT_BYTES must be an integer of at least ${MIN_BYTES}`);
+async function sizeFor(dir: string, asked: number): Promise<{ bytes: number; note: string | null }> {
   const fs = await statfs(dir);
   const free = fs.bavail * fs.bsize;
   if (free >= DISK_FACTOR * asked) return { bytes: asked, note: null };
@@ -91,28 +111,32 @@ interface Stores {
 }
 
 async function runBench(dir: string, target: number, note: string | null): Promise<void> {
+  const load1Before = os.loadavg()[0];
   const ws = layout(path.join(dir, 'ws'));
   const ckptDir = path.join(ws.root, CHECKPOINT);
   const made = Date.now();
   const original = await writeCheckpoint(ckptDir, target);
+  const models = await writeBaseModel(ws, target);
   await exec('sync');
-  console.log(`checkpoint: ${original.bytes} bytes in ${original.files.size} files (model.safetensors ${original.modelBytes} bytes), written in ${seconds(Date.now() - made)} s`);
+  console.log(`checkpoint: ${original.bytes} bytes in ${original.files.size} files (model.safetensors ${original.modelBytes} bytes); models/: ${models.bytes} bytes in ${models.manifest.length} files; written in ${seconds(Date.now() - made)} s`);
 
   const cpFirst = await timeCp(ckptDir, path.join(dir, 'cp'));
   const stores = await openStores(dir);
   try {
     await recordRunStart(stores.ledger);
-    const submit = await timeSubmit(stores, ws, path.join(dir, 'staging'));
+    const integrity = new IntegrityChecks(sessionOf(stores), ws, models.manifest, await captureIntegrityBaseline(ws, models.manifest), 'bwrap');
+    const submit = await timeSubmit(stores, ws, path.join(dir, 'staging'), integrity);
     const cpAfter = await timeCp(ckptDir, path.join(dir, 'cp'));
     const cpSync = await timeCp(ckptDir, path.join(dir, 'cp'), true);
     const hash = await timeHash(path.join(ckptDir, 'model.safetensors'));
     const verify = await timeVerify(stores);
     const replay = await timeReplay(stores, submit.receivedSeq, path.join(dir, 'replayed'), original.files);
+    const end = await timeEndChecks(stores, ws, models.manifest, integrity);
 
     const cp = Math.min(cpFirst.ms, cpAfter.ms);
     const cpCpu = cpFirst.cpuMs === null || cpAfter.cpuMs === null ? null : Math.min(cpFirst.cpuMs, cpAfter.cpuMs);
-    const submitMs = submit.stageMs + submit.archiveMs;
-    const submitCpu = submit.stageCpuMs + submit.archiveCpuMs;
+    const submitMs = submit.stageMs + submit.archiveMs + submit.integrityMs;
+    const submitCpu = submit.stageCpuMs + submit.archiveCpuMs + submit.integrityCpuMs;
     const ratio = submitMs / cp;
     const r2 = (x: number) => Math.round(x * 100) / 100;
     const cpuOf = (ms: number | null) => (ms === null ? 'unmeasured' : `${seconds(ms)} s`);
@@ -120,28 +144,45 @@ async function runBench(dir: string, target: number, note: string | null): Promi
     console.log(`cp -r + fsync:     ${seconds(cpSync.ms)} s (for comparison: the store fsyncs its blobs, cp does not)`);
     console.log(`stage (walk, read, hash, private copy): ${seconds(submit.stageMs)} s (CPU ${cpuOf(submit.stageCpuMs)})`);
     console.log(`archive (store put: link and check the size (hashed as staged) or write and verify the hash, fsync): ${seconds(submit.archiveMs)} s (CPU ${cpuOf(submit.archiveCpuMs)}; ${submit.storeCalls.putFile} files linked in, ${submit.storeCalls.put} bodies copied in)`);
-    console.log(`one sha256 pass over model.safetensors (1 MiB reads, OpenSSL): ${seconds(hash.ms)} s (CPU ${cpuOf(hash.cpuMs)})`);
+    console.log(`integrity of data/ and models/ before grading (stat, ${models.manifest.length} files): ${seconds(submit.integrityMs)} s (CPU ${cpuOf(submit.integrityCpuMs)})`);
+    console.log(`one sha256 pass over model.safetensors (1 MiB reads, OpenSSL): ${seconds(hash.ms)} s (CPU ${cpuOf(hash.cpuMs)}; ${r2(hash.ms / cp)}× cp, the floor of a path that hashes what it stores)`);
     console.log(`submit until the evaluator starts: ${seconds(submit.untilGradeMs)} s; whole request: ${seconds(submit.totalMs)} s`);
     console.log(`verify (blob check, ${verify.blobs} blobs): ${seconds(verify.ms)} s (CPU ${cpuOf(verify.cpuMs)})`);
     console.log(`replay (materialise at seq ${submit.receivedSeq}): ${seconds(replay.ms)} s (CPU ${cpuOf(replay.cpuMs)}); checkpoint files identical: ${replay.identical}`);
-    console.log(`ratio (stage + archive) / cp = ${r2(ratio)} (goal ≤ ${GOAL_RATIO}); by CPU time ${cpCpu ? r2(submitCpu / cpCpu) : 'unmeasured'}; against cp + fsync ${r2(submitMs / cpSync.ms)}`);
-    const notes = [note, COPY_INTO_STORE ? 'staged files copied into the store (A2RL_BENCH_CHECKPOINT_COPY=1), not linked' : null, 'driven through SubmissionService.submit (no HTTP, no sandbox), FsArtifactStore, SQLite ledger, checkArtifacts, ReplayService.materialize'].filter(Boolean);
+    console.log(`end-of-run integrity of ${gib(models.bytes)} of models/: every file re-hashed ${seconds(end.full.ms)} s (CPU ${cpuOf(end.full.cpuMs)}), stat-compared ${seconds(end.stat.ms)} s (CPU ${cpuOf(end.stat.cpuMs)}); both found it intact`);
+    console.log(`ratio (stage + archive + integrity) / cp = ${r2(ratio)} (goal ≤ ${GOAL_RATIO}); by CPU time ${cpCpu ? r2(submitCpu / cpCpu) : 'unmeasured'}; against cp + fsync ${r2(submitMs / cpSync.ms)}`);
+    const notes = [
+      note,
+      COPY_INTO_STORE ? 'staged files copied into the store (A2RL_BENCH_CHECKPOINT_COPY=1), not linked' : null,
+      'driven through SubmissionService.submit (no HTTP, no sandbox) with IntegrityChecks.beforeGrading as its hook, FsArtifactStore, SQLite ledger, checkArtifacts, ReplayService.materialize; end checks: IntegrityChecks.atEnd for an unsandboxed run (full) and a sandboxed one (stat); warm page cache',
+    ].filter(Boolean);
     console.log(JSON.stringify({
       bench: 'checkpoint',
       bytes: original.bytes,
+      models_bytes: models.bytes,
+      models_files: models.manifest.length,
       cp_s: seconds(cp),
       cp_fsync_s: seconds(cpSync.ms),
-      archive_s: seconds(submit.archiveMs),
       stage_s: seconds(submit.stageMs),
+      archive_s: seconds(submit.archiveMs),
+      integrity_grading_s: seconds(submit.integrityMs),
       verify_s: seconds(verify.ms),
       replay_s: seconds(replay.ms),
       hash_s: seconds(hash.ms),
+      /** The floor of any path that hashes what it stores: one sha256 pass over the largest file, against cp. */
+      hash_vs_cp: r2(hash.ms / cp),
       ratio: r2(ratio),
       ratio_vs_cp_fsync: r2(submitMs / cpSync.ms),
       cpu_ratio: cpCpu ? r2(submitCpu / cpCpu) : null,
       goal: GOAL_RATIO,
       meets: ratio <= GOAL_RATIO,
+      end_full_s: seconds(end.full.ms),
+      end_stat_s: seconds(end.stat.ms),
+      end_speedup: end.stat.ms > 0 ? r2(end.full.ms / end.stat.ms) : null,
+      end_stat_vs_cp: r2(end.stat.ms / cp),
       replayIdentical: replay.identical,
+      load1: { before: r2(load1Before), after: r2(os.loadavg()[0]) },
+      cores: os.availableParallelism(),
       note: notes.join('; '),
     }));
   } finally {
@@ -189,6 +230,47 @@ async function writeCheckpoint(dir: string, target: number): Promise<Original> {
   const model = await writeSafetensors(path.join(dir, 'model.safetensors'), target);
   files.set('model.safetensors', model.sha256);
   return { bytes: bytes + model.size, modelBytes: model.size, files };
+}
+
+interface BaseModel {
+  bytes: number;
+  /** data/ and models/ as WorkspacePrepared records them. */
+  manifest: ManifestEntry[];
+}
+
+/**
+ * data/ and models/ of the workspace: a base model of about `target` bytes in Hugging Face shards
+ * (`model-0000i-of-0000n.safetensors` and their index, config, tokenizer) and a small data file,
+ * files read-only as a prepared workspace's are.
+ */
+async function writeBaseModel(ws: WorkspaceLayout, target: number): Promise<BaseModel> {
+  await mkdir(ws.baseModelDir, { recursive: true });
+  await mkdir(ws.dataDir, { recursive: true });
+  const manifest: ManifestEntry[] = [];
+  const add = (dir: string, name: string, sha256: string, size: number) => manifest.push({ path: path.relative(ws.root, path.join(dir, name)).split(path.sep).join('/'), sha256, size });
+  const shards = Math.max(1, Math.ceil(target / SHARD_BYTES));
+  const shardBytes = Math.max(TENSOR_BYTES, Math.floor(target / shards / TENSOR_BYTES) * TENSOR_BYTES);
+  const names = Array.from({ length: shards }, (_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`);
+  let bytes = 0;
+  for (const name of names) {
+    const shard = await writeSafetensors(path.join(ws.baseModelDir, name), shardBytes);
+    add(ws.baseModelDir, name, shard.sha256, shard.size);
+    bytes += shard.size;
+  }
+  const small: Array<[string, string, string]> = [
+    [ws.baseModelDir, 'config.json', JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: COLUMNS })],
+    [ws.baseModelDir, 'model.safetensors.index.json', JSON.stringify({ metadata: { total_size: bytes }, weight_map: Object.fromEntries(names.map((n, i) => [`model.layers.${i}.mlp.weight`, n])) })],
+    [ws.baseModelDir, 'tokenizer.json', JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: {}, merges: [] } })],
+    [ws.dataDir, 'train.jsonl', '{"prompt":"1+1","answer":"2"}\n'.repeat(1000)],
+  ];
+  for (const [dir, name, text] of small) {
+    await writeFile(path.join(dir, name), text);
+    add(dir, name, createHash('sha256').update(text).digest('hex'), Buffer.byteLength(text));
+    bytes += Buffer.byteLength(text);
+  }
+  // Files only: directories stay writable so that the bench directory can be removed by any user.
+  for (const entry of manifest) await chmod(path.join(ws.root, entry.path), 0o444);
+  return { bytes, manifest: manifest.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)) };
 }
 
 /** safetensors: u64 LE header length, JSON header (space-padded to 8 bytes), then the tensors' bytes. */
@@ -260,6 +342,7 @@ async function openStores(dir: string): Promise<Stores> {
   };
 }
 
+/** The run's start. Its WorkspacePrepared lists no file: the base model is not archived, so verify and replay cover the checkpoint only. */
 async function recordRunStart(ledger: LedgerService): Promise<void> {
   await ledger.record(RUN, 'RunScheduled', { task: 'bench', agent: 'bench', baseModel: 'base', budgetSeconds: 3600, seed: 0, mode: 'free' });
   await ledger.record(RUN, 'WorkspacePrepared', { workspace: '/ws', sandbox: 'none', mounts: [], dataManifest: [] });
@@ -340,17 +423,20 @@ class BenchTask extends FakeTask {
 interface SubmitTiming {
   stageMs: number;
   archiveMs: number;
-  /** CPU time of this process for stage and archive. */
+  /** The check of data/ and models/ before grading (stat-compared). */
+  integrityMs: number;
+  /** CPU time of this process for stage, archive and integrity. */
   stageCpuMs: number;
   archiveCpuMs: number;
+  integrityCpuMs: number;
   untilGradeMs: number;
   totalMs: number;
   receivedSeq: number;
   storeCalls: { putFile: number; put: number };
 }
 
-/** One POST /submit's work through SubmissionService: stage = until the evaluator starts, less the store's puts (archive). */
-async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: string): Promise<SubmitTiming> {
+/** One POST /submit's work through SubmissionService: stage = until the evaluator starts, less the store's puts (archive) and the integrity check. */
+async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: string, integrity: IntegrityChecks): Promise<SubmitTiming> {
   const task = new BenchTask();
   const artifacts = new TimedStore(stores.artifacts, !COPY_INTO_STORE);
   const ctx: RunContext = {
@@ -364,7 +450,15 @@ async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: strin
     artifacts,
     limits: PAPER_LIMITS,
   };
-  const run = new ActiveRun(ctx, new Date(Date.now() + 3600_000), undefined, 0);
+  const checked = { ms: 0, cpuMs: 0 };
+  const beforeGrading = async (submissionId: string) => {
+    const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
+    await integrity.beforeGrading(submissionId);
+    checked.ms += performance.now() - t0;
+    checked.cpuMs += cpuMs(process.cpuUsage(cpu0));
+  };
+  const run = new ActiveRun(ctx, new Date(Date.now() + 3600_000), undefined, 0, undefined, beforeGrading);
   const service = new SubmissionService({ evaluatorTimeoutMs: 3600_000, stagingDir, availableGpus: [] });
   await exec('sync');
   const t = performance.now();
@@ -378,16 +472,57 @@ async function timeSubmit(stores: Stores, ws: WorkspaceLayout, stagingDir: strin
   for await (const e of stores.ledger.events(RUN)) events.push(e);
   const received = events.find((e) => e.type === 'SubmissionReceived');
   if (!received) throw new Error('no SubmissionReceived recorded');
+  const check = await lastIntegrityCheck(stores);
+  if (check?.phase !== 'grading' || check.differences.length) throw new Error(`the check before grading did not find data/ and models/ intact: ${JSON.stringify(check)}`);
   return {
-    stageMs: untilGradeMs - artifacts.putMs,
+    stageMs: untilGradeMs - artifacts.putMs - checked.ms,
     archiveMs: artifacts.putMs,
-    stageCpuMs: untilGradeCpuMs - artifacts.putCpuMs,
+    integrityMs: checked.ms,
+    stageCpuMs: untilGradeCpuMs - artifacts.putCpuMs - checked.cpuMs,
     archiveCpuMs: artifacts.putCpuMs,
+    integrityCpuMs: checked.cpuMs,
     untilGradeMs,
     totalMs,
     receivedSeq: received.seq,
     storeCalls: { ...artifacts.calls },
   };
+}
+
+/** What IntegrityChecks needs of a run session: its records go to the bench's ledger; a check that cannot run stops the bench. */
+function sessionOf(stores: Stores): ConstructorParameters<typeof IntegrityChecks>[0] {
+  return {
+    runId: RUN,
+    warn: (message: string) => {
+      throw new Error(message);
+    },
+    record: (type, data) => stores.ledger.record(RUN, type, data),
+  };
+}
+
+async function lastIntegrityCheck(stores: Stores): Promise<EventData<'WorkspaceIntegrityChecked'> | undefined> {
+  let last: EventData<'WorkspaceIntegrityChecked'> | undefined;
+  for await (const e of stores.ledger.events(RUN)) if (e.type === 'WorkspaceIntegrityChecked') last = e.data;
+  return last;
+}
+
+/**
+ * The end-of-run check of data/ and models/, as IntegrityChecks.atEnd runs it: for an unsandboxed
+ * agent (every file re-hashed, what every run did before the stat comparison), then for a sandboxed
+ * one (stat-compared with the baseline the check before grading left). Both must find them intact.
+ */
+async function timeEndChecks(stores: Stores, ws: WorkspaceLayout, manifest: ManifestEntry[], sandboxed: IntegrityChecks): Promise<{ full: Timing; stat: Timing }> {
+  const unsandboxed = new IntegrityChecks(sessionOf(stores), ws, manifest, await captureIntegrityBaseline(ws, manifest), 'none');
+  const timed = async (checks: IntegrityChecks, full: boolean): Promise<Timing> => {
+    await exec('sync');
+    const t = performance.now();
+    const cpu = process.cpuUsage();
+    await checks.atEnd();
+    const timing = { ms: performance.now() - t, cpuMs: cpuMs(process.cpuUsage(cpu)) };
+    const check = await lastIntegrityCheck(stores);
+    if (check?.phase !== 'end' || check.full !== full || check.differences.length) throw new Error(`unexpected end-of-run check: ${JSON.stringify(check)}`);
+    return timing;
+  };
+  return { full: await timed(unsandboxed, true), stat: await timed(sandboxed, false) };
 }
 
 /** One sha256 pass over a file as the harness reads it (1 MiB reads): the floor of every step that hashes. */

@@ -1,10 +1,12 @@
 import type { ManifestEntry, WorkspaceLayout } from '../../workspace-fs/layout.js';
 import type { RunSession } from '../run-session.js';
-import { integrityAtEnd, integrityBeforeGrading, type IntegrityBaseline } from '../workspace-integrity.js';
+import type { SandboxKind } from '../../sandbox/sandbox.js';
+import { endCheckComparesStat, integrityAtEnd, integrityBeforeGrading, type IntegrityBaseline } from '../workspace-integrity.js';
 
 /**
  * data/ and models/ against WorkspacePrepared: before a grading a stat comparison (re-hashing what
- * changed), at the end every file re-hashed. A check that cannot run is said, never fatal.
+ * changed); at the end the same for a sandboxed agent, every file re-hashed for an unsandboxed one
+ * (docs/security.md). A check that cannot run is said, never fatal.
  */
 export class IntegrityChecks {
   constructor(
@@ -13,6 +15,8 @@ export class IntegrityChecks {
     private readonly manifest: readonly ManifestEntry[],
     /** data/ and models/ as last checked (stat baseline for the next check). */
     private baseline: IntegrityBaseline,
+    /** How the agent ran: the end check trusts unchanged fingerprints only in the sandbox. */
+    private readonly sandbox: SandboxKind = 'none',
   ) {}
 
   beforeGrading(submissionId: string): Promise<void> {
@@ -20,7 +24,7 @@ export class IntegrityChecks {
   }
 
   atEnd(): Promise<void> {
-    return this.check(() => integrityAtEnd(this.layout, this.manifest));
+    return this.check(() => integrityAtEnd(this.layout, this.manifest, 'end', endCheckComparesStat(this.sandbox) ? this.baseline : undefined));
   }
 
   /** A resumed run's workspace found on disk: every file re-hashed before its agent restarts. */

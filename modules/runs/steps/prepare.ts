@@ -53,7 +53,7 @@ export async function prepare(deps: RunDeps, s: RunSession): Promise<Prepared> {
   const { plan, sandbox, agentUid } = sandboxFor(deps, s);
   const workspace = await prepareWorkspace(workspaceOptions(deps, s, sandbox, agentUid));
   const home = s.spec.llm ? await createAgentHome(deps, s.runId, agentUid) : undefined;
-  const integrity = new IntegrityChecks(s, workspace.layout, workspace.dataManifest, await captureIntegrityBaseline(workspace.layout, workspace.dataManifest));
+  const integrity = new IntegrityChecks(s, workspace.layout, workspace.dataManifest, await captureIntegrityBaseline(workspace.layout, workspace.dataManifest), sandbox);
   // Everything given to the agent is archived too (content-addressed, so once per task in
   // practice): replay and audit bundles can then restore data/ and models/ exactly.
   for (const file of workspace.dataManifest) {

@@ -38,7 +38,7 @@ export async function reopen(deps: RunDeps, s: RunSession, plan: ResumePlan): Pr
   const differences = found ? await compareWithLedger(workspace.layout.root, plan.files) : [];
   const restored = found ? { restored: 0, unrestorable: [] } : await restoreAgentFiles(workspace.layout.root, plan.files, deps.artifacts, owner);
   const homeState = s.spec.llm ? await reopenHome(deps, s, plan, agentUid) : { home: undefined, state: 'none' as const };
-  const integrity = new IntegrityChecks(s, workspace.layout, workspace.dataManifest, await captureIntegrityBaseline(workspace.layout, workspace.dataManifest));
+  const integrity = new IntegrityChecks(s, workspace.layout, workspace.dataManifest, await captureIntegrityBaseline(workspace.layout, workspace.dataManifest), sandbox);
   for (const file of workspace.dataManifest) {
     await deps.artifacts.put(createReadStream(path.join(workspace.layout.root, file.path)), { sha256: file.sha256, size: file.size });
   }
