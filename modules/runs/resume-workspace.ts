@@ -103,21 +103,28 @@ export interface RestoredFiles {
 export async function restoreAgentFiles(root: string, files: readonly WorkspaceFile[], store: ArtifactStore, owner?: { uid: number; gid: number }): Promise<RestoredFiles> {
   const unrestorable: string[] = [];
   let restored = 0;
-  await forEachLimit(files, 4, async (file) => {
+  // One at a time, in path order: which of two clashing paths is restored never depends on timing.
+  for (const file of files) {
     const target = safeTarget(root, file.path);
-    if (!target || file.sha256 === null) return void unrestorable.push(file.path);
+    if (!target || file.sha256 === null) {
+      unrestorable.push(file.path);
+      continue;
+    }
     try {
       await writeBlob(root, target, file.sha256, store, owner);
       restored++;
     } catch (error) {
-      if (!(error instanceof ArtifactNotFoundError) && !(error instanceof BlobMismatchError)) throw error;
-      unrestorable.push(file.path);
+      if (!(error instanceof ArtifactNotFoundError) && !(error instanceof BlobMismatchError) && !PATH_CLASHES.has((error as NodeJS.ErrnoException).code ?? '')) throw error;
+      unrestorable.push(file.path); // no content, or its path clashes with another recorded file (a file where a directory is needed)
     }
-  });
+  }
   return { restored, unrestorable: unrestorable.sort() };
 }
 
 class BlobMismatchError extends Error {}
+
+/** A recorded path that cannot be written beside the others (`a` a file and `a/b` a file too). */
+const PATH_CLASHES = new Set(['ENOTDIR', 'EEXIST', 'EISDIR', 'ELOOP']);
 
 /** The absolute path for a workspace-relative `relPath`, or null when it would leave the workspace or name a harness file. */
 function safeTarget(root: string, relPath: string): string | null {
