@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { renderReport, REPORT_FORMATS } from '../reports/render.js';
+import { buildReport, OUTPUT_TAIL_BYTES, TIMELINE_LANE_ITEMS } from '../reports/report-model.js';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { buildEvent } from '../ledger/events/envelope.js';
@@ -40,6 +41,12 @@ function noisyRun(runId: string, tail: Array<[EventType, EventData<EventType>]>)
 const head = (treeSize: number): [EventType, EventData<EventType>] => ['TreeHeadSigned', { treeSize, rootHash: sha('end'), signature: 'sig', keyId: 'k' }];
 const stdout = (): [EventType, EventData<EventType>] => ['AgentOutput', { stream: 'stdout', chunk: chunk(STDOUT), observedAt: '2026-01-01T00:01:00.000Z' }];
 
+/** Every envelope field and the data as a reader sees them (getters included), as plain JSON. */
+function asRead(e: A2rlEvent): unknown {
+  const data = e.type === 'AgentOutput' ? { ...e.data, chunk: { sha256: e.data.chunk.sha256, size: e.data.chunk.size, key: e.data.chunk.key } } : e.data;
+  return JSON.parse(canonicalJson({ id: e.id, type: e.type, runId: e.runId, seq: e.seq, occurredAt: e.occurredAt, schemaVersion: e.schemaVersion, data }));
+}
+
 function folded(events: A2rlEvent[]): AnalysisEvents {
   const read = new AnalysisEvents();
   for (const e of events) read.add(e);
@@ -59,7 +66,8 @@ describe('AnalysisEvents: the run as the analysis and the report read it', () =>
     // The signed heads (one after every event here) are left out; everything else is read.
     expect(kept.length).toBe(events.filter((e) => e.type !== 'TreeHeadSigned').length + (events.at(-1)!.type === 'TreeHeadSigned' ? 1 : 0));
     expect(kept[0]).toBe(events[0]);
-    expect(kept.at(-1)).toBe(events.at(-1));
+    // Held compactly, every field still reads as stored (the id and a chunk's key computed when read).
+    expect(kept.map(asRead)).toEqual(events.filter((e, i) => readByAnalysis(e) || i === events.length - 1).map(asRead));
 
     const whole = await analyzeRun(events, blobs);
     const thin = await analyzeRun(kept, blobs, read.count);
@@ -78,5 +86,51 @@ describe('AnalysisEvents: the run as the analysis and the report read it', () =>
     expect(first((e) => e.type === 'AgentOutput' && e.data.stream === 'stdout')).toBe(true);
     expect(first((e) => e.type === 'TreeHeadSigned')).toBe(false);
     expect(events.filter((e) => e.type !== 'AgentOutput' && e.type !== 'TreeHeadSigned').every(readByAnalysis)).toBe(true);
+  });
+
+  it('renders a long run with a capped timeline: deterministic, the cap stated, the same from the folded events', async () => {
+    const changes = TIMELINE_LANE_ITEMS + 501;
+    const events = noisyRun('fx-long', Array.from({ length: changes }, (_, i) => ['FileChanged', { path: `logs/train-${i % 7}.log`, op: 'modify', sha256: sha(STDOUT), size: STDOUT.length, observedAt: '2026-01-01T00:01:00.000Z' }] as [EventType, EventData<EventType>]));
+    const read = folded(events);
+    const kept = read.finish();
+    const whole = await analyzeRun(events, blobs);
+    const report = await buildReport({ analysis: whole, events, blobs, level: 1 });
+    const files = report.timeline.items.filter((item) => item.lane === 'files');
+    expect(files.length).toBe(TIMELINE_LANE_ITEMS);
+    expect(report.timeline.thinned).toEqual({ files: { shown: TIMELINE_LANE_ITEMS, of: events.filter((e) => e.type === 'FileChanged').length } });
+    expect(files[0].seq).toBe(events.find((e) => e.type === 'FileChanged')!.seq); // evenly spaced from the lane's first item
+    const md = await renderReport({ analysis: whole, events, blobs, level: 1 }, 'md');
+    expect(md).toContain(`Timeline lanes with more than ${TIMELINE_LANE_ITEMS} items show ${TIMELINE_LANE_ITEMS}, evenly spaced: files ${TIMELINE_LANE_ITEMS} of`);
+    const thin = await analyzeRun(kept, blobs, read.count);
+    for (const format of REPORT_FORMATS) {
+      const rendered = await renderReport({ analysis: whole, events, blobs, level: 1 }, format);
+      expect(await renderReport({ analysis: whole, events, blobs, level: 1 }, format)).toBe(rendered);
+      expect(await renderReport({ analysis: thin, events: kept, blobs, level: 1 }, format)).toBe(rendered);
+    }
+  });
+
+  it('holds only the last stdout chunks the report shows, counting the others: the same analysis and reports', async () => {
+    const change = (i: number): [EventType, EventData<EventType>] => ['FileChanged', { path: `logs/out-${i}.log`, op: 'create', sha256: sha(STDOUT), size: STDOUT.length, observedAt: '2026-01-01T00:01:00.000Z' }];
+    const more = Array.from({ length: 600 }, (_, i) => (i % 3 === 2 ? change(i) : stdout()));
+    const events = noisyRun('fx-output', [...more, head(9999)]);
+    const read = new AnalysisEvents({ outputTailBytes: OUTPUT_TAIL_BYTES });
+    for (const e of events) read.add(e);
+    const kept = read.finish();
+    const stdoutOf = (list: A2rlEvent[]) => list.filter((e) => e.type === 'AgentOutput' && e.data.stream === 'stdout');
+    const [all, held] = [stdoutOf(events), stdoutOf(kept)];
+    expect(held.length).toBe(Math.ceil(OUTPUT_TAIL_BYTES / STDOUT.length)); // just enough to reach the tail the report shows
+    expect(read.omittedOutput).toEqual({ stdout: { chunks: all.length - held.length, bytes: (all.length - held.length) * STDOUT.length } });
+    expect(kept.map((e) => e.seq)).toEqual([...kept.map((e) => e.seq)].sort((a, b) => a - b));
+    expect(kept.map((e) => e.seq)).toEqual(events.filter((e, i) => e.type !== 'TreeHeadSigned' || i === events.length - 1).filter((e) => !all.includes(e) || held.some((h) => h.seq === e.seq)).map((e) => e.seq));
+
+    const whole = await analyzeRun(events, blobs);
+    const thin = await analyzeRun(kept, blobs, read.count);
+    expect(canonicalJson(thin)).toBe(canonicalJson(whole));
+    for (const format of REPORT_FORMATS) {
+      const rendered = await renderReport({ analysis: whole, events, blobs, level: 1 }, format);
+      expect(await renderReport({ analysis: thin, events: kept, blobs, level: 1, omittedOutput: read.omittedOutput }, format)).toBe(rendered);
+    }
+    // Without the count of what was left out, the output section would say less than the run did.
+    expect(await renderReport({ analysis: thin, events: kept, blobs, level: 1 }, 'json')).not.toBe(await renderReport({ analysis: whole, events, blobs, level: 1 }, 'json'));
   });
 });

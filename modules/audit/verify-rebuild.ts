@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { In, MoreThan, type DataSource, type Repository } from 'typeorm';
 import { PROJECTIONS } from '../../projections/index.js';
 import { REPORT_FORMATS, renderReport, type ReportFormat } from '../reports/render.js';
-import type { ReportInput } from '../reports/report-model.js';
+import { OUTPUT_TAIL_BYTES, type ReportInput } from '../reports/report-model.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { AnalysisEvents } from '../../projections/run-analysis/analysis-events.js';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
@@ -46,7 +48,8 @@ export async function checkProjections(deps: VerifyDeps, runId: string, scan: Ru
   try {
     scratch = await readModelStores.openScratch(dir);
     const view = new VerifiedRunView(deps.store, runId, scan);
-    const read = new AnalysisEvents();
+    // The stdout chunks beyond what the report's output section shows are counted, not held.
+    const read = new AnalysisEvents({ outputTailBytes: OUTPUT_TAIL_BYTES });
     let last: RecordedEvent | undefined;
     view.tap = (recorded) => {
       if (last && recorded.event.seq <= last.event.seq) return; // a second read of the view
@@ -57,9 +60,16 @@ export async function checkProjections(deps: VerifyDeps, runId: string, scan: Ru
     const runner = new ProjectionRunner(view, scratch, PROJECTIONS.filter((p) => p !== runAnalysisProjection), { blobs, heldRunBytes: Infinity });
     const total = scan.count - scan.decodeFailures.length;
     try {
-      await runner.rebuild(undefined, (p) => progress({ stage: 'projections', done: p.processed, total }));
+      const compact = collectorEvery(COLLECT_EVERY_EVENTS);
+      compact(0);
+      await runner.rebuild(undefined, (p) => {
+        progress({ stage: 'projections', done: p.processed, total });
+        compact(p.processed);
+      });
+      compact(Infinity);
       view.tap = undefined;
       if (last) await rebuildAnalysis(scratch, read, last, blobs);
+      collectGarbage();
     } catch (error) {
       if (!(error instanceof ProjectionFailedError)) throw error;
       const seq = error.event.event.seq;
@@ -75,7 +85,8 @@ export async function checkProjections(deps: VerifyDeps, runId: string, scan: Ru
     const events = read.finish();
     let rebuilt: ReportDigests | null, live: ReportDigests | null;
     try {
-      const [rebuiltInput, liveInput] = [await rebuiltSource.reportInput(runId, events), await runs.reportInput(runId, events)];
+      const [rebuiltInput, liveInput] = [withOmitted(await rebuiltSource.reportInput(runId, events), read), withOmitted(await runs.reportInput(runId, events), read)];
+      collectGarbage();
       rebuilt = await reportDigests(rebuiltInput);
       live = sameReportInput(rebuiltInput, liveInput) ? rebuilt : await reportDigests(liveInput);
     } catch (error) {
@@ -85,7 +96,7 @@ export async function checkProjections(deps: VerifyDeps, runId: string, scan: Ru
     for (const [i, format] of REPORT_FORMATS.entries()) {
       if (rebuilt === null || live === null) failures.push({ check: 'report', message: `no ${rebuilt === null ? 'rebuilt' : 'live'} run analysis to render the ${format} report from` });
       else if (rebuilt[format] !== live[format]) {
-        const [fromRebuild, fromLive] = [(await renderFrom(rebuiltSource, runId, events, format))!, (await renderFrom(runs, runId, events, format))!];
+        const [fromRebuild, fromLive] = [(await renderFrom(rebuiltSource, runId, read, format))!, (await renderFrom(runs, runId, read, format))!];
         failures.push({ check: 'report', message: `the ${format} report rendered from the live read models differs from the one rendered from a rebuild (first difference on line ${firstDifferentLine(fromLive, fromRebuild)})` });
       }
       progress({ stage: 'reports', done: i + 1, total: REPORT_FORMATS.length });
@@ -112,6 +123,45 @@ async function rebuildAnalysis(scratch: DataSource, read: AnalysisEvents, last: 
   await scratch.getRepository(RunAnalysisRow).insert(row);
 }
 
+/**
+ * A full garbage collection, where the runtime allows one (the `gc` global exposed through V8's
+ * flags). The rebuild reads the whole run and allocates far more than it keeps; left to itself V8
+ * grows the heap well past what is live (a 1M-event run: ~0.7 GB resident for ~0.25 GB live),
+ * so the rebuild collects at its phase boundaries and every COLLECT_EVERY_EVENTS events, keeping
+ * the process near its live memory. Each collection costs tens of milliseconds.
+ */
+function collectGarbage(): void {
+  collector ??= exposedGc();
+  collector();
+}
+
+let collector: (() => void) | undefined;
+
+/** V8's `gc`, exposed on first use (a flag V8 reads when a context is created), or nothing where it cannot be. */
+function exposedGc(): () => void {
+  try {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as unknown;
+    return typeof gc === 'function' ? (gc as () => void) : () => undefined;
+  } catch {
+    return () => undefined;
+  }
+}
+
+const COLLECT_EVERY_EVENTS = 100_000;
+/** Rows compared between collections (hydrated rows are garbage as soon as they are compared). */
+const COLLECT_EVERY_ROWS = 50_000;
+
+/** A collector for a count that grows: collects when the count crosses each multiple of `every` (and at 0 and Infinity). */
+function collectorEvery(every: number): (done: number) => void {
+  let next = 0;
+  return (done) => {
+    if (done < next) return;
+    collectGarbage();
+    next = done + every;
+  };
+}
+
 /** Rows compared per query: memory holds a page of rebuilt rows and their live counterparts, not a projection's rows. */
 const ROWS_PER_PAGE = 2000;
 
@@ -130,7 +180,9 @@ async function compareRows(projection: AnyProjection, runId: string, scratch: Da
   const failures: VerificationFailure[] = [];
   const fail = (message: string) => failures.push({ check: 'projection', message: `${projection.name} row ${message}` });
   let matched = 0;
+  const compact = collectorEvery(COLLECT_EVERY_ROWS);
   for await (const page of keyPages(rebuiltRepo, key, {})) {
+    compact(matched);
     const liveRows = await liveRepo.find({ where: { [key]: In(page.map(keyOf)), ...ofRun } as object });
     const liveByKey = new Map(liveRows.map((row) => [String(keyOf(row)), row]));
     for (const row of page) {
@@ -178,20 +230,28 @@ type ReportDigests = Record<ReportFormat, string>;
 /** Inputs a pure renderer turns into the same bytes: the same events and blob reader, level and analysis (as canonical JSON). */
 function sameReportInput(a: ReportInput | null, b: ReportInput | null): boolean {
   if (a === null || b === null) return a === b;
-  return a.events === b.events && a.blobs === b.blobs && a.level === b.level && canonicalJson(a.analysis) === canonicalJson(b.analysis);
+  return a.events === b.events && a.omittedOutput === b.omittedOutput && a.blobs === b.blobs && a.level === b.level && canonicalJson(a.analysis) === canonicalJson(b.analysis);
 }
 
 /** The sha256 of the run's report in every format (null: no analysis to render it from). */
 async function reportDigests(input: ReportInput | null): Promise<ReportDigests | null> {
   if (!input) return null;
   const out = {} as ReportDigests;
-  for (const format of REPORT_FORMATS) out[format] = createHash('sha256').update(await renderReport(input, format)).digest('hex');
+  for (const format of REPORT_FORMATS) {
+    out[format] = createHash('sha256').update(await renderReport(input, format)).digest('hex');
+    collectGarbage();
+  }
   return out;
 }
 
-async function renderFrom(source: RunSource, runId: string, events: readonly A2rlEvent[], format: ReportFormat): Promise<string | null> {
-  const input = await source.reportInput(runId, events);
+async function renderFrom(source: RunSource, runId: string, read: AnalysisEvents, format: ReportFormat): Promise<string | null> {
+  const input = withOmitted(await source.reportInput(runId, read.finish()), read);
   return input && renderReport(input, format);
+}
+
+/** A report input over the folded events, with the output chunks the fold counted instead of holding. */
+function withOmitted(input: ReportInput | null, read: AnalysisEvents): ReportInput | null {
+  return input && { ...input, omittedOutput: read.omittedOutput };
 }
 
 function firstDifferentLine(a: string, b: string): number {

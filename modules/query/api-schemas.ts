@@ -1555,12 +1555,153 @@ export const API_SCHEMAS: Record<ApiSchemaName, object> = {
             "items": {
               "$ref": "#/components/schemas/TimelineItem"
             }
+          },
+          "thinned": {
+            "type": "object",
+            "properties": {
+              "training": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "evaluation": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "install": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "agent-tool": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "other": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "files": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "rollouts": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "submissions": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              },
+              "model-calls": {
+                "type": "object",
+                "properties": {
+                  "shown": {
+                    "type": "number"
+                  },
+                  "of": {
+                    "type": "number"
+                  }
+                },
+                "required": [
+                  "shown",
+                  "of"
+                ]
+              }
+            }
           }
         },
         "required": [
           "endS",
           "items"
-        ]
+        ],
+        "description": "Items in seq order. A lane with more than TIMELINE_LANE_ITEMS items shows that many, evenly spaced over the lane's items (its first included): `thinned` then says, per lane, how many are shown of how many; absent when no lane is thinned. Every item's event is in the ledger."
       },
       "integrity": {
         "$ref": "#/components/schemas/WorkspaceIntegrity",
@@ -2005,7 +2146,7 @@ export const API_SCHEMAS: Record<ApiSchemaName, object> = {
       },
       "endChecked": {
         "type": "boolean",
-        "description": "Whether the full end-of-run check was recorded."
+        "description": "Whether the end-of-run check was recorded (stat-compared for a sandboxed agent, `full` otherwise)."
       },
       "checks": {
         "type": "array",

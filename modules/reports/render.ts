@@ -3,7 +3,7 @@ import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { escapeXml, scoreChart, timelineChart } from './charts.js';
 import { inertText } from './inert-text.js';
-import { buildReport, REPORT_TEXT_LIMIT, type FileChangeReport, type ProcessReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
+import { buildReport, REPORT_TEXT_LIMIT, TIMELINE_LANE_ITEMS, type FileChangeReport, type ProcessReport, type ReportInput, type RunReport, type SubmissionReport } from './report-model.js';
 import { changePhrase, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
 import type { LlmAnalysis, LlmStats } from '../../projections/run-analysis/analysis.types.js';
 import { isGenerating, type Transcript, type TranscriptEntry } from '../../projections/transcript/transcript.js';
@@ -22,7 +22,7 @@ export const REPORT_FORMATS: readonly ReportFormat[] = ['md', 'json', 'html'];
  * `a2rl verify-bundle` re-renders and compares only a bundle's reports of this version; the digests
  * in modules/audit/bundle/renderer-version.spec.ts fail a change of bytes without a bump.
  */
-export const REPORT_RENDERER = 'a2rl.report/2';
+export const REPORT_RENDERER = 'a2rl.report/3';
 
 /** `long`: a recorded value that may run to kilobytes (an argv with a script): cut in md with the event to read it whole, collapsed in HTML. */
 type Inline = string | { code: string } | { cite: number[] } | { strong: string } | { long: string; seq: number };
@@ -381,6 +381,13 @@ function metricValue(v: ProcessMetrics[keyof ProcessMetrics]): string {
   return typeof v === 'number' ? fmt(v, 3) : 'n/a';
 }
 
+/** Says which timeline lanes show only part of their items (report-model.ts thinTimeline). */
+function thinnedNote(thinned: RunReport['timeline']['thinned']): Block[] {
+  const lanes = Object.entries(thinned ?? {}).map(([lane, t]) => `${lane} ${t.shown} of ${t.of}`);
+  if (!lanes.length) return [];
+  return [{ kind: 'para', text: [`Timeline lanes with more than ${TIMELINE_LANE_ITEMS} items show ${TIMELINE_LANE_ITEMS}, evenly spaced: ${lanes.join(', ')}. Every item's event is in the ledger.`] }];
+}
+
 function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
   const keys = Object.keys(r.metrics).sort() as (keyof ProcessMetrics)[];
   const cited = new Set<number>();
@@ -391,6 +398,7 @@ function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
     { kind: 'svg', svg: scoreChart(r) },
     { kind: 'heading', level: 2, text: ['Timeline'] },
     { kind: 'svg', svg: timelineChart(r) },
+    ...thinnedNote(r.timeline.thinned),
     { kind: 'heading', level: 2, text: [`Submissions (${r.submissions.length})`] },
     ...(r.submissions.length ? r.submissions.flatMap(submissionBlocks) : [{ kind: 'para', text: ['The agent made no submission.'] } as Block]),
     { kind: 'heading', level: 2, text: ['Process metrics'] },

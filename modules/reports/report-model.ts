@@ -21,7 +21,14 @@ export interface ReportInput {
   blobs: BlobReader;
   /** Task level (1–3) when the task pack is known to the caller. */
   level?: number | null;
+  /**
+   * Agent output chunks of a stream that `events` leaves out (verify holds only a stream's last
+   * chunks: projections/run-analysis/analysis-events.ts), counted into the output section.
+   */
+  omittedOutput?: OmittedOutput;
 }
+
+export type OmittedOutput = Partial<Record<'stdout' | 'stderr', { chunks: number; bytes: number }>>;
 
 export interface FileChangeReport {
   path: string;
@@ -124,7 +131,12 @@ export interface RunReport {
   metrics: ProcessMetrics;
   metricsEvidence: Record<keyof ProcessMetrics, Evidence>;
   submissions: SubmissionReport[];
-  timeline: { endS: number; items: TimelineItem[] };
+  /**
+   * Items in seq order. A lane with more than TIMELINE_LANE_ITEMS items shows that many, evenly
+   * spaced over the lane's items (its first included): `thinned` then says, per lane, how many are
+   * shown of how many; absent when no lane is thinned. Every item's event is in the ledger.
+   */
+  timeline: { endS: number; items: TimelineItem[]; thinned?: Partial<Record<TimelineItem['lane'], { shown: number; of: number }>> };
   /**
    * The read-only world's checks (WorkspaceIntegrityChecked), folded. Absent, not null, when the run
    * recorded none: reports of runs from before the checks stay byte-identical (bundles re-render them).
@@ -199,8 +211,32 @@ const ms = (s: number) => Math.round(s * 1000) / 1000;
 function clockOf(events: readonly A2rlEvent[]): (seq: number) => number {
   const origin = events.find((e) => e.type === 'AgentStarted') ?? events.find((e) => e.type === 'RunScheduled') ?? events[0];
   const t0 = origin ? Date.parse(eventTime(origin)) : 0;
-  const bySeq = new Map(events.map((e) => [e.seq, Date.parse(eventTime(e))]));
-  return (seq) => ms(((bySeq.get(seq) ?? t0) - t0) / 1000);
+  const bySeq = eventsBySeq(events);
+  return (seq) => {
+    const e = bySeq(seq);
+    return ms(((e ? Date.parse(eventTime(e)) : t0) - t0) / 1000);
+  };
+}
+
+/**
+ * The event at a seq: a binary search when the events are in strictly increasing seq order (as a
+ * report's input is), so a long run's report holds no index of every event; else a map (the last wins).
+ */
+function eventsBySeq(events: readonly A2rlEvent[]): (seq: number) => A2rlEvent | undefined {
+  if (events.some((e, i) => i > 0 && events[i - 1].seq >= e.seq)) {
+    const bySeq = new Map(events.map((e) => [e.seq, e]));
+    return (seq) => bySeq.get(seq);
+  }
+  return (seq) => {
+    let [lo, hi] = [0, events.length - 1];
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (events[mid].seq === seq) return events[mid];
+      if (events[mid].seq < seq) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return undefined;
+  };
 }
 
 async function fileChanges(changes: SubmissionAnalysis['codeChanges'], blobs: BlobReader): Promise<FileChangeReport[]> {
@@ -234,47 +270,97 @@ async function fileChanges(changes: SubmissionAnalysis['codeChanges'], blobs: Bl
 
 function timeline(input: ReportInput, at: (seq: number) => number): RunReport['timeline'] {
   const items: TimelineItem[] = [];
-  const open = new Map<number, TimelineItem>(); // pid → its running process bar
+  const open = new Map<number, TimelineItem | null>(); // pid → its running process bar (null: one the lane does not show)
   const scoreOf = new Map(input.analysis.submissions.map((s) => [s.submissionId, s.score]));
   const kinds = classifyProcesses(input.events);
+  const laneOf = (e: A2rlEvent): TimelineItem['lane'] | null => (e.type === 'ProcessStarted' ? kinds.kindOf(e.seq) : (LANE_OF_TYPE[e.type] ?? null));
+  const shown = laneSampler(input.events, laneOf);
   for (const e of input.events) {
-    switch (e.type) {
-      case 'ProcessStarted': {
-        const item: TimelineItem = { lane: kinds.kindOf(e.seq), startS: at(e.seq), endS: null, label: e.data.argv.join(' '), seq: e.seq };
-        open.set(e.data.pid, item);
-        items.push(item);
-        break;
-      }
-      case 'ProcessExited': {
+    const lane = laneOf(e);
+    if (lane === null) {
+      if (e.type === 'ProcessExited') {
         const item = open.get(e.data.pid);
         if (item) item.endS = at(e.seq);
         open.delete(e.data.pid);
-        break;
       }
-      case 'FileChanged':
-        items.push({ lane: 'files', startS: at(e.seq), endS: null, label: `${e.data.op} ${e.data.path}`, seq: e.seq });
-        break;
-      case 'RolloutBatchRecorded':
-        items.push({ lane: 'rollouts', startS: at(e.seq), endS: null, label: `${e.data.episodes} episodes, success rate ${e.data.successRate}`, seq: e.seq });
-        break;
-      case 'LlmCallRecorded': {
-        // The call's bar ends when it was recorded and starts its latency before.
-        const endS = at(e.seq);
-        const tokens = (e.data.usage.inputTokens ?? 0) + (e.data.usage.outputTokens ?? 0);
-        items.push({ lane: 'model-calls', startS: ms(Math.max(0, endS - e.data.latencyMs / 1000)), endS, label: `${e.data.modelAnswered ?? e.data.modelRequested ?? e.data.api}: ${e.data.outcome}, ${tokens} tokens`, seq: e.seq });
-        break;
-      }
-      case 'SubmissionReceived': {
-        const score = scoreOf.get(e.data.submissionId);
-        items.push({ lane: 'submissions', startS: at(e.seq), endS: null, label: `${e.data.submissionId}${score === undefined ? '' : ` score ${score}`}`, seq: e.seq });
-        break;
-      }
-      default:
-        break;
+      continue;
     }
+    const item = shown.take(lane) ? timelineItem(e, lane, at, scoreOf) : null;
+    if (e.type === 'ProcessStarted') open.set(e.data.pid, item);
+    if (item) items.push(item);
   }
   const last = input.events[input.events.length - 1];
-  return { endS: Math.max(input.analysis.budgetSeconds ?? 0, last ? at(last.seq) : 0), items };
+  return { endS: Math.max(input.analysis.budgetSeconds ?? 0, last ? at(last.seq) : 0), items, ...(shown.thinned() ? { thinned: shown.thinned() } : {}) };
+}
+
+/** The lane of each event type with a timeline item, but processes (their lane is their kind). */
+const LANE_OF_TYPE: Partial<Record<A2rlEvent['type'], TimelineItem['lane']>> = {
+  FileChanged: 'files',
+  RolloutBatchRecorded: 'rollouts',
+  LlmCallRecorded: 'model-calls',
+  SubmissionReceived: 'submissions',
+};
+
+function timelineItem(e: A2rlEvent, lane: TimelineItem['lane'], at: (seq: number) => number, scoreOf: ReadonlyMap<string, number | null>): TimelineItem | null {
+  switch (e.type) {
+    case 'ProcessStarted':
+      return { lane, startS: at(e.seq), endS: null, label: e.data.argv.join(' '), seq: e.seq };
+    case 'FileChanged':
+      return { lane, startS: at(e.seq), endS: null, label: `${e.data.op} ${e.data.path}`, seq: e.seq };
+    case 'RolloutBatchRecorded':
+      return { lane, startS: at(e.seq), endS: null, label: `${e.data.episodes} episodes, success rate ${e.data.successRate}`, seq: e.seq };
+    case 'LlmCallRecorded': {
+      // The call's bar ends when it was recorded and starts its latency before.
+      const endS = at(e.seq);
+      const tokens = (e.data.usage.inputTokens ?? 0) + (e.data.usage.outputTokens ?? 0);
+      return { lane, startS: ms(Math.max(0, endS - e.data.latencyMs / 1000)), endS, label: `${e.data.modelAnswered ?? e.data.modelRequested ?? e.data.api}: ${e.data.outcome}, ${tokens} tokens`, seq: e.seq };
+    }
+    case 'SubmissionReceived': {
+      const score = scoreOf.get(e.data.submissionId);
+      return { lane, startS: at(e.seq), endS: null, label: `${e.data.submissionId}${score === undefined ? '' : ` score ${score}`}`, seq: e.seq };
+    }
+    default:
+      return null;
+  }
+}
+
+/**
+ * Items a timeline lane shows at most: a chart cannot show more apart (it is ~900 px wide), and a
+ * long run's report (a 1M-event run has hundreds of thousands of file changes and processes)
+ * stays small enough to render and verify in bounded memory. The cap is deterministic.
+ */
+export const TIMELINE_LANE_ITEMS = 2000;
+
+/**
+ * Which items each lane shows, asked in the items' order: all of a lane of at most
+ * TIMELINE_LANE_ITEMS, else that many evenly spaced (the i-th shown is item ⌊i·n/cap⌋ of n), so the
+ * items not shown are never built. Lanes are counted in a first pass over the events.
+ */
+function laneSampler(events: readonly A2rlEvent[], laneOf: (e: A2rlEvent) => TimelineItem['lane'] | null) {
+  const total = new Map<TimelineItem['lane'], number>();
+  for (const e of events) {
+    const lane = laneOf(e);
+    if (lane !== null) total.set(lane, (total.get(lane) ?? 0) + 1);
+  }
+  const seen = new Map<TimelineItem['lane'], { index: number; taken: number }>();
+  return {
+    take(lane: TimelineItem['lane']): boolean {
+      const n = total.get(lane)!;
+      const at = seen.get(lane) ?? { index: 0, taken: 0 };
+      seen.set(lane, at);
+      const index = at.index++;
+      if (n <= TIMELINE_LANE_ITEMS) return true;
+      if (at.taken < TIMELINE_LANE_ITEMS && index === Math.floor((at.taken * n) / TIMELINE_LANE_ITEMS)) {
+        at.taken += 1;
+        return true;
+      }
+      return false;
+    },
+    thinned(): RunReport['timeline']['thinned'] | undefined {
+      const lanes = [...total].filter(([, n]) => n > TIMELINE_LANE_ITEMS).sort(([a], [b]) => (a < b ? -1 : 1));
+      return lanes.length ? Object.fromEntries(lanes.map(([lane, n]) => [lane, { shown: TIMELINE_LANE_ITEMS, of: n }])) : undefined;
+    },
+  };
 }
 
 /** Each event's `causedBy`, as the report shows it, by the event's seq. */
@@ -346,14 +432,15 @@ function limitsOf(events: readonly A2rlEvent[], causes: ReadonlyMap<number, Caus
 }
 
 /** The last OUTPUT_TAIL_BYTES of each stream, read from its last chunks backwards (never the whole output of a long run). */
-async function outputOf(events: readonly A2rlEvent[], blobs: BlobReader): Promise<OutputReport | null> {
+async function outputOf(events: readonly A2rlEvent[], blobs: BlobReader, omitted: OmittedOutput = {}): Promise<OutputReport | null> {
   const chunks = events.filter((e): e is Extract<A2rlEvent, { type: 'AgentOutput' }> => e.type === 'AgentOutput');
   if (!chunks.length) return null;
   const streams: OutputReport['streams'] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
     const mine = chunks.filter((c) => c.data.stream === stream);
     if (!mine.length) continue;
-    const bytes = mine.reduce((n, c) => n + c.data.chunk.size, 0);
+    const left = omitted[stream] ?? { chunks: 0, bytes: 0 };
+    const bytes = mine.reduce((n, c) => n + c.data.chunk.size, left.bytes);
     const parts: Buffer[] = [];
     const evidence: number[] = [];
     let have = 0;
@@ -369,19 +456,20 @@ async function outputOf(events: readonly A2rlEvent[], blobs: BlobReader): Promis
       have += body.length;
     }
     const all = Buffer.concat(parts);
-    const cut = all.length > OUTPUT_TAIL_BYTES || evidence.length < mine.length;
+    const cut = all.length > OUTPUT_TAIL_BYTES || evidence.length < mine.length + left.chunks;
     // Cut at a line start where one is near, so the tail opens with a whole line; a split character is dropped.
     let tail = new TextDecoder('utf-8').decode(all.subarray(Math.max(0, all.length - OUTPUT_TAIL_BYTES))).replace(/^\uFFFD+/, '');
     const newline = tail.indexOf('\n');
     if (all.length > OUTPUT_TAIL_BYTES && newline >= 0 && newline < 400) tail = tail.slice(newline + 1);
-    streams.push({ stream, chunks: mine.length, bytes, tail, cut, missing, evidence: [evidence[0]!, evidence[evidence.length - 1]!].filter((v, i, a) => a.indexOf(v) === i) });
+    streams.push({ stream, chunks: mine.length + left.chunks, bytes, tail, cut, missing, evidence: [evidence[0]!, evidence[evidence.length - 1]!].filter((v, i, a) => a.indexOf(v) === i) });
   }
-  return { chunks: chunks.length, bytes: chunks.reduce((n, c) => n + c.data.chunk.size, 0), streams };
+  const [leftChunks, leftBytes] = Object.values(omitted).reduce(([c, b], o) => [c + o.chunks, b + o.bytes], [0, 0]);
+  return { chunks: chunks.length + leftChunks, bytes: chunks.reduce((n, c) => n + c.data.chunk.size, leftBytes), streams };
 }
 
 /** A submission's grading or rejection, followed to the SubmissionReceived it names; nothing when it names none. */
-function outcomeOf(seq: number | undefined, typeOf: ReadonlyMap<number, A2rlEvent['type']>, causes: ReadonlyMap<number, CauseReport>): Pick<SubmissionReport, 'outcome'> {
-  const type = seq === undefined ? undefined : typeOf.get(seq);
+function outcomeOf(seq: number | undefined, typeOf: (seq: number) => A2rlEvent['type'] | undefined, causes: ReadonlyMap<number, CauseReport>): Pick<SubmissionReport, 'outcome'> {
+  const type = seq === undefined ? undefined : typeOf(seq);
   const causedBy = seq === undefined ? undefined : causes.get(seq);
   if (!causedBy || (type !== 'SubmissionGraded' && type !== 'SubmissionRejected')) return {};
   return { outcome: { seq: seq!, type, causedBy } };
@@ -395,7 +483,8 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
   const outcome = new Map<string, number>();
   for (const e of events) if (e.type === 'SubmissionGraded' || e.type === 'SubmissionRejected') outcome.set(e.data.submissionId, e.seq);
   const causes = causesOf(events);
-  const typeOf = new Map(events.map((e) => [e.seq, e.type]));
+  const eventAt = eventsBySeq(events);
+  const typeOf = (seq: number) => eventAt(seq)?.type;
   const workspaceEvent = events.find((e) => e.type === 'WorkspacePrepared');
 
   const submissions: SubmissionReport[] = [];
@@ -435,7 +524,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
   const integrity = workspaceIntegrity(events);
   const llm = a.llm ?? null; // rows analysed before model calls were recorded have none
   const limits = limitsOf(events, causes);
-  const output = llm ? await outputOf(events, input.blobs) : null;
+  const output = llm ? await outputOf(events, input.blobs, input.omittedOutput) : null;
   const bestId = bestSubmissionId(foldRunScores(events)); // the submission graded with the best score (the run-scores fold)
   const bestSubmission = bestId === undefined ? undefined : a.submissions.find((s) => s.submissionId === bestId);
   return {

@@ -1,4 +1,6 @@
-import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
+import { artifactKey } from '../../modules/artifacts/artifact-store.port.js';
+import type { A2rlEvent, EventData } from '../../modules/ledger/events/catalog.js';
+import { eventId } from '../../modules/ledger/events/ids.js';
 
 /**
  * Whether the run analysis (analyze.ts and what it calls) and the report model read this event for
@@ -15,25 +17,127 @@ export function readByAnalysis(event: A2rlEvent): boolean {
  * readByAnalysis keeps, plus the run's first and last events (its id, clock origin, last seq), and
  * how many there were. `analyzeRun(events, blobs, count)` over them equals analyzeRun over the whole
  * run (modules/audit/analysis-events.spec.ts), in the memory of the kept events only.
+ *
+ * Each kept event is held compactly (heldEvent): what is derived from other fields (the id from
+ * the run and seq, a blob's key from its sha256) is not stored again, and every event shares the
+ * first one's runId string. On a long run these copies are most of what `verify --rebuild` holds.
+ *
+ * With `outputTailBytes`, the agent's stdout chunks (most of a long run's events; the analysis
+ * reads stderr only, the report counts stdout and shows its end) are held only as the last ones
+ * whose recorded sizes reach that many bytes; the others are counted in `omittedOutput`, which the
+ * report adds to the stream's counts (ReportInput.omittedOutput). The report is then the whole
+ * run's, unless a blob of the kept chunks is missing (verify reports that blob on its own): it
+ * then reads no further back than the kept chunks.
  */
 export class AnalysisEvents {
-  readonly events: A2rlEvent[] = [];
+  private events: A2rlEvent[] = [];
   count = 0;
+  /** stdout chunks left out (with outputTailBytes). */
+  readonly omittedOutput: { stdout?: { chunks: number; bytes: number } } = {};
   /** The last event when readByAnalysis dropped it (it is appended by `finish`). */
   private pending: A2rlEvent | null = null;
+  /** The stdout chunks held (with outputTailBytes), oldest first from `tailStart`, and their recorded bytes. */
+  private tail: A2rlEvent[] = [];
+  private tailStart = 0;
+  private tailBytes = 0;
+
+  constructor(private readonly options: { outputTailBytes?: number } = {}) {}
 
   add(event: A2rlEvent): void {
     this.count += 1;
-    if (this.events.length === 0 || readByAnalysis(event)) {
-      this.events.push(event);
+    if (this.events.length && this.options.outputTailBytes !== undefined && isStdout(event)) {
+      this.pending = null;
+      this.keepInTail(heldEvent(event, this.events[0].runId), event.data.chunk.size);
+    } else if (this.events.length === 0 || readByAnalysis(event)) {
+      this.events.push(this.events.length ? heldEvent(event, this.events[0].runId) : event);
       this.pending = null;
     } else this.pending = event;
   }
 
-  /** The kept events, ending with the run's last event. */
+  /** The kept events in seq order, ending with the run's last event. */
   finish(): A2rlEvent[] {
+    this.mergeTail();
     if (this.pending) this.events.push(this.pending);
     this.pending = null;
     return this.events;
   }
+
+  /** Holds a stdout chunk, then lets go of the oldest ones while the newer ones still reach outputTailBytes. */
+  private keepInTail(event: A2rlEvent, size: number): void {
+    this.tail.push(event);
+    this.tailBytes += size;
+    for (;;) {
+      const oldest = this.tail[this.tailStart] as Extract<A2rlEvent, { type: 'AgentOutput' }>;
+      if (this.tailBytes - oldest.data.chunk.size < this.options.outputTailBytes!) break;
+      this.tailBytes -= oldest.data.chunk.size;
+      const left = (this.omittedOutput.stdout ??= { chunks: 0, bytes: 0 });
+      left.chunks += 1;
+      left.bytes += oldest.data.chunk.size;
+      this.tailStart += 1;
+    }
+    if (this.tailStart > 1024 && this.tailStart * 2 > this.tail.length) {
+      this.tail = this.tail.slice(this.tailStart);
+      this.tailStart = 0;
+    }
+  }
+
+  /** The held stdout chunks put in seq order among the other kept events (both are in seq order). */
+  private mergeTail(): void {
+    const tail = this.tail.slice(this.tailStart);
+    if (!tail.length) return;
+    const merged: A2rlEvent[] = [];
+    let t = 0;
+    for (const e of this.events) {
+      while (t < tail.length && tail[t].seq < e.seq) merged.push(tail[t++]);
+      merged.push(e);
+    }
+    for (; t < tail.length; t++) merged.push(tail[t]);
+    this.events = merged;
+    [this.tail, this.tailStart, this.tailBytes] = [[], 0, 0];
+  }
+}
+
+const isStdout = (event: A2rlEvent): event is Extract<A2rlEvent, { type: 'AgentOutput' }> => event.type === 'AgentOutput' && event.data.stream === 'stdout';
+
+/**
+ * An event as held for the analysis: the same fields, but the id (a UUIDv5 of runId/seq, which
+ * the envelope's validation enforces) computed when read, and the run's id shared. Own enumerable
+ * fields differ from the stored event's (no `id`): held events are read, never re-encoded.
+ */
+class HeldEvent {
+  constructor(
+    readonly type: A2rlEvent['type'],
+    readonly runId: string,
+    readonly seq: number,
+    readonly occurredAt: string,
+    readonly schemaVersion: number,
+    readonly data: unknown,
+  ) {}
+
+  get id(): string {
+    return eventId(this.runId, this.seq);
+  }
+}
+
+/** A blob reference whose key is its content address: the key computed when read. */
+class HeldBlob {
+  constructor(readonly sha256: string, readonly size: number) {}
+
+  get key(): string {
+    return artifactKey(this.sha256);
+  }
+}
+
+type Chunk = EventData<'AgentOutput'>['chunk'];
+const SHA256 = /^[0-9a-f]{64}$/;
+
+function heldEvent(event: A2rlEvent, runId: string): A2rlEvent {
+  if (event.runId !== runId || event.id !== eventId(runId, event.seq)) return event; // not this run's, or not as validated: held as it is
+  const data = event.type === 'AgentOutput' ? { ...event.data, chunk: heldChunk(event.data.chunk) } : event.data;
+  return new HeldEvent(event.type, runId, event.seq, event.occurredAt, event.schemaVersion, data) as unknown as A2rlEvent;
+}
+
+function heldChunk(chunk: Chunk): Chunk {
+  const { sha256, size, key } = chunk;
+  return SHA256.test(sha256) && key === artifactKey(sha256) && Object.keys(chunk).length === 3 ? (new HeldBlob(sha256, size) as unknown as Chunk) : chunk;
 }

@@ -14,6 +14,7 @@ import { verifyEventChain } from '../../modules/audit/verify-chain.js';
 import type { A2rlEvent, BlobRef } from '../../modules/ledger/events/catalog.js';
 import { encodeEvent } from '../../modules/ledger/events/envelope.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
+import { runCli, stagesOf } from './cli-child.js';
 import { replayLatency } from './replay.bench.js';
 
 // `npm run bench -- audit`: a synthetic signed run of 100,000 events (10,000 of them FileChanged
@@ -21,8 +22,13 @@ import { replayLatency } from './replay.bench.js';
 // embedded stores (SQLite ledger, filesystem artifacts). Measures verification (chain + artifacts,
 // from the stores), the audit-bundle export and offline verify-bundle, the bundle's size, replay
 // latency at random seqs, and `sha256sum` over the same bytes (events + blobs) as the reference.
+// Then `a2rl verify` and `a2rl verify --rebuild` as a user runs them (the built CLI in a child
+// process on the same home): time, peak RSS, and verify's ratio to the sha256sum reference.
+// Goals: verify ≤ 3× sha256sum (on two busy cores) with peak RSS ≤ 300 MB; verify --rebuild peak
+// RSS ≤ 500 MB (at 1,000,000 events: A2RL_BENCH_AUDIT_EVENTS=1000000). Times depend on the load,
+// which the bench prints; memory does not.
 
-const EVENTS = 100_000;
+const EVENTS = Number(process.env.A2RL_BENCH_AUDIT_EVENTS ?? 100_000);
 const FILE_REVISIONS = 10_000;
 const FILES = 500;
 const HEAD_EVERY = 64;
@@ -53,8 +59,8 @@ async function putAll(store: FsArtifactStore, contents: string[]): Promise<BlobR
 }
 
 /** Writes the run (every 10th event a FileChanged revision, the rest processes, output and rollouts); returns the signer's public key and the revisions written. */
-async function writeRun(events: SqliteEventStore, artifacts: FsArtifactStore, dir: string): Promise<{ publicKeyPem: string; fileRevisions: number }> {
-  const key = initSigningKey(path.join(dir, 'home'));
+async function writeRun(events: SqliteEventStore, artifacts: FsArtifactStore, home: string): Promise<{ publicKeyPem: string; fileRevisions: number }> {
+  const key = initSigningKey(home);
   const revisions = await putAll(artifacts, Array.from({ length: FILE_REVISIONS }, (_, i) => source(i % FILES, Math.floor(i / FILES))));
   const outputs = await putAll(artifacts, Array.from({ length: 100 }, (_, i) => `step ${i}: loss ${(1 / (i + 1)).toFixed(4)}\n`.repeat(20)));
   const w = new SignedRunWriter(events, RUN, key, { headEvery: HEAD_EVERY, batch: 2000 });
@@ -115,6 +121,9 @@ async function verifyFromStores(events: SqliteEventStore, artifacts: FsArtifactS
 }
 
 export async function auditBench(): Promise<void> {
+  const loadStart = os.loadavg()[0];
+  console.log(`load average at start: ${loadStart.toFixed(2)} (1 min) on ${os.availableParallelism()} cores`);
+  // The bench directory is an A2RL_HOME (ledger.db, artifacts/, the signing key), so the CLI runs on it as it is.
   const benchDir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-audit-'));
   try {
     const events = await SqliteEventStore.open(path.join(benchDir, 'ledger.db'));
@@ -153,6 +162,18 @@ export async function auditBench(): Promise<void> {
     await exec('sh', ['-c', 'find "$1" -type f -print0 | xargs -0 sha256sum "$2" > /dev/null', 'sh', path.join(benchDir, 'artifacts', 'sha256'), ndjson]);
     const sha256_reference_s = seconds(t);
     console.log(`sha256sum over events.ndjson + ${exported.blobs} blobs: ${sha256_reference_s} s`);
+    rmSync(ndjson);
+    rmSync(bundle);
+
+    const verify = await runCli(benchDir, ['verify', RUN]);
+    const verify_vs_sha256sum = Math.round((verify.seconds / sha256_reference_s) * 10) / 10;
+    console.log(`a2rl verify: ${verify.seconds} s (${stagesOf(verify)}), ${verify_vs_sha256sum}× sha256sum, peak RSS ${verify.peakRssMb} MB`);
+    // --rebuild compares projections rebuilt from zero with the live read models: bring those up to date first.
+    const caughtUp = await runCli(benchDir, ['projections', 'rebuild']);
+    console.log(`read models caught up (a2rl projections rebuild): ${caughtUp.seconds} s, peak RSS ${caughtUp.peakRssMb} MB`);
+    const deep = await runCli(benchDir, ['verify', RUN, '--rebuild']);
+    console.log(`a2rl verify --rebuild: ${deep.seconds} s (${stagesOf(deep)}), peak RSS ${deep.peakRssMb} MB`);
+    const loadEnd = os.loadavg()[0];
 
     // Replay latency: test/bench/replay.bench.ts builds its own run of 10,000 revisions with the
     // workspace-revisions index and times materialising the workspace at random seqs.
@@ -160,7 +181,12 @@ export async function auditBench(): Promise<void> {
     console.log(`replay at ${replay.samples} random seqs (${replay.revisions} revisions): p50 ${replay.p50_ms} ms, p99 ${replay.p99_ms} ms, max ${replay.max_ms} ms`);
 
     console.log(JSON.stringify({ bench: 'audit', events: count, file_revisions: fileRevisions, heads: exported.heads, blobs: exported.blobs, bundle_bytes, verify_chain_s: verified.chain_s, verify_artifacts_s: verified.artifacts_s, verify_bundle_s, replay_p50_ms: replay.p50_ms }));
-    console.log(JSON.stringify({ bench: 'audit', events: count, verify_s, export_s, replay_p99_ms: replay.p99_ms, sha256_reference_s }));
+    console.log(JSON.stringify({
+      bench: 'audit', events: count, verify_s, export_s, replay_p99_ms: replay.p99_ms, sha256_reference_s,
+      verify_cli_s: verify.seconds, verify_vs_sha256sum, verify_peak_rss_mb: verify.peakRssMb,
+      verify_rebuild_s: deep.seconds, verify_rebuild_peak_rss_mb: deep.peakRssMb,
+      load_1m_start: Math.round(loadStart * 100) / 100, load_1m_end: Math.round(loadEnd * 100) / 100, cores: os.availableParallelism(),
+    }));
   } finally {
     rmSync(benchDir, { recursive: true, force: true });
   }

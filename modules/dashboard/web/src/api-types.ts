@@ -513,9 +513,48 @@ export interface components {
                 improvement: number | null;
             };
             submissions: components["schemas"]["SubmissionReport"][];
+            /** @description Items in seq order. A lane with more than TIMELINE_LANE_ITEMS items shows that many, evenly spaced over the lane's items (its first included): `thinned` then says, per lane, how many are shown of how many; absent when no lane is thinned. Every item's event is in the ledger. */
             timeline: {
                 endS: number;
                 items: components["schemas"]["TimelineItem"][];
+                thinned?: {
+                    "agent-tool"?: {
+                        of: number;
+                        shown: number;
+                    };
+                    evaluation?: {
+                        of: number;
+                        shown: number;
+                    };
+                    files?: {
+                        of: number;
+                        shown: number;
+                    };
+                    install?: {
+                        of: number;
+                        shown: number;
+                    };
+                    "model-calls"?: {
+                        of: number;
+                        shown: number;
+                    };
+                    other?: {
+                        of: number;
+                        shown: number;
+                    };
+                    rollouts?: {
+                        of: number;
+                        shown: number;
+                    };
+                    submissions?: {
+                        of: number;
+                        shown: number;
+                    };
+                    training?: {
+                        of: number;
+                        shown: number;
+                    };
+                };
             };
             transcript?: components["schemas"]["Transcript"];
         };
@@ -730,7 +769,7 @@ export interface components {
         };
         WorkspaceIntegrity: {
             checks: components["schemas"]["IntegrityCheckSummary"][];
-            /** @description Whether the full end-of-run check was recorded. */
+            /** @description Whether the end-of-run check was recorded (stat-compared for a sandboxed agent, `full` otherwise). */
             endChecked: boolean;
             evidence: components["schemas"]["Evidence"];
             /** @description Every path a check listed, with the latest check's finding, sorted by path. */
