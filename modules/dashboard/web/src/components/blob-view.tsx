@@ -27,9 +27,10 @@ export function eventBlobParts(event: LedgerEvent): string[] {
   if (typeof data.sha256 === 'string' && SHA256.test(data.sha256) && typeof data.size === 'number') parts.push('content');
   for (const key of Object.keys(data).sort()) {
     const v = data[key] as Record<string, unknown> | null;
-    if (v && typeof v === 'object' && typeof v.sha256 === 'string' && SHA256.test(v.sha256) && typeof v.size === 'number') parts.push(key);
+    // A model call's body stored as pieces (`requestPieces`) is the part `request`, rebuilt by the server (modules/query/event-blob.ts).
+    if (v && typeof v === 'object' && typeof v.sha256 === 'string' && SHA256.test(v.sha256) && typeof v.size === 'number') parts.push(key.endsWith('Pieces') ? key.slice(0, -'Pieces'.length) : key);
   }
-  return parts;
+  return [...new Set(parts)];
 }
 
 /** Characters of a blob shown before "Show all" (a 90 KB request opens on request). */
