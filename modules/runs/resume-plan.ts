@@ -1,3 +1,4 @@
+import { eventTime } from '../ledger/events/event-time.js';
 import { callCostUsd, callTokens } from '../../projections/derived-facts.js';
 import { revisionsOf } from '../../projections/workspace-revisions/workspace-revisions.projection.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
@@ -47,11 +48,6 @@ export interface ResumePlan {
   agentStarts: string[];
 }
 
-/** When an event's fact was observed: the observer's time where it has one, else its append time. */
-function factTime(event: A2rlEvent): string {
-  const data = event.data as { observedAt?: unknown };
-  return typeof data.observedAt === 'string' ? data.observedAt : event.occurredAt;
-}
 
 const later = (a: string, b: string | undefined) => (b !== undefined && Date.parse(b) > Date.parse(a) ? b : a);
 const seconds = (from: string, to: string) => Math.max(0, (Date.parse(to) - Date.parse(from)) / 1000);
@@ -90,7 +86,7 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
         agentStarts.push(event.occurredAt);
         break;
       case 'AgentExited':
-        if (open) used += seconds(open.start, event.data.observedAt ?? event.occurredAt);
+        if (open) used += seconds(open.start, eventTime(event));
         open = undefined;
         break;
       case 'RunInterrupted':
@@ -110,7 +106,7 @@ export function planResume(runId: string, events: readonly A2rlEvent[]): ResumeP
         break;
     }
     if (event.type !== 'TreeHeadSigned' && event.type !== 'RunInterrupted') {
-      lastFact = { seq: event.seq, at: factTime(event) };
+      lastFact = { seq: event.seq, at: eventTime(event) };
       if (open && Date.parse(lastFact.at) > Date.parse(open.last)) open.last = lastFact.at;
     }
   }

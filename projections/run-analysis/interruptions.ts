@@ -1,3 +1,4 @@
+import { eventTime } from '../../modules/ledger/events/event-time.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 
 // A resumed run is one run with interruptions (docs/resume.md): each loss of its harness, how long the
@@ -51,7 +52,7 @@ export function interruptionsOf(events: readonly A2rlEvent[]): Interruptions | n
       open.downtimeS = lostAt ? seconds(lostAt, e.occurredAt) : null;
       open = null;
     } else if (e.type !== 'TreeHeadSigned' && e.type !== 'RunInterrupted') {
-      lastFactAt = factTime(e);
+      lastFactAt = eventTime(e);
     }
   }
   if (list.length === 0) return null;
@@ -59,10 +60,6 @@ export function interruptionsOf(events: readonly A2rlEvent[]): Interruptions | n
   return { count: list.length, resumed: list.filter((i) => i.resumedSeq !== null).length, downtimeS: sum((i) => i.downtimeS), unrecordedS: sum((i) => i.unrecordedS), list };
 }
 
-function factTime(e: A2rlEvent): string {
-  const observedAt = (e.data as { observedAt?: unknown }).observedAt;
-  return typeof observedAt === 'string' ? observedAt : e.occurredAt;
-}
 
 function laterOf(a: string | null, b: string | null): string | null {
   if (a === null) return b;

@@ -1,11 +1,9 @@
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { agentsRoot } from '../../agents/agent-registry.js';
 import { materializeTask } from '../../grading/task-cache.js';
 import { agentRuntime } from '../../sandbox/agent-python.js';
 import { createRunCgroup } from '../../sandbox/cgroup.js';
-import { sandboxCommand } from '../../sandbox/sandbox.js';
 import { workspaceLayout, WorkspaceError, type ManifestEntry } from '../../workspace-fs/layout.js';
 import { restoreAgentHome } from '../agent-home.js';
 import { ResumeRefusedError, type ResumePlan } from '../resume-plan.js';
@@ -43,7 +41,6 @@ export async function reopen(deps: RunDeps, s: RunSession, plan: ResumePlan): Pr
     await deps.artifacts.put(createReadStream(path.join(workspace.layout.root, file.path)), { sha256: file.sha256, size: file.size });
   }
   const runtime = agentRuntime({ env: deps.env, task: s.task.id, interactive: !!s.task.environment, gpus: s.request.gpus });
-  sandboxCommand({ kind: sandbox, plan: sandboxPlan, workspace: workspace.layout, agentDir: agentsRoot(), runDir: workspace.runDir, binds: s.commands.binds, home: homeState.home, runtime, command: ['true'], env: {} });
   const cgroup = sandbox === 'bwrap' && s.limits.memoryBytes !== null ? ((await createRunCgroup(s.runId, s.limits.memoryBytes)) ?? undefined) : undefined;
   if (cgroup) s.stack.defer(() => closeCgroup(deps, s, cgroup));
 
@@ -71,7 +68,7 @@ async function reopenWorkspace(deps: RunDeps, s: RunSession, sandbox: Prepared['
   const runDir = opts.runDir ?? path.join(opts.workspacesRoot, `.${s.runId}.run`);
   await mkdir(runDir, { recursive: true, mode: 0o750 });
   const runMeta = await RunMeta.create(path.join(runDir, 'run_meta.json'), { timeout_s: s.request.budgetSeconds });
-  if (!existsSync(layout.runMetaFile) && !(await lstat(layout.runMetaFile).catch(() => null))) {
+  if (!(await lstat(layout.runMetaFile).catch(() => null))) {
     throw new WorkspaceError(`workspace ${layout.root} has lost its run_meta.json link: move it away to rebuild it from the ledger`);
   }
   return { layout, privateDir: pack.privateDir, dataManifest: pack.manifest, runMeta, runDir, cacheKey: pack.cacheKey };
