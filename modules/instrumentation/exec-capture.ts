@@ -75,8 +75,11 @@ const INTERPRETERS: Array<[RegExp, InterpreterRule]> = [
   [/^(Rscript|php[0-9.]*|lua[0-9.]*|tclsh[0-9.]*|awk|gawk)$/, { inline: new Set(['-e', '-f', '-']), valued: new Set() }],
 ];
 
-/** Stat identity → hash of an executable already read (system binaries are exec'd thousands of times). */
-type HashCache = Map<string, { sha256: string; size: number }>;
+/**
+ * Stat identity → hash of an executable already read (system binaries are exec'd thousands of
+ * times), with the bytes of a small system one (kept: handed over once per run by the tracer).
+ */
+type HashCache = Map<string, { sha256: string; size: number; content?: Uint8Array }>;
 
 /** Captures what a process runs; keeps a cache of executable hashes across calls. */
 export class ExecCapturer {
@@ -164,12 +167,16 @@ export class ExecCapturer {
     const keep = st.size <= (system ? this.limits.systemKeepBytes : this.limits.keepBytes);
     if (st.size > this.limits.hashBytes) return { size: st.size, note: `not hashed: larger than ${this.limits.hashBytes} bytes` };
     const id = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
-    const cached = cacheable && !keep ? this.cache.get(id) : undefined;
-    if (cached) return { ...cached, note: keepNote(system) };
+    // A kept file is cached only when it is a system file: the agent cannot write it, while its own
+    // file can change within one timestamp tick, keeping its stat identity.
+    const caching = cacheable && (!keep || system);
+    const cached = caching ? this.cache.get(id) : undefined;
+    if (cached) return cached.content ? { ...cached } : { ...cached, note: keepNote(system) };
     try {
       const { sha256, size, content } = readAll(fd, keep ? st.size : 0);
-      if (cacheable && !keep) this.cache.set(id, { sha256, size });
-      return keep && content ? { sha256, size, content } : { sha256, size, note: keepNote(system) };
+      const kept = keep && content ? content : undefined;
+      if (caching) this.cache.set(id, { sha256, size, ...(kept ? { content: kept } : {}) });
+      return kept ? { sha256, size, content: kept } : { sha256, size, note: keepNote(system) };
     } catch (err) {
       return { size: st.size, note: `unreadable (${codeOf(err)})` };
     }

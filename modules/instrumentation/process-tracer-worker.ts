@@ -1,4 +1,4 @@
-import { closeSync, constants, open, openSync, read, rmSync } from 'node:fs';
+import { closeSync, constants, open, openSync, readSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
@@ -34,8 +34,19 @@ export type FromWorker =
 
 /** Facts per message: large enough to amortise postMessage, small enough to keep callbacks flowing. */
 const MAX_BATCH = 512;
-/** How soon an empty pipe is read again: short, so strace (which waits while the pipe is full) rarely waits. */
+/** How soon an empty pipe is read again while nothing waits on the reader. */
 const IDLE_POLL_MS = 2;
+/**
+ * While a process is stopped at its exec until the worker resumes it, or within HOT_AFTER_DATA_MS
+ * of strace's last output (an exec's lines come in bursts, and the next exec usually follows within
+ * a millisecond), an empty pipe is read again after this long, the worker thread sleeping in between
+ * (Atomics.wait) instead of waiting for a timer (1-2 ms): each exec's hold costs the agent a fraction
+ * of a millisecond. At most HOT_SLICE_MS at a time, then the worker's event loop runs.
+ */
+const HOT_POLL_MS = 0.05;
+const HOT_AFTER_DATA_MS = 3;
+const HOT_SLICE_MS = 20;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 const port = parentPort!;
 const { fifo, intervalMs, maxPendingBytes, execHoldMs } = workerData as TracerWorkerData;
@@ -51,7 +62,8 @@ let flushQueued = false;
 let pending = 0;
 /** The FIFO's read end, non-blocking; closed once, by whoever finds it idle after `done`. */
 let input: number | undefined;
-let reading = false;
+/** When strace's output was last read (performance.now()). */
+let lastData = -Infinity;
 const readBuffer = Buffer.allocUnsafe(256 * 1024);
 let paused = false;
 let rest: Buffer = Buffer.alloc(0);
@@ -146,9 +158,9 @@ function complete(why: 'eof' | 'finish'): void {
     }
   }
   flush();
-  // 'done' lets the main thread terminate this worker: only once the descriptor is closed (a read
-  // still in flight closes it when it returns), so none is left behind.
-  if (!reading) closeInput();
+  // 'done' lets the main thread terminate this worker: only once the descriptor is closed (reads
+  // are synchronous, so none is in flight), so none is left behind.
+  closeInput();
 }
 
 port.on('message', (msg: ToWorker) => {
@@ -195,24 +207,37 @@ open(fifo, 'r', (err, blocking) => {
   pump();
 });
 
-/** Reads what strace wrote; an empty pipe is polled again shortly, end of file completes. */
+/**
+ * Reads what strace wrote, synchronously on the non-blocking descriptor (no threadpool round trip);
+ * an empty pipe is polled again shortly (see HOT_POLL_MS), end of file completes.
+ */
 function pump(): void {
-  if (input === undefined || reading) return;
+  if (input === undefined) return;
   if (done) return closeInput();
   if (paused) return; // resumed by an ack
-  reading = true;
-  read(input, readBuffer, 0, readBuffer.length, null, (err, n) => {
-    reading = false;
-    if (done) return closeInput();
-    if (err?.code === 'EAGAIN') return void setTimeout(pump, IDLE_POLL_MS);
-    if (err) {
-      post({ t: 'gap', reason: `reading strace's output failed: ${err.message}` });
-      return complete('eof');
+  const sliceEnd = performance.now() + HOT_SLICE_MS;
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(input, readBuffer, 0, readBuffer.length, null);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') {
+        post({ t: 'gap', reason: `reading strace's output failed: ${(err as Error).message}` });
+        return complete('eof');
+      }
+      const t = performance.now();
+      const holding = state?.holding(Date.now()) ?? false;
+      if (t < sliceEnd && (holding || t - lastData < HOT_AFTER_DATA_MS)) {
+        Atomics.wait(sleeper, 0, 0, HOT_POLL_MS);
+        continue;
+      }
+      return void setTimeout(pump, holding ? 0 : IDLE_POLL_MS);
     }
     if (n === 0) return complete('eof'); // strace closed its output: it has exited
+    lastData = performance.now();
     onData(Buffer.from(readBuffer.subarray(0, n)));
-    setImmediate(pump);
-  });
+    return void setImmediate(pump);
+  }
 }
 
 let closed = false;
