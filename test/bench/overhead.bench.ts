@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +18,9 @@ import { withRunApp } from '../../src/commands/cli-support.js';
 // of what runs, no sandbox, no record): the share of the overhead that is ptrace itself. The three alternate for --rounds (default
 // 2: bare, traced, a2rl, bare, traced, a2rl, so no side alone pays cold caches) and each phase's
 // fastest time counts. Printed: each phase's wall time both ways and their ratio, the agent's work overall (every
-// phase but the submission) and the whole run (set-up and teardown included) against the bare agent.
+// phase but the submission) and the whole run (set-up and teardown included) against the bare agent;
+// per phase, the CPU seconds the harness (all its threads) and strace spent during it in the a2rl run,
+// sampled every 200 ms: what competes with the agent for the cores.
 
 const AGENT = 'overhead-agent.sh';
 const PHASES = ['wheels', 'pip', 'train', 'shell', 'files', 'checkpoint'] as const;
@@ -108,17 +110,102 @@ function fastest(rounds: Marks[]): Record<string, number | null> {
   return out;
 }
 
+/** CPU seconds so far of the harness (this process, all its threads) and of the strace tracing the agent, at epoch second `t`. */
+interface CpuSample {
+  t: number;
+  harness: number;
+  tracer: number;
+}
+
+const CLK_TCK = 100;
+
+/** utime + stime of a process in seconds (/proc/<pid>/stat), undefined when it is gone. */
+function procCpuS(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The tracers of this process's children (TracerPid of each: strace for the traced agent). */
+function tracerPids(): number[] {
+  const out = new Set<number>();
+  let tasks: string[] = [];
+  try {
+    tasks = readdirSync('/proc/self/task');
+  } catch {
+    return [];
+  }
+  for (const task of tasks) {
+    let children: string[] = [];
+    try {
+      children = readFileSync(`/proc/self/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    } catch {
+      continue;
+    }
+    for (const child of children) {
+      try {
+        const tracer = Number(/^TracerPid:\s+(\d+)/m.exec(readFileSync(`/proc/${child}/status`, 'utf8'))?.[1] ?? 0);
+        if (tracer > 0) out.add(tracer);
+      } catch {
+        // gone
+      }
+    }
+  }
+  return [...out];
+}
+
+/** Samples the harness's and the tracer's CPU every 200 ms until stopped. */
+function sampleCpu(): () => CpuSample[] {
+  const samples: CpuSample[] = [];
+  const tracerCpu = new Map<number, number>();
+  const take = () => {
+    const u = process.cpuUsage();
+    for (const pid of tracerPids()) {
+      const cpu = procCpuS(pid);
+      if (cpu !== undefined) tracerCpu.set(pid, cpu);
+    }
+    samples.push({ t: Date.now() / 1000, harness: (u.user + u.system) / 1e6, tracer: [...tracerCpu.values()].reduce((a, b) => a + b, 0) });
+  };
+  take();
+  const timer = setInterval(take, 200);
+  return () => {
+    clearInterval(timer);
+    take();
+    return samples;
+  };
+}
+
+/** CPU seconds spent between epoch seconds `from` and `to`, by linear interpolation between samples. */
+function cpuBetween(samples: CpuSample[], key: 'harness' | 'tracer', from: number, to: number): number | null {
+  const at = (t: number): number | null => {
+    const i = samples.findIndex((s) => s.t >= t);
+    if (i <= 0) return i === 0 ? samples[0][key] : null;
+    const [a, b] = [samples[i - 1], samples[i]];
+    return a[key] + ((b[key] - a[key]) * (t - a.t)) / Math.max(1e-9, b.t - a.t);
+  };
+  const [x, y] = [at(from), at(to)];
+  return x === null || y === null ? null : Math.max(0, y - x);
+}
+
 /** One a2rl run of the agent under a fresh A2RL_HOME: its phase marks and wall time. */
-async function runWithA2rl(o: Options, interpreter: string, source: string, budgetS: number): Promise<{ marks: Marks; wallS: number; runId: string; sandbox: string; exit: string; home: string }> {
+async function runWithA2rl(o: Options, interpreter: string, source: string, budgetS: number): Promise<{ marks: Marks; wallS: number; runId: string; sandbox: string; exit: string; home: string; cpu: CpuSample[] }> {
   const home = mkdtempSync(path.join(os.tmpdir(), 'a2rl-bench-overhead-home-'));
   for (const name of ['A2RL_LEDGER_URL', 'A2RL_ARTIFACTS_URL', 'A2RL_READMODEL_URL', 'A2RL_WORKSPACES_DIR']) delete process.env[name];
   process.env.A2RL_HOME = home;
   const agentCommand = `cat > output/agent.sh <<'${HEREDOC}'\n${source}${source.endsWith('\n') ? '' : '\n'}${HEREDOC}\nexec bash output/agent.sh ${agentArgs(o, interpreter, 'submit').join(' ')}\n`;
   const started = Date.now();
-  const summary = await withRunApp((runs, gradingBaseUrl) => runs.run({ task: 'ref-arith', agentCommand, budgetSeconds: budgetS, seed: 0, gradingBaseUrl, warn: (m) => console.error(m) }));
+  const stopSampling = sampleCpu();
+  let cpu: CpuSample[] = [];
+  const summary = await withRunApp((runs, gradingBaseUrl) => runs.run({ task: 'ref-arith', agentCommand, budgetSeconds: budgetS, seed: 0, gradingBaseUrl, warn: (m) => console.error(m) })).finally(() => {
+    cpu = stopSampling();
+  });
   const wallS = (Date.now() - started) / 1000;
   console.log(`a2rl run ${summary.runId}: sandbox ${summary.sandbox}, exit ${summary.exitReason}, ${wallS.toFixed(1)} s wall (budget ${budgetS} s)`);
-  return { marks: readMarks(summary.workspace), wallS, runId: summary.runId, sandbox: summary.sandbox, exit: summary.exitReason, home };
+  return { marks: readMarks(summary.workspace), wallS, runId: summary.runId, sandbox: summary.sandbox, exit: summary.exitReason, home, cpu };
 }
 
 const fmt = (n: number | null) => (n === null ? '-' : n.toFixed(2));
@@ -160,9 +247,23 @@ export async function overheadBench(): Promise<void> {
     const runWallS = Math.min(...onRounds.map((r) => r.wallS));
     const bareWallS = Math.min(...bareRounds.map((r) => r.wallS));
     const s = (t: number | null) => (t === null ? null : round(t));
-    const perPhase = Object.fromEntries(PHASES.map((p) => [p, { bare_s: s(off[p]), strace_s: s(strace[p]), a2rl_s: s(on[p]), strace_ratio: ratio(strace[p], off[p]), ratio: ratio(on[p], off[p]) }]));
+    // CPU the harness (every thread) and strace spent during each phase of the a2rl round where that phase was fastest: what competes with the agent for the cores.
+    const cpuOf = (p: string, key: 'harness' | 'tracer') => {
+      const r = onRounds.filter((x) => x.marks[p]).sort((a, b) => seconds(a.marks[p])! - seconds(b.marks[p])!)[0];
+      const v = r ? cpuBetween(r.cpu, key, r.marks[p].start, r.marks[p].end) : null;
+      return v === null ? null : round(v);
+    };
+    const perPhase = Object.fromEntries(
+      PHASES.map((p) => [
+        p,
+        { bare_s: s(off[p]), strace_s: s(strace[p]), a2rl_s: s(on[p]), strace_ratio: ratio(strace[p], off[p]), ratio: ratio(on[p], off[p]), harness_cpu_s: cpuOf(p, 'harness'), strace_cpu_s: cpuOf(p, 'tracer') },
+      ]),
+    );
     console.log(`fastest of ${o.rounds} round${o.rounds === 1 ? '' : 's'}:`);
-    for (const p of PHASES) console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   strace alone ${fmt(strace[p])} s (${perPhase[p].strace_ratio ?? '-'}×)   a2rl ${fmt(on[p])} s (${perPhase[p].ratio ?? '-'}×)`);
+    for (const p of PHASES) {
+      const x = perPhase[p];
+      console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   strace alone ${fmt(strace[p])} s (${x.strace_ratio ?? '-'}×)   a2rl ${fmt(on[p])} s (${x.ratio ?? '-'}×; CPU: harness ${fmt(x.harness_cpu_s)} s, strace ${fmt(x.strace_cpu_s)} s)`);
+    }
     console.log(`  submit     cp ${fmt(off.submit)} s   submission answered in ${fmt(on.submit)} s   ${ratio(on.submit, off.submit) ?? '-'}× cp`);
     console.log(`agent's work (every phase but the submission): bare ${fmt(bareWork)} s, strace alone ${fmt(tracedWork)} s (${ratio(tracedWork, bareWork) ?? '-'}×), a2rl ${fmt(work)} s: ${ratio(work, bareWork) ?? '-'}× (goal ≤ 1.05×); whole run ${runWallS.toFixed(1)} s against the bare agent's ${bareWallS.toFixed(1)} s: ${ratio(runWallS, bareWallS)}×`);
     const loadEnd = os.loadavg()[0];

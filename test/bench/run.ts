@@ -11,9 +11,10 @@ import { overheadBench } from './overhead.bench.js';
 import { queryBench } from './query.bench.js';
 import { sandboxBench } from './sandbox.bench.js';
 import { timingsBench } from './timings.bench.js';
+import { tracersBench } from './tracers.bench.js';
 import { transcriptBench } from './transcript.bench.js';
 
-const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench, cli: cliBench, overhead: overheadBench, transcript: transcriptBench };
+const benches: Record<string, () => Promise<void>> = { ledger: ledgerBench, audit: auditBench, instrumentation: instrumentationBench, timings: timingsBench, sandbox: sandboxBench, gateway: gatewayBench, campaign: campaignBench, query: queryBench, dashboard: dashboardBench, checkpoint: checkpointBench, cli: cliBench, overhead: overheadBench, transcript: transcriptBench, tracers: tracersBench };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;
