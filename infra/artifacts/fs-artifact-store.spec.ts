@@ -254,6 +254,17 @@ describe('FsArtifactStore.putFile', () => {
     await expect(store.putFile(file, { sha256, size: bytes.length })).rejects.toBeInstanceOf(ArtifactIntegrityError);
   });
 
+  it('with hashedAsWritten, content stored already is neither linked nor read again: its size is checked', async () => {
+    await store.put(Buffer.from(bytes), { sha256, size: bytes.length });
+    // A resubmitted checkpoint: the writer hashed its copy; reading a multi-GB file again would only repeat that.
+    await writeFile(file, Buffer.alloc(bytes.length, 0x61));
+    await expect(store.putFile(file, { sha256, size: bytes.length }, { hashedAsWritten: true })).resolves.toEqual({ key: `sha256/${sha256.slice(0, 2)}/${sha256}`, sha256, size: bytes.length, created: false });
+    expect((await stat(file)).nlink).toBe(1);
+    expect(await hashOf(await store.get(sha256))).toBe(sha256);
+    expect(await storeTemp()).toEqual([]);
+    await expect(store.putFile(file, { sha256, size: bytes.length + 1 }, { hashedAsWritten: true })).rejects.toBeInstanceOf(ArtifactIntegrityError);
+  });
+
   it('copies a symlink\'s content rather than storing the link', async () => {
     const link = join(dir, 'link.bin');
     await symlink(file, link);

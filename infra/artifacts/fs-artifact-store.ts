@@ -160,15 +160,20 @@ export class FsArtifactStore implements ArtifactStore {
    * The file is hard-linked into tmp/ (no byte copied or written again), made read-only, checked
    * against the declaration while it is fsynced, and committed as a put's temp file is (the batch's
    * flush then finds nothing left to write). Where it cannot be
-   * linked (another filesystem, no hard links) or the content is stored already, it goes through put().
+   * linked (another filesystem, no hard links) or the content is stored already, it goes through put(),
+   * except that content stored already and `hashedAsWritten` only has its size checked (no second read).
    */
   async putFile(file: string, declared: Declared, options: { hashedAsWritten?: boolean } = {}): Promise<PutResult> {
     assertDeclared(declared);
     const info: ArtifactInfo = { key: artifactKey(declared.sha256), sha256: declared.sha256, size: declared.size };
     const temp = this.tempPath(declared.sha256);
-    if ((await this.exists(declared.sha256)) || !(await linkedFile(file, temp))) {
-      return this.put(createReadStream(file, { highWaterMark: FILE_CHUNK }), declared);
+    if (await this.exists(declared.sha256)) {
+      // Stored already (a checkpoint submitted again): a writer that hashed what it wrote is not read a second time either.
+      if (!options.hashedAsWritten) return this.put(createReadStream(file, { highWaterMark: FILE_CHUNK }), declared);
+      await checkSize(file, declared);
+      return { ...info, created: false };
     }
+    if (!(await linkedFile(file, temp))) return this.put(createReadStream(file, { highWaterMark: FILE_CHUNK }), declared);
     try {
       await chmod(temp, 0o444);
       // The check reads (CPU) while the fsync writes its bytes out (disk): both before the rename.

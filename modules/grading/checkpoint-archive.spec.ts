@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { link, mkdir, mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { link, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
@@ -91,6 +91,28 @@ describe('archiveCheckpoint: limits, sparse and hard-linked files', () => {
       await rm(archived.stagedDir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('stages and stores a file of many chunks byte for byte, with the hash of exactly those bytes (reads, hashing and writes overlap)', async () => {
+    // 7 MiB + 12,345 bytes: several 1 MiB reads in flight at once, zero blocks inside and across chunk edges, a partial last chunk.
+    const content = randomBytes(7 * MiB + 12_345);
+    content.fill(0, MiB - 64 * 1024, MiB + 128 * 1024);
+    content.fill(0, 5 * MiB, 5 * MiB + 64 * 1024);
+    await writeFile(path.join(ckpt, 'model.safetensors'), content);
+    await writeFile(path.join(ckpt, 'config.json'), '{"a":1}');
+    const sha256 = createHash('sha256').update(content).digest('hex');
+    const archived = await archive();
+    try {
+      expect(archived.manifest).toEqual([
+        { path: 'config.json', sha256: createHash('sha256').update('{"a":1}').digest('hex'), size: 7 },
+        { path: 'model.safetensors', sha256, size: content.length },
+      ]);
+      const staged = await readFile(path.join(archived.stagedDir, 'model.safetensors'));
+      expect(staged.equals(content)).toBe(true);
+      expect(await hashOf(await artifacts.get(sha256))).toBe(sha256);
+    } finally {
+      await rm(archived.stagedDir, { recursive: true, force: true });
+    }
+  });
 
   it('counts a hard-linked file once against the limit, reads it once and stages the second name as a link', async () => {
     const content = randomBytes(3 * MiB);

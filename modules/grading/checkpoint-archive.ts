@@ -266,10 +266,22 @@ async function stageFile(
   }
 }
 
+/** Read size of the copy: large enough for few system calls, small enough that hashing and writing a chunk find it in cache. */
+const COPY_CHUNK = 1024 * 1024;
+/** Chunks in flight: one being read, one being hashed and written, one whose write may still be finishing. */
+const COPY_BUFFERS = 3;
+/** While a large file is copied, its bytes written so far are flushed in the background this often, so the store's fsync finds little left. */
+const SYNC_EVERY = 128 * 1024 * 1024;
+
 /**
  * Copies the open file to `staged` (64 KiB blocks of zeros left as holes), hashing its full content;
- * refuses past the limit. The next block is read while the current one is hashed and written (two
- * buffers), so the copy costs about the slower of reading and hashing-plus-writing, not their sum.
+ * refuses past the limit. One pass over the bytes, three things at once: while chunk i is hashed
+ * (this thread), the same buffer is written to the staged copy and chunk i + 1 is read (libuv's
+ * threads), so on two cores the copy costs about its slowest part, not the sum of reading, hashing
+ * and writing. The hash and the copy are of the very same buffer, so what is archived and graded is
+ * exactly what was hashed, whatever the agent does to its file meanwhile; a buffer is read into
+ * again only once its write is done. The bytes written are flushed in the background every
+ * SYNC_EVERY (fdatasync, overlapping the copy), so the one fsync the store then makes is short.
  */
 async function copyHashed(handle: FileHandle, staged: string, limit: { copied: number; max: number }, sizeHint: number): Promise<{ sha256: string; size: number }> {
   // A plain read/write loop rather than FileHandle streams: a FileHandle whose stream has ended
@@ -278,24 +290,41 @@ async function copyHashed(handle: FileHandle, staged: string, limit: { copied: n
   const out = await open(staged, 'wx', 0o444);
   try {
     const sparse = new SparseWriter(out);
-    // Sized to the file (as stat'ed; one that grew since is still read to its end): a small file does not allocate a megabyte.
-    const size = Math.min(1024 * 1024, Math.max(sizeHint + 1, 4096));
-    const buffers = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];
+    // Sized to the file (as stat'ed; one that grew since is still read to its end): a small file does not allocate megabytes.
+    const size = Math.min(COPY_CHUNK, Math.max(sizeHint + 1, 4096));
+    const buffers = Array.from({ length: sizeHint < size ? 2 : COPY_BUFFERS }, () => Buffer.allocUnsafe(size));
+    /** Per buffer, the write of the last chunk read into it; the writes themselves go out in order, one after another. */
+    const written: Array<Promise<void>> = buffers.map(() => Promise.resolve());
+    let writing: Promise<void> = Promise.resolve();
+    let syncing: Promise<void> | null = null;
+    let syncedTo = 0;
     let position = 0;
     let reading = handle.read(buffers[0]!, 0, size, 0);
     try {
-      for (let turn = 0; ; turn ^= 1) {
+      for (let i = 0; ; i++) {
         const { bytesRead } = await reading;
         if (bytesRead === 0) break;
         position += bytesRead;
         if (limit.copied + position > limit.max) throw tooLarge(limit.copied + position, limit.max, null);
-        reading = handle.read(buffers[turn ^ 1]!, 0, size, position);
-        const chunk = buffers[turn]!.subarray(0, bytesRead);
-        hash.update(chunk);
-        await sparse.write(chunk);
+        const chunk = buffers[i % buffers.length]!.subarray(0, bytesRead);
+        writing = writing.then(() => sparse.write(chunk));
+        writing.catch(() => undefined); // awaited below; a failure must not also surface as unhandled
+        written[i % buffers.length] = writing;
+        const next = (i + 1) % buffers.length;
+        await written[next];
+        reading = handle.read(buffers[next]!, 0, size, position);
+        hash.update(chunk); // while the same bytes are being written and the next ones read
+        if (syncing === null && position - syncedTo >= SYNC_EVERY) {
+          syncedTo = position;
+          syncing = writing.then(() => out.datasync()).finally(() => void (syncing = null));
+          syncing.catch(() => undefined);
+        }
       }
+      await writing;
+      await syncing;
     } catch (err) {
-      await reading.catch(() => undefined); // the read ahead ends before its file is closed
+      // Nothing may still be using the descriptors when they are closed.
+      await Promise.allSettled([reading, writing, syncing]);
       throw err;
     }
     return { sha256: hash.digest('hex'), size: await sparse.end() };
