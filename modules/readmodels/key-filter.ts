@@ -16,35 +16,40 @@ export class KeyFilter {
   }
 
   add(key: string): void {
-    this.probe(key, (word, bit) => {
-      this.bits[word] |= bit;
-      return true;
-    });
+    const h1 = fnv1a(key);
+    const h2 = step(h1);
+    for (let i = 0; i < this.hashes; i++) {
+      const position = (h1 + Math.imul(i, h2)) & this.mask;
+      this.bits[position >>> 5] |= 1 << (position & 31);
+    }
   }
 
   /** False when `key` was certainly never added. */
   mightHave(key: string): boolean {
-    return this.probe(key, (word, bit) => (this.bits[word] & bit) !== 0);
-  }
-
-  /** Visits the key's bit positions (double hashing) while `visit` returns true; true if it always did. */
-  private probe(key: string, visit: (word: number, bit: number) => boolean): boolean {
-    const [h1, h2] = hashPair(key);
+    // The key's bit positions by double hashing, written out in both methods: a rebuild asks once
+    // per event and key, and a closure or a returned pair per call was garbage to collect.
+    const h1 = fnv1a(key);
+    const h2 = step(h1);
     for (let i = 0; i < this.hashes; i++) {
       const position = (h1 + Math.imul(i, h2)) & this.mask;
-      if (!visit(position >>> 5, 1 << (position & 31))) return false;
+      if ((this.bits[position >>> 5] & (1 << (position & 31))) === 0) return false;
     }
     return true;
   }
 }
 
-/** A 32-bit FNV-1a hash of the key's UTF-16 code units, and a step derived from it by murmur3's finaliser (odd, so it is never zero). */
-function hashPair(key: string): [number, number] {
+/** A 32-bit FNV-1a hash of the key's UTF-16 code units. */
+function fnv1a(key: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
-  let g = h ^ 0x9e3779b9;
+  return h >>> 0;
+}
+
+/** The second hash: derived from the first by murmur3's finaliser, made odd so it is never zero. */
+function step(h1: number): number {
+  let g = h1 ^ 0x9e3779b9;
   g = Math.imul(g ^ (g >>> 16), 0x85ebca6b);
   g = Math.imul(g ^ (g >>> 13), 0xc2b2ae35);
   g ^= g >>> 16;
-  return [h >>> 0, (g | 1) >>> 0];
+  return (g | 1) >>> 0;
 }

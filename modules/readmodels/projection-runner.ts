@@ -16,6 +16,14 @@ export { InvalidProjectionError };
 
 /** Events applied per transaction by default: large enough to amortise commits, small enough to bound memory. */
 const BATCH_SIZE = 1000;
+/**
+ * Events per transaction of a rebuild, unless `batchSize` is given: a rebuild has no reader
+ * waiting for its next batch, so it commits less often. On PostgreSQL each transaction costs its
+ * round trips (BEGIN, one checkpoint UPDATE per projection, COMMIT), each a wake-up of the server
+ * process, which on a busy machine took a third of a rebuild at 1,000 (measured: 4.2 s of 8.9 s
+ * writing at load 15; 1.0 s of 6.5 s at 5,000). Memory: two batches of events at a time.
+ */
+const REBUILD_BATCH_SIZE = 5000;
 /** A live batch is flushed at most this long after its first event arrived. */
 const FLUSH_AFTER_MS = 50;
 
@@ -25,7 +33,7 @@ export interface ProjectionProgress {
 }
 
 export interface ProjectionRunnerOptions {
-  /** Events per transaction (default 1000). */
+  /** Events per transaction (default 1000; a rebuild's 5000). */
   batchSize?: number;
   /** Content-addressed blobs for run-recompute projections (required when there is one). */
   blobs?: BlobReader;
@@ -84,6 +92,7 @@ class CheckpointMovedError extends Error {
 export class ProjectionRunner {
   private readonly tables = new Map<string, RowTable>();
   private readonly batchSize: number;
+  private readonly rebuildBatchSize: number;
   private readonly blobs: BlobReader | undefined;
   private readonly heldRunBytes: number;
   private readonly advanceSql: ReturnType<typeof checkpointAdvance>;
@@ -95,6 +104,7 @@ export class ProjectionRunner {
     options: ProjectionRunnerOptions = {},
   ) {
     this.batchSize = options.batchSize ?? BATCH_SIZE;
+    this.rebuildBatchSize = options.batchSize ?? REBUILD_BATCH_SIZE;
     this.blobs = options.blobs;
     this.heldRunBytes = options.heldRunBytes ?? HELD_RUN_BYTES;
     this.advanceSql = checkpointAdvance(dataSource);
@@ -231,7 +241,7 @@ export class ProjectionRunner {
         held?.add(recorded);
         last = recorded.position;
         processed += 1;
-        if (batch.length >= this.batchSize) await flush();
+        if (batch.length >= this.rebuildBatchSize) await flush();
       }
       if (batch.length) await flush();
       await writing;
@@ -364,12 +374,12 @@ export class ProjectionRunner {
   private async applyRows(manager: EntityManager, projection: Projection, batch: RecordedEvent[], written?: KeyFilter): Promise<void> {
     const table = this.tables.get(projection.name)!;
     const keyed = keyedEvents(projection, batch);
-    const rows = await table.load(manager, keysToLoad(keyed, written));
-    const stored = new Set(rows.keys());
+    const rows = await table.load(manager, keysToLoad(keyed.keys, written));
+    const stored = rows.size ? new Set(rows.keys()) : null;
     const created: object[] = [];
     const updated: object[] = [];
     for (const key of evolveRows(projection, keyed, rows)) {
-      if (stored.has(key)) updated.push(rows.get(key)!);
+      if (stored?.has(key)) updated.push(rows.get(key)!);
       else {
         created.push(rows.get(key)!);
         written?.add(key); // early is harmless: should this transaction fail, so does the rebuild
@@ -474,34 +484,48 @@ export async function dumpReadModel(dataSource: DataSource, projection: AnyProje
   return canonicalJson(await rowTable(dataSource, projection.entity).all(dataSource.manager));
 }
 
-function guard<T>(projection: Projection, recorded: RecordedEvent, fn: () => T): T {
-  try {
-    return fn();
-  } catch (cause) {
-    throw new ProjectionFailedError(projection.name, recorded, { cause });
-  }
+/** The batch's events that update a row of `projection` and, at the same index, that row's key. */
+interface KeyedEvents {
+  events: RecordedEvent[];
+  keys: string[];
 }
 
-/** The batch's events that update a row of `projection`, each with that row's key. */
-function keyedEvents(projection: Projection, batch: RecordedEvent[]): Array<{ recorded: RecordedEvent; key: string }> {
-  const keyed: Array<{ recorded: RecordedEvent; key: string }> = [];
+/** The batch's events that update a row of `projection`, each with that row's key (two arrays: no object per event on a rebuild's hot path). */
+function keyedEvents(projection: Projection, batch: RecordedEvent[]): KeyedEvents {
+  const keyed: KeyedEvents = { events: [], keys: [] };
   for (const recorded of batch) {
-    const key = guard(projection, recorded, () => projection.keyOf(recorded.event));
-    if (key !== null) keyed.push({ recorded, key });
+    let key: string | null;
+    try {
+      key = projection.keyOf(recorded.event);
+    } catch (cause) {
+      throw new ProjectionFailedError(projection.name, recorded, { cause });
+    }
+    if (key === null) continue;
+    keyed.events.push(recorded);
+    keyed.keys.push(key);
   }
   return keyed;
 }
 
-/** Each key once; during a rebuild, only those `written` may already hold. */
-function keysToLoad(keyed: Array<{ key: string }>, written?: KeyFilter): string[] {
-  const keys = [...new Set(keyed.map(({ key }) => key))];
-  return written ? keys.filter((key) => written.mightHave(key)) : keys;
+/** Each key once, in order of first appearance; during a rebuild, only those `written` may already hold. */
+function keysToLoad(keys: string[], written?: KeyFilter): string[] {
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const key of keys) {
+    if (seen.has(key)) continue;
+    seen.add(key);
+    if (!written || written.mightHave(key)) out.push(key);
+  }
+  return out;
 }
 
 /** Applies the events to `rows` in order, skipping those a row has applied already; returns the changed keys. */
-function evolveRows(projection: Projection, keyed: Array<{ recorded: RecordedEvent; key: string }>, rows: Map<string, KeyedRow>): Set<string> {
+function evolveRows(projection: Projection, keyed: KeyedEvents, rows: Map<string, KeyedRow>): Set<string> {
   const changed = new Set<string>();
-  for (const { recorded, key } of keyed) {
+  const { events, keys } = keyed;
+  for (let i = 0; i < events.length; i++) {
+    const recorded = events[i];
+    const key = keys[i];
     const row = rows.get(key);
     if (row && recorded.event.seq <= row.lastSeq) continue; // already applied
     rows.set(key, evolved(projection, row, recorded));

@@ -48,6 +48,8 @@ interface TableSql {
   onConflict: string;
   /** A row's values in column order, as the driver stores them. */
   values(row: object): unknown[];
+  /** The value of the row's `i`th column, as the driver stores it. */
+  valueAt(row: object, i: number): unknown;
   /** The rows' values one after the other (a multi-row statement's parameters). */
   valuesOf(rows: object[]): unknown[];
   /** A row from the database's column values. */
@@ -69,6 +71,15 @@ function tableSql(dataSource: DataSource, entity: Function): TableSql {
   const key = meta.primaryColumns[0];
   const list = columns.map((c) => q(c.databaseName)).join(', ');
   const updates = columns.filter((c) => c !== key).map((c) => `${q(c.databaseName)} = EXCLUDED.${q(c.databaseName)}`).join(', ');
+  // Per column, the driver's conversion to the stored value, or null where it is the value itself
+  // (asked once here, not once per value: a rebuild writes every row of every projection).
+  const convert = columns.map((c) => (storedAsIs(c) ? null : (value: unknown) => driver.preparePersistentValue(value, c)));
+  const properties = columns.map((c) => c.propertyName);
+  const valueAt = (row: Record<string, unknown>, i: number) => {
+    const value = row[properties[i]];
+    const to = convert[i];
+    return to === null ? value : to(value);
+  };
   return {
     dataSource,
     columns,
@@ -78,10 +89,12 @@ function tableSql(dataSource: DataSource, entity: Function): TableSql {
     select: `SELECT ${list} FROM ${table}`,
     insertInto: `INSERT INTO ${table} (${list})`,
     onConflict: `ON CONFLICT (${q(key.databaseName)}) DO UPDATE SET ${updates}`,
-    values: (row) => columns.map((c) => driver.preparePersistentValue((row as Record<string, unknown>)[c.propertyName], c)),
+    values: (row) => columns.map((_, i) => valueAt(row as Record<string, unknown>, i)),
+    valueAt: (row, i) => valueAt(row as Record<string, unknown>, i),
     valuesOf(rows) {
-      const out: unknown[] = [];
-      for (const row of rows) for (const c of columns) out.push(driver.preparePersistentValue((row as Record<string, unknown>)[c.propertyName], c));
+      const out: unknown[] = new Array(rows.length * columns.length);
+      let n = 0;
+      for (const row of rows) for (let i = 0; i < columns.length; i++) out[n++] = valueAt(row as Record<string, unknown>, i);
       return out;
     },
     hydrate(raw) {
@@ -91,6 +104,14 @@ function tableSql(dataSource: DataSource, entity: Function): TableSql {
     },
     keyOf: (row) => String((row as unknown as Record<string, unknown>)[key.propertyName]),
   };
+}
+
+/** Column types both drivers store as the value given (their preparePersistentValue returns it unchanged). */
+const AS_IS_TYPES = new Set<unknown>(['varchar', 'text', 'integer', 'bigint', 'double precision']);
+
+/** Whether the driver stores this column's values unchanged: a plain type and no transformer. */
+function storedAsIs(column: ColumnMetadata): boolean {
+  return !column.transformer && AS_IS_TYPES.has(column.type);
 }
 
 /**
@@ -143,14 +164,27 @@ function postgresRowTable(sql: TableSql): RowTable {
   const loadSql = `${sql.select} WHERE ${sql.keyColumn} = ANY($1)`;
   const insertSql = `${sql.insertInto} SELECT ${sql.list} FROM json_populate_recordset(NULL::${sql.table}, $1::json)`;
   const upsertSql = `${insertSql} ${sql.onConflict}`;
+  const names = sql.columns.map((c) => c.databaseName);
   const asJson = (row: object) => {
-    const values = sql.values(row);
     const out: Record<string, unknown> = {};
-    sql.columns.forEach((c, i) => (out[c.databaseName] = jsonValue(values[i])));
+    for (let i = 0; i < names.length; i++) out[names[i]] = jsonValue(sql.valueAt(row, i));
     return out;
   };
+  // An entity whose columns are all of plain types (storedAsIs) is written as one array per column
+  // through unnest instead: the server reads arrays of text faster than it fills records from JSON
+  // objects by name (measured: 99k workspace-revision rows in 1.4 s against 1.8-2.0 s at load 10).
+  const arrays = sql.columns.every(storedAsIs) ? sql.columns.map((c) => `$${sql.columns.indexOf(c) + 1}::${sql.dataSource.driver.normalizeType(c)}[]`) : null;
+  const insertArrays = arrays && `${sql.insertInto} SELECT * FROM unnest(${arrays.join(', ')})`;
+  const statements = new Map([
+    [insertSql, insertArrays],
+    [upsertSql, insertArrays && `${insertArrays} ${sql.onConflict}`],
+  ]);
   const write = async (manager: EntityManager, rows: object[], statement: string) => {
-    for (const chunk of slices(rows, ROWS_PER_JSON)) await manager.query(statement, [JSON.stringify(chunk.map(asJson))]);
+    const byArrays = statements.get(statement);
+    for (const chunk of slices(rows, ROWS_PER_JSON)) {
+      if (byArrays) await manager.query(byArrays, sql.columns.map((_, i) => arrayLiteral(chunk, (row) => sql.valueAt(row, i))));
+      else await manager.query(statement, [JSON.stringify(chunk.map(asJson))]);
+    }
   };
   return {
     async load(manager, keys) {
@@ -182,6 +216,25 @@ function memo<T>(build: (n: number) => T): (n: number) => T {
     return value;
   };
 }
+
+/**
+ * A PostgreSQL array literal of one column's values (those of a storedAsIs column: strings,
+ * numbers, null): every element quoted, backslashes and double quotes escaped, so the element's
+ * text reaches the column type's input function unchanged; NULL unquoted.
+ */
+function arrayLiteral(rows: object[], valueOf: (row: object) => unknown): string {
+  let out = '{';
+  for (let i = 0; i < rows.length; i++) {
+    const value = valueOf(rows[i]);
+    if (i) out += ',';
+    if (value === null || value === undefined) out += 'NULL';
+    else if (typeof value === 'number' || typeof value === 'bigint') out += `"${String(value)}"`;
+    else out += `"${String(value).replace(ARRAY_ESCAPES, '\\$&')}"`;
+  }
+  return `${out}}`;
+}
+
+const ARRAY_ESCAPES = /[\\"]/g;
 
 /** A column value as json_populate_recordset reads it back: what JSON has no literal for goes as the type's text form. */
 function jsonValue(value: unknown): unknown {

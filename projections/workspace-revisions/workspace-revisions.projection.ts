@@ -48,7 +48,8 @@ const REVISION_EVENTS = new Set<string>(['FileChanged', 'WorkspacePrepared', 'Su
  */
 function revisionsJson(revisions: PathRevision[]): string {
   let out = '[';
-  for (const [i, { op, path, sha256, size }] of revisions.entries()) {
+  for (let i = 0; i < revisions.length; i++) {
+    const { op, path, sha256, size } = revisions[i];
     const plain = typeof op === 'string' && typeof path === 'string' && (sha256 === null || typeof sha256 === 'string') && (size === null || Number.isFinite(size));
     if (!plain) return canonicalJson(revisions);
     out += `${i ? ',' : ''}{"op":${JSON.stringify(op)},"path":${JSON.stringify(path)},"sha256":${JSON.stringify(sha256)},"size":${JSON.stringify(size)}}`;

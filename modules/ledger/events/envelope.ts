@@ -141,7 +141,8 @@ export function encodeEvent(event: A2rlEvent): Buffer {
 
 /** Parses stored bytes and upcasts older schema versions to the current shape. */
 export function decodeEvent(bytes: Uint8Array | string): A2rlEvent {
-  // A view, not a copy: decoding is on every read path.
-  const text = typeof bytes === 'string' ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  // A Buffer (what the stores return) is decoded as it is; another Uint8Array through a view, not a
+  // copy. Decoding is on every read path: a rebuild's, once per event.
+  const text = typeof bytes === 'string' ? bytes : Buffer.isBuffer(bytes) ? bytes.toString('utf8') : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   return upcast(JSON.parse(text) as A2rlEvent);
 }
