@@ -137,3 +137,40 @@ describe('StraceState: resumes what strace stopped at exec, and only that', () =
     expect(gaps).toEqual([expect.stringContaining('pid 900002 was continued by pid 900001 before the harness had read')]);
   });
 });
+
+describe('ExecCapturer: what it caches across execs', () => {
+  let dir: string;
+  const children: ChildProcess[] = [];
+  beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'a2rl-exec-cache-'))));
+  afterEach(() => {
+    for (const c of children.splice(0)) c.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const running = async (file: string): Promise<number> => {
+    const child = spawn(file, ['30'], { stdio: 'ignore' });
+    children.push(child);
+    await until(`${file} running`, () => readArgv(child.pid!)?.[0] === file);
+    return child.pid!;
+  };
+  const cacheOf = (c: ExecCapturer) => (c as unknown as { cache: Map<string, { content?: Uint8Array }> }).cache;
+
+  it('keeps the bytes of a small system executable once, and reads an executable of the agent at every exec', async () => {
+    const capturer = new ExecCapturer();
+    const system = await running('/usr/bin/sleep');
+    const bytes = readFileSync('/usr/bin/sleep');
+    const first = capturer.capture(system, '/usr/bin/sleep', ['/usr/bin/sleep', '30']);
+    const again = capturer.capture(system, '/usr/bin/sleep', ['/usr/bin/sleep', '30']);
+    expect(Buffer.from(first.exe!.content!).equals(bytes)).toBe(true);
+    expect(Buffer.from(again.exe!.content!).equals(bytes)).toBe(true); // the cached capture still carries them
+    expect(again.exe!.sha256).toBe(first.exe!.sha256);
+    expect(cacheOf(capturer).size).toBe(1);
+    // The same bytes outside the system directories: the agent could have written it, so never cached.
+    const own = join(dir, 'sleep');
+    writeFileSync(own, bytes, { mode: 0o755 });
+    const pid = await running(own);
+    const ownFacts = capturer.capture(pid, own, [own, '30']);
+    expect(Buffer.from(ownFacts.exe!.content!).equals(bytes)).toBe(true);
+    expect(cacheOf(capturer).size).toBe(1);
+  });
+});
