@@ -17,6 +17,13 @@ export function artifactRefs(events: readonly A2rlEvent[]): ArtifactRef[] {
   return refs.list();
 }
 
+/**
+ * The types whose events may reference a blob (the cases of ArtifactRefs.add). Every reference is
+ * read from a field named `sha256`: the fast check of the record (record-scan.ts) relies on that to
+ * skip parsing an event all of whose `sha256` fields it has seen.
+ */
+export const REF_TYPES: ReadonlySet<A2rlEvent['type']> = new Set<A2rlEvent['type']>(['WorkspacePrepared', 'FileChanged', 'SubmissionReceived', 'AgentOutput', 'SubmissionGraded', 'RolloutBatchRecorded']);
+
 /** artifactRefs folded one event at a time: one entry per distinct sha256, never the events. */
 export class ArtifactRefs {
   private readonly refs = new Map<string, ArtifactRef>();
@@ -47,6 +54,11 @@ export class ArtifactRefs {
       default:
         break;
     }
+  }
+
+  /** Whether a reference to this sha256 is known already. */
+  has(sha256: string): boolean {
+    return this.refs.has(sha256);
   }
 
   list(): ArtifactRef[] {

@@ -7,8 +7,13 @@ import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { storedEvents, type EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
-import { scanRecord, scanSegment, type SegmentScanner } from './record-scan.js';
+import { randomBytes } from 'node:crypto';
+import { scanRecord, scanSegment, type PageReader, type SegmentScanner } from './record-scan.js';
 import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
+import { MerkleAccumulator } from '../ledger/merkle.js';
+import { SqliteRawScan } from '../ledger/stores/raw-scan.js';
+import { LeafAccumulator } from './leaf-accumulator.js';
+import { scanPages } from './record-scan.js';
 
 // The fast check of a run's record: it vouches for an intact run, alone or in parallel segments,
 // and gives up (an anomaly, so that the full check names the failure) on anything else.
@@ -36,11 +41,29 @@ async function writeRun(store: EventStore, key: SigningKey, runId: string, opts:
 const inThread = (store: EventStore): SegmentScanner => (runId, from, count, chunkSize, onProgress) =>
   scanSegment(storedEvents(store, streamName(runId), { fromRevision: BigInt(from), maxCount: count }), runId, from, count, chunkSize, onProgress);
 
+describe('LeafAccumulator', () => {
+  it('splits the leaves into the same perfect subtrees as MerkleAccumulator, at every size', () => {
+    const reference = new MerkleAccumulator();
+    const fast = new LeafAccumulator();
+    for (let n = 1; n <= 300; n++) {
+      const leaf = randomBytes(32);
+      reference.push(leaf);
+      fast.push(leaf.toString('latin1'));
+      expect(fast.size).toBe(n);
+      expect(fast.subtrees().map((t) => `${t.size}:${t.hash.toString('hex')}`)).toEqual(reference.subtrees().map((t) => `${t.size}:${t.hash.toString('hex')}`));
+    }
+  });
+});
+
 describe('scanRecord', () => {
   let dir: string;
   let file: string;
   let store: SqliteEventStore;
   let key: SigningKey;
+  let raw: SqliteRawScan;
+  /** The SQLite ledger read in pages (small ones, so that a run has many), as `a2rl verify` reads it. */
+  const pages: PageReader = (runId, from, count) => raw.pages(streamName(runId), from, count, 100);
+  const inPageThread = (): SegmentScanner => (runId, from, count, chunkSize, onProgress) => scanPages(pages(runId, from, count), runId, from, count, chunkSize, onProgress);
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-record-scan-'));
@@ -49,8 +72,10 @@ describe('scanRecord', () => {
     store = await SqliteEventStore.open(file);
     await writeRun(store, key, RUN);
     await writeRun(store, key, 'open-run', { seal: false, events: 50 });
+    raw = SqliteRawScan.open(file);
   });
   afterAll(async () => {
+    raw.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -61,7 +86,7 @@ describe('scanRecord', () => {
   async function tampered(type: string, after: number, change: (row: Row) => Partial<Row>, work: () => Promise<void>): Promise<void> {
     const db = new Database(file);
     const row = db.prepare("SELECT * FROM events WHERE stream = 'run-scan-1' AND type = ? AND revision > ? ORDER BY revision LIMIT 1").get(type, after) as Row;
-    const update = db.prepare('UPDATE events SET type = @type, data = @data WHERE position = @position');
+    const update = db.prepare('UPDATE events SET type = @type, data = @data, id = @id, revision = @revision WHERE position = @position');
     try {
       update.run({ ...row, ...change(row) });
       await work();
@@ -89,6 +114,12 @@ describe('scanRecord', () => {
     expect(progress.length).toBeGreaterThan(0);
   });
 
+  it('reads the same record from pages of stored bytes, in one segment or several', async () => {
+    const one = await scanRecord(store, RUN, key.publicKeyPem);
+    expect(await scanRecord(store, RUN, key.publicKeyPem, { pages })).toEqual(one);
+    expect(await scanRecord(store, RUN, key.publicKeyPem, { pages, parallel: { scanner: inPageThread(), threads: 3, minEvents: 0, chunkSize: 128 } })).toEqual(one);
+  });
+
   it('is null for a run with no events', async () => {
     expect(await scanRecord(store, 'nope', key.publicKeyPem)).toBeNull();
   });
@@ -97,11 +128,17 @@ describe('scanRecord', () => {
     ['an edited event', 'AgentOutput', (r: Row) => ({ data: Buffer.from(r.data.toString().replace('"stdout"', '"stderr"')) }), 'does not verify'],
     ['a changed type column', 'FileChanged', () => ({ type: 'AgentExited' }), 'type column'],
     ['bytes that no longer parse', 'AgentOutput', () => ({ data: Buffer.from('{broken') }), 'do not parse'],
+    ['a changed id column', 'AgentOutput', (r: Row) => ({ id: r.id.replace(/^./, (c) => (c === 'a' ? 'b' : 'a')) }), 'id or type column'],
+    ['an envelope edited at its end', 'FileChanged', (r: Row) => ({ data: Buffer.from(r.data.toString().replace('"type":"FileChanged"', '"type":"AgentExited"')) }), ''],
+    ['a blob reference edited where the fast read skips it', 'AgentOutput', (r: Row) => ({ data: Buffer.from(r.data.toString().replace(/"sha256":"(.)/, (_m, c: string) => `"sha256":"${c === 'a' ? 'b' : 'a'}`)) }), 'does not verify'],
+    ['an event filed under the next revision', 'AgentOutput', (r: Row) => ({ revision: r.revision + 100_000 }), ''],
   ])('gives up on %s, in whichever segment it lies', async (_what, type, change, anomaly) => {
     for (const after of [3, 500, 990]) {
       await tampered(type, after, change, async () => {
         expect(await scanRecord(store, RUN, key.publicKeyPem)).toEqual({ anomaly: expect.stringContaining(anomaly) });
         expect(await scanRecord(store, RUN, key.publicKeyPem, { parallel: { scanner: inThread(store), threads: 4, minEvents: 0, chunkSize: 64 } })).toEqual({ anomaly: expect.stringContaining(anomaly) });
+        expect(await scanRecord(store, RUN, key.publicKeyPem, { pages })).toEqual({ anomaly: expect.stringContaining(anomaly) });
+        expect(await scanRecord(store, RUN, key.publicKeyPem, { pages, parallel: { scanner: inPageThread(), threads: 4, minEvents: 0, chunkSize: 64 } })).toEqual({ anomaly: expect.stringContaining(anomaly) });
       });
     }
     expect(await scanRecord(store, RUN, key.publicKeyPem)).not.toHaveProperty('anomaly');

@@ -1,9 +1,12 @@
+import { hash } from 'node:crypto';
 import { storedEvents, type EventStore, type StoredEvent } from '../ledger/event-store.port.js';
 import { EVENT_CATALOG, isEventType, type A2rlEvent, type EventData } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
-import { ArtifactRefs, type ArtifactRef } from './artifact-refs.js';
-import { leafHash, MerkleAccumulator, type PerfectSubtree } from '../ledger/merkle.js';
+import { MerkleAccumulator, type PerfectSubtree } from '../ledger/merkle.js';
+import type { RawEventPage } from '../ledger/stores/raw-scan.js';
 import { verifyTreeHead } from '../ledger/tree-head.js';
+import { ArtifactRefs, REF_TYPES, type ArtifactRef } from './artifact-refs.js';
+import { LeafAccumulator } from './leaf-accumulator.js';
 import { sealFailure, sealRelevant, validated } from './verify-chain.js';
 
 /**
@@ -62,33 +65,113 @@ export interface RecordScan {
   kept: A2rlEvent[];
 }
 
-/** Reads and checks events [from, from + count) of the run: bytes parsed once, leaves hashed into each chunk's subtrees. */
+/** Reads and checks events [from, from + count) of the run from the store's stored events (paged here, see scanPages). */
 export async function scanSegment(events: AsyncIterable<StoredEvent>, runId: string, from: number, count: number, chunkSize = CHUNK, onProgress?: (done: number) => void): Promise<SegmentScan> {
+  return scanPages(pagesOf(events, streamName(runId)), runId, from, count, chunkSize, onProgress);
+}
+
+/** Stored events grouped into pages (RawEventPage) as an adapter without a paged read gives them. */
+async function* pagesOf(events: AsyncIterable<StoredEvent>, stream: string, rows = 1024): AsyncGenerator<RawEventPage> {
+  let batch: StoredEvent[] = [];
+  const page = (): RawEventPage => {
+    const parts: Buffer[] = [];
+    for (const e of batch) parts.push(SEPARATOR, e.bytes);
+    const columns = batch.every((e) => e.stored);
+    return {
+      count: batch.length,
+      bytes: Buffer.concat(parts),
+      lengths: batch.map((e) => e.bytes.length),
+      // Another stream's event is filed at no revision of this one.
+      revisions: batch.map((e) => (e.stream === stream ? Number(e.revision) : -1)),
+      ids: columns ? batch.map((e) => e.stored!.id) : null,
+      types: columns ? batch.map((e) => e.stored!.type) : null,
+    };
+  };
+  for await (const event of events) {
+    batch.push(event);
+    if (batch.length === rows) {
+      yield page();
+      batch = [];
+    }
+  }
+  if (batch.length) yield page();
+}
+const SEPARATOR = Buffer.from(' ');
+
+/**
+ * The envelope's last fields in canonical JSON (RFC 8785 sorts keys: data, id, occurredAt, runId,
+ * schemaVersion, seq, type), read off the end of the bytes. No character of a JSON string is an
+ * unescaped quote, so from the closing brace back these can only be the envelope's own fields; a
+ * value with an escape in it (never one the harness writes) does not match, and the event is parsed.
+ */
+const ENVELOPE_TAIL = /,"id":"([^"\\]*)","occurredAt":"[^"\\]*","runId":"([^"\\]*)","schemaVersion":([1-9][0-9]{0,8}),"seq":(0|[1-9][0-9]{0,15}),"type":"([^"\\]*)"\}$/;
+/** The longest ENVELOPE_TAIL, less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
+const TAIL_BYTES = 240;
+/** Where a blob reference's hash is in an event's bytes (ArtifactRefs reads only `sha256` fields). */
+const SHA256_KEY = Buffer.from('"sha256":"');
+
+/**
+ * Reads and checks events [from, from + count) of the run from pages of stored bytes: each event's
+ * filing and its envelope (from the end of its bytes: ENVELOPE_TAIL), its leaf hashed into each
+ * chunk's subtrees. An event is parsed only where a later check reads it (heads, KEPT_TYPES, a
+ * re-grading for the seal), where it is at an older schema version (validated and upcast), where it
+ * may name a blob not yet seen (ArtifactRefs), or where its end does not read as an envelope's.
+ */
+export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<RawEventPage>, runId: string, from: number, count: number, chunkSize = CHUNK, onProgress?: (done: number) => void): Promise<SegmentScan> {
   const scan: SegmentScan = { from, count: 0, chunks: [], heads: [], refs: [], kept: [], lastNonHeadSeq: -1 };
   const refs = new ArtifactRefs();
   const stream = streamName(runId);
-  let chunk = new MerkleAccumulator();
-  for await (const stored of events) {
-    const seq = from + scan.count;
-    if (scan.count === count) return { ...scan, anomaly: `the stream has events after seq ${seq - 1}, its last revision` };
-    const event = checkStored(stored, stream, runId, seq);
-    if (typeof event === 'string') return { ...scan, anomaly: `seq ${seq}: ${event}` };
-    try {
-      refs.add(event);
-    } catch {
-      return { ...scan, anomaly: `seq ${seq}: its data is not what its type says` };
+  const tailBytes = TAIL_BYTES + runId.length;
+  let chunk = new LeafAccumulator();
+  for await (const page of pages) {
+    const { bytes, lengths, revisions, ids, types } = page;
+    let total = page.count;
+    for (const length of lengths) total += length;
+    if (lengths.length !== page.count || revisions.length !== page.count || (ids && ids.length !== page.count) || (types && types.length !== page.count) || bytes.length !== total) {
+      return { ...scan, anomaly: `seq ${from + scan.count}: the store's page of events does not add up` };
     }
-    if (seq % chunkSize === 0 && chunk.size) {
-      scan.chunks.push({ start: seq - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
-      chunk = new MerkleAccumulator();
+    let start = 1;
+    for (let i = 0; i < page.count; i++) {
+      const seq = from + scan.count;
+      const end = start + lengths[i];
+      if (scan.count === count) return { ...scan, anomaly: `the stream has events after seq ${seq - 1}, its last revision` };
+      if (revisions[i] !== seq) return { ...scan, anomaly: `seq ${seq}: filed under another stream or revision` };
+      // The envelope off the end of the bytes; its type and version say whether the event is parsed.
+      const tail = ENVELOPE_TAIL.exec(bytes.toString('latin1', Math.max(start, end - tailBytes), end));
+      let type: A2rlEvent['type'] | null = null;
+      let event: A2rlEvent | null = null;
+      if (tail !== null) {
+        if (tail[2] !== runId || Number(tail[4]) !== seq || !isEventType(tail[5])) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
+        if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
+        type = tail[5];
+        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== EVENT_CATALOG[type].version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, refs))) type = null;
+      }
+      if (type === null) {
+        const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
+        if (typeof checked === 'string') return { ...scan, anomaly: `seq ${seq}: ${checked}` };
+        event = checked;
+        type = event.type;
+        try {
+          refs.add(event);
+        } catch {
+          return { ...scan, anomaly: `seq ${seq}: its data is not what its type says` };
+        }
+      }
+      if (seq % chunkSize === 0 && chunk.size) {
+        scan.chunks.push({ start: seq - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
+        chunk = new LeafAccumulator();
+      }
+      if (type === 'TreeHeadSigned') scan.heads.push({ seq, data: (event as Extract<A2rlEvent, { type: 'TreeHeadSigned' }>).data, before: chunk.subtrees() });
+      else scan.lastNonHeadSeq = seq;
+      // SHA-256(0x00 ‖ bytes): the separator before the event becomes the leaf prefix.
+      bytes[start - 1] = 0;
+      chunk.push(hash('sha256', bytes.subarray(start - 1, end), 'binary'));
+      scan.count += 1;
+      if (onProgress && scan.count % 10_000 === 0) onProgress(scan.count);
+      if (event ? sealRelevant(event) : type !== 'TreeHeadSigned') scan.lastSealRelevant = { seq, type };
+      if (event && KEPT_TYPES.has(type)) scan.kept.push(event);
+      start = end + 1;
     }
-    if (event.type === 'TreeHeadSigned') scan.heads.push({ seq, data: event.data, before: chunk.subtrees() });
-    else scan.lastNonHeadSeq = seq;
-    chunk.push(leafHash(stored.bytes));
-    scan.count += 1;
-    if (onProgress && scan.count % 10_000 === 0) onProgress(scan.count);
-    if (sealRelevant(event)) scan.lastSealRelevant = { seq, type: event.type };
-    if (KEPT_TYPES.has(event.type)) scan.kept.push(event);
   }
   if (chunk.size) scan.chunks.push({ start: from + scan.count - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
   scan.refs = refs.list();
@@ -96,25 +179,40 @@ export async function scanSegment(events: AsyncIterable<StoredEvent>, runId: str
   return scan.count === count ? scan : { ...scan, anomaly: `the stream ends at seq ${from + scan.count - 1}, before its last revision ${from + count - 1}` };
 }
 
+/** Types parsed whole wherever they are: heads (checked at the join), the kept ones, and a re-grading (whether it counts for the seal is in its data). */
+const WHOLE_TYPES = new Set<A2rlEvent['type']>(['TreeHeadSigned', 'GradingRepeated', ...KEPT_TYPES]);
+
 /**
- * One stored event: its filing (stream, revision, id and type columns) against its bytes, and the
- * event the bytes hold; a string says why it cannot be vouched for here.
+ * Whether every `sha256` field in the event's bytes holds a hash the segment has seen already, so
+ * that ArtifactRefs would add nothing for it (its first reference wins). Read off authentic canonical
+ * bytes (the heads vouch for them before the scan's result is used), `"sha256":"` is always a key.
  */
-function checkStored(stored: StoredEvent, stream: string, runId: string, seq: number): A2rlEvent | string {
+function refsKnown(bytes: Buffer, start: number, end: number, refs: ArtifactRefs): boolean {
+  const event = bytes.subarray(start, end);
+  for (let at = event.indexOf(SHA256_KEY); at >= 0; at = event.indexOf(SHA256_KEY, at + 74)) {
+    if (event[at + 74] !== 0x22 || !refs.has(event.toString('latin1', at + 10, at + 74))) return false;
+  }
+  return true;
+}
+
+/**
+ * One stored event, parsed: its envelope against its filing (the id and type columns, when the
+ * store has them), and the event the bytes hold; a string says why it cannot be vouched for here.
+ */
+function checkStored(bytes: Buffer, id: string | undefined, type: string | undefined, runId: string, seq: number): A2rlEvent | string {
   let event: A2rlEvent;
   try {
-    event = JSON.parse(stored.bytes.toString('utf8')) as A2rlEvent;
+    event = JSON.parse(bytes.toString('utf8')) as A2rlEvent;
   } catch {
     return 'the stored bytes do not parse';
   }
   if (typeof event !== 'object' || event === null || event.runId !== runId || event.seq !== seq || !isEventType(event.type)) return 'the bytes are not this event of the run';
-  if (stored.stream !== stream || Number(stored.revision) !== seq) return 'filed under another stream or revision';
-  if (stored.stored && (stored.stored.id !== event.id || stored.stored.type !== event.type)) return "the store's id or type column differs from the bytes";
+  if (id !== undefined && (id !== event.id || type !== event.type)) return "the store's id or type column differs from the bytes";
   // Read whole by later checks, or at an older schema version: validated (and upcast) one by one.
   if (event.type === 'TreeHeadSigned' || KEPT_TYPES.has(event.type) || event.schemaVersion !== EVENT_CATALOG[event.type].version) {
     try {
       const { event: valid, canonical } = validated(event);
-      if (!canonical.equals(stored.bytes)) return 'not in canonical form';
+      if (!canonical.equals(bytes)) return 'not in canonical form';
       return valid;
     } catch (error) {
       return `not a valid event: ${(error as Error).message}`;
@@ -169,22 +267,25 @@ export function joinSegments(runId: string, publicKeyPem: string | null, segment
 /** A subtree as a worker thread sent it (its hash arrives as a plain Uint8Array). */
 const received = (subtree: PerfectSubtree): PerfectSubtree => ({ size: subtree.size, hash: Buffer.from(subtree.hash.buffer, subtree.hash.byteOffset, subtree.hash.byteLength) });
 
-/** Scans a segment elsewhere: a worker thread that opens the ledger itself (src/record-scan-threads.ts). */
+/** Scans a segment elsewhere: a worker thread that opens the ledger itself (src/record-scan-threads.ts, page-scan-threads.ts). */
 export type SegmentScanner = (runId: string, from: number, count: number, chunkSize: number, onProgress: (done: number) => void) => Promise<SegmentScan>;
 
 /** Below this many events a run is read in one segment: starting a thread would cost more than it saves. */
 const PARALLEL_FROM = 100_000;
 
+/** Reads revisions [from, from + count) of a run's stream in pages (an SQLite ledger: modules/ledger/stores/raw-scan.ts). */
+export type PageReader = (runId: string, from: number, count: number) => Iterable<RawEventPage> | AsyncIterable<RawEventPage>;
+
 /**
- * The fast check of the whole run: its stream in `threads` segments, the first read here through
- * `store` and the others by `scanner` at the same time, joined in seq order. Null when the run has
- * no events.
+ * The fast check of the whole run: its stream in `threads` segments, the first read here (through
+ * `pages` when given, else `store`) and the others by `scanner` at the same time, joined in seq
+ * order. Null when the run has no events.
  */
 export async function scanRecord(
   store: EventStore,
   runId: string,
   publicKeyPem: string | null,
-  options: { parallel?: { scanner: SegmentScanner; threads: number; minEvents?: number; chunkSize?: number }; onProgress?: (done: number) => void } = {},
+  options: { parallel?: { scanner: SegmentScanner; threads: number; minEvents?: number; chunkSize?: number }; pages?: PageReader; onProgress?: (done: number) => void } = {},
 ): Promise<RecordScan | { anomaly: string } | null> {
   const revision = await store.streamRevision(streamName(runId));
   if (revision === null) return null;
@@ -196,16 +297,16 @@ export async function scanRecord(
   const parts = Math.max(1, Math.min(threads, chunks));
   const bound = (i: number) => Math.min(count, Math.round((chunks * i) / parts) * chunkSize);
   const done = new Array<number>(parts).fill(0);
-  const segments = await Promise.all(
-    Array.from({ length: parts }, (_, i) => {
-      const [from, to] = [bound(i), bound(i + 1)];
-      const onProgress = (n: number) => {
-        done[i] = n;
-        options.onProgress?.(done.reduce((a, b) => a + b, 0));
-      };
-      if (i > 0) return options.parallel!.scanner(runId, from, to - from, chunkSize, onProgress);
-      return scanSegment(storedEvents(store, streamName(runId), { fromRevision: BigInt(from), maxCount: to - from }), runId, from, to - from, chunkSize, onProgress);
-    }),
-  );
+  const progress = (i: number) => (n: number) => {
+    done[i] = n;
+    options.onProgress?.(done.reduce((a, b) => a + b, 0));
+  };
+  // The other threads first: this one's read may keep it busy until it is done.
+  const others = Array.from({ length: parts - 1 }, (_, j) => options.parallel!.scanner(runId, bound(j + 1), bound(j + 2) - bound(j + 1), chunkSize, progress(j + 1)));
+  const here = bound(1);
+  const first = options.pages
+    ? scanPages(options.pages(runId, 0, here), runId, 0, here, chunkSize, progress(0))
+    : scanSegment(storedEvents(store, streamName(runId), { fromRevision: 0n, maxCount: here }), runId, 0, here, chunkSize, progress(0));
+  const segments = await Promise.all([first, ...others]);
   return joinSegments(runId, publicKeyPem, segments);
 }

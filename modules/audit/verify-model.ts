@@ -7,7 +7,7 @@ import type { LeafHashes } from '../ledger/merkle.js';
 import type { RunSource } from '../query/run-source.js';
 import type { ReadModelStores } from '../readmodels/read-models.port.js';
 import type { ArtifactRefs } from './artifact-refs.js';
-import type { SegmentScanner } from './record-scan.js';
+import type { PageReader, SegmentScanner } from './record-scan.js';
 import type { ChainVerifier, VerificationFailure } from './verify-chain.js';
 
 // What `a2rl verify`'s steps share: its inputs, its progress, the scan of the record that the
@@ -33,8 +33,11 @@ export interface VerifyDeps {
   datasetsDir?: string;
   /** Where scratch stores and restored checkpoints go (default: the OS temp dir). */
   tmpDir?: string;
-  /** Reads a long run's stream in segments at once, in threads that open the ledger themselves (not for an in-memory one). */
-  parallelRead?: { scanner: SegmentScanner; threads: number };
+  /**
+   * Reads a long run's stream in segments at once, in threads that open the ledger themselves (not
+   * for an in-memory one); `pages` reads this thread's segment in pages (an SQLite ledger).
+   */
+  parallelRead?: { scanner: SegmentScanner; threads: number; pages?: PageReader };
 }
 
 export type VerifyStage = 'events' | 'chain' | 'artifacts' | 'projections' | 'reports' | 'regrade';

@@ -104,7 +104,7 @@ export class RunVerifier {
   private async checkRecord(runId: string, progress: (p: VerifyProgress) => void): Promise<RecordScan | null> {
     const { store, publicKeyPem, parallelRead } = this.deps;
     const parallel = parallelRead && store.backend !== 'memory' ? parallelRead : undefined;
-    const record = await scanRecord(store, runId, publicKeyPem, { parallel, onProgress: (done) => progress({ stage: 'events', done, total: 0 }) });
+    const record = await scanRecord(store, runId, publicKeyPem, { parallel, pages: parallel?.pages, onProgress: (done) => progress({ stage: 'events', done, total: 0 }) });
     if (record === null) throw new RunNotFoundError(runId, store.backend);
     if ('anomaly' in record) return null;
     progress({ stage: 'chain', done: record.count, total: record.count });

@@ -70,20 +70,37 @@ type VerifyBase = Pick<VerifyDeps, 'publicKeyPem' | 'taskCacheDir' | 'datasetsDi
 
 /** verify without --rebuild: the ledger and the artifact store only, opened without the app (and its read models). */
 async function verifyRecord(config: A2rlConfig, base: VerifyBase, runId: string, options: VerifyOptions): Promise<VerifyResult> {
-  const [{ RunVerifier }, { openArtifacts, openLedger }, { threadedSegmentScanner }, os] = await Promise.all([
+  const [{ RunVerifier }, { openArtifacts, openLedger }, os] = await Promise.all([
     import('../../modules/audit/verify.service.js'),
     import('../open-stores.js'),
-    import('../record-scan-threads.js'),
     import('node:os'),
   ]);
   const store = await openLedger(config);
+  let reader: { close(): void } | undefined;
   try {
     const artifacts = await openArtifacts(config);
     try {
-      // A long run is read in segments at once, one per core, each thread opening the ledger itself.
-      const parallelRead = store.backend === 'memory' ? undefined : { scanner: threadedSegmentScanner(config.ledgerUrl), threads: os.availableParallelism() };
+      // A long run is read in segments at once, one per core, each thread opening the ledger itself;
+      // an SQLite ledger in pages, SQLite joining each page's rows (modules/ledger/stores/raw-scan.ts).
+      let parallelRead: VerifyDeps['parallelRead'];
+      if (store.backend === 'sqlite') {
+        const [{ SqliteRawScan }, { sqlitePageScanner }, { sqlitePath }, { streamName }] = await Promise.all([
+          import('../../modules/ledger/stores/raw-scan.js'),
+          import('../../modules/audit/page-scan-threads.js'),
+          import('../../modules/settings/store-url.js'),
+          import('../../modules/ledger/events/ids.js'),
+        ]);
+        const file = sqlitePath(config.ledgerUrl);
+        const raw = SqliteRawScan.open(file);
+        reader = raw;
+        parallelRead = { scanner: sqlitePageScanner(file), threads: os.availableParallelism(), pages: (run, from, count) => raw.pages(streamName(run), from, count) };
+      } else if (store.backend !== 'memory') {
+        const { threadedSegmentScanner } = await import('../record-scan-threads.js');
+        parallelRead = { scanner: threadedSegmentScanner(config.ledgerUrl), threads: os.availableParallelism() };
+      }
       return await new RunVerifier({ ...base, store, artifacts, parallelRead }).verify(runId, options);
     } finally {
+      reader?.close();
       await artifacts.close();
     }
   } finally {

@@ -12,10 +12,11 @@ import { DEFAULT_HEAD_EVERY_EVENTS } from '../../modules/ledger/tree-head-signer
 import { initSigningKey } from '../../modules/ledger/tree-head.js';
 import type { ArtifactStore } from '../../modules/artifacts/artifact-store.port.js';
 import type { A2rlEvent, BlobRef } from '../../modules/ledger/events/catalog.js';
+import { storedEvents } from '../../modules/ledger/event-store.port.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import type { LedgerService } from '../../modules/ledger/ledger.service.js';
 import { LedgerRunSource } from '../../modules/query/run-source.js';
-import { runCli as cli, stagesOf as stages } from './cli-child.js';
+import { runCli as cli, stagesOf as stages, type CliRun } from './cli-child.js';
 import type { ProjectionRunnerService } from '../../modules/readmodels/readmodels.module.js';
 
 // `npm run bench -- query`: reads that scale. A run of 1,000,000 events (A2RL_BENCH_QUERY_EVENTS
@@ -34,6 +35,9 @@ import type { ProjectionRunnerService } from '../../modules/readmodels/readmodel
 // Goals: page p99 ≤ 20 ms; verify ≤ 3× sha256sum (on two busy cores); peak RSS ≤ 300 MB; verify
 // --rebuild peak RSS ≤ 500 MB.
 // A2RL_BENCH_QUERY_HOME=<dir> keeps the run there (and reuses one already written) for profiling.
+// `--verify-only` skips the page reads and the rebuilds: the run, sha256sum and `a2rl verify` only;
+// `--rounds N` times sha256sum and verify N times each, alternating, and reports the medians (the
+// ratio swings with the load; each round's pair ran back to back).
 
 const EVENTS = Number(process.env.A2RL_BENCH_QUERY_EVENTS ?? 1_000_000);
 const PAGE = 50;
@@ -121,7 +125,7 @@ async function pageBefore(store: SqliteEventStore, afterSeq: number): Promise<nu
 async function exportNdjson(store: SqliteEventStore, file: string): Promise<number> {
   const out = createWriteStream(file);
   let bytes = 0;
-  for await (const r of store.readStream(streamName(RUN))) {
+  for await (const r of storedEvents(store, streamName(RUN))) {
     bytes += r.bytes.length + 1;
     if (!out.write(Buffer.concat([r.bytes, Buffer.from('\n')]))) await once(out, 'drain');
   }
@@ -130,7 +134,20 @@ async function exportNdjson(store: SqliteEventStore, file: string): Promise<numb
   return bytes;
 }
 
+function parseOptions(argv: string[]): { verifyOnly: boolean; rounds: number } {
+  const o = { verifyOnly: false, rounds: 1 };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--verify-only') o.verifyOnly = true;
+    else if (argv[i] === '--rounds' && /^[1-9]\d*$/.test(argv[i + 1] ?? '')) o.rounds = Number(argv[++i]);
+    else throw new Error(`query bench: bad option "${argv[i]}" (--verify-only, --rounds N)`);
+  }
+  return o;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+
 export async function queryBench(): Promise<void> {
+  const options = parseOptions(process.argv.slice(3));
   const loadStart = os.loadavg()[0];
   console.log(`load average at start: ${loadStart.toFixed(2)} (1 min) on ${os.availableParallelism()} cores`);
   const kept = process.env.A2RL_BENCH_QUERY_HOME;
@@ -144,43 +161,56 @@ export async function queryBench(): Promise<void> {
     const events = reused ? Number(await store.streamRevision(streamName(RUN))) + 1 : await writeRun(store, artifacts, home);
     console.log(`run: ${events} events (a signed head every ${DEFAULT_HEAD_EVERY_EVENTS} events and at seal) ${reused ? `reused from ${home}` : `written in ${round((performance.now() - t) / 1000)} s`}`);
 
-    // The page read of GET /runs/:id/events (the controller adds only validation and serialisation).
-    const source = new LedgerRunSource(undefined as unknown as ProjectionRunnerService, undefined as unknown as LedgerService, artifacts, store);
-    await source.page(RUN, { afterSeq: -1, limit: PAGE }); // warm-up
-    const window = Math.min(10_000, Math.floor(events / 10));
-    const pages = {
-      start: await pageP99(source, 0, window),
-      middle: await pageP99(source, Math.floor(events / 2 - window / 2), Math.floor(events / 2 + window / 2)),
-      end: await pageP99(source, events - window, events - PAGE),
-    };
-    console.log(`50-event page p99 over ${SAMPLES} random offsets each: start ${pages.start} ms, middle ${pages.middle} ms, end ${pages.end} ms`);
-    console.log(`the same page at the end read as before (the whole run, then filtered): ${await pageBefore(store, events - PAGE - 1)} ms`);
+    let pages: { start: number; middle: number; end: number } | null = null;
+    if (!options.verifyOnly) {
+      // The page read of GET /runs/:id/events (the controller adds only validation and serialisation).
+      const source = new LedgerRunSource(undefined as unknown as ProjectionRunnerService, undefined as unknown as LedgerService, artifacts, store);
+      await source.page(RUN, { afterSeq: -1, limit: PAGE }); // warm-up
+      const window = Math.min(10_000, Math.floor(events / 10));
+      pages = {
+        start: await pageP99(source, 0, window),
+        middle: await pageP99(source, Math.floor(events / 2 - window / 2), Math.floor(events / 2 + window / 2)),
+        end: await pageP99(source, events - window, events - PAGE),
+      };
+      console.log(`50-event page p99 over ${SAMPLES} random offsets each: start ${pages.start} ms, middle ${pages.middle} ms, end ${pages.end} ms`);
+      console.log(`the same page at the end read as before (the whole run, then filtered): ${await pageBefore(store, events - PAGE - 1)} ms`);
+    }
 
     const ndjson = path.join(home, 'events.ndjson');
     const bytes = await exportNdjson(store, ndjson);
     await store.close();
     await artifacts.close();
-    t = performance.now();
-    await exec('sha256sum', [ndjson]);
-    const sha256sum_s = round((performance.now() - t) / 1000, 3);
-    console.log(`sha256sum of the stream's ${bytes} bytes (events.ndjson): ${sha256sum_s} s`);
+    const sha256sums: number[] = [];
+    const verifies: CliRun[] = [];
+    for (let i = 0; i < options.rounds; i++) {
+      t = performance.now();
+      await exec('sha256sum', [ndjson]);
+      sha256sums.push(round((performance.now() - t) / 1000, 3));
+      const verify = await cli(home, ['verify', RUN]);
+      if (i === 0) console.log(verify.stdout.trim());
+      console.log(`round ${i + 1}: sha256sum of the stream's ${bytes} bytes (events.ndjson) ${sha256sums[i]} s; a2rl verify ${verify.seconds} s (${stages(verify)}), ${round(verify.seconds / sha256sums[i], 1)}×, peak RSS ${verify.peakRssMb} MB; load ${os.loadavg()[0].toFixed(2)}`);
+      verifies.push(verify);
+    }
     rmSync(ndjson);
-
-    const verify = await cli(home, ['verify', RUN]);
-    console.log(verify.stdout.trim());
-    console.log(`a2rl verify: ${verify.seconds} s (${stages(verify)}), peak RSS ${verify.peakRssMb} MB`);
+    const sha256sum_s = median(sha256sums);
+    const verify_s = median(verifies.map((v) => v.seconds));
+    const verify_peak_rss_mb = Math.max(...verifies.map((v) => v.peakRssMb));
 
     // --rebuild compares projections rebuilt from zero with the live read models: bring those up to date first.
-    const rebuild = await cli(home, ['projections', 'rebuild']);
-    console.log(`read models caught up (a2rl projections rebuild): ${rebuild.seconds} s, peak RSS ${rebuild.peakRssMb} MB`);
-    const deep = await cli(home, ['verify', RUN, '--rebuild']);
-    console.log(`a2rl verify --rebuild: ${deep.seconds} s (${stages(deep)}), peak RSS ${deep.peakRssMb} MB`);
+    let deep: CliRun | null = null;
+    if (!options.verifyOnly) {
+      const rebuild = await cli(home, ['projections', 'rebuild']);
+      console.log(`read models caught up (a2rl projections rebuild): ${rebuild.seconds} s, peak RSS ${rebuild.peakRssMb} MB`);
+      deep = await cli(home, ['verify', RUN, '--rebuild']);
+      console.log(`a2rl verify --rebuild: ${deep.seconds} s (${stages(deep)}), peak RSS ${deep.peakRssMb} MB`);
+    }
 
     console.log(JSON.stringify({
       bench: 'query', events,
-      page_p99_ms_start: pages.start, page_p99_ms_middle: pages.middle, page_p99_ms_end: pages.end,
-      verify_vs_sha256sum: round(verify.seconds / sha256sum_s, 1), verify_peak_rss_mb: verify.peakRssMb,
-      verify_rebuild_s: deep.seconds, verify_rebuild_peak_rss_mb: deep.peakRssMb,
+      ...(pages ? { page_p99_ms_start: pages.start, page_p99_ms_middle: pages.middle, page_p99_ms_end: pages.end } : {}),
+      stream_bytes: bytes, sha256sum_s, verify_s, rounds: options.rounds,
+      verify_vs_sha256sum: round(verify_s / sha256sum_s, 1), verify_peak_rss_mb,
+      ...(deep ? { verify_rebuild_s: deep.seconds, verify_rebuild_peak_rss_mb: deep.peakRssMb } : {}),
       load_1m_start: round(loadStart), load_1m_end: round(os.loadavg()[0]), cores: os.availableParallelism(),
     }));
   } finally {
