@@ -28,8 +28,11 @@ export interface RawEventPage {
   types: string[] | null;
 }
 
-/** Rows a page joins: about 1.5 MB of bytes for events of a few hundred bytes. */
-export const RAW_PAGE_ROWS = 4096;
+/**
+ * Rows a page joins: about 0.4 MB for events of a few hundred bytes. Larger pages cost no less time
+ * and more memory (4,096 rows: peak RSS 263 MB rather than 215 MB for `a2rl verify` of 1M events).
+ */
+export const RAW_PAGE_ROWS = 1024;
 
 type PageRow = [number, Buffer | null, string | null, string | null, string | null, string | null];
 
