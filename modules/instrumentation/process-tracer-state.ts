@@ -61,8 +61,6 @@ export interface ExecHooks {
 }
 
 const FORK_ANNOUNCE_MS = 500;
-/** A capture older than this no longer counts as a process waiting (its stop line was lost, e.g. killed). */
-const HOLDING_MS = 1000;
 const PARENT_WAIT_MS = 250;
 /** USER_HZ (see process-monitor.ts). */
 const TICK_MS = 10;
@@ -124,15 +122,6 @@ export class StraceState {
   ) {
     this.parentOf.set(rootPid, harnessPid);
     if (rootCwd) this.cwdOf.set(rootPid, rootCwd);
-  }
-
-  /**
-   * Whether a process waits on the reader: captured at its exec and not yet resumed (its stop line
-   * is on the way), at epoch ms `now`. The worker then reads strace's output without its idle delay.
-   */
-  holding(now: number): boolean {
-    for (const at of this.capturedAt.values()) if (now - at < HOLDING_MS) return true;
-    return false;
   }
 
   /** One line of strace's output (without the newline). */

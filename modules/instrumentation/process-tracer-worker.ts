@@ -1,4 +1,5 @@
-import { closeSync, constants, open, openSync, readSync, rmSync } from 'node:fs';
+import { closeSync, constants, open, openSync, rmSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
@@ -34,19 +35,6 @@ export type FromWorker =
 
 /** Facts per message: large enough to amortise postMessage, small enough to keep callbacks flowing. */
 const MAX_BATCH = 512;
-/** How soon an empty pipe is read again while nothing waits on the reader. */
-const IDLE_POLL_MS = 2;
-/**
- * While a process is stopped at its exec until the worker resumes it, or within HOT_AFTER_DATA_MS
- * of strace's last output (an exec's lines come in bursts, and the next exec usually follows within
- * a millisecond), an empty pipe is read again after this long, the worker thread sleeping in between
- * (Atomics.wait) instead of waiting for a timer (1-2 ms): each exec's hold costs the agent a fraction
- * of a millisecond. At most HOT_SLICE_MS at a time, then the worker's event loop runs.
- */
-const HOT_POLL_MS = 0.05;
-const HOT_AFTER_DATA_MS = 3;
-const HOT_SLICE_MS = 20;
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 const port = parentPort!;
 const { fifo, intervalMs, maxPendingBytes, execHoldMs } = workerData as TracerWorkerData;
@@ -60,11 +48,11 @@ let batchBytes = 0;
 let flushQueued = false;
 /** Bytes of facts posted and not yet acknowledged by the main thread. */
 let pending = 0;
-/** The FIFO's read end, non-blocking; closed once, by whoever finds it idle after `done`. */
-let input: number | undefined;
-/** When strace's output was last read (performance.now()). */
-let lastData = -Infinity;
-const readBuffer = Buffer.allocUnsafe(256 * 1024);
+/**
+ * The FIFO's read end (non-blocking), watched by the worker's event loop: it is read as soon as
+ * strace writes, without polling. The socket owns the descriptor and closes it, once.
+ */
+let input: Socket | undefined;
 let paused = false;
 let rest: Buffer = Buffer.alloc(0);
 let done = false;
@@ -123,7 +111,10 @@ function flush(): void {
   pending += batchBytes;
   batch = [];
   batchBytes = 0;
-  if (!paused && pending > maxPendingBytes && input !== undefined) paused = true; // pump() stops reading
+  if (!paused && pending > maxPendingBytes && input !== undefined) {
+    paused = true;
+    input.pause(); // strace blocks on the full pipe once the socket's buffer is full too
+  }
 }
 
 function onLine(line: string): void {
@@ -158,8 +149,8 @@ function complete(why: 'eof' | 'finish'): void {
     }
   }
   flush();
-  // 'done' lets the main thread terminate this worker: only once the descriptor is closed (reads
-  // are synchronous, so none is in flight), so none is left behind.
+  // 'done' lets the main thread terminate this worker: only once the socket has closed the
+  // descriptor, so that no handle is left for the termination to close.
   closeInput();
 }
 
@@ -173,7 +164,7 @@ port.on('message', (msg: ToWorker) => {
     pending -= msg.bytes;
     if (paused && pending <= maxPendingBytes / 2) {
       paused = false;
-      pump();
+      input?.resume();
     }
   } else complete('finish');
 });
@@ -191,62 +182,41 @@ open(fifo, 'r', (err, blocking) => {
     post({ t: 'gap', reason: `cannot read strace's output: ${err.message}` });
     return complete('eof');
   }
-  // strace holds the write end now. Reads go through a second, non-blocking descriptor: a blocking
-  // read of an idle FIFO would hold a threadpool thread (the whole process's) until strace writes,
-  // and keep the harness from exiting while the agent lives. (A net.Socket over the descriptor
-  // avoided that, but closed it a second time in this thread: EBADF on the harness's own files.)
+  // strace holds the write end now. Reads go through a second, non-blocking descriptor watched by
+  // this thread's event loop (a pipe handle: epoll), so that an idle FIFO holds neither a threadpool
+  // thread (a blocking fs read did, and with it the harness's exit while the agent lived) nor this
+  // thread's CPU (polling an empty pipe cost ~30 us of CPU a wake-up, ~2.5 ms an exec). The socket
+  // owns that descriptor: it alone closes it (a close of ours as well closed a number the process
+  // had reused: EBADF on the harness's own files).
+  let fd: number | undefined;
   try {
-    input = done ? undefined : openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    fd = done ? undefined : openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
   } finally {
     closeSync(blocking);
   }
-  if (input === undefined) return;
+  if (fd === undefined) return closeInput();
+  const socket = (input = new Socket({ fd, readable: true, writable: false }));
+  socket.on('data', onData);
+  socket.on('error', (e) => {
+    if (!done) post({ t: 'gap', reason: `reading strace's output failed: ${e.message}` });
+  });
+  socket.on('close', () => {
+    complete('eof'); // strace closed its output (it has exited), the read failed, or finish() closed it
+    input = undefined;
+    post({ t: 'done' });
+  });
   post({ t: 'opened' });
   // Both ends are open: the name is no longer needed, and without it nobody else can write in.
   rmSync(dirname(fifo), { recursive: true, force: true });
-  pump();
 });
 
-/**
- * Reads what strace wrote, synchronously on the non-blocking descriptor (no threadpool round trip);
- * an empty pipe is polled again shortly (see HOT_POLL_MS), end of file completes.
- */
-function pump(): void {
-  if (input === undefined) return;
-  if (done) return closeInput();
-  if (paused) return; // resumed by an ack
-  const sliceEnd = performance.now() + HOT_SLICE_MS;
-  for (;;) {
-    let n: number;
-    try {
-      n = readSync(input, readBuffer, 0, readBuffer.length, null);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') {
-        post({ t: 'gap', reason: `reading strace's output failed: ${(err as Error).message}` });
-        return complete('eof');
-      }
-      const t = performance.now();
-      const holding = state?.holding(Date.now()) ?? false;
-      if (t < sliceEnd && (holding || t - lastData < HOT_AFTER_DATA_MS)) {
-        Atomics.wait(sleeper, 0, 0, HOT_POLL_MS);
-        continue;
-      }
-      return void setTimeout(pump, holding ? 0 : IDLE_POLL_MS);
-    }
-    if (n === 0) return complete('eof'); // strace closed its output: it has exited
-    lastData = performance.now();
-    onData(Buffer.from(readBuffer.subarray(0, n)));
-    return void setImmediate(pump);
-  }
-}
-
 let closed = false;
+/** Ends reading: the socket closes its descriptor and then says 'done' (at once when there is none). */
 function closeInput(): void {
   if (closed) return;
   closed = true;
-  if (input !== undefined) closeSync(input);
-  input = undefined;
-  post({ t: 'done' });
+  if (input) input.destroy();
+  else post({ t: 'done' });
 }
 
 post({ t: 'ready' });
