@@ -141,10 +141,11 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
       let type: A2rlEvent['type'] | null = null;
       let event: A2rlEvent | null = null;
       if (tail !== null) {
-        if (tail[2] !== runId || Number(tail[4]) !== seq || !isEventType(tail[5])) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
+        const version = VERSIONS.get(tail[5]);
+        if (tail[2] !== runId || Number(tail[4]) !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
         if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
-        type = tail[5];
-        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== EVENT_CATALOG[type].version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, refs))) type = null;
+        type = tail[5] as A2rlEvent['type'];
+        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, refs))) type = null;
       }
       if (type === null) {
         const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
@@ -178,6 +179,9 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
   onProgress?.(scan.count);
   return scan.count === count ? scan : { ...scan, anomaly: `the stream ends at seq ${from + scan.count - 1}, before its last revision ${from + count - 1}` };
 }
+
+/** Each event type's current schema version (isEventType and EVENT_CATALOG[type].version in one lookup). */
+const VERSIONS = new Map<string, number>(Object.entries(EVENT_CATALOG).map(([type, entry]) => [type, entry.version]));
 
 /** Types parsed whole wherever they are: heads (checked at the join), the kept ones, and a re-grading (whether it counts for the seal is in its data). */
 const WHOLE_TYPES = new Set<A2rlEvent['type']>(['TreeHeadSigned', 'GradingRepeated', ...KEPT_TYPES]);
