@@ -6,7 +6,7 @@ import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
 import { processStartedFact, readAllStats, readArgv, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { CapturedFile } from './exec-capture.js';
 import { programKind } from '../../projections/run-analysis/process-kind.js';
-import { parseExecArgs, straceWorks, TracerUnavailableError } from './process-tracer.js';
+import { parseExecArgs, StraceTracer, straceWorks, TracerUnavailableError } from './process-tracer.js';
 import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
@@ -377,6 +377,14 @@ describe('strace process tracer', () => {
     expect(exitOf(t, sleeper)!.signal).toBeUndefined();
     expect(t.gaps).toEqual([expect.objectContaining({ reason: expect.stringMatching(/strace stopped before reporting how 2 program/), count: 2 })]);
     expectPaired(t);
+  });
+
+  it('gives up at once on a tracer whose command never started (finish(0), as the launcher does when a launch fails)', async () => {
+    const gaps: string[] = [];
+    const tracer = new StraceTracer('strace', { onGap: (reason) => gaps.push(reason) });
+    await tracer.ready;
+    await expect(tracer.finish(0)).resolves.toBeUndefined();
+    expect(gaps).toEqual([]);
   });
 
   it('marks what strace truncated', () => {

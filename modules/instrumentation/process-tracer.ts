@@ -259,8 +259,9 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
 }
 
+/** Whether `p` settles within `ms`; `ms` ≤ 0 still gives it a millisecond (p-timeout refuses 0, which finish(0) asks for). */
 async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  return pTimeout(p.then(() => true), { milliseconds: ms, fallback: () => false });
+  return pTimeout(p.then(() => true), { milliseconds: Math.max(1, ms), fallback: () => false });
 }
 
 function tryKill(pid: number): void {
