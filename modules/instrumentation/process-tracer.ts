@@ -120,6 +120,15 @@ export class StraceTracer {
   private readonly done: Promise<void>;
   private opened = false;
   private rootPid: number | undefined;
+  private readonly maxPendingBytes: number;
+  /**
+   * Bytes of facts taken and not yet acknowledged to the worker: acknowledged together once they
+   * reach `ackBytes` (a 16th of the bound, at most 64 KiB), not one message per batch — each
+   * message wakes the worker. The worker's count of pending facts is then at most that much too
+   * high: it may stop reading a little early, and resumes once less than half the bound is pending.
+   */
+  private unacked = 0;
+  private readonly ackBytes: number;
   private finishing: Promise<void> | undefined;
 
   constructor(
@@ -128,11 +137,13 @@ export class StraceTracer {
   ) {
     this.dir = mkdtempSync(join(tmpdir(), 'a2rl-trace-'));
     this.fifo = join(this.dir, 'strace.fifo');
+    this.maxPendingBytes = callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES;
+    this.ackBytes = Math.max(1, Math.min(64 * 1024, Math.floor(this.maxPendingBytes / 16)));
     execFileSync('mkfifo', ['-m', '600', this.fifo]);
     const data: TracerWorkerData = {
       fifo: this.fifo,
       intervalMs: callbacks.intervalMs ?? 100,
-      maxPendingBytes: callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES,
+      maxPendingBytes: this.maxPendingBytes,
       execHoldMs: callbacks.execHoldMs,
     };
     this.worker = startWorker(new URL('./process-tracer-worker.js', import.meta.url), data);
@@ -230,11 +241,18 @@ export class StraceTracer {
           if (isPromiseLike(r)) settling.push(r);
         }
       } finally {
-        const ack = () => this.post({ t: 'ack', bytes: msg.bytes });
+        const ack = () => this.ack(msg.bytes);
         if (settling.length) void Promise.allSettled(settling).then(ack);
         else ack();
       }
     }
+  }
+
+  private ack(bytes: number): void {
+    this.unacked += bytes;
+    if (this.unacked < this.ackBytes) return;
+    this.post({ t: 'ack', bytes: this.unacked });
+    this.unacked = 0;
   }
 
   private post(msg: ToWorker): void {
