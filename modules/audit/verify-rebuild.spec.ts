@@ -44,6 +44,8 @@ function changingStore(store: SqliteEventStore, seq: number, from: number): Even
   });
 }
 
+// Caps of 180 s: each test verifies or rebuilds whole runs, which took over 60 s once with four
+// spinning processes on two cores (quiet: 1-9 s).
 describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
   let dir: string;
   let key: SigningKey;
@@ -82,7 +84,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
     await w.add('RunCompleted', { submissions: 0 });
     await w.seal();
     runner = new ProjectionRunner(store, live, PROJECTIONS, { blobs: artifactBlobReader(artifacts) });
-  }, 60_000);
+  }, 180_000);
   afterAll(async () => {
     await live.destroy();
     await store.close();
@@ -94,7 +96,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
     const result = await verifier().verify(RUN, { rebuild: true });
     expect(result.failures).toEqual([]);
     expect(result).toMatchObject({ ok: true, events: FILES + 5 + 3, treeHeads: 3, artifacts: 1 });
-  }, 60_000);
+  }, 180_000);
 
   it('names live rows that are missing, extra or different, across pages of rows', async () => {
     await runner.catchUp();
@@ -116,7 +118,7 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
       await rows.save([first, last]);
     }
     expect((await verifier().verify(RUN, { rebuild: true })).ok).toBe(true);
-  }, 60_000);
+  }, 180_000);
 
   it('names the first line where a live report differs from the rebuilt one', async () => {
     await runner.catchUp();
@@ -134,10 +136,10 @@ describe('a2rl verify (RunVerifier) over a run read as a stream', () => {
     } finally {
       await rows.update({ runId: RUN }, { analysis: row.analysis });
     }
-  }, 60_000);
+  }, 180_000);
 
   it('refuses to rebuild from an event that changed in the store after it was verified', async () => {
     // The first read is the verification; the projections' reads come after it.
     await expect(verifier(changingStore(store, 10, 2)).verify(RUN, { rebuild: true })).rejects.toThrow(`run ${RUN}: the stored event at seq 10 changed while the run was being verified; verify again`);
-  }, 60_000);
+  }, 180_000);
 });
