@@ -5,7 +5,7 @@ import { streamName } from '../ledger/events/ids.js';
 import { MerkleAccumulator, type PerfectSubtree } from '../ledger/merkle.js';
 import type { RawEventPage } from '../ledger/stores/raw-scan.js';
 import { verifyTreeHead } from '../ledger/tree-head.js';
-import { ArtifactRefs, REF_TYPES, type ArtifactRef } from './artifact-refs.js';
+import { ArtifactRefs, REF_TYPES, REFS_BESIDES_SHA256, type ArtifactRef } from './artifact-refs.js';
 import { LeafAccumulator } from './leaf-accumulator.js';
 import { sealFailure, sealRelevant, validated } from './verify-chain.js';
 
@@ -107,8 +107,10 @@ const SEPARATOR = Buffer.from(' ');
 const ENVELOPE_TAIL = /,"id":"([^"\\]*)","occurredAt":"[^"\\]*","runId":"([^"\\]*)","schemaVersion":([1-9][0-9]{0,8}),"seq":(0|[1-9][0-9]{0,15}),"type":"([^"\\]*)"\}$/;
 /** The longest ENVELOPE_TAIL, less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
 const TAIL_BYTES = 240;
-/** Where a blob reference's hash is in an event's bytes (ArtifactRefs reads only `sha256` fields). */
+/** Where a blob reference's hash is in an event's bytes (ArtifactRefs reads only `sha256` fields, REFS_BESIDES_SHA256 apart). */
 const SHA256_KEY = Buffer.from('"sha256":"');
+/** A stored content's key in an executed file's bytes (ProcessStarted's exe and script). */
+const KEY_KEY = Buffer.from('"key":"');
 
 /**
  * Reads and checks events [from, from + count) of the run from pages of stored bytes: each event's
@@ -145,7 +147,7 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
         if (tail[2] !== runId || Number(tail[4]) !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
         if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
         type = tail[5] as A2rlEvent['type'];
-        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, refs))) type = null;
+        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, refs, type))) type = null;
       }
       if (type === null) {
         const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
@@ -187,14 +189,21 @@ const VERSIONS = new Map<string, number>(Object.entries(EVENT_CATALOG).map(([typ
 const WHOLE_TYPES = new Set<A2rlEvent['type']>(['TreeHeadSigned', 'GradingRepeated', ...KEPT_TYPES]);
 
 /**
- * Whether every `sha256` field in the event's bytes holds a hash the segment has seen already, so
- * that ArtifactRefs would add nothing for it (its first reference wins). Read off authentic canonical
- * bytes (the heads vouch for them before the scan's result is used), `"sha256":"` is always a key.
+ * Whether ArtifactRefs would add nothing for the event (the first reference of a blob wins): every
+ * `sha256` field in its bytes holds a hash the segment has seen already as a blob, or, in a
+ * ProcessStarted that names no stored content (no `key`), as an executed file's unkept hash. A type
+ * that names blobs elsewhere (REFS_BESIDES_SHA256) is never known. Read off authentic canonical
+ * bytes (the heads vouch for them before the scan's result is used), `"sha256":"` and `"key":"` are
+ * always keys: a quote inside a JSON string is escaped.
  */
-function refsKnown(bytes: Buffer, start: number, end: number, refs: ArtifactRefs): boolean {
+function refsKnown(bytes: Buffer, start: number, end: number, refs: ArtifactRefs, type: A2rlEvent['type']): boolean {
+  if (REFS_BESIDES_SHA256.has(type)) return false;
   const event = bytes.subarray(start, end);
+  const unkept = type === 'ProcessStarted' && refs.unkept.size > 0 && event.indexOf(KEY_KEY) < 0 ? refs.unkept : null;
   for (let at = event.indexOf(SHA256_KEY); at >= 0; at = event.indexOf(SHA256_KEY, at + 74)) {
-    if (event[at + 74] !== 0x22 || !refs.has(event.toString('latin1', at + 10, at + 74))) return false;
+    if (event[at + 74] !== 0x22) return false;
+    const sha256 = event.toString('latin1', at + 10, at + 74);
+    if (!refs.has(sha256) && !unkept?.has(sha256)) return false;
   }
   return true;
 }

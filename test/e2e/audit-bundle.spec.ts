@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readTarGz, writeTarGz } from '../../modules/audit/bundle/tar-io.js';
 import { gzipBomb } from '../../modules/audit/bundle/testing/gzip-bomb.js';
+import { asOlderFormat } from '../../modules/audit/bundle/testing/older-format.js';
 import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl export` and `a2rl verify-bundle` through the built binary, on one signed reference-agent
@@ -53,9 +54,8 @@ describe('a2rl export + a2rl verify-bundle on a reference-agent run', () => {
 
   it('verifies a bundle exported before bundles named their report renderer, saying its reports were not re-rendered; a current one with an edited report fails', async () => {
     const { files } = await readTarGz(bundle);
-    const { renderer: _renderer, ...descriptor } = JSON.parse(files.get('bundle.json')!.toString()) as Record<string, unknown>;
-    const older = new Map(files)
-      .set('bundle.json', Buffer.from(JSON.stringify({ ...descriptor, format: 'a2rl.audit-bundle/1' }, Object.keys({ ...descriptor }).sort())))
+    // Format 1 also carried fewer kinds of blob (format 3 added executed files, the agent home…).
+    const older = asOlderFormat(files, 'a2rl.audit-bundle/1')
       .set('reports/report.md', Buffer.from(`${files.get('reports/report.md')!.toString()}older renderer\n`));
     const olderFile = path.join(home, 'older.tar.gz');
     await writeTarGz(olderFile, [...older].map(([p, body]) => ({ path: p, size: body.length, body })), new Date(0));

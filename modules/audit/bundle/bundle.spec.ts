@@ -152,7 +152,7 @@ describe('an exported bundle', () => {
     expect(names).toEqual(expect.arrayContaining(['bundle.json', 'events.ndjson', 'heads.json', 'public-key.pem', 'artifacts/manifest.json', 'reports/report.md', 'reports/report.html', 'reports/report.json', blobPath(codeSha)]));
     expect(names).not.toContain(blobPath(checkpointSha));
     expect(goodFiles.get('public-key.pem')!.toString()).toBe(key.publicKeyPem);
-    expect(JSON.parse(goodFiles.get('bundle.json')!.toString())).toEqual({ format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER });
+    expect(JSON.parse(goodFiles.get('bundle.json')!.toString())).toEqual({ format: 'a2rl.audit-bundle/3', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER });
     for (const body of goodFiles.values()) expect(body.toString('latin1')).not.toMatch(/PRIVATE KEY/);
     const manifest = JSON.parse(goodFiles.get('artifacts/manifest.json')!.toString()) as Array<{ sha256: string; kind: string; omitted: boolean }>;
     expect(manifest.find((m) => m.sha256 === checkpointSha)).toMatchObject({ kind: 'checkpoint', omitted: true });
@@ -287,12 +287,13 @@ describe('the tamper matrix: verify-bundle fails and names what was touched', ()
     }
   });
 
-  it('a bundle.json that is not one of the two formats: format 2 without a renderer, a renderer that is not a version, format 1 with one', async () => {
+  it('a bundle.json that is not one of the three formats: format 3 or 2 without a renderer, a renderer that is not a version, format 1 with one', async () => {
     const descriptors: Array<[Record<string, unknown>, RegExp]> = [
+      [{ format: 'a2rl.audit-bundle/3', runId: RUN, withCheckpoints: false, level: 1 }, /^bundle\.json: must hold exactly format, runId, withCheckpoints, level and renderer$/],
       [{ format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1 }, /^bundle\.json: must hold exactly format, runId, withCheckpoints, level and renderer$/],
       [{ format: 'a2rl.audit-bundle/2', runId: RUN, withCheckpoints: false, level: 1, renderer: 'a2rl.report/2\u001b[32m OK' }, /^bundle\.json: renderer must be a report renderer version/],
       [{ format: 'a2rl.audit-bundle/1', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER }, /^bundle\.json: must hold exactly format, runId, withCheckpoints and level \(format "a2rl\.audit-bundle\/1"\)$/],
-      [{ format: 'a2rl.audit-bundle/3', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER }, /^bundle\.json: format is "a2rl\.audit-bundle\/3"; this a2rl reads/],
+      [{ format: 'a2rl.audit-bundle/4', runId: RUN, withCheckpoints: false, level: 1, renderer: REPORT_RENDERER }, /^bundle\.json: format is "a2rl\.audit-bundle\/4"; this a2rl reads/],
     ];
     for (const [descriptor, message] of descriptors) {
       const v = await tampered((files) => files.set('bundle.json', canonicalBytes(descriptor)));
@@ -314,7 +315,7 @@ describe('model-call bodies stored as pieces', () => {
       const stored = await bodies.store(body, 'messages', 'request');
       bodies.adopt(stored);
       if (!('pieces' in stored)) throw new Error('expected pieces');
-      const { request: _whole, ...call } = llmCall({ callId: `c${i}` });
+      const { request: _whole, ...call } = llmCall({ callId: `c${i}`, response: await blob(`response c${i}`) });
       await w.add('LlmCallRecorded', { ...call, requestPieces: stored.pieces });
     }
     await w.add('RunCompleted', { submissions: 0 });

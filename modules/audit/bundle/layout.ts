@@ -1,11 +1,16 @@
-import type { A2rlEvent } from '../../ledger/events/catalog.js';
+import type { A2rlEvent, EventData } from '../../ledger/events/catalog.js';
 import { artifactKey } from '../../artifacts/artifact-store.port.js';
 
 /**
  * The audit bundle's layout (docs/audit-bundle.md). Every file but the blobs is canonical JSON or text
  * derived from events.ndjson, so a verifier re-derives each one and compares bytes.
  */
-export const BUNDLE_FORMAT = 'a2rl.audit-bundle/2';
+export const BUNDLE_FORMAT = 'a2rl.audit-bundle/3';
+/**
+ * Bundles exported before they carried every blob the events reference: their manifest holds the
+ * blobs of format 2's kinds only (FORMAT_2_KINDS), and is checked as such.
+ */
+export const BUNDLE_FORMAT_V2 = 'a2rl.audit-bundle/2';
 /**
  * Bundles exported before the descriptor named its report renderer: still read and verified, but
  * their reports are not re-rendered (their renderer version is unknown).
@@ -40,7 +45,9 @@ export interface BundleDescriptor {
 }
 
 /** A descriptor as read: a format-1 bundle names no renderer (null). */
-export type ReadDescriptor = Omit<BundleDescriptor, 'format' | 'renderer'> & { format: typeof BUNDLE_FORMAT | typeof BUNDLE_FORMAT_V1; renderer: string | null };
+export type ReadDescriptor = Omit<BundleDescriptor, 'format' | 'renderer'> & { format: BundleFormat; renderer: string | null };
+
+export type BundleFormat = typeof BUNDLE_FORMAT | typeof BUNDLE_FORMAT_V2 | typeof BUNDLE_FORMAT_V1;
 
 /** A renderer version as bundle.json may carry it: printable ASCII, no spaces or quotes, at most 64 characters. */
 export const RENDERER_VERSION = /^[A-Za-z0-9._/:+-]{1,64}$/;
@@ -49,10 +56,14 @@ export const RENDERER_VERSION = /^[A-Za-z0-9._/:+-]{1,64}$/;
  * Why an event references a blob: `data` (WorkspacePrepared.dataManifest), `file` (FileChanged),
  * `output` (AgentOutput.chunk), `trajectories` (RolloutBatchRecorded), `checkpoint-manifest`
  * (SubmissionReceived.checkpoint), `checkpoint` (a file of SubmissionReceived.manifest),
- * `graded-items` (SubmissionGraded.items) and `llm-body` (a model call's body stored as pieces:
- * LlmCallRecorded.requestPieces/responsePieces, their manifest and the pieces it names).
+ * `graded-items` (SubmissionGraded.items), `llm-body` (a model call's body: a whole request or
+ * response, or a body stored as pieces: LlmCallRecorded.requestPieces/responsePieces, their manifest
+ * and the pieces it names), `exec` (the content of a file a process ran, ProcessStarted.exe/script,
+ * where it was kept), `transient` (TransientFileRecorded's content, where it was stored) and `home`
+ * (AgentHomeArchived: a file of the agent's home, or a piece of a chunked one). Whole model-call
+ * bodies, `exec`, `transient` and `home` are carried since format 3.
  */
-export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint' | 'graded-items' | 'llm-body';
+export type BlobKind = 'data' | 'file' | 'output' | 'trajectories' | 'checkpoint-manifest' | 'checkpoint' | 'graded-items' | 'llm-body' | 'exec' | 'transient' | 'home';
 
 export interface ManifestItem {
   sha256: string;
@@ -65,18 +76,27 @@ export interface ManifestItem {
   omitted: boolean;
 }
 
-/** Blobs the events reference, as the manifest lists them (sorted by sha256); `size` null when no event declares it. */
-export function expectedManifest(events: readonly A2rlEvent[], withCheckpoints: boolean): ExpectedManifestItem[] {
-  const manifest = new ManifestFold();
+/** Blobs the events reference, as the manifest of a bundle of `format` lists them (sorted by sha256); `size` null when no event declares it. */
+export function expectedManifest(events: readonly A2rlEvent[], withCheckpoints: boolean, format: BundleFormat = BUNDLE_FORMAT): ExpectedManifestItem[] {
+  const manifest = new ManifestFold(format);
   for (const event of [...events].sort((a, b) => a.seq - b.seq)) manifest.add(event);
   return manifest.items(withCheckpoints);
 }
 
 export type ExpectedManifestItem = Omit<ManifestItem, 'size'> & { size: number | null };
 
-/** expectedManifest folded one event at a time, in seq order: one entry per blob, never the events. */
+/**
+ * expectedManifest folded one event at a time, in seq order: one entry per blob, never the events.
+ * The blobs are those ArtifactRefs (artifact-refs.ts) has `a2rl verify` check, but for a FileChanged
+ * without a key (its content was never stored); a bundle of format 1 or 2 lists only format 2's.
+ */
 export class ManifestFold {
   private readonly found = new Map<string, { size: number | null; kind: BlobKind; seqs: number[]; checkpointOnly: boolean }>();
+  private readonly everyBlob: boolean;
+
+  constructor(format: BundleFormat = BUNDLE_FORMAT) {
+    this.everyBlob = format === BUNDLE_FORMAT;
+  }
 
   add(event: A2rlEvent): void {
     switch (event.type) {
@@ -101,14 +121,10 @@ export class ManifestFold {
         if (event.data.items) this.use(event.data.items.sha256, event.data.items.size, 'graded-items', event.seq);
         break;
       case 'LlmCallRecorded':
-        // Bodies stored as pieces only (a whole body was never carried): the manifest and the pieces it names.
-        for (const body of [event.data.requestPieces, event.data.responsePieces]) {
-          if (!body) continue;
-          this.use(body.manifest.sha256, body.manifest.size, 'llm-body', event.seq);
-          for (const piece of body.pieces) this.use(piece, undefined, 'llm-body', event.seq);
-        }
+        this.modelCall(event.data, event.seq);
         break;
       default:
+        if (this.everyBlob) this.sinceFormat3(event);
         break;
     }
   }
@@ -117,6 +133,36 @@ export class ManifestFold {
     return [...this.found.entries()]
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([sha256, { size, kind, seqs, checkpointOnly }]) => ({ sha256, size, kind, seqs, omitted: checkpointOnly && !withCheckpoints }));
+  }
+
+  /** A model call's bodies: whole ones since format 3; stored as pieces, the manifest and the pieces it names. */
+  private modelCall(data: EventData<'LlmCallRecorded'>, seq: number): void {
+    if (this.everyBlob) {
+      for (const body of [data.request, data.response]) if (body) this.use(body.sha256, body.size, 'llm-body', seq);
+    }
+    for (const body of [data.requestPieces, data.responsePieces]) {
+      if (!body) continue;
+      this.use(body.manifest.sha256, body.manifest.size, 'llm-body', seq);
+      for (const piece of body.pieces) this.use(piece, undefined, 'llm-body', seq);
+    }
+  }
+
+  /** The blobs format 3 added: executed files' kept contents, transient files' stored ones, the agent's home. */
+  private sinceFormat3(event: A2rlEvent): void {
+    switch (event.type) {
+      case 'ProcessStarted':
+        for (const f of [event.data.exe, event.data.script]) if (f?.sha256 && f.key) this.use(f.sha256, f.size, 'exec', event.seq);
+        break;
+      case 'TransientFileRecorded':
+        if (event.data.sha256 && event.data.key) this.use(event.data.sha256, event.data.size, 'transient', event.seq);
+        break;
+      case 'AgentHomeArchived':
+        for (const f of event.data.files) this.use(f.sha256, f.size, 'home', event.seq);
+        for (const f of event.data.chunked ?? []) for (const c of f.chunks) this.use(c.sha256, c.size, 'home', event.seq);
+        break;
+      default:
+        break;
+    }
   }
 
   private use(sha256: string, size: number | undefined, kind: BlobKind, seq: number): void {

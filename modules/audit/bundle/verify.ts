@@ -8,7 +8,7 @@ import { sealFailures, verifyEventChain, type VerificationFailure } from '../ver
 import { integrityFailures } from '../verify-integrity.js';
 import { checkHeads } from './heads.js';
 import {
-  blobPath, BUNDLE_FORMAT, BUNDLE_FORMAT_V1, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, RENDERER_VERSION,
+  blobPath, BUNDLE_FORMAT, BUNDLE_FORMAT_V1, BUNDLE_FORMAT_V2, DESCRIPTOR_FILE, EVENTS_FILE, expectedManifest, FIXED_FILES, HEADS_FILE, KEY_FILE, MANIFEST_FILE, RENDERER_VERSION,
   REPORT_FILES, type ManifestItem, type ReadDescriptor,
 } from './layout.js';
 import { renderBundleReports, REPORT_RENDERER } from './reports.js';
@@ -176,7 +176,7 @@ function rendererNote(d: ReadDescriptor): string {
   );
 }
 
-/** bundle.json: format 2 names its renderer; format 1 (older exports) does not, and is read with renderer null. */
+/** bundle.json: formats 3 and 2 name their renderer; format 1 (older exports) does not, and is read with renderer null. */
 function readDescriptor(bytes: Buffer): ReadDescriptor | string {
   let d: Record<string, unknown>;
   try {
@@ -185,7 +185,9 @@ function readDescriptor(bytes: Buffer): ReadDescriptor | string {
     return `not JSON: ${(err as Error).message}`;
   }
   if (typeof d !== 'object' || d === null || Array.isArray(d)) return 'not a JSON object';
-  if (d.format !== BUNDLE_FORMAT && d.format !== BUNDLE_FORMAT_V1) return `format is ${JSON.stringify(d.format)}; this a2rl reads "${BUNDLE_FORMAT}" and "${BUNDLE_FORMAT_V1}"`;
+  if (d.format !== BUNDLE_FORMAT && d.format !== BUNDLE_FORMAT_V2 && d.format !== BUNDLE_FORMAT_V1) {
+    return `format is ${JSON.stringify(d.format)}; this a2rl reads "${BUNDLE_FORMAT}", "${BUNDLE_FORMAT_V2}" and "${BUNDLE_FORMAT_V1}"`;
+  }
   const v1 = d.format === BUNDLE_FORMAT_V1;
   if (Object.keys(d).sort().join() !== (v1 ? 'format,level,runId,withCheckpoints' : 'format,level,renderer,runId,withCheckpoints')) {
     return v1 ? `must hold exactly format, runId, withCheckpoints and level (format "${BUNDLE_FORMAT_V1}")` : 'must hold exactly format, runId, withCheckpoints, level and renderer';
@@ -263,7 +265,8 @@ function splitLines(buf: Buffer): Buffer[] {
 /** Manifest against the events, blobs against the manifest, and no file the layout does not name. */
 function checkArtifacts(files: Map<string, Buffer>, events: readonly A2rlEvent[], descriptor: ReadDescriptor): { failures: VerificationFailure[]; reader: BlobReader; included: number; omitted: number } {
   const failures: VerificationFailure[] = [];
-  const expected = expectedManifest(events, descriptor.withCheckpoints);
+  // Older formats carried fewer kinds of blob: their manifest is checked as it was then.
+  const expected = expectedManifest(events, descriptor.withCheckpoints, descriptor.format);
   const manifestBytes = files.get(MANIFEST_FILE);
   let listed: ManifestItem[] = [];
   const manifestFailure = (message: string) => failures.push({ check: 'artifact', artifact: MANIFEST_FILE, message });
