@@ -12,6 +12,7 @@ import {
   type SkipFilter,
 } from './process-monitor.js';
 import type { ExecFacts } from './exec-capture.js';
+import { isChildOf, pairInOrder, procPids, type OpenClone, type PidInfo, type ProcPids } from './process-tracer-pids.js';
 
 /**
  * The strace state machine: strace's `-f -ttt` output lines in, ProcessStart/ProcessExit facts out.
@@ -28,6 +29,12 @@ import type { ExecFacts } from './exec-capture.js';
  * - ppid comes from the parent's clone/fork line (exact). strace may print a child's exec before
  *   its parent's clone result; the start is then held until that line arrives, or for at most
  *   PARENT_WAIT_MS, after which /proc's ppid (or 0 when the process is gone) is used.
+ * - Inside a pid namespace (bwrap) a clone returns the child's pid in that namespace, while lines
+ *   carry host pids: process-tracer-pids.ts finds the child's host pid. A clone whose child was
+ *   already reaped stays open and pairs with the exit of a pid never seen alive, once the reader
+ *   has drained the FIFO after that exit (`drained()`: strace wrote the child's clone line before
+ *   its parent could reap it, so it has been read by then); what cannot be paired with certainty
+ *   is given up after ORPHAN_GIVE_UP_MS and reported as a gap.
  * - Threads (CLONE_THREAD) are not processes and are not reported.
  * - `executable` is the path the successful execve ran (resolved against the process's cwd when
  *   relative): for a script started through its #! line that is the script. /proc/<pid>/exe stands
@@ -62,6 +69,8 @@ export interface ExecHooks {
 
 const FORK_ANNOUNCE_MS = 500;
 const PARENT_WAIT_MS = 250;
+/** Open clones that could not be paired this long after they were read are reported as a gap. */
+const ORPHAN_GIVE_UP_MS = 3000;
 /** USER_HZ (see process-monitor.ts). */
 const TICK_MS = 10;
 
@@ -106,6 +115,23 @@ export class StraceState {
   private rootExecSeen = false;
   /** Lines that should have been a fact but could not be read (a gap in the record). */
   unparsable = 0;
+  /** Pid namespace level per process (0: the harness's), where known. */
+  private readonly levels = new Map<number, number>();
+  /** Processes that moved their children to another pid namespace (unshare, setns): level not inferred. */
+  private readonly nsChanged = new Set<number>();
+  /** Host pids seen in a line before any clone line named them: /proc's view then, null if gone. */
+  private readonly seen = new Map<number, PidInfo | null>();
+  /** Clones whose child's host pid is not known yet (process-tracer-pids.ts), with when they were read. */
+  private open: Array<OpenClone & { readAt: number }> = [];
+  /** How clone results were mapped to host pids (measurements, tests). */
+  readonly pidStats = { direct: 0, seen: 0, listed: 0, adopted: 0, paired: 0, lost: 0 };
+  /** Lines processed; an exit's number tells whether the FIFO was drained since. */
+  private lineCount = 0;
+  /** Line number of each exit of a pid no clone line has named yet. */
+  private readonly exitSeq = new Map<number, number>();
+  /** `lineCount` and time at the reader's last drain of the FIFO (`drained()`). */
+  private drainedSeq = 0;
+  private drainedAt = 0;
 
   /**
    * `rootPid` is the launched command (its parent is the harness, `harnessPid`), started in
@@ -119,9 +145,12 @@ export class StraceState {
     private readonly hooks?: ExecHooks,
     /** Execs are held this long by strace (delay_exit) rather than stopped with SIGSTOP. */
     private readonly execHoldMs?: number,
+    private readonly pids: ProcPids = procPids,
   ) {
     this.parentOf.set(rootPid, harnessPid);
     if (rootCwd) this.cwdOf.set(rootPid, rootCwd);
+    // The launched command runs in the harness's namespace (level 0) unless /proc says otherwise.
+    this.levels.set(rootPid, (pids.status(rootPid)?.nspid.length ?? 1) - 1);
   }
 
   /** One line of strace's output (without the newline). */
@@ -135,6 +164,8 @@ export class StraceState {
     const pid = Number(m[1]);
     const at = Number(m[2]) * 1000;
     let text = m[3];
+    this.lineCount++;
+    this.firstSight(pid);
     if (text.endsWith(' <unfinished ...>')) {
       this.unfinished.set(pid, text.slice(0, -' <unfinished ...>'.length));
       return;
@@ -169,9 +200,12 @@ export class StraceState {
       this.exec(pid, at, exact && exact.length > 0 ? exact : parsed.argv, execPath(text, call[1], call[0].length), held);
     } else if (call[1] === 'chdir' || call[1] === 'fchdir') {
       if (/\)\s+= 0$/.test(text)) this.chdir(pid, call[1] === 'chdir' ? parseCString(text, call[0].length) : null);
+    } else if (call[1] === 'unshare' || call[1] === 'setns') {
+      if (/\)\s+= 0$/.test(text) && (call[1] === 'setns' || /\bCLONE_NEWPID\b/.test(text))) this.nsChanged.add(this.threads.get(pid) ?? pid);
     } else {
       const ret = /\)\s+= (\d+)(?: \/\* (\d+) in strace's PID NS \*\/)?$/.exec(text);
-      if (ret) this.clone(pid, Number(ret[2] ?? ret[1]), /\bCLONE_THREAD\b/.test(text), at);
+      if (ret?.[2]) this.clone(pid, Number(ret[2]), /\bCLONE_THREAD\b/.test(text), at);
+      else if (ret) this.cloned(pid, Number(ret[1]), text, at);
     }
   }
 
@@ -186,11 +220,25 @@ export class StraceState {
   }
 
   /**
+   * The reader found the FIFO empty (a short read) at `now`: every line strace wrote before is
+   * processed. Open clones can be paired with the exits read so far.
+   */
+  drained(now: number): void {
+    if (this.finished) return;
+    this.drainedSeq = this.lineCount;
+    this.drainedAt = now;
+    this.settleOrphans();
+  }
+
+  /**
    * strace is gone (its output ended, or it was killed): settles every pending parent and ends the
    * programs strace never saw exit, at `now`, without status. Returns how many ended that way.
    */
   finish(now: number): number {
     if (this.finished) return 0;
+    this.drainedSeq = this.lineCount;
+    this.drainedAt = Number.POSITIVE_INFINITY; // nothing more will come: give up what does not pair
+    this.settleOrphans();
     for (const p of [...this.awaitingParent.values()]) this.resolveParent(p);
     const unseen = [...this.programs.values()];
     for (const p of unseen) this.end(p, now, {});
@@ -207,10 +255,13 @@ export class StraceState {
       this.capturedAt.delete(pid);
       this.hooks?.resume(pid);
     } else if (text.startsWith('--- SIGCONT {')) {
+      // si_pid is in the receiver's namespace: 0 for a sender outside it (the harness, in a sandbox).
       const sender = Number(/si_pid=(\d+)/.exec(text)?.[1] ?? 0);
+      const level = this.levels.get(this.threads.get(pid) ?? pid);
       const captured = this.capturedAt.get(pid);
-      if (captured !== undefined && sender !== 0 && sender !== this.harnessPid && at < captured) {
-        this.sink.gap?.(`pid ${pid} was continued by pid ${sender} before the harness had read what it exec'd: its recorded executable and script may not be what ran`);
+      if (captured !== undefined && sender !== 0 && (level !== 0 || sender !== this.harnessPid) && at < captured) {
+        const inNs = level === 0 ? '' : ' (in its pid namespace)';
+        this.sink.gap?.(`pid ${pid} was continued by pid ${sender}${inNs} before the harness had read what it exec'd: its recorded executable and script may not be what ran`);
       }
     }
   }
@@ -226,7 +277,10 @@ export class StraceState {
     this.capturedAt.delete(pid);
     const p = this.programs.get(pid);
     if (p) this.end(p, at, status);
-    else this.earlyExits.set(pid, { at, status });
+    else {
+      this.earlyExits.set(pid, { at, status });
+      this.exitSeq.set(pid, this.lineCount);
+    }
   }
 
   private exec(pid: number, at: number, argv: string[], path: string | undefined, held = false): void {
@@ -264,7 +318,8 @@ export class StraceState {
 
   private clone(parent: number, child: number, isThread: boolean, at: number): void {
     if (isThread) {
-      if (!this.earlyExits.delete(child)) this.threads.set(child, this.threads.get(parent) ?? parent);
+      if (this.earlyExits.has(child)) this.forgetExit(child);
+      else this.threads.set(child, this.threads.get(parent) ?? parent);
       return;
     }
     // A fork from a secondary thread: the parent process is the thread's group leader.
@@ -301,9 +356,127 @@ export class StraceState {
     this.programs.set(child, p);
     const early = this.earlyExits.get(child);
     if (early) {
-      this.earlyExits.delete(child);
+      this.forgetExit(child);
       this.end(p, early.at, early.status);
     }
+  }
+
+  /**
+   * A clone/fork line without strace's translation: `nsPid` is the child's pid in the caller's
+   * namespace. Finds its host pid now, or keeps the clone open (process-tracer-pids.ts).
+   */
+  private cloned(caller: number, nsPid: number, text: string, at: number): void {
+    const isThread = /\bCLONE_THREAD\b/.test(text);
+    const leader = this.threads.get(caller) ?? caller;
+    const level = this.levelOf(leader);
+    const clone: OpenClone = { caller, leader, nsPid, level, isThread, at, chosenPid: /\bset_tid=0x/.test(text) };
+    const child = level === 0 ? nsPid : this.findChild(clone);
+    if (level === 0) this.pidStats.direct++;
+    if (child === undefined) {
+      this.open.push({ ...clone, readAt: Date.now() });
+      return;
+    }
+    this.adopt(clone, child, /\bCLONE_NEWPID\b/.test(text));
+  }
+
+  /** `child` is the host pid of what `clone` created. */
+  private adopt(clone: OpenClone, child: number, newNs = false): void {
+    const info = this.seen.get(child);
+    this.seen.delete(child);
+    if (!clone.isThread) {
+      const inferred = clone.level === undefined || this.nsChanged.has(clone.leader) ? undefined : clone.level + (newNs ? 1 : 0);
+      const level = info ? info.nspid.length - 1 : inferred;
+      if (level !== undefined) this.levels.set(child, level);
+    }
+    this.clone(clone.caller, child, clone.isThread, clone.at);
+  }
+
+  /** The host pid of `clone`'s child: among processes already seen, then the caller's children. */
+  private findChild(clone: OpenClone): number | undefined {
+    if (clone.level === undefined) return undefined;
+    for (const [pid, info] of this.seen) {
+      if (info && isChildOf(info, clone)) {
+        this.pidStats.seen++;
+        return pid;
+      }
+    }
+    const candidates = clone.isThread ? this.pids.tasks(clone.leader) : this.pids.children(clone.leader, clone.caller);
+    for (const pid of candidates ?? []) {
+      if (this.parentOf.has(pid) || (!clone.isThread && this.programs.has(pid))) continue; // already known
+      const info = this.seen.get(pid) ?? this.pids.status(pid);
+      if (info && isChildOf(info, clone)) {
+        this.seen.set(pid, info);
+        this.pidStats.listed++;
+        return pid;
+      }
+    }
+    return undefined;
+  }
+
+  /** The pid namespace level of process `pid`: followed from the trace, else read from /proc. */
+  private levelOf(pid: number): number | undefined {
+    const known = this.levels.get(pid);
+    if (known !== undefined) return known;
+    const info = this.seen.get(pid) ?? this.pids.status(pid);
+    if (!info) return undefined;
+    this.levels.set(pid, info.nspid.length - 1);
+    return info.nspid.length - 1;
+  }
+
+  /**
+   * The first line of a host pid no clone line has named yet (in a pid namespace, the child's lines
+   * may come before its parent's clone line, or the clone stayed open): /proc's view of it while it
+   * may still be there, and the open clone it belongs to, if any.
+   */
+  private firstSight(pid: number): void {
+    if (this.parentOf.has(pid) || this.threads.has(pid) || this.seen.has(pid)) return;
+    const info = this.pids.status(pid);
+    this.seen.set(pid, info);
+    if (!info) return;
+    if (info.tgid !== pid) this.threads.set(pid, info.tgid);
+    const i = this.open.findIndex((c) => isChildOf(info, c));
+    if (i === -1) return;
+    const [clone] = this.open.splice(i, 1);
+    this.pidStats.adopted++;
+    this.adopt(clone, pid);
+  }
+
+  /**
+   * Pairs open clones with the exits of pids never seen alive that were read before the last drain
+   * (pairInOrder: only when certain). Gives up on them — a gap naming the processes lost — when all
+   * their exits are in and they still cannot be paired (several callers), or ORPHAN_GIVE_UP_MS
+   * after they were read.
+   */
+  private settleOrphans(): void {
+    if (this.open.length === 0) return;
+    const vanished = [...this.earlyExits.keys()].filter((pid) => !this.seen.get(pid) && (this.exitSeq.get(pid) ?? Infinity) <= this.drainedSeq);
+    const pairs = pairInOrder(this.open, vanished);
+    if (pairs) {
+      this.open = [];
+      this.pidStats.paired += pairs.length;
+      for (const [clone, pid] of pairs) this.adopt(clone, pid);
+      return;
+    }
+    // Every exit of an open clone is in (as many as there are open clones: the clone lines of these
+    // exits are all read, and open) and still they cannot be paired: nothing to wait for.
+    const hopeless = vanished.length === this.open.length;
+    if (!hopeless && this.drainedAt - Math.min(...this.open.map((c) => c.readAt)) < ORPHAN_GIVE_UP_MS) return;
+    const lost = this.open.filter((c) => !c.isThread).length;
+    this.pidStats.lost += this.open.length;
+    if (lost > 0) {
+      const callers = new Set(this.open.map((c) => c.caller)).size;
+      this.sink.gap?.(
+        `${lost} process(es) forked inside a pid namespace (by ${callers} caller(s)) ended before the tracer could tell their host pids apart; they are not recorded`,
+      );
+    }
+    for (const pid of vanished) this.forgetExit(pid);
+    this.open = [];
+  }
+
+  private forgetExit(pid: number): void {
+    this.earlyExits.delete(pid);
+    this.exitSeq.delete(pid);
+    this.seen.delete(pid);
   }
 
   /** A successful chdir (to `path`, relative to the current directory) or fchdir (`path` null). */
@@ -343,6 +516,9 @@ export class StraceState {
     if (status.exitCode !== undefined || status.signal !== undefined) {
       this.parentOf.delete(p.pid);
       this.cwdOf.delete(p.pid);
+      this.levels.delete(p.pid);
+      this.nsChanged.delete(p.pid);
+      this.seen.delete(p.pid);
     }
     if (p.announced) return this.report(p, at, status);
     p.ended = { at, status };

@@ -122,6 +122,9 @@ function onLine(line: string): void {
   else early.push(line);
 }
 
+/** libuv reads a stream into buffers of this size: a shorter chunk means the FIFO was emptied. */
+const READ_SIZE = 64 * 1024;
+
 function onData(chunk: Buffer): void {
   let data = rest.length ? Buffer.concat([rest, chunk]) : chunk;
   let nl: number;
@@ -130,6 +133,8 @@ function onData(chunk: Buffer): void {
     data = data.subarray(nl + 1);
   }
   rest = Buffer.from(data);
+  // Everything strace wrote before this read is processed (pid pairing waits for that).
+  if (chunk.length < READ_SIZE) state?.drained(Date.now());
 }
 
 /** strace's output ended (`eof`) or the main thread gave up on it (`finish`): final facts, then done. */

@@ -13,9 +13,11 @@ export { parseCString, parseExecArgs } from './process-tracer-state.js';
 /**
  * Exact process events from `strace -f`, the alternative to ProcessMonitor's /proc polling.
  *
- * strace reports every successful exec, every fork/clone (with host pids, even inside bwrap's pid
- * namespace, thanks to --pidns-translation) and every exit with its real status, however short the
- * process lived. How its lines become facts is in process-tracer-state.ts.
+ * strace reports every successful exec, every fork/clone and every exit with its real status,
+ * however short the process lived. How its lines become facts is in process-tracer-state.ts; inside
+ * bwrap's pid namespace a clone returns the namespace's pid, which the worker maps to the host pid
+ * (process-tracer-pids.ts) — strace's own --pidns-translation scanned all of /proc for every new
+ * process, several milliseconds each.
  *
  * strace runs with -DD: the launched process IS the traced command (so its exit status is the
  * agent's) and strace is a detached grandchild in its own process group, so killing the agent's
@@ -67,11 +69,11 @@ const STRACE_FLAGS = [
   '-q',
   '-ttt',
   '--seccomp-bpf', // only the traced syscalls stop the tracee: near-zero overhead for everything else
-  '--pidns-translation',
   '-s',
   '4096',
   '-e',
-  'trace=execve,execveat,clone,clone3,fork,vfork,chdir,fchdir',
+  // unshare/setns (rare) tell when a process's children go to another pid namespace.
+  'trace=execve,execveat,clone,clone3,fork,vfork,chdir,fchdir,unshare,setns',
   '-e',
   'inject=execve,execveat:signal=SIGSTOP',
   '-e',
