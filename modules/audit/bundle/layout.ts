@@ -7,8 +7,8 @@ import { artifactKey } from '../../artifacts/artifact-store.port.js';
  */
 export const BUNDLE_FORMAT = 'a2rl.audit-bundle/3';
 /**
- * Bundles exported before they carried every blob the events reference: their manifest holds the
- * blobs of format 2's kinds only (FORMAT_2_KINDS), and is checked as such.
+ * Bundles exported before they carried every blob the events reference: their manifest holds no
+ * whole model-call bodies and no `exec`, `transient` or `home` blobs (ManifestFold), and is checked as such.
  */
 export const BUNDLE_FORMAT_V2 = 'a2rl.audit-bundle/2';
 /**
