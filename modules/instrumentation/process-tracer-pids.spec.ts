@@ -81,6 +81,7 @@ describe('StraceState inside a pid namespace (no --pidns-translation)', () => {
     expect(s.startOf(1004)).toMatchObject({ ppid: 1002, argv: ['true'] });
     expect(s.exits.find((e) => e.pid === 1003)).toMatchObject({ exitCode: 3 });
     expect(s.gaps).toEqual([]);
+    expect(s.state.pidStats).toMatchObject({ direct: 1, listed: 3, paired: 0, lost: 0 });
   });
 
   it("matches a child whose exec line came before its parent's clone line", () => {
@@ -122,6 +123,23 @@ describe('StraceState inside a pid namespace (no --pidns-translation)', () => {
       [1020, 3],
     ]);
     expect(s.gaps).toEqual([]);
+    expect(s.state.pidStats).toMatchObject({ paired: 3, lost: 0 });
+  });
+
+  it('gives a fork paired late what its parent ran when it forked, even if the parent exec\'d and ended since', () => {
+    const s = setup();
+    s.sandbox();
+    s.proc.add(1003, 1002, [3]);
+    s.fork(1002, 3);
+    s.exec(1003, ['bash', 'loop.sh']);
+    s.line(1003, 'chdir("/ws/sub") = 0');
+    s.fork(1003, 30); // reaped before it could be read
+    s.exit(1040, 0);
+    s.exec(1003, ['sleep', '1']);
+    s.exit(1003);
+    s.settle();
+    expect(s.startOf(1040)).toMatchObject({ ppid: 1003, argv: ['bash', 'loop.sh'] });
+    expect(s.exits.find((e) => e.pid === 1040)).toMatchObject({ exitCode: 0 });
   });
 
   it('reports a gap, and records nothing wrong, when vanished forks of two callers cannot be told apart', () => {
@@ -138,6 +156,26 @@ describe('StraceState inside a pid namespace (no --pidns-translation)', () => {
     s.state.finish(Date.now());
     expect(s.starts.map((p) => p.pid)).toEqual([1002, 1003]);
     expect(s.gaps).toEqual([expect.stringMatching(/^2 process\(es\) forked inside a pid namespace \(by 2 caller\(s\)\) ended before the tracer could tell their host pids apart/)]);
+  });
+
+  it('never pairs a late exit of a clone given up with a later fork: both are a gap', () => {
+    const s = setup();
+    s.sandbox();
+    s.proc.add(1003, 1002, [3]);
+    s.fork(1002, 3);
+    s.exec(1003, ['bash', 'other.sh']);
+    s.fork(1002, 20);
+    s.fork(1003, 21);
+    s.exit(1030, 0);
+    s.settle(); // given up: one exit (of clone 21 or 20) still owed
+    s.fork(1002, 22);
+    s.exit(1031, 0); // the owed exit, late
+    s.state.drained(Date.now());
+    s.exit(1032, 0); // clone 22's child
+    s.state.drained(Date.now());
+    s.state.finish(Date.now());
+    expect(s.starts.map((p) => p.pid)).toEqual([1002, 1003]);
+    expect(s.gaps).toEqual([expect.stringMatching(/^2 process/), expect.stringMatching(/^1 process/)]);
   });
 
   it('translates at every level of nested namespaces, and keeps same-numbered pids of sibling namespaces apart', () => {

@@ -65,7 +65,7 @@ export function isChildOf(info: PidInfo, clone: Pick<OpenClone, 'leader' | 'nsPi
  * certain: every open clone from one calling thread, as many vanished pids as open clones, pids in
  * order at both levels (one caller's forks follow each other) and no wrap-around. Null otherwise.
  */
-export function pairInOrder(open: OpenClone[], vanished: number[]): Array<[OpenClone, number]> | null {
+export function pairInOrder<C extends OpenClone>(open: C[], vanished: number[]): Array<[C, number]> | null {
   if (open.length === 0 || open.length !== vanished.length) return null;
   if (open.some((c) => c.caller !== open[0].caller || c.chosenPid)) return null;
   // `open` is in the caller's own order (its clone lines): its pids must increase in that order.

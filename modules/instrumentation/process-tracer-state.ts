@@ -70,7 +70,7 @@ export interface ExecHooks {
 const FORK_ANNOUNCE_MS = 500;
 const PARENT_WAIT_MS = 250;
 /** Open clones that could not be paired this long after they were read are reported as a gap. */
-const ORPHAN_GIVE_UP_MS = 3000;
+const ORPHAN_GIVE_UP_MS = 1000;
 /** USER_HZ (see process-monitor.ts). */
 const TICK_MS = 10;
 
@@ -92,6 +92,20 @@ interface Program {
   skip: boolean;
   /** Set when it ended before it could be announced. */
   ended?: { at: number; status: ExitStatus };
+}
+
+/** What a child inherits from the process that cloned it, as of the clone line. */
+interface Origin {
+  leader: number;
+  program?: Program;
+  cwd?: string;
+}
+
+/** A clone line inside a pid namespace, with what its child will inherit. */
+interface Clone extends OpenClone {
+  /** The child's namespace level as followed from the trace; undefined: read it from /proc. */
+  childLevel?: number;
+  origin: Origin;
 }
 
 export class StraceState {
@@ -122,7 +136,7 @@ export class StraceState {
   /** Host pids seen in a line before any clone line named them: /proc's view then, null if gone. */
   private readonly seen = new Map<number, PidInfo | null>();
   /** Clones whose child's host pid is not known yet (process-tracer-pids.ts), with when they were read. */
-  private open: Array<OpenClone & { readAt: number }> = [];
+  private open: Array<Clone & { readAt: number }> = [];
   /** How clone results were mapped to host pids (measurements, tests). */
   readonly pidStats = { direct: 0, seen: 0, listed: 0, adopted: 0, paired: 0, lost: 0 };
   /** Lines processed; an exit's number tells whether the FIFO was drained since. */
@@ -132,6 +146,8 @@ export class StraceState {
   /** `lineCount` and time at the reader's last drain of the FIFO (`drained()`). */
   private drainedSeq = 0;
   private drainedAt = 0;
+  /** Exits of children of clones given up that have not come yet: they must not pair with others. */
+  private owed = 0;
 
   /**
    * `rootPid` is the launched command (its parent is the harness, `harnessPid`), started in
@@ -271,7 +287,10 @@ export class StraceState {
     const killed = /^\+\+\+ killed by (SIG\w+)/.exec(text);
     if (!exited && !killed) return; // "superseded by execve": a thread that exec'd, not an exit
     const status: ExitStatus = exited ? { exitCode: Number(exited[1]) } : { signal: killed![1] };
-    if (this.threads.delete(pid)) return;
+    if (this.threads.delete(pid)) {
+      this.seen.delete(pid);
+      return;
+    }
     this.unfinished.delete(pid);
     this.injectedStops.delete(pid);
     this.capturedAt.delete(pid);
@@ -316,16 +335,21 @@ export class StraceState {
     if (!first) this.capturedAt.set(p.pid, Date.now());
   }
 
-  private clone(parent: number, child: number, isThread: boolean, at: number): void {
+  /**
+   * `parent` (a thread) made `child`; `origin` is what the child inherits, as of the clone line
+   * (a clone settled later keeps it: its parent may have exec'd, moved or ended since).
+   */
+  private clone(parent: number, child: number, isThread: boolean, at: number, origin = this.originOf(parent)): void {
+    this.seen.delete(child); // named by its clone line now
     if (isThread) {
       if (this.earlyExits.has(child)) this.forgetExit(child);
-      else this.threads.set(child, this.threads.get(parent) ?? parent);
+      else this.threads.set(child, origin.leader);
       return;
     }
     // A fork from a secondary thread: the parent process is the thread's group leader.
-    parent = this.threads.get(parent) ?? parent;
+    parent = origin.leader;
     this.parentOf.set(child, parent);
-    const inherited = this.cwdOf.get(parent);
+    const inherited = origin.cwd;
     // The child's own chdir may have been printed before its parent's clone line.
     if (inherited !== undefined && !this.cwdOf.has(child)) this.cwdOf.set(child, inherited);
     const waiting = this.awaitingParent.get(child);
@@ -337,7 +361,7 @@ export class StraceState {
       return;
     }
     if (this.programs.has(child)) return;
-    const from = this.programs.get(parent);
+    const from = origin.program;
     const p: Program = {
       pid: child,
       ppid: parent,
@@ -361,6 +385,12 @@ export class StraceState {
     }
   }
 
+  /** What a child of thread `caller` inherits now: its process, that process's program and cwd. */
+  private originOf(caller: number): Origin {
+    const leader = this.threads.get(caller) ?? caller;
+    return { leader, program: this.programs.get(leader), cwd: this.cwdOf.get(leader) };
+  }
+
   /**
    * A clone/fork line without strace's translation: `nsPid` is the child's pid in the caller's
    * namespace. Finds its host pid now, or keeps the clone open (process-tracer-pids.ts).
@@ -369,26 +399,25 @@ export class StraceState {
     const isThread = /\bCLONE_THREAD\b/.test(text);
     const leader = this.threads.get(caller) ?? caller;
     const level = this.levelOf(leader);
-    const clone: OpenClone = { caller, leader, nsPid, level, isThread, at, chosenPid: /\bset_tid=0x/.test(text) };
+    // The child's level, unless its parent moved its children to another namespace (then read it).
+    const childLevel = level === undefined || this.nsChanged.has(leader) ? undefined : level + (/\bCLONE_NEWPID\b/.test(text) ? 1 : 0);
+    const clone: Clone = { caller, leader, nsPid, level, isThread, at, chosenPid: /\bset_tid=0x/.test(text), childLevel, origin: this.originOf(caller) };
     const child = level === 0 ? nsPid : this.findChild(clone);
     if (level === 0) this.pidStats.direct++;
     if (child === undefined) {
       this.open.push({ ...clone, readAt: Date.now() });
       return;
     }
-    this.adopt(clone, child, /\bCLONE_NEWPID\b/.test(text));
+    this.adopt(clone, child);
   }
 
   /** `child` is the host pid of what `clone` created. */
-  private adopt(clone: OpenClone, child: number, newNs = false): void {
+  private adopt(clone: Clone, child: number): void {
     const info = this.seen.get(child);
     this.seen.delete(child);
-    if (!clone.isThread) {
-      const inferred = clone.level === undefined || this.nsChanged.has(clone.leader) ? undefined : clone.level + (newNs ? 1 : 0);
-      const level = info ? info.nspid.length - 1 : inferred;
-      if (level !== undefined) this.levels.set(child, level);
-    }
-    this.clone(clone.caller, child, clone.isThread, clone.at);
+    const level = info ? info.nspid.length - 1 : clone.childLevel;
+    if (!clone.isThread && level !== undefined) this.levels.set(child, level);
+    this.clone(clone.caller, child, clone.isThread, clone.at, clone.origin);
   }
 
   /** The host pid of `clone`'s child: among processes already seen, then the caller's children. */
@@ -445,21 +474,34 @@ export class StraceState {
    * Pairs open clones with the exits of pids never seen alive that were read before the last drain
    * (pairInOrder: only when certain). Gives up on them — a gap naming the processes lost — when all
    * their exits are in and they still cannot be paired (several callers), or ORPHAN_GIVE_UP_MS
-   * after they were read.
+   * after they were read. Exits still owed by clones given up (`owed`) are waited for and dropped,
+   * never paired: until they are all in, nothing pairs.
    */
   private settleOrphans(): void {
-    if (this.open.length === 0) return;
-    const vanished = [...this.earlyExits.keys()].filter((pid) => !this.seen.get(pid) && (this.exitSeq.get(pid) ?? Infinity) <= this.drainedSeq);
-    const pairs = pairInOrder(this.open, vanished);
+    const drainedExits = (seenAlive: boolean) =>
+      [...this.earlyExits.keys()].filter((pid) => !!this.seen.get(pid) === seenAlive && (this.exitSeq.get(pid) ?? Infinity) <= this.drainedSeq);
+    // A process seen alive that ended unattributed, its clone line read: a clone given up owed it.
+    for (const pid of this.owed > 0 ? drainedExits(true) : []) {
+      if (this.owed === 0) break;
+      this.forgetExit(pid);
+      this.owed--;
+    }
+    const vanished = drainedExits(false);
+    if (this.open.length === 0) {
+      for (const pid of vanished.slice(0, this.owed)) this.forgetExit(pid);
+      this.owed = Math.max(0, this.owed - vanished.length);
+      return;
+    }
+    const pairs = this.owed === 0 ? pairInOrder(this.open, vanished) : null;
     if (pairs) {
       this.open = [];
       this.pidStats.paired += pairs.length;
       for (const [clone, pid] of pairs) this.adopt(clone, pid);
       return;
     }
-    // Every exit of an open clone is in (as many as there are open clones: the clone lines of these
-    // exits are all read, and open) and still they cannot be paired: nothing to wait for.
-    const hopeless = vanished.length === this.open.length;
+    // Every exit owed is in (the clone lines of these exits are all read: open, or given up) and
+    // still they cannot be paired: nothing to wait for.
+    const hopeless = vanished.length === this.open.length + this.owed;
     if (!hopeless && this.drainedAt - Math.min(...this.open.map((c) => c.readAt)) < ORPHAN_GIVE_UP_MS) return;
     const lost = this.open.filter((c) => !c.isThread).length;
     this.pidStats.lost += this.open.length;
@@ -469,6 +511,7 @@ export class StraceState {
         `${lost} process(es) forked inside a pid namespace (by ${callers} caller(s)) ended before the tracer could tell their host pids apart; they are not recorded`,
       );
     }
+    this.owed = Math.max(0, this.owed + this.open.length - vanished.length);
     for (const pid of vanished) this.forgetExit(pid);
     this.open = [];
   }

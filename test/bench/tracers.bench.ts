@@ -3,7 +3,8 @@
 // tracing: alternatives measured"):
 // - bare: nothing watches;
 // - strace: a2rl's strace flags without the exec hold, output thrown away (ptrace's own cost);
-// - strace-no-pidns: the same without --pidns-translation (which a2rl needs for bwrap's pid namespace);
+// - strace-pidns: the same with strace's --pidns-translation, which a2rl used until the tracer's worker
+//   mapped namespace pids itself (process-tracer-pids.ts);
 // - a2rl-strace: a2rl's tracer as a run uses it (StraceTracer: strace, SIGSTOP at every exec, the
 //   worker's capture of the image and script, the resume), sandbox and record left out;
 // - ptrace-hold, seccomp-notify, cnproc: prototypes in C (test/bench/tracers/*.c, built here with gcc):
@@ -108,9 +109,9 @@ const straceOnly: Way = async (src, dir) => {
   return { seconds: await timed(() => run('strace', [...noHold, '-o', '/dev/null', '--', 'bash', '-c', src], dir)) };
 };
 
-/** The same without --pidns-translation: what translating pids out of bwrap's pid namespace costs strace (it scans /proc). */
-const straceNoPidns: Way = async (src, dir) => {
-  const flags = straceFlags(undefined).filter((f) => f !== '--pidns-translation');
+/** The same with --pidns-translation: what strace's own translation out of bwrap's pid namespace costs (it scans /proc). */
+const stracePidns: Way = async (src, dir) => {
+  const flags = ['--pidns-translation', ...straceFlags(undefined)];
   const hold = flags.findIndex((f) => f.startsWith('inject='));
   const noHold = [...flags.slice(0, hold - 1), ...flags.slice(hold + 1)];
   return { seconds: await timed(() => run('strace', [...noHold, '-o', '/dev/null', '--', 'bash', '-c', src], dir)) };
@@ -277,7 +278,7 @@ export async function tracersBench(): Promise<void> {
   chownSync(work, BENCH_UID, BENCH_UID);
   const ways: Record<string, Way> = { bare };
   const unavailable: Record<string, string> = {};
-  if (straceWorks()) Object.assign(ways, { strace: straceOnly, 'strace-no-pidns': straceNoPidns, 'a2rl-strace': a2rlStrace });
+  if (straceWorks()) Object.assign(ways, { strace: straceOnly, 'strace-pidns': stracePidns, 'a2rl-strace': a2rlStrace });
   else unavailable.strace = unavailable['a2rl-strace'] = 'strace does not work here';
   const built = buildPrototypes(work);
   if (typeof built === 'string') for (const n of ['ptrace-hold', 'seccomp-notify', 'cnproc']) unavailable[n] = built;
