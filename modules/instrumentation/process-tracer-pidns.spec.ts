@@ -92,4 +92,36 @@ describe('strace process tracer inside bwrap, pids translated by the worker', ()
     console.log(`pidns stress: ${starts.length} starts, ${underLoops} of ${2 * CONCURRENT} concurrent subshells attributed, ${lost} in gaps`);
     expect(exits.map((e) => e.pid).sort()).toEqual(starts.map((s) => s.pid).sort());
   }, 180_000);
+
+  it.each([
+    ['inside bwrap', ['bwrap', '--unshare-pid', '--dev-bind', '/', '/', '--proc', '/proc', '--', 'bash']],
+    ['without a sandbox (unshare(CLONE_NEWPID) in the harness\'s namespace, then fork)', ['bash']],
+  ])('follows pids through nested namespaces the agent makes (bwrap in bwrap, unshare -p -f), %s: exact parents and statuses', async (_, [file, ...pre]) => {
+    const inner = `(exit 3); sh -c "exit 4"; for i in 1 2 3 4 5; do ( exit 5 ); done`;
+    const script = `bwrap --unshare-pid --dev-bind / / --proc /proc -- bash -c '${inner}'; unshare -p -f bash -c '${inner}'; true`;
+    const starts: ProcessStart[] = [];
+    const exits: ProcessExit[] = [];
+    const gaps: string[] = [];
+    const handle = await launchAgent({
+      file,
+      args: [...pre, '-c', script],
+      cwd: home,
+      env: process.env,
+      budgetMs: 90_000,
+      graceMs: 500,
+      onOutput: () => {},
+      tracer: 'strace',
+      monitor: { onStart: (p) => starts.push(p), onExit: (p) => exits.push(p), onGap: (reason) => gaps.push(reason) },
+    });
+    expect((await handle.exited).exitCode).toBe(0);
+    const exitOf = (pid: number) => exits.find((e) => e.pid === pid);
+    // Each nested shell (levels 2 and 3 below the harness) and what it ran.
+    const shells = starts.filter((s) => s.argv.join(' ') === `bash -c ${inner}` && !starts.some((o) => o.pid === s.ppid && o.argv.join(' ') === s.argv.join(' ')));
+    expect(shells).toHaveLength(2);
+    for (const shell of shells) {
+      const children = starts.filter((s) => s.ppid === shell.pid).sort((a, b) => a.startedAt - b.startedAt || a.pid - b.pid);
+      expect(children.map((s) => [s.argv[0], exitOf(s.pid)?.exitCode])).toEqual([['bash', 3], ['sh', 4], ...Array.from({ length: 5 }, () => ['bash', 5])]);
+    }
+    expect(gaps).toEqual([]);
+  }, 120_000);
 });
