@@ -1,5 +1,5 @@
-import { closeSync, constants, open, openSync, rmSync } from 'node:fs';
-import { Socket } from 'node:net';
+import { closeSync, open, rmSync } from 'node:fs';
+import { Socket, type SocketConstructorOpts } from 'node:net';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessExit, ProcessStart } from './process-monitor.js';
@@ -17,6 +17,8 @@ import { StraceState, type ExecHooks } from './process-tracer-state.js';
 
 export interface TracerWorkerData {
   fifo: string;
+  /** The FIFO's read end, non-blocking, opened by the main thread: this thread owns it from the start (see `input`). */
+  inputFd: number;
   intervalMs: number;
   maxPendingBytes: number;
   execHoldMs?: number;
@@ -37,7 +39,7 @@ export type FromWorker =
 const MAX_BATCH = 512;
 
 const port = parentPort!;
-const { fifo, intervalMs, maxPendingBytes, execHoldMs } = workerData as TracerWorkerData;
+const { fifo, inputFd, intervalMs, maxPendingBytes, execHoldMs } = workerData as TracerWorkerData;
 const post = (msg: FromWorker) => port.postMessage(msg);
 
 let state: StraceState | undefined;
@@ -49,10 +51,25 @@ let flushQueued = false;
 /** Bytes of facts posted and not yet acknowledged by the main thread. */
 let pending = 0;
 /**
- * The FIFO's read end (non-blocking), watched by the worker's event loop: it is read as soon as
- * strace writes, without polling. The socket owns the descriptor and closes it, once.
+ * The FIFO's read end (non-blocking), watched by this thread's event loop (a pipe handle: epoll): it is
+ * read as soon as strace writes, without polling, and an idle FIFO holds neither a threadpool thread
+ * (a blocking fs read did, and with it the harness's exit while the agent lived) nor this thread's CPU
+ * (polling an empty pipe cost ~30 us a wake-up, ~2.5 ms an exec). The socket owns the descriptor and
+ * closes it, once. The main thread opened it: Node closes, when a worker thread exits, every
+ * descriptor that thread opened with fs and did not close with fs, so a descriptor this thread opened
+ * was closed a second time at its exit, by then often a number the harness had reused (a blob being
+ * stored lost its descriptor: EBADF, and a model call's record with it). Created paused: with no
+ * writer yet, reading would end at once.
  */
-let input: Socket | undefined;
+let input: Socket | undefined = new Socket({ fd: inputFd, readable: true, writable: false, pauseOnCreate: true } as SocketConstructorOpts);
+input.on('error', (e) => {
+  if (!done) post({ t: 'gap', reason: `reading strace's output failed: ${e.message}` });
+});
+input.on('close', () => {
+  complete('eof'); // strace closed its output (it has exited), the read failed, or finish() closed it
+  input = undefined;
+  post({ t: 'done' });
+});
 let paused = false;
 let rest: Buffer = Buffer.alloc(0);
 let done = false;
@@ -179,37 +196,18 @@ const timer = setInterval(() => {
   flush();
 }, intervalMs);
 
-// Opening a FIFO for reading blocks until the writer (strace) opens it: done on the threadpool, so
-// the main thread's 'finish' (and its unblocking open of the write end) can still arrive. Once the
-// open is issued, strace may start: it will not wait for a reader that is still loading.
+// Waiting for the writer: opening the FIFO for reading blocks until strace opens it, done on the
+// threadpool so that the main thread's 'finish' (and its unblocking open of the write end) can still
+// arrive. Only then is `input` read: before, it would read the end of a FIFO nobody writes yet.
 open(fifo, 'r', (err, blocking) => {
   if (err) {
     post({ t: 'gap', reason: `cannot read strace's output: ${err.message}` });
     return complete('eof');
   }
-  // strace holds the write end now. Reads go through a second, non-blocking descriptor watched by
-  // this thread's event loop (a pipe handle: epoll), so that an idle FIFO holds neither a threadpool
-  // thread (a blocking fs read did, and with it the harness's exit while the agent lived) nor this
-  // thread's CPU (polling an empty pipe cost ~30 us of CPU a wake-up, ~2.5 ms an exec). The socket
-  // owns that descriptor: it alone closes it (a close of ours as well closed a number the process
-  // had reused: EBADF on the harness's own files).
-  let fd: number | undefined;
-  try {
-    fd = done ? undefined : openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
-  } finally {
-    closeSync(blocking);
-  }
-  if (fd === undefined) return closeInput();
-  const socket = (input = new Socket({ fd, readable: true, writable: false }));
-  socket.on('data', onData);
-  socket.on('error', (e) => {
-    if (!done) post({ t: 'gap', reason: `reading strace's output failed: ${e.message}` });
-  });
-  socket.on('close', () => {
-    complete('eof'); // strace closed its output (it has exited), the read failed, or finish() closed it
-    input = undefined;
-    post({ t: 'done' });
-  });
+  closeSync(blocking);
+  if (done || !input) return;
+  input.on('data', onData);
+  input.resume();
   post({ t: 'opened' });
   // Both ends are open: the name is no longer needed, and without it nobody else can write in.
   rmSync(dirname(fifo), { recursive: true, force: true });

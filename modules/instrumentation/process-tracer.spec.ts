@@ -1,5 +1,7 @@
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { chmodSync, copyFileSync, existsSync, fstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
@@ -385,6 +387,31 @@ describe('strace process tracer', () => {
     await tracer.ready;
     await expect(tracer.finish(0)).resolves.toBeUndefined();
     expect(gaps).toEqual([]);
+  });
+
+  it("closes strace's output once: a descriptor the harness opened after it is still open once the tracer has finished", async () => {
+    const tracer = new StraceTracer('strace', {});
+    await tracer.ready;
+    const { file, args } = tracer.wrap('/bin/true', []);
+    const child = spawn(file, args, { stdio: 'ignore' });
+    tracer.start(child.pid!);
+    await new Promise((resolve) => child.on('exit', resolve));
+    // strace's output read to its end and its descriptor closed by the worker's socket ...
+    await (tracer as unknown as { done: Promise<void> }).done;
+    // ... so the lowest free numbers, that one among them, go to the harness's next files ...
+    const handles = await Promise.all(Array.from({ length: 16 }, () => open('/etc/hostname', 'r')));
+    // ... and the worker's end must not close it again (a worker thread's exit closes what it opened).
+    await tracer.finish(10_000);
+    const closed = handles.filter((h) => {
+      try {
+        fstatSync(h.fd);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    await Promise.allSettled(handles.map((h) => h.close()));
+    expect(closed.map((h) => h.fd)).toEqual([]);
   });
 
   it('marks what strace truncated', () => {

@@ -142,13 +142,22 @@ export class StraceTracer {
     this.maxPendingBytes = callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES;
     this.ackBytes = Math.max(1, Math.min(64 * 1024, Math.floor(this.maxPendingBytes / 16)));
     execFileSync('mkfifo', ['-m', '600', this.fifo]);
+    // Opened here, handed to the worker, which owns it from then on (process-tracer-worker.ts, `input`).
+    // Non-blocking: a FIFO's read end opens at once so, with no writer yet.
+    const inputFd = openSync(this.fifo, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
     const data: TracerWorkerData = {
       fifo: this.fifo,
+      inputFd,
       intervalMs: callbacks.intervalMs ?? 100,
       maxPendingBytes: this.maxPendingBytes,
       execHoldMs: callbacks.execHoldMs,
     };
-    this.worker = startWorker(new URL('./process-tracer-worker.js', import.meta.url), data);
+    try {
+      this.worker = startWorker(new URL('./process-tracer-worker.js', import.meta.url), data);
+    } catch (err) {
+      closeSync(inputFd); // no thread was made to own it
+      throw err;
+    }
     let isReady = false;
     let ready!: () => void;
     let failed!: (err: Error) => void;
