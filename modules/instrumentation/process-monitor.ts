@@ -167,14 +167,15 @@ export interface ProcStat {
 const TICK_MS = 10;
 
 /** Reused by readSmallProcFile: one per thread (each worker has its own module), used synchronously. */
-const procBuffer = Buffer.allocUnsafe(4096);
+const procBuffer = Buffer.allocUnsafe(64 * 1024);
 
 /**
- * A small /proc file (stat, status) as latin1, null when it cannot be read (the process is gone):
- * open, one read into a reused buffer, close — a third of readFileSync's CPU (no fstat, no
- * allocation), which counts where every process of the machine is read every poll.
+ * A small /proc file (stat, status, a task's children) as latin1, null when it cannot be read (the
+ * process is gone): open, reads into a reused buffer to the end (a seq_file such as `children` may
+ * stop a read short of a record), close — a third of readFileSync's CPU (no fstat, no allocation),
+ * which counts where every process of the machine is read every poll.
  */
-function readSmallProcFile(path: string): string | null {
+export function readSmallProcFile(path: string): string | null {
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -182,7 +183,8 @@ function readSmallProcFile(path: string): string | null {
     return null;
   }
   try {
-    const n = readSync(fd, procBuffer, 0, procBuffer.length, null);
+    let n = 0;
+    for (let r; n < procBuffer.length && (r = readSync(fd, procBuffer, n, procBuffer.length - n, null)) > 0; ) n += r;
     return n < procBuffer.length ? procBuffer.toString('latin1', 0, n) : readFileSync(path, 'latin1');
   } catch {
     return null;

@@ -1,4 +1,5 @@
-import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
+import { readSmallProcFile } from './process-monitor.js';
 
 /**
  * Host pids for the pids a clone returns inside a pid namespace (the tracer runs strace without
@@ -85,7 +86,7 @@ const MAX_ORDERED_SPAN = 4096;
 /** The real /proc. */
 export const procPids: ProcPids = {
   status(tid) {
-    const text = readSmall(`/proc/${tid}/status`);
+    const text = readSmallProcFile(`/proc/${tid}/status`);
     if (text === null) return null;
     const field = (name: string) => new RegExp(`^${name}:\\s*([\\d\\s]+?)\\s*$`, 'm').exec(text)?.[1];
     const tgid = Number(field('Tgid'));
@@ -95,7 +96,7 @@ export const procPids: ProcPids = {
     return { tgid, ppid, nspid };
   },
   children(tgid, tid) {
-    const text = readSmall(`/proc/${tgid}/task/${tid}/children`);
+    const text = readSmallProcFile(`/proc/${tgid}/task/${tid}/children`);
     return text === null ? null : text.split(' ').filter(Boolean).map(Number);
   },
   tasks(tgid) {
@@ -106,24 +107,3 @@ export const procPids: ProcPids = {
     }
   },
 };
-
-const buffer = Buffer.allocUnsafe(64 * 1024);
-
-/** One open, one read, close (the worker's own buffer: it runs synchronously on one thread). */
-function readSmall(path: string): string | null {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return null;
-  }
-  try {
-    let n = 0;
-    for (let r; n < buffer.length && (r = readSync(fd, buffer, n, buffer.length - n, null)) > 0; ) n += r;
-    return buffer.toString('latin1', 0, n);
-  } catch {
-    return null;
-  } finally {
-    closeSync(fd);
-  }
-}
