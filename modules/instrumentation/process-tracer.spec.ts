@@ -251,7 +251,9 @@ describe('strace process tracer', () => {
     it('records the real image behind a link named torchrun, and the bytes of a deleted binary', async () => {
       copyFileSync('/bin/sleep', join(dir, 'mysleep'));
       chmodSync(join(dir, 'mysleep'), 0o755);
-      const t = await bash('ln -s /bin/sleep torchrun; ./torchrun 0.05; ./mysleep 0.3 & rm mysleep; wait', { cwd: dir });
+      // Removed once it runs (its exec done: /proc shows its own argv[0], builtins only), not before: an rm that won the race made the exec fail.
+      const started = `until { read -r -d '' a0 < /proc/$!/cmdline; [ "$a0" = ./mysleep ]; } 2>/dev/null || ! kill -0 $! 2>/dev/null; do :; done`;
+      const t = await bash(`ln -s /bin/sleep torchrun; ./torchrun 0.05; ./mysleep 0.3 & ${started}; rm mysleep; wait`, { cwd: dir });
       const link = startWith(t, './torchrun 0.05')!;
       expect(link.executable).toBe(join(dir, 'torchrun')); // the name it was invoked by...
       expect(link.exe!.path).toBe(realpathSync('/bin/sleep')); // ...and what really ran
