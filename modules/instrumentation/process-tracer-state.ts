@@ -46,7 +46,9 @@ import { isChildOf, pairInOrder, procPids, type OpenClone, type PidInfo, type Pr
  *   shorter than one tick may report 0.
  * - Times (startedAt, endedAt, durationMs) are strace's microsecond timestamps.
  * - What a program really runs (exec-capture.ts: the executable image, the script) is read when its
- *   successful exec line is read. strace injects a SIGSTOP into every exec (`-e inject=…:signal=`,
+ *   successful exec line is read. a2rl-trace (`holds` 'ptrace') holds every exec, the root's first
+ *   included, in a ptrace stop nothing else can end, and the worker lets it go once this line is
+ *   processed (its `--- held at exec N ---` line), so every capture is `at-exec`. strace injects a SIGSTOP into every exec (`-e inject=…:signal=`,
  *   queued at the call's entry, so the new program stops before its first instruction); the state
  *   resumes the process (SIGCONT) once strace reports it stopped by that kernel-sent SIGSTOP, which is
  *   always after the capture. The launched root's first exec is not stopped (strace starts it before
@@ -159,8 +161,11 @@ export class StraceState {
     rootCwd: string,
     private readonly harnessPid: number,
     private readonly hooks?: ExecHooks,
-    /** Execs are held this long by strace (delay_exit) rather than stopped with SIGSTOP. */
-    private readonly execHoldMs?: number,
+    /**
+     * How execs wait for their capture: undefined, strace's injected SIGSTOP; a number, held that many
+     * ms by strace (delay_exit); 'ptrace', held by a2rl-trace until the worker lets them go.
+     */
+    private readonly holds?: number | 'ptrace',
     private readonly pids: ProcPids = procPids,
   ) {
     this.parentOf.set(rootPid, harnessPid);
@@ -219,7 +224,8 @@ export class StraceState {
     } else if (call[1] === 'unshare' || call[1] === 'setns') {
       if (/\)\s+= 0$/.test(text) && (call[1] === 'setns' || /\bCLONE_NEWPID\b/.test(text))) this.nsChanged.add(this.threads.get(pid) ?? pid);
     } else {
-      const ret = /\)\s+= (\d+)(?: \/\* (\d+) in strace's PID NS \*\/)?$/.exec(text);
+      // strace's --pidns-translation, and a2rl-trace always, give the host pid in a comment.
+      const ret = /\)\s+= (\d+)(?: \/\* (\d+) in (?:strace's|the tracer's) PID NS \*\/)?$/.exec(text);
       if (ret?.[2]) this.clone(pid, Number(ret[2]), /\bCLONE_THREAD\b/.test(text), at);
       else if (ret) this.cloned(pid, Number(ret[1]), text, at);
     }
@@ -326,9 +332,13 @@ export class StraceState {
     const first = p.pid === this.rootPid && !this.rootExecSeen;
     if (p.pid === this.rootPid) this.rootExecSeen = true;
     p.facts = this.hooks!.capture(p.pid, path, p.argv);
-    if (this.execHoldMs !== undefined) {
+    if (this.holds === 'ptrace') {
+      p.capture = 'at-exec';
+      return;
+    }
+    if (this.holds !== undefined) {
       // Held for a fixed time: vouched for only when read before strace let it go (same clock as -ttt).
-      p.capture = !first && held && Date.now() < p.startedAt + this.execHoldMs ? 'at-exec' : 'after-start';
+      p.capture = !first && held && Date.now() < p.startedAt + this.holds ? 'at-exec' : 'after-start';
       return;
     }
     p.capture = first ? 'after-start' : 'at-exec';

@@ -1,4 +1,4 @@
-import { closeSync, open, rmSync } from 'node:fs';
+import { closeSync, constants as fsConstants, open, openSync, rmSync, writeSync } from 'node:fs';
 import { Socket, type SocketConstructorOpts } from 'node:net';
 import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -22,6 +22,8 @@ export interface TracerWorkerData {
   intervalMs: number;
   maxPendingBytes: number;
   execHoldMs?: number;
+  /** a2rl-trace's control FIFO: each held exec is let go by writing "PID HOLD\n" there. */
+  control?: string;
 }
 
 export type TracerFact = { k: 'start'; p: ProcessStart } | { k: 'exit'; p: ProcessExit };
@@ -39,7 +41,7 @@ export type FromWorker =
 const MAX_BATCH = 512;
 
 const port = parentPort!;
-const { fifo, inputFd, intervalMs, maxPendingBytes, execHoldMs } = workerData as TracerWorkerData;
+const { fifo, inputFd, intervalMs, maxPendingBytes, execHoldMs, control } = workerData as TracerWorkerData;
 const post = (msg: FromWorker) => port.postMessage(msg);
 
 let state: StraceState | undefined;
@@ -135,8 +137,48 @@ function flush(): void {
 }
 
 function onLine(line: string): void {
-  if (state) state.line(line);
-  else early.push(line);
+  if (!state) {
+    early.push(line);
+    return;
+  }
+  state.line(line);
+  // a2rl-trace holds the process until this line: by now its exec line has been read and captured.
+  const held = controlFd !== undefined ? HELD_LINE.exec(line) : null;
+  if (held) letGo(`${held[1]} ${held[2]}\n`);
+}
+
+/**
+ * a2rl-trace's control FIFO, opened read-write (so this open never blocks and the tracer, which
+ * opens the read end later, sees EOF only once this thread has closed it or is gone) and
+ * non-blocking: a full pipe (thousands of processes held at once) queues here instead of blocking
+ * the thread that must keep reading the tracer's output. Closing it lets every held process go.
+ */
+let controlFd: number | undefined = control ? openSync(control, fsConstants.O_RDWR | fsConstants.O_NONBLOCK) : undefined;
+const HELD_LINE = /^(\d+)\s+\d+\.\d+\s+--- held at exec (\d+) ---$/;
+let unsent = '';
+
+function letGo(record: string): void {
+  unsent += record;
+  sendLetGo();
+}
+
+function sendLetGo(): void {
+  if (controlFd === undefined || unsent === '') return;
+  try {
+    const n = writeSync(controlFd, unsent);
+    unsent = unsent.slice(n);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') {
+      post({ t: 'gap', reason: `cannot let held processes go: ${(err as Error).message}` });
+      closeControl();
+    }
+  }
+}
+
+function closeControl(): void {
+  if (controlFd === undefined) return;
+  closeSync(controlFd);
+  controlFd = undefined;
 }
 
 /** libuv reads a stream into buffers of this size: a shorter chunk means the FIFO was emptied. */
@@ -161,16 +203,17 @@ function complete(why: 'eof' | 'finish'): void {
   clearInterval(timer);
   if (rest.length) onLine(rest.toString('utf8'));
   if (!state) {
-    if (early.length) post({ t: 'gap', reason: `${early.length} strace lines arrived for a launch that never started` });
+    if (early.length) post({ t: 'gap', reason: `${early.length} tracer lines arrived for a launch that never started` });
   } else {
     const unseen = state.finish(Date.now());
-    if (state.unparsable > 0) post({ t: 'gap', reason: `${state.unparsable} strace output lines could not be parsed`, count: state.unparsable });
+    if (state.unparsable > 0) post({ t: 'gap', reason: `${state.unparsable} process tracer output lines could not be parsed`, count: state.unparsable });
     if (unseen > 0) {
-      const cause = why === 'eof' ? 'strace stopped' : 'strace output was abandoned';
+      const cause = why === 'eof' ? 'the process tracer stopped' : "the process tracer's output was abandoned";
       post({ t: 'gap', reason: `${cause} before reporting how ${unseen} program(s) ended; they are recorded as ended without status`, count: unseen });
     }
   }
   flush();
+  closeControl(); // anything still held is let go by the tracer
   // 'done' lets the main thread terminate this worker: only once the socket has closed the
   // descriptor, so that no handle is left for the termination to close.
   closeInput();
@@ -178,10 +221,10 @@ function complete(why: 'eof' | 'finish'): void {
 
 port.on('message', (msg: ToWorker) => {
   if (msg.t === 'root') {
-    state = new StraceState(sink, msg.pid, msg.cwd, process.pid, hooks, execHoldMs);
+    state = new StraceState(sink, msg.pid, msg.cwd, process.pid, hooks, control ? 'ptrace' : execHoldMs);
     const lines = early;
     early = [];
-    for (const line of lines) state.line(line);
+    for (const line of lines) onLine(line);
   } else if (msg.t === 'ack') {
     pending -= msg.bytes;
     if (paused && pending <= maxPendingBytes / 2) {
@@ -194,6 +237,7 @@ port.on('message', (msg: ToWorker) => {
 const timer = setInterval(() => {
   state?.tick(Date.now());
   flush();
+  sendLetGo();
 }, intervalMs);
 
 // Waiting for the writer: opening the FIFO for reading blocks until strace opens it, done on the

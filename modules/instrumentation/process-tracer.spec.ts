@@ -3,12 +3,13 @@ import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { chmodSync, copyFileSync, existsSync, fstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { launchAgent, type LaunchOptions } from '../runs/agent-process.js';
 import { processStartedFact, readAllStats, readArgv, readProcStat, type ProcessExit, type ProcessStart } from './process-monitor.js';
 import type { CapturedFile } from './exec-capture.js';
 import { programKind } from '../../projections/run-analysis/process-kind.js';
 import { parseExecArgs, StraceTracer, straceWorks, TracerUnavailableError } from './process-tracer.js';
+import { ptraceTracerBinary } from './ptrace-tracer.js';
 import { sandboxCommand } from '../sandbox/sandbox.js';
 import { fakeTask } from '../runs/testing/fake-task.js';
 import { prepareWorkspace, type PreparedWorkspace } from '../runs/workspace.js';
@@ -22,6 +23,11 @@ interface Trace {
   exit: { exitCode?: number; signal?: string };
 }
 
+/** The tracer the specs below run under (each describe.each block sets it). */
+let kind: 'ptrace' | 'strace' = 'strace';
+const newTracer = (callbacks: ConstructorParameters<typeof StraceTracer>[1]) =>
+  kind === 'ptrace' ? new StraceTracer(ptraceTracerBinary()!, callbacks, 'ptrace') : new StraceTracer('strace', callbacks);
+
 async function trace(file: string, args: string[], extra: Partial<LaunchOptions> = {}, whileRunning?: (so: Pick<Trace, 'starts' | 'exits'>) => Promise<void>): Promise<Trace> {
   const starts: ProcessStart[] = [];
   const exits: ProcessExit[] = [];
@@ -34,7 +40,7 @@ async function trace(file: string, args: string[], extra: Partial<LaunchOptions>
     budgetMs: 90_000, // only a backstop (under jest's limit): traced programs run far slower on a busy machine
     graceMs: 500,
     onOutput: () => {},
-    tracer: 'strace',
+    tracer: kind,
     monitor: { onStart: (p) => starts.push(p), onExit: (p) => exits.push(p), onGap: (reason, count) => gaps.push({ reason, count }) },
     ...extra,
   });
@@ -56,12 +62,15 @@ function expectPaired(t: Trace): void {
   expect(t.exits.map((e) => e.pid).sort()).toEqual(t.starts.map((s) => s.pid).sort());
 }
 
-describe('strace process tracer', () => {
-  beforeAll(() => expect(straceWorks()).toBe(true));
+describe.each(['ptrace', 'strace'] as const)('%s process tracer', (tracerKind) => {
+  beforeAll(() => {
+    kind = tracerKind;
+    expect(kind === 'ptrace' ? ptraceTracerBinary() : straceWorks()).toBeTruthy();
+  });
 
   it('records a child that crashes within a few ms with its exact exit code, and the root exit status', async () => {
     const t = await bash('sh -c "exit 3" train_sft; (exit 5); exit 4');
-    expect(t.tracer).toBe('strace');
+    expect(t.tracer).toBe(tracerKind);
     expect(t.exit).toEqual({ exitCode: 4 });
     const crashed = startWith(t, 'sh -c exit 3 train_sft')!;
     expect(crashed.executable).toMatch(/\/sh$/); // the file execve ran, found on PATH
@@ -187,16 +196,6 @@ describe('strace process tracer', () => {
     expectPaired(t);
   });
 
-  it('falls back to the /proc poller when strace is absent, and refuses when strace was required', async () => {
-    // A poller may miss a process shorter than its interval: this one lives until the poller has reported it.
-    const t = await trace('bash', ['-c', 'sleep 120'], { tracer: 'auto', straceBinary: '/nonexistent/strace' }, async (so) => {
-      process.kill((await until('sleep 120 reported', () => startWith(so, 'sleep 120'))).pid);
-    });
-    expect(t.tracer).toBe('proc');
-    expect(startWith(t, 'sleep 120')).toBeDefined();
-    await expect(bash('true', { straceBinary: '/nonexistent/strace' })).rejects.toThrow(TracerUnavailableError);
-  });
-
   it('records the file execve ran: resolved against the cwd when relative, the script for a #! script', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'a2rl-tracer-exe-'));
     try {
@@ -275,28 +274,58 @@ describe('strace process tracer', () => {
     });
 
     // OpenHands runs the agent's commands in an interactive bash: a shell with job control that sees
-    // each command's exec-time SIGSTOP as its foreground job being suspended, and moves on.
-    it('with a hold instead of SIGSTOP, a job-control shell never sees its command stop; the capture is still at exec', async () => {
-      const body = '#!/bin/sh\nexit 0\n';
-      const script = `set -m; printf '${body.replace(/\n/g, '\\n')}' > x.sh; chmod +x x.sh; ./x.sh; echo $? > rc; rm x.sh`;
-      const stopped = await bash(script, { cwd: dir });
-      expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('147'); // 128 + SIGSTOP: the shell took it for a suspend
-      expect(stopped.gaps).toEqual([]);
+    // each command's exec-time SIGSTOP (strace) as its foreground job being suspended, and moves on.
+    const jobControlScript = (body: string) => `set -m; printf '${body.replace(/\n/g, '\\n')}' > x.sh; chmod +x x.sh; ./x.sh; echo $? > rc; rm x.sh`;
+    if (tracerKind === 'strace') {
+      it('with a hold instead of SIGSTOP, a job-control shell never sees its command stop; the capture is still at exec', async () => {
+        const body = '#!/bin/sh\nexit 0\n';
+        const stopped = await bash(jobControlScript(body), { cwd: dir });
+        expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('147'); // 128 + SIGSTOP: the shell took it for a suspend
+        expect(stopped.gaps).toEqual([]);
 
-      const held = await bash(script, { cwd: dir, execHoldMs: 2000 });
-      expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('0');
-      const run = startWith(held, './x.sh')!;
-      expect(run.capture).toBe('at-exec');
-      expect(run.script).toMatchObject({ via: 'shebang', sha256: sha256(body) });
-      expect(held.gaps).toEqual([]);
-      expectPaired(held);
-    });
+        const held = await bash(jobControlScript(body), { cwd: dir, execHoldMs: 2000 });
+        expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('0');
+        const run = startWith(held, './x.sh')!;
+        expect(run.capture).toBe('at-exec');
+        expect(run.script).toMatchObject({ via: 'shebang', sha256: sha256(body) });
+        expect(held.gaps).toEqual([]);
+        expectPaired(held);
+      });
 
-    it('marks the launched root as captured after its start (strace starts it before it can stop it)', async () => {
-      const t = await bash('true');
-      expect(t.starts[0].capture).toBe('after-start');
-      expect(t.starts.slice(1).every((s) => s.capture === 'at-exec')).toBe(true);
-    });
+      it('marks the launched root as captured after its start (strace starts it before it can stop it)', async () => {
+        const t = await bash('true');
+        expect(t.starts[0].capture).toBe('after-start');
+        expect(t.starts.slice(1).every((s) => s.capture === 'at-exec')).toBe(true);
+      });
+    } else {
+      it('holds an exec in a ptrace stop a job-control shell never sees; the capture is at exec', async () => {
+        const body = '#!/bin/sh\nexit 0\n';
+        const t = await bash(jobControlScript(body), { cwd: dir });
+        expect(readFileSync(join(dir, 'rc'), 'utf8').trim()).toBe('0');
+        const run = startWith(t, './x.sh')!;
+        expect(run.capture).toBe('at-exec');
+        expect(run.script).toMatchObject({ via: 'shebang', sha256: sha256(body) });
+        expect(t.gaps).toEqual([]);
+        expectPaired(t);
+      });
+
+      it('holds every exec, the launched root and a second exec of one process included', async () => {
+        // strace's SIGSTOP did not hold an exec by a process that had exec'd before (a shell's exec):
+        // a script that deletes itself at once then escaped its capture.
+        const body = '#!/usr/bin/python3\nimport os, sys\nos.unlink(sys.argv[0])\n';
+        writeFileSync(join(dir, 'y.py'), body, { mode: 0o755 });
+        const t = await bash('exec ./y.py', { cwd: dir });
+        expect(existsSync(join(dir, 'y.py'))).toBe(false);
+        expect(t.starts[0].capture).toBe('at-exec');
+        const run = startWith(t, './y.py')!;
+        expect(run.pid).toBe(t.starts[0].pid);
+        expect(run.capture).toBe('at-exec');
+        expect(run.script).toMatchObject({ path: join(dir, 'y.py'), via: 'shebang', sha256: sha256(body) });
+        expect(text(run.script)).toBe(body);
+        expect(t.gaps).toEqual([]);
+        expectPaired(t);
+      });
+    }
   });
 
   it('keeps the traced agent running at full speed while the harness main thread is blocked', async () => {
@@ -351,7 +380,7 @@ describe('strace process tracer', () => {
       env: process.env,
       budgetMs: 90_000,
       onOutput: () => {},
-      tracer: 'strace',
+      tracer: kind,
       monitor: { maxPendingBytes: 1, onStart: slowly(starts), onExit: slowly(exits), onGap: (r) => gaps.push(r) },
     });
     await handle.exited;
@@ -361,38 +390,39 @@ describe('strace process tracer', () => {
     expect(gaps).toEqual([]);
   });
 
-  it('reports a gap when strace dies before the traced programs end, and ends them without status', async () => {
-    // The sleeper outlives strace whatever the load: the spec ends it only once strace is gone.
+  it('reports a gap when the tracer dies before the traced programs end, and ends them without status', async () => {
+    // The sleeper outlives the tracer whatever the load: the spec ends it only once the tracer is gone.
     const marker = `${100 + Math.random()}`.slice(0, 12);
     const t = await trace('bash', ['-c', `sleep ${marker}; true`], {}, async () => {
       const sleepPid = await until('the sleeper', () => pidsOf(`sleep ${marker}`)[0]);
-      const strace = [...readAllStats().keys()].filter((pid) => (readArgv(pid) ?? [])[0] === 'strace' && readArgv(pid)!.includes(`sleep ${marker}; true`));
+      const isTracer = (argv0 = '') => argv0 === 'strace' || basename(argv0).startsWith('a2rl-trace');
+      const strace = [...readAllStats().keys()].filter((pid) => isTracer((readArgv(pid) ?? [])[0]) && readArgv(pid)!.includes(`sleep ${marker}; true`));
       for (const pid of strace) process.kill(pid, 'SIGKILL');
       await until('strace gone', () => strace.every((pid) => readProcStat(pid)?.state === undefined || readProcStat(pid)?.state === 'Z'));
       try {
         process.kill(sleepPid);
       } catch {
-        // strace took its tracees with it
+        // the tracer took its tracees with it (a2rl-trace always: PTRACE_O_EXITKILL)
       }
     });
     const sleeper = startWith(t, `sleep ${marker}`)!;
     expect(exitOf(t, sleeper)).toBeDefined();
     expect(exitOf(t, sleeper)!.exitCode).toBeUndefined();
     expect(exitOf(t, sleeper)!.signal).toBeUndefined();
-    expect(t.gaps).toEqual([expect.objectContaining({ reason: expect.stringMatching(/strace stopped before reporting how 2 program/), count: 2 })]);
+    expect(t.gaps).toEqual([expect.objectContaining({ reason: expect.stringMatching(/process tracer stopped before reporting how 2 program/), count: 2 })]);
     expectPaired(t);
   });
 
   it('gives up at once on a tracer whose command never started (finish(0), as the launcher does when a launch fails)', async () => {
     const gaps: string[] = [];
-    const tracer = new StraceTracer('strace', { onGap: (reason) => gaps.push(reason) });
+    const tracer = newTracer({ onGap: (reason) => gaps.push(reason) });
     await tracer.ready;
     await expect(tracer.finish(0)).resolves.toBeUndefined();
     expect(gaps).toEqual([]);
   });
 
-  it("closes strace's output once: a descriptor the harness opened after it is still open once the tracer has finished", async () => {
-    const tracer = new StraceTracer('strace', {});
+  it("closes the tracer's output once: a descriptor the harness opened after it is still open once the tracer has finished", async () => {
+    const tracer = newTracer({});
     await tracer.ready;
     const { file, args } = tracer.wrap('/bin/true', []);
     const child = spawn(file, args, { stdio: 'ignore' });
@@ -426,5 +456,23 @@ describe('strace process tracer', () => {
     const many = 'execveat(AT_FDCWD, "/bin/x", ["x", "1", ...], 0x1 /* 3 vars */, 0) = 0';
     expect(parseExecArgs(many, 'execveat('.length)).toMatchObject({ argv: ['x', '1', '...'], truncated: true });
     expect(parseExecArgs('execve("/x", ["a", "b"], 0x1 /* 1 var */) = 0', 7)).toMatchObject({ argv: ['a', 'b'], truncated: false });
+  });
+});
+
+describe('choosing a tracer', () => {
+  const sleeper = (extra: Partial<LaunchOptions>) =>
+    trace('bash', ['-c', 'sleep 120'], extra, async (so) => {
+      // A poller may miss a process shorter than its interval: this one lives until it is reported.
+      process.kill((await until('sleep 120 reported', () => startWith(so, 'sleep 120'))).pid);
+    });
+
+  it('prefers a2rl-trace, falls back to strace, then to the /proc poller, and refuses a tracer that was required but does not work', async () => {
+    expect((await bash('true', { tracer: 'auto' })).tracer).toBe('ptrace');
+    expect((await sleeper({ tracer: 'auto', ptraceBinary: '/nonexistent/a2rl-trace' })).tracer).toBe('strace');
+    const polled = await sleeper({ tracer: 'auto', ptraceBinary: '/nonexistent/a2rl-trace', straceBinary: '/nonexistent/strace' });
+    expect(polled.tracer).toBe('proc');
+    expect(startWith(polled, 'sleep 120')).toBeDefined();
+    await expect(bash('true', { tracer: 'strace', straceBinary: '/nonexistent/strace' })).rejects.toThrow(TracerUnavailableError);
+    await expect(bash('true', { tracer: 'ptrace', ptraceBinary: '/nonexistent/a2rl-trace' })).rejects.toThrow(TracerUnavailableError);
   });
 });

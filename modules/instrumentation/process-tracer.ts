@@ -11,7 +11,12 @@ import { startWorker } from '../settings/worker-thread.js';
 export { parseCString, parseExecArgs } from './process-tracer-state.js';
 
 /**
- * Exact process events from `strace -f`, the alternative to ProcessMonitor's /proc polling.
+ * Exact process events from a tracer, the alternative to ProcessMonitor's /proc polling: a2rl's own
+ * (`ptrace`, native/a2rl-trace.c, where it builds and works) or `strace -f`. Both write strace's line
+ * format, which one state machine reads. What a2rl-trace does better is in its source's header: only
+ * execs stop, every exec is held in a ptrace stop until the harness has read it (the state resumes it
+ * through a control FIFO), and a fork's child comes with its host pid. The rest of this comment
+ * describes the strace path; a2rl-trace runs the same way (detached, FIFO, worker).
  *
  * strace reports every successful exec, every fork/clone and every exit with its real status,
  * however short the process lived. How its lines become facts is in process-tracer-state.ts; inside
@@ -33,7 +38,7 @@ export { parseCString, parseExecArgs } from './process-tracer-state.js';
  * through `onGap`. See docs/runs.md, "Process tracing".
  */
 
-export type TracerKind = 'strace' | 'proc';
+export type TracerKind = 'ptrace' | 'strace' | 'proc';
 
 export interface TraceCallbacks {
   /** May return a promise (e.g. the ledger append): its batch counts as pending until it settles. */
@@ -45,7 +50,7 @@ export interface TraceCallbacks {
   intervalMs?: number;
   /** Bound on facts posted by the worker and not yet acknowledged; default 64 MiB. */
   maxPendingBytes?: number;
-  /** Hold each new program this long at its exec instead of stopping it with SIGSTOP (straceFlags). */
+  /** strace only: hold each new program this long at its exec instead of stopping it with SIGSTOP (straceFlags). */
   execHoldMs?: number;
 }
 
@@ -113,10 +118,12 @@ export function straceWorks(binary = 'strace'): boolean {
   return ok;
 }
 
-/** Traces one agent launch with strace. */
+/** Traces one agent launch with strace, or with a2rl-trace (`kind` 'ptrace'). */
 export class StraceTracer {
   private readonly dir: string;
   private readonly fifo: string;
+  /** a2rl-trace only: where the worker names the held processes it is done with. */
+  private readonly control: string | undefined;
   private readonly worker: Worker;
   /** Resolves when the worker has posted its last fact (or died). */
   private readonly done: Promise<void>;
@@ -136,9 +143,12 @@ export class StraceTracer {
   constructor(
     private readonly binary: string,
     private readonly callbacks: TraceCallbacks = {},
+    readonly kind: 'strace' | 'ptrace' = 'strace',
   ) {
     this.dir = mkdtempSync(join(tmpdir(), 'a2rl-trace-'));
     this.fifo = join(this.dir, 'strace.fifo');
+    this.control = kind === 'ptrace' ? join(this.dir, 'control.fifo') : undefined;
+    if (this.control) execFileSync('mkfifo', ['-m', '600', this.control]);
     this.maxPendingBytes = callbacks.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES;
     this.ackBytes = Math.max(1, Math.min(64 * 1024, Math.floor(this.maxPendingBytes / 16)));
     execFileSync('mkfifo', ['-m', '600', this.fifo]);
@@ -150,7 +160,7 @@ export class StraceTracer {
       inputFd,
       intervalMs: callbacks.intervalMs ?? 100,
       maxPendingBytes: this.maxPendingBytes,
-      execHoldMs: callbacks.execHoldMs,
+      ...(this.control ? { control: this.control } : { execHoldMs: callbacks.execHoldMs }),
     };
     try {
       this.worker = startWorker(new URL('./process-tracer-worker.js', import.meta.url), data);
@@ -192,8 +202,9 @@ export class StraceTracer {
    */
   readonly ready: Promise<void>;
 
-  /** The command line that runs `file args` under strace. */
+  /** The command line that runs `file args` under the tracer. */
   wrap(file: string, args: string[]): { file: string; args: string[] } {
+    if (this.control) return { file: this.binary, args: ['-o', this.fifo, '-c', this.control, '--', file, ...args] };
     return { file: this.binary, args: ['-DD', ...straceFlags(this.callbacks.execHoldMs), '-o', this.fifo, '--', file, ...args] };
   }
 
@@ -203,7 +214,7 @@ export class StraceTracer {
     this.post({ t: 'root', pid: rootPid, cwd });
   }
 
-  /** The strace process itself (or the root before it exec'd): never a kill target of the tree. */
+  /** The tracer process itself (or the root before it exec'd): never a kill target of the tree. */
   isTracer(pid: number): boolean {
     if (pid === this.rootPid) return false;
     const argv = readArgv(pid);

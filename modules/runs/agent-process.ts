@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import pTimeout from 'p-timeout';
 import { ProcessMonitor, readAllStats, readProcStat, type LiveProcess } from '../instrumentation/process-monitor.js';
 import { StraceTracer, straceWorks, TracerUnavailableError, type TraceCallbacks, type TracerKind } from '../instrumentation/process-tracer.js';
+import { ptraceTracerBinary, ptraceTracerProblem } from '../instrumentation/ptrace-tracer.js';
 import { tryKill, writePidFile } from './agent-pid-file.js';
 import { disarmReaper, startReaper } from '../serving/server-process.js';
 import { writeExtraFds } from '../sandbox/extra-fds.js';
@@ -43,14 +44,17 @@ export interface LaunchOptions {
    */
   monitor?: TraceCallbacks;
   /**
-   * Who reports process events: 'strace' (exact: every exec, exact exit statuses; see
+   * Who reports process events: 'ptrace' (a2rl's own tracer, native/a2rl-trace.c: exact, and every
+   * exec held until it is read), 'strace' (exact: every exec, exact exit statuses; see
    * process-tracer.ts), 'proc' (the /proc poller, which misses processes shorter than a poll) or
-   * 'auto' (default: strace when it works here, else proc). The /proc poller always runs to know the
-   * tree for killing; with strace it reports nothing.
+   * 'auto' (default: ptrace where it builds and works, else strace where it works, else proc). The
+   * /proc poller always runs to know the tree for killing; with a tracer it reports nothing.
    */
-  tracer?: 'strace' | 'proc' | 'auto';
+  tracer?: TracerKind | 'auto';
   /** The strace executable (default `strace` on the harness's PATH). */
   straceBinary?: string;
+  /** The a2rl-trace executable (default: built from modules/instrumentation/native/a2rl-trace.c). */
+  ptraceBinary?: string;
   /** Hold each exec this long instead of stopping it with SIGSTOP (process-tracer.ts straceFlags); from the agent's declaration. */
   execHoldMs?: number;
   /** What the command reads from file descriptors 3, 4… (the sandbox's options and filter: see sandbox.ts). */
@@ -113,19 +117,22 @@ interface AgentTree {
 /** The command to spawn: wrapped by strace when it is used (and works), else as given with the /proc poller. */
 async function traceCommand(opts: LaunchOptions): Promise<{ kind: TracerKind; command: { file: string; args: string[] }; tracer?: StraceTracer }> {
   const wanted = opts.tracer ?? 'auto';
-  const kind = chooseTracer(wanted, opts.straceBinary ?? 'strace');
+  const kind = chooseTracer(wanted, opts.straceBinary ?? 'strace', opts.ptraceBinary);
   const command = { file: opts.file, args: opts.args };
-  if (kind !== 'strace') return { kind, command };
-  // strace would only report a missing command as its own exit status 1: check it here.
+  if (kind === 'proc') return { kind, command };
+  // A tracer would only report a missing command as its own exit status: check it here.
   const file = resolveExecutable(opts.file, opts.cwd, opts.env.PATH ?? '/usr/bin:/bin');
   if (!file) throw new AgentLaunchError(`cannot start agent "${opts.file}": not found or not executable`);
-  const tracer = new StraceTracer(opts.straceBinary ?? 'strace', { ...opts.monitor, execHoldMs: opts.execHoldMs });
+  const tracer =
+    kind === 'ptrace'
+      ? new StraceTracer(ptraceTracerBinary(opts.ptraceBinary)!, opts.monitor, 'ptrace')
+      : new StraceTracer(opts.straceBinary ?? 'strace', { ...opts.monitor, execHoldMs: opts.execHoldMs });
   try {
     await tracer.ready;
     return { kind, command: tracer.wrap(file, opts.args), tracer };
   } catch (err) {
     await tracer.finish(0);
-    if (wanted === 'strace') throw err;
+    if (wanted !== 'auto') throw err;
     return { kind: 'proc', command };
   }
 }
@@ -242,8 +249,10 @@ function liveMembers(monitor: ProcessMonitor, pgid: number): LiveProcess[] {
   return [...members.values()];
 }
 
-function chooseTracer(wanted: 'strace' | 'proc' | 'auto', binary: string): TracerKind {
+function chooseTracer(wanted: TracerKind | 'auto', binary: string, ptraceBinary: string | undefined): TracerKind {
   if (wanted === 'proc') return 'proc';
+  if (wanted !== 'strace' && ptraceTracerBinary(ptraceBinary)) return 'ptrace';
+  if (wanted === 'ptrace') throw new TracerUnavailableError(ptraceTracerProblem(ptraceBinary) ?? 'the ptrace tracer is not available');
   if (straceWorks(binary)) return 'strace';
   if (wanted === 'strace') throw new TracerUnavailableError(`strace ("${binary}") is not installed or cannot trace here`);
   return 'proc';
