@@ -24,6 +24,9 @@ WORKDIR /opt/a2rl
 COPY . .
 # npm ci builds better-sqlite3 (the image has a compiler) and compiles the TypeScript (`prepare`).
 RUN npm ci && npm cache clean --force
+# a2rl's process tracer (modules/instrumentation/native/a2rl-trace.c), built now rather than at the
+# first run; the build container may forbid ptrace, so only a failed compile fails the image.
+RUN node -e "import('./dist/modules/instrumentation/ptrace-tracer.js').then((m) => { m.ptraceTracerBinary(); const p = m.ptraceTracerProblem() ?? ''; if (p.startsWith('cannot build')) { console.error(p); process.exit(1); } })"
 
 ARG AGENT_CLIS=0
 RUN if [ "$AGENT_CLIS" = 1 ]; then node src/bin/a2rl.js agents install; fi

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { installedAgentPython } from '../../modules/agents/agent-python-env.js';
 import { straceFlags } from '../../modules/instrumentation/process-tracer.js';
+import { ptraceTracerBinary } from '../../modules/instrumentation/ptrace-tracer.js';
 import { withRunApp } from '../../src/commands/cli-support.js';
 
 // `npm run bench -- overhead [--wheels N] [--calls N] [--files N] [--checkpoint-mb N] [--rounds N] [--keep]`: the
@@ -13,13 +14,14 @@ import { withRunApp } from '../../src/commands/cli-support.js';
 // python -c), a few thousand files, a large checkpoint, a submission. It runs once bare (a temp
 // directory, no sandbox, no tracing, no record; the checkpoint copied with `cp` instead of submitted)
 // and once as an a2rl run (task ref-arith; sandboxed, traced and recorded into an embedded SQLite
-// ledger and filesystem artifacts under a temp A2RL_HOME). Between them, the bare agent under strace
-// with a2rl's own flags but the exec hold (every exec, clone and fork stopped and logged; no capture
-// of what runs, no sandbox, no record): the share of the overhead that is ptrace itself. The three alternate for --rounds (default
+// ledger and filesystem artifacts under a temp A2RL_HOME). Between them, the bare agent under the
+// tracer a run uses (a2rl-trace where it builds, else strace with a2rl's flags) without the exec hold
+// (every exec, clone and fork stopped and logged; no capture of what runs, no sandbox, no record):
+// the share of the overhead that is tracing itself. The three alternate for --rounds (default
 // 2: bare, traced, a2rl, bare, traced, a2rl, so no side alone pays cold caches) and each phase's
 // fastest time counts. Printed: each phase's wall time both ways and their ratio, the agent's work overall (every
 // phase but the submission) and the whole run (set-up and teardown included) against the bare agent;
-// per phase, the CPU seconds the harness (all its threads) and strace spent during it in the a2rl run,
+// per phase, the CPU seconds the harness (all its threads) and the tracer spent during it in the a2rl run,
 // sampled every 200 ms: what competes with the agent for the cores.
 
 const AGENT = 'overhead-agent.sh';
@@ -62,11 +64,17 @@ function readMarks(workspace: string): Marks {
   return marks;
 }
 
-/** a2rl's strace flags less the exec hold (its SIGSTOP waits for a2rl's reader to resume the program): ptrace's own cost. */
-function tracingOnly(): string[] {
+/**
+ * The command that traces `agent` as a run would, without the exec hold (which waits for a2rl's reader)
+ * and with the trace thrown away: a2rl-trace with a control at EOF, or strace with a2rl's flags less
+ * the injected SIGSTOP.
+ */
+function tracingOnly(agent: string[]): string[] {
+  const ptrace = ptraceTracerBinary();
+  if (ptrace) return [ptrace, '-o', '/dev/null', '-c', '/dev/null', '--', ...agent];
   const flags = straceFlags(undefined);
   const hold = flags.findIndex((f) => f.startsWith('inject='));
-  return hold < 0 ? flags : [...flags.slice(0, hold - 1), ...flags.slice(hold + 1)];
+  return ['strace', ...(hold < 0 ? flags : [...flags.slice(0, hold - 1), ...flags.slice(hold + 1)]), '-o', '/dev/null', '--', ...agent];
 }
 
 /**
@@ -78,7 +86,7 @@ async function runBare(o: Options, python: string, script: string, traced = fals
   mkdirSync(path.join(dir, 'output'));
   const started = Date.now();
   const agent = ['bash', script, ...agentArgs(o, python, 'copy')];
-  const [file, ...args] = traced ? ['strace', ...tracingOnly(), '-o', '/dev/null', '--', ...agent] : agent;
+  const [file, ...args] = traced ? tracingOnly(agent) : agent;
   const code = await new Promise<number | null>((resolve, reject) => {
     const child = spawn(file, args, { cwd: dir, env: { PATH: `${path.dirname(python)}:/usr/bin:/bin`, HOME: dir }, stdio: ['ignore', 'inherit', 'inherit'] });
     child.once('error', reject);
@@ -239,6 +247,7 @@ export async function overheadBench(): Promise<void> {
       onRounds.push(on);
       if (on.exit !== 'completed') console.log(`  the agent did not complete (${on.exit}): \`A2RL_HOME=${on.home} a2rl logs ${on.runId}\` (with --keep)`);
     }
+    const tracer = ptraceTracerBinary() ? 'a2rl-trace' : 'strace';
     const off = fastest(bareRounds.map((r) => r.marks));
     const on = fastest(onRounds.map((r) => r.marks));
     const strace = fastest(tracedRounds.map((r) => r.marks));
@@ -256,16 +265,16 @@ export async function overheadBench(): Promise<void> {
     const perPhase = Object.fromEntries(
       PHASES.map((p) => [
         p,
-        { bare_s: s(off[p]), strace_s: s(strace[p]), a2rl_s: s(on[p]), strace_ratio: ratio(strace[p], off[p]), ratio: ratio(on[p], off[p]), harness_cpu_s: cpuOf(p, 'harness'), strace_cpu_s: cpuOf(p, 'tracer') },
+        { bare_s: s(off[p]), tracer_alone_s: s(strace[p]), a2rl_s: s(on[p]), tracer_alone_ratio: ratio(strace[p], off[p]), ratio: ratio(on[p], off[p]), harness_cpu_s: cpuOf(p, 'harness'), tracer_cpu_s: cpuOf(p, 'tracer') },
       ]),
     );
     console.log(`fastest of ${o.rounds} round${o.rounds === 1 ? '' : 's'}:`);
     for (const p of PHASES) {
       const x = perPhase[p];
-      console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   strace alone ${fmt(strace[p])} s (${x.strace_ratio ?? '-'}×)   a2rl ${fmt(on[p])} s (${x.ratio ?? '-'}×; CPU: harness ${fmt(x.harness_cpu_s)} s, strace ${fmt(x.strace_cpu_s)} s)`);
+      console.log(`  ${p.padEnd(10)} bare ${fmt(off[p])} s   tracer alone ${fmt(strace[p])} s (${x.tracer_alone_ratio ?? '-'}×)   a2rl ${fmt(on[p])} s (${x.ratio ?? '-'}×; CPU: harness ${fmt(x.harness_cpu_s)} s, tracer ${fmt(x.tracer_cpu_s)} s)`);
     }
     console.log(`  submit     cp ${fmt(off.submit)} s   submission answered in ${fmt(on.submit)} s   ${ratio(on.submit, off.submit) ?? '-'}× cp`);
-    console.log(`agent's work (every phase but the submission): bare ${fmt(bareWork)} s, strace alone ${fmt(tracedWork)} s (${ratio(tracedWork, bareWork) ?? '-'}×), a2rl ${fmt(work)} s: ${ratio(work, bareWork) ?? '-'}× (goal ≤ 1.05×); whole run ${runWallS.toFixed(1)} s against the bare agent's ${bareWallS.toFixed(1)} s: ${ratio(runWallS, bareWallS)}×`);
+    console.log(`agent's work (every phase but the submission): bare ${fmt(bareWork)} s, ${tracer} alone ${fmt(tracedWork)} s (${ratio(tracedWork, bareWork) ?? '-'}×), a2rl ${fmt(work)} s: ${ratio(work, bareWork) ?? '-'}× (goal ≤ 1.05×); whole run ${runWallS.toFixed(1)} s against the bare agent's ${bareWallS.toFixed(1)} s: ${ratio(runWallS, bareWallS)}×`);
     const loadEnd = os.loadavg()[0];
     console.log(
       JSON.stringify({
@@ -278,7 +287,8 @@ export async function overheadBench(): Promise<void> {
         checkpoint_cp_s: off.submit === null ? null : round(off.submit),
         submit_vs_cp: ratio(on.submit, off.submit),
         work_ratio: ratio(work, bareWork),
-        strace_work_ratio: ratio(tracedWork, bareWork),
+        tracer,
+        tracer_alone_work_ratio: ratio(tracedWork, bareWork),
         work_goal: 1.05,
         work_pass: (ratio(work, bareWork) ?? Infinity) <= 1.05,
         run_wall_s: round(runWallS, 1),

@@ -5,8 +5,10 @@
 // - strace: a2rl's strace flags without the exec hold, output thrown away (ptrace's own cost);
 // - strace-pidns: the same with strace's --pidns-translation, which a2rl used until the tracer's worker
 //   mapped namespace pids itself (process-tracer-pids.ts);
-// - a2rl-strace: a2rl's tracer as a run uses it (StraceTracer: strace, SIGSTOP at every exec, the
-//   worker's capture of the image and script, the resume), sandbox and record left out;
+// - a2rl-strace: a2rl's tracer on strace as a run used it (StraceTracer: strace, SIGSTOP at every
+//   exec, the worker's capture of the image and script, the resume), sandbox and record left out;
+// - a2rl-trace: a2rl's own tracer as a run uses it now (native/a2rl-trace.c: each exec held in its
+//   ptrace stop until the worker has captured it), sandbox and record left out;
 // - ptrace-hold, seccomp-notify, cnproc: prototypes in C (test/bench/tracers/*.c, built here with gcc):
 //   a minimal ptrace tracer holding each exec at PTRACE_EVENT_EXEC, seccomp user notification on
 //   execve/execveat, the kernel's proc connector;
@@ -24,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StraceTracer, straceFlags, straceWorks } from '../../modules/instrumentation/process-tracer.js';
+import { ptraceTracerBinary, ptraceTracerProblem } from '../../modules/instrumentation/ptrace-tracer.js';
 
 interface Options {
   execs: number;
@@ -118,7 +121,7 @@ const stracePidns: Way = async (src, dir) => {
 };
 
 /** a2rl's tracer (StraceTracer) as agent-process.ts uses it, the facts counted instead of recorded. */
-const a2rlStrace: Way = async (src, dir) => {
+const a2rlTracer = (kind: 'strace' | 'ptrace'): Way => async (src, dir) => {
   const seen: Required<Pick<Seen, 'execs' | 'at_exec' | 'file_ok' | 'script_ok' | 'script_missed' | 'exits' | 'exit_status' | 'gaps'>> = {
     execs: 0,
     at_exec: 0,
@@ -130,7 +133,7 @@ const a2rlStrace: Way = async (src, dir) => {
     gaps: 0,
   };
   const seconds = await timed(async () => {
-    const tracer = new StraceTracer('strace', {
+    const tracer = new StraceTracer(kind === 'ptrace' ? ptraceTracerBinary()! : 'strace', {
       onStart: (p) => {
         seen.execs++;
         if (p.capture === 'at-exec') seen.at_exec++;
@@ -143,14 +146,14 @@ const a2rlStrace: Way = async (src, dir) => {
         if (p.exitCode !== undefined || p.signal !== undefined) seen.exit_status++;
       },
       onGap: () => seen.gaps++,
-    });
+    }, kind);
     await tracer.ready;
     const w = tracer.wrap('/bin/bash', ['-c', src]);
     const child = spawn(w.file, w.args, { cwd: dir, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: dir }, stdio: ['ignore', 'ignore', 'inherit'] });
     if (child.pid !== undefined) tracer.start(child.pid, dir);
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     await tracer.finish(3000);
-    if (code !== 0) throw new Error(`a2rl-strace: the workload exited with ${code}`);
+    if (code !== 0) throw new Error(`a2rl-${kind}: the workload exited with ${code}`);
   });
   return { seconds, seen };
 };
@@ -278,8 +281,10 @@ export async function tracersBench(): Promise<void> {
   chownSync(work, BENCH_UID, BENCH_UID);
   const ways: Record<string, Way> = { bare };
   const unavailable: Record<string, string> = {};
-  if (straceWorks()) Object.assign(ways, { strace: straceOnly, 'strace-pidns': stracePidns, 'a2rl-strace': a2rlStrace });
+  if (straceWorks()) Object.assign(ways, { strace: straceOnly, 'strace-pidns': stracePidns, 'a2rl-strace': a2rlTracer('strace') });
   else unavailable.strace = unavailable['a2rl-strace'] = 'strace does not work here';
+  if (ptraceTracerBinary()) ways['a2rl-trace'] = a2rlTracer('ptrace');
+  else unavailable['a2rl-trace'] = ptraceTracerProblem() ?? 'a2rl-trace does not work here';
   const built = buildPrototypes(work);
   if (typeof built === 'string') for (const n of ['ptrace-hold', 'seccomp-notify', 'cnproc']) unavailable[n] = built;
   else for (const [n, bin] of Object.entries(built)) ways[n] = prototype(bin);
