@@ -89,9 +89,14 @@ function probe(binary: string): string | undefined {
     writeFileSync(out, '');
     writeFileSync(control, '');
     const r = spawnSync(binary, ['-o', out, '-c', control, '--', 'true'], { encoding: 'utf8', timeout: 10_000 });
-    const trace = readFileSync(out, 'utf8');
-    if (r.status === 0 && /execve\("[^"]*true".* = 0\n(?:.*\n)*.*\+\+\+ exited with 0 \+\+\+/.test(trace)) return undefined;
-    return `the ptrace tracer does not work here: ${(r.stderr || r.error?.message || `exit status ${r.status}`).trim()}`;
+    if (r.status !== 0) return `the ptrace tracer does not work here: ${(r.stderr || r.error?.message || `exit status ${r.status}`).trim()}`;
+    // The command's exit returns here; the tracer, a detached grandchild, writes its last line just after.
+    const traced = /execve\("[^"]*true".* = 0\n(?:.*\n)*.*\+\+\+ exited with 0 \+\+\+/;
+    for (let waited = 0; waited < 5000; waited += 10) {
+      if (traced.test(readFileSync(out, 'utf8'))) return undefined;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    }
+    return `the ptrace tracer does not work here: it did not report tracing \`true\` (${JSON.stringify(readFileSync(out, 'utf8').slice(0, 300))})`;
   } catch (err) {
     return `the ptrace tracer does not work here: ${(err as Error).message}`;
   } finally {

@@ -1,5 +1,6 @@
 import { agentsRoot } from '../../agents/agent-registry.js';
 import { POLLER_LIMITS } from '../../instrumentation/process-monitor.js';
+import { ptraceTracerProblem } from '../../instrumentation/ptrace-tracer.js';
 import { sandboxCommand } from '../../sandbox/sandbox.js';
 import type { AgentExit, AgentHandle, LaunchOptions } from '../agent-process.js';
 import type { RunControl } from '../run-control.js';
@@ -81,6 +82,8 @@ export async function startAgent(deps: RunDeps, s: RunSession, options: LaunchOp
 export async function announceAgent(deps: RunDeps, s: RunSession, prepared: Prepared, observed: Observed, agent: AgentCommand, launched: LaunchedAgent): Promise<void> {
   const { handle } = launched;
   if (handle.tracer === 'proc') s.warn(`WARNING: ${POLLER_LIMITS}. Install strace (\`a2rl doctor\`) so that every program is recorded with what it really ran.`);
+  const noPtrace = handle.tracer === 'strace' ? ptraceTracerProblem() : undefined;
+  if (noPtrace) s.warn(`WARNING: traced with strace (${noPtrace}): slower for processes that fork without exec, and an exec by a process that exec'd before is not held for its capture (docs/runs.md, "Process tracing").`);
   if (deps.control.interrupted) void handle.kill('killed'); // the interrupt came while the run was being set up
   // A resumed agent's clock starts as far back as its earlier segments used: start_time + timeout_s is when this launch's budget ends.
   await prepared.workspace.runMeta.update({ start_time: epochSeconds(handle.startedAt) - s.segment.usedSeconds, timeout_s: s.request.budgetSeconds });
