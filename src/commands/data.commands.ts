@@ -6,6 +6,8 @@ import { fetchDataset, type FetchProgress } from '../../modules/datasets/fetch-d
 import { installMicroAssets, MICRO_TASKS } from '../../modules/datasets/micro/micro-assets.js';
 import { describeSandbox, sandboxPlan, type SandboxCheck } from '../../modules/sandbox/capabilities.js';
 import { doctorAgentView } from '../../modules/sandbox/agent-view.js';
+import { straceWorks } from '../../modules/instrumentation/process-tracer.js';
+import { ptraceTracerBinary, ptraceTracerProblem } from '../../modules/instrumentation/ptrace-tracer.js';
 import { diagnoseTask, machineProbe, PAPER_TASKS, type TaskDiagnosis } from '../../modules/datasets/doctor.js';
 import { packageRoot } from '../../modules/settings/package-root.js';
 import { TASKS } from '../../tasks/index.js';
@@ -102,7 +104,7 @@ export function registerDataCommands(program: Command): void {
     .option('--json', 'one JSON object: {version, sandbox: {mode, checks: [{name, status, detail}], notes}, tasks: [{task, implemented, ready, checks: [{name, status, detail, hint?}]}], ready} (no tasks with --sandbox); the exit status is the same')
     .action(async (opts: { task?: string; sandbox?: boolean; json?: boolean }) => {
       const plan = sandboxPlan();
-      const sandbox = { mode: plan.mode, checks: [...describeSandbox(plan), ...(await doctorAgentView(plan, process.env, opts.task))], notes: plan.capabilities.notes };
+      const sandbox = { mode: plan.mode, checks: [...describeSandbox(plan), tracerCheck(), ...(await doctorAgentView(plan, process.env, opts.task))], notes: plan.capabilities.notes };
       if (!opts.json) printSandbox(sandbox);
       if (opts.sandbox) {
         if (opts.json) process.stdout.write(`${JSON.stringify({ version: packageVersion(), sandbox, ready: plan.mode !== 'none' })}\n`);
@@ -124,6 +126,15 @@ export function registerDataCommands(program: Command): void {
 /** The version in a2rl's package.json (`a2rl --version`). */
 export function packageVersion(): string {
   return (JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** Which process tracer a run would use here (docs/runs.md, "Process tracing"). */
+function tracerCheck(): SandboxCheck {
+  const ptrace = ptraceTracerBinary();
+  if (ptrace) return { name: 'process tracer', status: 'ok', detail: `a2rl-trace (${ptrace}): every exec held until it is read, exact exits` };
+  const why = ptraceTracerProblem() ?? 'unavailable';
+  if (straceWorks()) return { name: 'process tracer', status: 'optional', detail: `strace (a2rl-trace: ${why}): slower on forks that do not exec; a process's second exec is not held` };
+  return { name: 'process tracer', status: 'missing', detail: `the /proc poller only (a2rl-trace: ${why}; strace not installed): programs shorter than a poll are missed` };
 }
 
 function printSandbox(sandbox: { mode: string; checks: SandboxCheck[]; notes: string[] }): void {

@@ -48,7 +48,7 @@ describe('a2rl CLI on the embedded default', () => {
     const root = process.getuid?.() === 0;
     expect(code).toBe(0); // CI installs bubblewrap; a machine without it exits 1 with "UNSANDBOXED"
     expect(stdout).toMatch(new RegExp(`^sandbox: ${root ? 'setuid' : 'userns'}$`, 'm'));
-    for (const check of ['bubblewrap', 'privilege', 'nested user namespaces', 'network', 'kernel limits', 'memory limit', 'GPUs']) expect(stdout).toMatch(new RegExp(`^  \\S+\\s+${check}: `, 'm'));
+    for (const check of ['bubblewrap', 'privilege', 'nested user namespaces', 'network', 'kernel limits', 'memory limit', 'GPUs', 'process tracer']) expect(stdout).toMatch(new RegExp(`^  \\S+\\s+${check}: `, 'm'));
     expect(stdout).toMatch(/^  ok\s+privilege: the agent runs as .*no capabilities, no_new_privs/m);
   });
 
