@@ -207,6 +207,10 @@ export class FsArtifactStore implements ArtifactStore {
     }
   }
 
+  localFile(sha256: string): string {
+    return join(this.dir, artifactKey(sha256));
+  }
+
   async stat(sha256: string): Promise<ArtifactInfo | null> {
     const key = artifactKey(sha256);
     try {

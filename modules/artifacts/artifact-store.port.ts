@@ -29,6 +29,12 @@ export interface ArtifactStore {
   putFile?(file: string, declared: { sha256: string; size: number }, options?: { hashedAsWritten?: boolean }): Promise<PutResult>;
   /** Streams the blob; throws ArtifactNotFoundError when absent. */
   get(sha256: string): Promise<Readable>;
+  /**
+   * Optional: where the blob's file would be, for a store that keeps each blob as a local file (the
+   * filesystem store), so that a reader hashing many blobs reads them by descriptor
+   * (file-hash.ts hashFile) rather than as streams. The file may be absent (ENOENT).
+   */
+  localFile?(sha256: string): string;
   stat(sha256: string): Promise<ArtifactInfo | null>;
   exists(sha256: string): Promise<boolean>;
   close(): Promise<void>;

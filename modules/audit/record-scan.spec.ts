@@ -14,6 +14,8 @@ import { MerkleAccumulator } from '../ledger/merkle.js';
 import { SqliteRawScan } from '../ledger/stores/raw-scan.js';
 import { LeafAccumulator } from './leaf-accumulator.js';
 import { scanPages } from './record-scan.js';
+import { artifactRefs } from './artifact-refs.js';
+import type { A2rlEvent } from '../ledger/events/catalog.js';
 
 // The fast check of a run's record: it vouches for an intact run, alone or in parallel segments,
 // and gives up (an anomaly, so that the full check names the failure) on anything else.
@@ -118,6 +120,38 @@ describe('scanRecord', () => {
     const one = await scanRecord(store, RUN, key.publicKeyPem);
     expect(await scanRecord(store, RUN, key.publicKeyPem, { pages })).toEqual(one);
     expect(await scanRecord(store, RUN, key.publicKeyPem, { pages, parallel: { scanner: inPageThread(), threads: 3, minEvents: 0, chunkSize: 128 } })).toEqual(one);
+  });
+
+  it('finds the blobs the per-event fold finds, several to an event, whatever events share a page', async () => {
+    // Blob hashes are found once a page (each search goes on from where the last one stopped):
+    // events naming known and new blobs, unkept executables, kept scripts, next to each other in
+    // pages of 1, 2, 7 and 1,024 events.
+    const runId = 'refs-run';
+    const w = new SignedRunWriter(store, runId, key, { headEvery: 13, batch: 100 });
+    const hex = (i: number) => (i % 16).toString(16);
+    const file = (i: number, name: string) => ({ path: `/ws/${name}${i}`, sha256: hex(i).repeat(63) + hex(i + 1), size: 100 + i });
+    await w.add('RunScheduled', { task: 'ref-arith', agent: 'ref', baseModel: 'arith-cue-base', budgetSeconds: 60, seed: 0, mode: 'free' });
+    await w.add('WorkspacePrepared', { workspace: '/ws', sandbox: 'none', mounts: [], dataManifest: [file(1, 'd'), file(2, 'd'), file(1, 'again')] });
+    await w.add('AgentStarted', { command: 'bash start.sh' });
+    for (let i = 0; i < 80; i++) {
+      const kept = (j: number) => ({ sha256: file(j, '').sha256, size: file(j, '').size, key: `sha256/${hex(j).repeat(2)}/${hex(j).repeat(63)}${hex(j + 1)}` });
+      const unkept = { path: '/usr/bin/python3', sha256: 'e'.repeat(64), size: 5_000_000 };
+      if (i % 4 === 0) await w.add('FileChanged', { path: `logs/${i % 3}.log`, op: 'modify', ...kept(i % 11), previousSha256: kept(i % 7).sha256, observedAt: AT });
+      else if (i % 4 === 1) await w.add('ProcessStarted', { pid: 100 + i, ppid: 1, argv: ['python3', 'x.py'], cwd: '/ws', executable: '/usr/bin/python3', exe: unkept, ...(i % 8 === 1 ? { script: { path: '/ws/x.py', ...kept(i % 13), via: 'argument' } } : {}), observedAt: AT });
+      else if (i % 4 === 2) await w.add('AgentOutput', { stream: 'stdout', chunk: kept(i % 5), observedAt: AT });
+      else await w.add('ProcessStarted', { pid: 100 + i, ppid: 1, argv: ['./tool'], cwd: '/ws', executable: '/ws/tool', exe: { path: '/ws/tool', ...kept(i % 17) }, observedAt: AT });
+    }
+    await w.add('RunCompleted', { submissions: 0 });
+    await w.seal();
+    const events: A2rlEvent[] = [];
+    for await (const { event } of store.readStream(streamName(runId))) events.push(event);
+    const expected = artifactRefs(events);
+    expect(expected.length).toBeGreaterThan(15);
+    for (const rows of [1, 2, 7, 1024]) {
+      const scan = await scanRecord(store, runId, key.publicKeyPem, { pages: (run, from, count) => raw.pages(streamName(run), from, count, rows) });
+      if (!scan || 'anomaly' in scan) throw new Error(`the fast check gave up: ${scan?.anomaly}`);
+      expect(scan.refs).toEqual(expected);
+    }
   });
 
   it('is null for a run with no events', async () => {

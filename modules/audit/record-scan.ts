@@ -132,6 +132,7 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
     if (lengths.length !== page.count || revisions.length !== page.count || (ids && ids.length !== page.count) || (types && types.length !== page.count) || bytes.length !== total) {
       return { ...scan, anomaly: `seq ${from + scan.count}: the store's page of events does not add up` };
     }
+    const needles = new PageNeedles(bytes);
     let start = 1;
     for (let i = 0; i < page.count; i++) {
       const seq = from + scan.count;
@@ -147,7 +148,7 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
         if (tail[2] !== runId || Number(tail[4]) !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
         if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
         type = tail[5] as A2rlEvent['type'];
-        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, refs, type))) type = null;
+        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, needles, refs, type))) type = null;
       }
       if (type === null) {
         const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
@@ -196,16 +197,62 @@ const WHOLE_TYPES = new Set<A2rlEvent['type']>(['TreeHeadSigned', 'GradingRepeat
  * bytes (the heads vouch for them before the scan's result is used), `"sha256":"` and `"key":"` are
  * always keys: a quote inside a JSON string is escaped.
  */
-function refsKnown(bytes: Buffer, start: number, end: number, refs: ArtifactRefs, type: A2rlEvent['type']): boolean {
+function refsKnown(bytes: Buffer, start: number, end: number, needles: PageNeedles, refs: ArtifactRefs, type: A2rlEvent['type']): boolean {
   if (REFS_BESIDES_SHA256.has(type)) return false;
-  const event = bytes.subarray(start, end);
-  const unkept = type === 'ProcessStarted' && refs.unkept.size > 0 && event.indexOf(KEY_KEY) < 0 ? refs.unkept : null;
-  for (let at = event.indexOf(SHA256_KEY); at >= 0; at = event.indexOf(SHA256_KEY, at + 74)) {
-    if (event[at + 74] !== 0x22) return false;
-    const sha256 = event.toString('latin1', at + 10, at + 74);
+  const unkept = type === 'ProcessStarted' && refs.unkept.size > 0 && needles.key(start, end) < 0 ? refs.unkept : null;
+  for (let at = needles.sha256(start, end); at >= 0; at = needles.sha256(at + 74, end)) {
+    if (at + 74 >= end || bytes[at + 74] !== 0x22) return false;
+    const sha256 = bytes.toString('latin1', at + 10, at + 74);
     if (!refs.has(sha256) && !unkept?.has(sha256)) return false;
   }
   return true;
+}
+
+/**
+ * Where SHA256_KEY and KEY_KEY next occur in a page's bytes: each is searched for once an
+ * occurrence (and once at the page's end), not once an event. The events are asked in order.
+ */
+class PageNeedles {
+  private readonly sha256Key: PageNeedle;
+  private readonly keyKey: PageNeedle;
+
+  constructor(bytes: Buffer) {
+    this.sha256Key = new PageNeedle(bytes, SHA256_KEY);
+    this.keyKey = new PageNeedle(bytes, KEY_KEY);
+  }
+
+  /** Where SHA256_KEY first lies whole in [from, end), or -1. */
+  sha256(from: number, end: number): number {
+    return this.sha256Key.within(from, end);
+  }
+
+  /** Where KEY_KEY first lies whole in [from, end), or -1. */
+  key(from: number, end: number): number {
+    return this.keyKey.within(from, end);
+  }
+}
+
+class PageNeedle {
+  /** Next occurrence at or after the last search's start; -1: not searched yet; Infinity: none further. */
+  private next = -1;
+  /** The key without its opening quote, the commonest byte in JSON, on whose first byte a search skips ahead. */
+  private readonly rest: Buffer;
+
+  constructor(private readonly bytes: Buffer, private readonly needle: Buffer) {
+    this.rest = needle.subarray(1);
+  }
+
+  within(from: number, end: number): number {
+    if (this.next < from) this.next = this.search(from);
+    return this.next + this.needle.length <= end ? this.next : -1;
+  }
+
+  private search(from: number): number {
+    for (let at = this.bytes.indexOf(this.rest, from + 1); at >= 0; at = this.bytes.indexOf(this.rest, at + 1)) {
+      if (this.bytes[at - 1] === this.needle[0]) return at - 1;
+    }
+    return Infinity;
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { getTask } from '../../tasks/index.js';
 import { ArtifactNotFoundError, artifactKey, type ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { HASH_CHUNK, hashFile, hashStream, type ContentHash } from '../artifacts/file-hash.js';
 import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
@@ -228,16 +228,30 @@ function locateAlterations(heads: ReadonlyArray<{ seq: number; treeSize: number 
 }
 
 
-/** Each referenced blob exists, hashes to its sha256 and has its size; its key is the content address. */
+/**
+ * Each referenced blob exists, hashes to its sha256 and has its size; its key is the content
+ * address. A store of local files has them read by descriptor into one buffer (file-hash.ts), others
+ * as streams.
+ */
 export async function checkArtifacts(artifacts: ArtifactStore, refs: readonly ArtifactRef[], onProgress: (done: number) => void = () => undefined): Promise<VerificationFailure[]> {
   const failures: VerificationFailure[] = [];
+  const localFile = artifacts.localFile?.bind(artifacts);
+  const buffer = localFile ? Buffer.allocUnsafe(HASH_CHUNK) : null;
+  const hashOf = async (sha256: string): Promise<ContentHash> => {
+    if (!localFile) return hashStream(await artifacts.get(sha256));
+    try {
+      return await hashFile(localFile(sha256), buffer!);
+    } catch (error) {
+      throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new ArtifactNotFoundError(sha256) : error;
+    }
+  };
   let done = 0;
   const check = async (ref: ArtifactRef) => {
     const key = artifactKey(ref.sha256);
     const fail = (message: string) => failures.push({ check: 'artifact', seq: ref.seq, artifact: key, message: `${ref.role}: ${message}` });
     if (ref.key !== undefined && ref.key !== key) fail(`the event names key ${ref.key}, but its sha256 is stored under ${key}`);
     try {
-      const { sha256, size } = await hashStream(await artifacts.get(ref.sha256));
+      const { sha256, size } = await hashOf(ref.sha256);
       if (sha256 !== ref.sha256) fail(`blob ${key} was altered: its content hashes to ${sha256}`);
       else if (ref.size !== undefined && size !== ref.size) fail(`blob ${key} is ${size} bytes, the event says ${ref.size}`);
     } catch (error) {
@@ -253,17 +267,6 @@ export async function checkArtifacts(artifacts: ArtifactStore, refs: readonly Ar
     for (let ref = queue.shift(); ref; ref = queue.shift()) await check(ref);
   }));
   return failures.sort((a, b) => a.seq! - b.seq! || (a.artifact! < b.artifact! ? -1 : 1));
-}
-
-async function hashStream(stream: AsyncIterable<unknown>): Promise<{ sha256: string; size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  for await (const chunk of stream) {
-    const bytes = chunk as Buffer;
-    hash.update(bytes);
-    size += bytes.length;
-  }
-  return { sha256: hash.digest('hex'), size };
 }
 
 /** Moved to the grading module, shared with `a2rl regrade`; re-exported for this module's callers. */
