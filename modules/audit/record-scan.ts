@@ -98,14 +98,7 @@ async function* pagesOf(events: AsyncIterable<StoredEvent>, stream: string, rows
 }
 const SEPARATOR = Buffer.from(' ');
 
-/**
- * The envelope's last fields in canonical JSON (RFC 8785 sorts keys: data, id, occurredAt, runId,
- * schemaVersion, seq, type), read off the end of the bytes. No character of a JSON string is an
- * unescaped quote, so from the closing brace back these can only be the envelope's own fields; a
- * value with an escape in it (never one the harness writes) does not match, and the event is parsed.
- */
-const ENVELOPE_TAIL = /,"id":"([^"\\]*)","occurredAt":"[^"\\]*","runId":"([^"\\]*)","schemaVersion":([1-9][0-9]{0,8}),"seq":(0|[1-9][0-9]{0,15}),"type":"([^"\\]*)"\}$/;
-/** The longest ENVELOPE_TAIL, less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
+/** The longest envelope tail (EnvelopeTail), less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
 const TAIL_BYTES = 240;
 /** Where a blob reference's hash is in an event's bytes (ArtifactRefs reads only `sha256` fields, REFS_BESIDES_SHA256 apart). */
 const SHA256_KEY = Buffer.from('"sha256":"');
@@ -123,8 +116,11 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
   const scan: SegmentScan = { from, count: 0, chunks: [], heads: [], refs: [], kept: [], lastNonHeadSeq: -1 };
   const refs = new ArtifactRefs();
   const stream = streamName(runId);
-  const tailBytes = TAIL_BYTES + runId.length;
+  const tail = new EnvelopeTail(runId, TAIL_BYTES + runId.length);
+  const known = new KnownHashes(refs);
   let chunk = new LeafAccumulator();
+  let lastSealRelevant = -1;
+  let lastSealRelevantType: A2rlEvent['type'] = 'RunScheduled';
   for await (const page of pages) {
     const { bytes, lengths, revisions, ids, types } = page;
     let total = page.count;
@@ -140,15 +136,17 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
       if (scan.count === count) return { ...scan, anomaly: `the stream has events after seq ${seq - 1}, its last revision` };
       if (revisions[i] !== seq) return { ...scan, anomaly: `seq ${seq}: filed under another stream or revision` };
       // The envelope off the end of the bytes; its type and version say whether the event is parsed.
-      const tail = ENVELOPE_TAIL.exec(bytes.toString('latin1', Math.max(start, end - tailBytes), end));
       let type: A2rlEvent['type'] | null = null;
       let event: A2rlEvent | null = null;
-      if (tail !== null) {
-        const version = VERSIONS.get(tail[5]);
-        if (tail[2] !== runId || Number(tail[4]) !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
-        if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
-        type = tail[5] as A2rlEvent['type'];
-        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, needles, refs, type))) type = null;
+      if (tail.read(bytes, start, end)) {
+        // The type as a string: the store's column where it says the same (no string made here).
+        const typeColumn = types?.[i];
+        const named = typeColumn !== undefined && tail.typeIs(bytes, typeColumn) ? typeColumn : bytes.toString('latin1', tail.typeStart, tail.typeEnd);
+        const version = VERSIONS.get(named);
+        if (!tail.runMatches || tail.seq !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
+        if (ids && (!tail.idIs(bytes, ids[i]) || named !== typeColumn)) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
+        type = named as A2rlEvent['type'];
+        if (WHOLE_TYPES.has(type) || tail.version !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, needles, known, type))) type = null;
       }
       if (type === null) {
         const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
@@ -172,12 +170,16 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
       chunk.push(hash('sha256', bytes.subarray(start - 1, end), 'binary'));
       scan.count += 1;
       if (onProgress && scan.count % 10_000 === 0) onProgress(scan.count);
-      if (event ? sealRelevant(event) : type !== 'TreeHeadSigned') scan.lastSealRelevant = { seq, type };
+      if (event ? sealRelevant(event) : type !== 'TreeHeadSigned') {
+        lastSealRelevant = seq;
+        lastSealRelevantType = type;
+      }
       if (event && KEPT_TYPES.has(type)) scan.kept.push(event);
       start = end + 1;
     }
   }
   if (chunk.size) scan.chunks.push({ start: from + scan.count - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
+  if (lastSealRelevant >= 0) scan.lastSealRelevant = { seq: lastSealRelevant, type: lastSealRelevantType };
   scan.refs = refs.list();
   onProgress?.(scan.count);
   return scan.count === count ? scan : { ...scan, anomaly: `the stream ends at seq ${from + scan.count - 1}, before its last revision ${from + count - 1}` };
@@ -197,14 +199,192 @@ const WHOLE_TYPES = new Set<A2rlEvent['type']>(['TreeHeadSigned', 'GradingRepeat
  * bytes (the heads vouch for them before the scan's result is used), `"sha256":"` and `"key":"` are
  * always keys: a quote inside a JSON string is escaped.
  */
-function refsKnown(bytes: Buffer, start: number, end: number, needles: PageNeedles, refs: ArtifactRefs, type: A2rlEvent['type']): boolean {
+function refsKnown(bytes: Buffer, start: number, end: number, needles: PageNeedles, known: KnownHashes, type: A2rlEvent['type']): boolean {
   if (REFS_BESIDES_SHA256.has(type)) return false;
-  const unkept = type === 'ProcessStarted' && refs.unkept.size > 0 && needles.key(start, end) < 0 ? refs.unkept : null;
+  const unkept = type === 'ProcessStarted' && known.anyUnkept() && needles.key(start, end) < 0;
   for (let at = needles.sha256(start, end); at >= 0; at = needles.sha256(at + 74, end)) {
     if (at + 74 >= end || bytes[at + 74] !== 0x22) return false;
-    const sha256 = bytes.toString('latin1', at + 10, at + 74);
-    if (!refs.has(sha256) && !unkept?.has(sha256)) return false;
+    if (!known.has(bytes, at + 10, unkept)) return false;
   }
+  return true;
+}
+
+/**
+ * ArtifactRefs' known blob hashes (and unkept executables' hashes) asked with the 64 hex digits in
+ * a page's bytes: the hashes found before are remembered by their first 7 digits and compared digit
+ * by digit, so a hash seen before costs no string. Only what ArtifactRefs knows is remembered, and
+ * it forgets nothing.
+ */
+class KnownHashes {
+  private readonly blobs = new Map<number, string>();
+  private readonly unkept = new Map<number, string>();
+
+  constructor(private readonly refs: ArtifactRefs) {}
+
+  anyUnkept(): boolean {
+    return this.refs.unkept.size > 0;
+  }
+
+  /** Whether bytes [at, at + 64) are a blob's hash ArtifactRefs knows, or (with `unkept`) an unkept executable's. */
+  has(bytes: Buffer, at: number, unkept: boolean): boolean {
+    const prefix = hexPrefix(bytes, at);
+    if (prefix >= 0 && (sameDigits(bytes, at, this.blobs.get(prefix)) || (unkept && sameDigits(bytes, at, this.unkept.get(prefix))))) return true;
+    const sha256 = bytes.toString('latin1', at, at + 64);
+    const inBlobs = this.refs.has(sha256);
+    if (!inBlobs && !(unkept && this.refs.unkept.has(sha256))) return false;
+    if (prefix >= 0) (inBlobs ? this.blobs : this.unkept).set(prefix, sha256);
+    return true;
+  }
+}
+
+/** The value of the 7 lowercase hex digits at `at`, or -1. */
+function hexPrefix(bytes: Buffer, at: number): number {
+  let value = 0;
+  for (let k = at; k < at + 7; k++) {
+    const digit = HEX[bytes[k]];
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+/** Whether bytes [at, at + 64) are the characters of `sha256`. */
+function sameDigits(bytes: Buffer, at: number, sha256: string | undefined): boolean {
+  if (sha256 === undefined) return false;
+  for (let k = 0; k < 64; k++) if (bytes[at + k] !== sha256.charCodeAt(k)) return false;
+  return true;
+}
+
+const HEX = new Int8Array(256).fill(-1);
+for (let d = 0; d < 16; d++) HEX[d.toString(16).charCodeAt(0)] = d;
+
+/**
+ * The envelope's last fields, read off the end of an event's canonical bytes. RFC 8785 sorts keys
+ * (data, id, occurredAt, runId, schemaVersion, seq, type), so an envelope ends with
+ *   ,"id":"<id>","occurredAt":"<time>","runId":"<run>","schemaVersion":<1-9 digits, no leading 0>,"seq":<0 or up to 16 digits, no leading 0>,"type":"<type>"}
+ * where no string holds a quote or a backslash. No character of a JSON string is an unescaped
+ * quote, so from the closing brace back these can only be the envelope's own fields; a value with
+ * an escape in it (never one the harness writes) does not read, and the event is parsed. Read
+ * backwards from the brace, byte by byte, within the last `window` bytes of the event: nothing is
+ * made per event. What was read is left in the fields, until the next read.
+ */
+export class EnvelopeTail {
+  idStart = 0;
+  idEnd = 0;
+  typeStart = 0;
+  typeEnd = 0;
+  version = 0;
+  seq = 0;
+  /** Whether the run id read is this run's. */
+  runMatches = false;
+  private readonly run: Buffer;
+
+  constructor(runId: string, private readonly window: number) {
+    this.run = Buffer.from(runId, 'latin1');
+  }
+
+  /** Whether the event at [start, end) ends with an envelope's tail. */
+  read(b: Buffer, start: number, end: number): boolean {
+    const lo = Math.max(start, end - this.window);
+    if (end - 2 < lo || b[end - 1] !== BRACE || b[end - 2] !== QUOTE) return false;
+    // ,"type":"<type>"}
+    this.typeEnd = end - 2;
+    let at = stringStart(b, this.typeEnd, lo);
+    if (at < 0 || !literalBefore(b, at, TYPE_KEY, lo)) return false;
+    this.typeStart = at;
+    // ,"seq":<digits>
+    at -= TYPE_KEY.length;
+    const seqEnd = at;
+    at = digitsStart(b, seqEnd, lo, 16);
+    if (at < 0 || (b[at] === ZERO && seqEnd - at > 1) || !literalBefore(b, at, SEQ_KEY, lo)) return false;
+    this.seq = decimal(b, at, seqEnd);
+    // ,"schemaVersion":<digits>
+    at -= SEQ_KEY.length;
+    const versionEnd = at;
+    at = digitsStart(b, versionEnd, lo, 9);
+    if (at < 0 || b[at] === ZERO || !literalBefore(b, at, VERSION_KEY, lo)) return false;
+    this.version = decimal(b, at, versionEnd);
+    // ","runId":"<run>  (the quote closing the run id is VERSION_KEY's first byte)
+    const runEnd = at - VERSION_KEY.length;
+    at = stringStart(b, runEnd, lo);
+    if (at < 0 || !literalBefore(b, at, RUN_KEY, lo)) return false;
+    this.runMatches = sameBytes(b, at, runEnd, this.run);
+    // ","occurredAt":"<time>
+    const timeEnd = at - RUN_KEY.length;
+    at = stringStart(b, timeEnd, lo);
+    if (at < 0 || !literalBefore(b, at, TIME_KEY, lo)) return false;
+    // ,"id":"<id>
+    this.idEnd = at - TIME_KEY.length;
+    at = stringStart(b, this.idEnd, lo);
+    if (at < 0 || !literalBefore(b, at, ID_KEY, lo)) return false;
+    this.idStart = at;
+    return true;
+  }
+
+  /** Whether the type read is `type`. */
+  typeIs(b: Buffer, type: string): boolean {
+    return sameChars(b, this.typeStart, this.typeEnd, type);
+  }
+
+  /** Whether the id read is `id`. */
+  idIs(b: Buffer, id: string): boolean {
+    return sameChars(b, this.idStart, this.idEnd, id);
+  }
+}
+
+const BRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const ZERO = 0x30;
+const TYPE_KEY = Buffer.from(',"type":"');
+const SEQ_KEY = Buffer.from(',"seq":');
+const VERSION_KEY = Buffer.from('","schemaVersion":');
+const RUN_KEY = Buffer.from('","runId":"');
+const TIME_KEY = Buffer.from('","occurredAt":"');
+const ID_KEY = Buffer.from(',"id":"');
+
+/** Where the string ending before `end` (at its closing quote) starts: after the nearest quote back, with no backslash between; -1 where there is none by `lo`. */
+function stringStart(b: Buffer, end: number, lo: number): number {
+  for (let k = end - 1; k >= lo; k--) {
+    const c = b[k];
+    if (c === QUOTE) return k + 1;
+    if (c === BACKSLASH) return -1;
+  }
+  return -1;
+}
+
+/** Where the 1 to `most` digits ending before `end` start, or -1. */
+function digitsStart(b: Buffer, end: number, lo: number, most: number): number {
+  let k = end;
+  while (k > lo && end - k < most && b[k - 1] >= ZERO && b[k - 1] <= ZERO + 9) k--;
+  return k < end && !(k > lo && b[k - 1] >= ZERO && b[k - 1] <= ZERO + 9) ? k : -1;
+}
+
+function decimal(b: Buffer, start: number, end: number): number {
+  let value = 0;
+  for (let k = start; k < end; k++) value = value * 10 + (b[k] - ZERO);
+  return value;
+}
+
+/** Whether `literal` ends right before `at`, at or after `lo`. */
+function literalBefore(b: Buffer, at: number, literal: Buffer, lo: number): boolean {
+  const from = at - literal.length;
+  if (from < lo) return false;
+  for (let k = 0; k < literal.length; k++) if (b[from + k] !== literal[k]) return false;
+  return true;
+}
+
+/** Whether bytes [start, end) are `bytes`. */
+function sameBytes(b: Buffer, start: number, end: number, bytes: Buffer): boolean {
+  if (end - start !== bytes.length) return false;
+  for (let k = 0; k < bytes.length; k++) if (b[start + k] !== bytes[k]) return false;
+  return true;
+}
+
+/** Whether bytes [start, end) are the characters of `text`, one byte each. */
+function sameChars(b: Buffer, start: number, end: number, text: string): boolean {
+  if (end - start !== text.length) return false;
+  for (let k = 0; k < text.length; k++) if (b[start + k] !== text.charCodeAt(k)) return false;
   return true;
 }
 

@@ -76,4 +76,27 @@ export class SqliteRawScan {
   }
 }
 
-const numbers = (list: string | null): number[] => (list === null ? [] : list.split(',').map(Number));
+/**
+ * A list of decimals joined with commas, as split(',').map(Number) reads it: plain digits are read
+ * here without a string each, anything else (never what SQLite joins from integers) as before.
+ */
+function numbers(list: string | null): number[] {
+  if (list === null) return [];
+  const values: number[] = [];
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= list.length; i++) {
+    const c = i < list.length ? list.charCodeAt(i) : 44;
+    if (c === 44 && digits > 0 && digits <= 15) {
+      values.push(value);
+      value = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      value = value * 10 + (c - 48);
+      digits += 1;
+    } else {
+      return list.split(',').map(Number);
+    }
+  }
+  return values;
+}
