@@ -15,7 +15,9 @@ const sha = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 describe('hashFile', () => {
   let dir: string;
-  beforeAll(() => (dir = mkdtempSync(join(tmpdir(), 'a2rl-file-hash-'))));
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'a2rl-file-hash-'));
+  });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   const file = (name: string, bytes: Buffer) => {

@@ -104,6 +104,11 @@ export class ArtifactRefs {
     return [...this.refs.values()];
   }
 
+  /** How many blobs are known (list() has them in the order they were met). */
+  get size(): number {
+    return this.refs.size;
+  }
+
   private use(ref: ArtifactRef): void {
     if (!this.refs.has(ref.sha256)) this.refs.set(ref.sha256, ref);
   }

@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { artifactKey } from '../artifacts/artifact-store.port.js';
-import { storedEvents } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
 import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
@@ -21,7 +20,7 @@ import { readTarGz, writeTarGz } from './bundle/tar-io.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
 import { describeFailure, verifyBundle } from './bundle/verify.js';
 import { asOlderFormat } from './bundle/testing/older-format.js';
-import { scanRecord, scanSegment, type SegmentScanner } from './record-scan.js';
+import { scanChunks, scanRecord, storedChunks, type SegmentScanner } from './record-scan.js';
 import { RunVerifier } from './verify.service.js';
 
 // `a2rl verify` and the audit bundle cover every blob the record references: model-call bodies
@@ -159,8 +158,7 @@ describe('a2rl verify', () => {
   });
 
   it("finds in the fast check of the record exactly the blobs the per-event fold finds, in one segment or several", async () => {
-    const inThread: SegmentScanner = (runId, from, count, chunkSize, onProgress) =>
-      scanSegment(storedEvents(store, streamName(runId), { fromRevision: BigInt(from), maxCount: count }), runId, from, count, chunkSize, onProgress);
+    const inThread: SegmentScanner = (runId, queue, onProgress) => scanChunks(storedChunks(store, runId), runId, queue, onProgress);
     const expected = artifactRefs(events);
     for (const parallel of [undefined, { scanner: inThread, threads: 3, minEvents: 0, chunkSize: 4 }]) {
       const scan = await scanRecord(store, RUN, key.publicKeyPem, { parallel });

@@ -11,20 +11,20 @@ export function sqlitePageScanner(file: string): SegmentScanner {
 }
 
 /**
- * A SegmentScanner whose segments are each scanned by a worker thread running `worker`, given `data`
- * plus the segment (runId, from, count, chunkSize); the worker posts `{progress}` messages, then
- * `{scan}` or `{error}`.
+ * A SegmentScanner whose chunks are scanned by a worker thread running `worker`, given `data` plus
+ * the run and its chunk queue (runId, queue); the worker posts `{progress}` messages, then
+ * `{scans}` or `{error}`.
  */
 export function workerSegmentScanner(worker: URL, data: Record<string, unknown>): SegmentScanner {
-  return (runId, from, count, chunkSize, onProgress) =>
-    new Promise<SegmentScan>((resolve, reject) => {
-      const thread = startWorker(worker, { ...data, runId, from, count, chunkSize });
-      thread.on('message', (message: { progress: number } | { scan: SegmentScan } | { error: string }) => {
+  return (runId, queue, onProgress) =>
+    new Promise<SegmentScan[]>((resolve, reject) => {
+      const thread = startWorker(worker, { ...data, runId, queue });
+      thread.on('message', (message: { progress: number } | { scans: SegmentScan[] } | { error: string }) => {
         if ('progress' in message) onProgress(message.progress);
-        else if ('scan' in message) resolve(message.scan);
+        else if ('scans' in message) resolve(message.scans);
         else reject(new Error(message.error));
       });
       thread.once('error', reject);
-      thread.once('exit', (code) => reject(new Error(`the thread reading seqs ${from}–${from + count - 1} exited with code ${code} before it finished`)));
+      thread.once('exit', (code) => reject(new Error(`a thread reading the run exited with code ${code} before it finished`)));
     });
 }

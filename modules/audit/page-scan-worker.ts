@@ -1,11 +1,12 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { streamName } from '../ledger/events/ids.js';
 import { SqliteRawScan } from '../ledger/stores/raw-scan.js';
-import { scanPages } from './record-scan.js';
+import { scanChunks, type ChunkQueue } from './record-scan.js';
 
-// One segment of `a2rl verify`'s parallel read of an SQLite ledger (page-scan-threads.ts): reads
-// seqs [from, from + count) of the run in pages, scans them and posts what it found.
-const { file, runId, from, count, chunkSize } = workerData as { file: string; runId: string; from: number; count: number; chunkSize: number };
+// A thread of `a2rl verify`'s parallel read of an SQLite ledger (page-scan-threads.ts): takes chunks
+// of the run from the queue it shares with the other threads, reads each in pages, scans them and
+// posts what it found.
+const { file, runId, queue } = workerData as { file: string; runId: string; queue: ChunkQueue };
 const port = parentPort!;
 let reader: SqliteRawScan | null = null;
 try {
@@ -15,8 +16,9 @@ try {
 }
 if (reader) {
   try {
-    const scan = await scanPages(reader.pages(streamName(runId), from, count), runId, from, count, chunkSize, (progress) => port.postMessage({ progress }));
-    port.postMessage({ scan });
+    const stream = streamName(runId);
+    const scans = await scanChunks((from, count) => reader!.pages(stream, from, count), runId, queue, (progress) => port.postMessage({ progress }));
+    port.postMessage({ scans });
   } catch (error) {
     port.postMessage({ error: (error as Error).message });
   } finally {

@@ -4,16 +4,16 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
 import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
-import { storedEvents, type EventStore } from '../ledger/event-store.port.js';
+import type { EventStore } from '../ledger/event-store.port.js';
 import { streamName } from '../ledger/events/ids.js';
 import { SignedRunWriter } from './bundle/testing/signed-run.js';
 import { randomBytes } from 'node:crypto';
-import { scanRecord, scanSegment, type PageReader, type SegmentScanner } from './record-scan.js';
+import { scanChunks, scanRecord, storedChunks, type PageReader, type SegmentScanner } from './record-scan.js';
 import { initSigningKey, type SigningKey } from '../ledger/tree-head.js';
 import { MerkleAccumulator } from '../ledger/merkle.js';
 import { SqliteRawScan } from '../ledger/stores/raw-scan.js';
 import { LeafAccumulator } from './leaf-accumulator.js';
-import { EnvelopeTail, scanPages } from './record-scan.js';
+import { EnvelopeTail } from './record-scan.js';
 import { artifactRefs } from './artifact-refs.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 
@@ -40,8 +40,7 @@ async function writeRun(store: EventStore, key: SigningKey, runId: string, opts:
 }
 
 /** Scans segments in this thread, as a worker thread would (record-scan-threads.spec.ts runs real threads). */
-const inThread = (store: EventStore): SegmentScanner => (runId, from, count, chunkSize, onProgress) =>
-  scanSegment(storedEvents(store, streamName(runId), { fromRevision: BigInt(from), maxCount: count }), runId, from, count, chunkSize, onProgress);
+const inThread = (store: EventStore): SegmentScanner => (runId, queue, onProgress) => scanChunks(storedChunks(store, runId), runId, queue, onProgress);
 
 describe('LeafAccumulator', () => {
   it('splits the leaves into the same perfect subtrees as MerkleAccumulator, at every size', () => {
@@ -65,7 +64,7 @@ describe('scanRecord', () => {
   let raw: SqliteRawScan;
   /** The SQLite ledger read in pages (small ones, so that a run has many), as `a2rl verify` reads it. */
   const pages: PageReader = (runId, from, count) => raw.pages(streamName(runId), from, count, 100);
-  const inPageThread = (): SegmentScanner => (runId, from, count, chunkSize, onProgress) => scanPages(pages(runId, from, count), runId, from, count, chunkSize, onProgress);
+  const inPageThread = (): SegmentScanner => (runId, queue, onProgress) => scanChunks((from, count) => pages(runId, from, count), runId, queue, onProgress);
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'a2rl-record-scan-'));

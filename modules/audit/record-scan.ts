@@ -70,6 +70,67 @@ export async function scanSegment(events: AsyncIterable<StoredEvent>, runId: str
   return scanPages(pagesOf(events, streamName(runId)), runId, from, count, chunkSize, onProgress);
 }
 
+/** Reads revisions [from, from + count) of a run's stream as pages (RawEventPage). */
+export type ChunkReader = (from: number, count: number) => Iterable<RawEventPage> | AsyncIterable<RawEventPage>;
+
+/** A ChunkReader over stored events, as an adapter without a paged read gives them. */
+export function storedChunks(store: EventStore, runId: string): ChunkReader {
+  const stream = streamName(runId);
+  return (from, count) => pagesOf(storedEvents(store, stream, { fromRevision: BigInt(from), maxCount: count }), stream);
+}
+
+/**
+ * The chunks of a run, handed out to the threads that read it: each takes the next one when it is
+ * done with the one before (an atomic counter in memory the threads share), so a thread that
+ * started late or is given less of a busy machine reads less.
+ */
+export interface ChunkQueue {
+  /** One Int32: the index of the next chunk to take. */
+  next: SharedArrayBuffer;
+  /** Events in the run, and in a chunk. */
+  count: number;
+  chunkSize: number;
+}
+
+export function chunkQueue(count: number, chunkSize: number): ChunkQueue {
+  return { next: new SharedArrayBuffer(4), count, chunkSize };
+}
+
+/** The next chunk nobody has taken, or null when there is none left. */
+function takeChunk(queue: ChunkQueue): { from: number; count: number } | null {
+  const counter = new Int32Array(queue.next);
+  const from = Atomics.add(counter, 0, 1) * queue.chunkSize;
+  if (from >= queue.count) return null;
+  return { from, count: Math.min(queue.chunkSize, queue.count - from) };
+}
+
+/** No chunk is taken any more: one already read cannot be vouched for. */
+function closeQueue(queue: ChunkQueue): void {
+  Atomics.store(new Int32Array(queue.next), 0, Math.ceil(queue.count / queue.chunkSize));
+}
+
+/**
+ * Takes chunks from `queue` and scans each (scanPages) until none is left: one SegmentScan a
+ * chunk, in the order taken (ascending). What the thread learnt of blobs in one chunk serves the
+ * next (each chunk's `refs` are the blobs this thread had not met before it): the join keeps each
+ * blob's first reference in seq order, which is the one of the first chunk that has it.
+ */
+export async function scanChunks(read: ChunkReader, runId: string, queue: ChunkQueue, onProgress?: (done: number) => void): Promise<SegmentScan[]> {
+  const scans: SegmentScan[] = [];
+  const known = new KnownHashes(new ArtifactRefs());
+  let done = 0;
+  for (let chunk = takeChunk(queue); chunk; chunk = takeChunk(queue)) {
+    const scan = await scanPages(read(chunk.from, chunk.count), runId, chunk.from, chunk.count, queue.chunkSize, onProgress && ((n) => onProgress(done + n)), known);
+    scans.push(scan);
+    done += scan.count;
+    if (scan.anomaly) {
+      closeQueue(queue);
+      break;
+    }
+  }
+  return scans;
+}
+
 /** Stored events grouped into pages (RawEventPage) as an adapter without a paged read gives them. */
 async function* pagesOf(events: AsyncIterable<StoredEvent>, stream: string, rows = 1024): AsyncGenerator<RawEventPage> {
   let batch: StoredEvent[] = [];
@@ -112,12 +173,20 @@ const KEY_KEY = Buffer.from('"key":"');
  * re-grading for the seal), where it is at an older schema version (validated and upcast), where it
  * may name a blob not yet seen (ArtifactRefs), or where its end does not read as an envelope's.
  */
-export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<RawEventPage>, runId: string, from: number, count: number, chunkSize = CHUNK, onProgress?: (done: number) => void): Promise<SegmentScan> {
+export async function scanPages(
+  pages: AsyncIterable<RawEventPage> | Iterable<RawEventPage>,
+  runId: string,
+  from: number,
+  count: number,
+  chunkSize = CHUNK,
+  onProgress?: (done: number) => void,
+  known = new KnownHashes(new ArtifactRefs()),
+): Promise<SegmentScan> {
   const scan: SegmentScan = { from, count: 0, chunks: [], heads: [], refs: [], kept: [], lastNonHeadSeq: -1 };
-  const refs = new ArtifactRefs();
+  const refs = known.refs;
+  const knownBefore = refs.size;
   const stream = streamName(runId);
   const tail = new EnvelopeTail(runId, TAIL_BYTES + runId.length);
-  const known = new KnownHashes(refs);
   let chunk = new LeafAccumulator();
   let lastSealRelevant = -1;
   let lastSealRelevantType: A2rlEvent['type'] = 'RunScheduled';
@@ -180,7 +249,7 @@ export async function scanPages(pages: AsyncIterable<RawEventPage> | Iterable<Ra
   }
   if (chunk.size) scan.chunks.push({ start: from + scan.count - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
   if (lastSealRelevant >= 0) scan.lastSealRelevant = { seq: lastSealRelevant, type: lastSealRelevantType };
-  scan.refs = refs.list();
+  scan.refs = refs.list().slice(knownBefore);
   onProgress?.(scan.count);
   return scan.count === count ? scan : { ...scan, anomaly: `the stream ends at seq ${from + scan.count - 1}, before its last revision ${from + count - 1}` };
 }
@@ -219,7 +288,7 @@ class KnownHashes {
   private readonly blobs = new Map<number, string>();
   private readonly unkept = new Map<number, string>();
 
-  constructor(private readonly refs: ArtifactRefs) {}
+  constructor(readonly refs: ArtifactRefs) {}
 
   anyUnkept(): boolean {
     return this.refs.unkept.size > 0;
@@ -507,19 +576,22 @@ export function joinSegments(runId: string, publicKeyPem: string | null, segment
 /** A subtree as a worker thread sent it (its hash arrives as a plain Uint8Array). */
 const received = (subtree: PerfectSubtree): PerfectSubtree => ({ size: subtree.size, hash: Buffer.from(subtree.hash.buffer, subtree.hash.byteOffset, subtree.hash.byteLength) });
 
-/** Scans a segment elsewhere: a worker thread that opens the ledger itself (src/record-scan-threads.ts, page-scan-threads.ts). */
-export type SegmentScanner = (runId: string, from: number, count: number, chunkSize: number, onProgress: (done: number) => void) => Promise<SegmentScan>;
+/**
+ * Scans chunks taken from a run's queue elsewhere, until none is left (scanChunks): a worker thread
+ * that opens the ledger itself (src/record-scan-threads.ts, page-scan-threads.ts).
+ */
+export type SegmentScanner = (runId: string, queue: ChunkQueue, onProgress: (done: number) => void) => Promise<SegmentScan[]>;
 
-/** Below this many events a run is read in one segment: starting a thread would cost more than it saves. */
+/** Below this many events a run is read in one thread: starting another would cost more than it saves. */
 const PARALLEL_FROM = 100_000;
 
 /** Reads revisions [from, from + count) of a run's stream in pages (an SQLite ledger: modules/ledger/stores/raw-scan.ts). */
 export type PageReader = (runId: string, from: number, count: number) => Iterable<RawEventPage> | AsyncIterable<RawEventPage>;
 
 /**
- * The fast check of the whole run: its stream in `threads` segments, the first read here (through
- * `pages` when given, else `store`) and the others by `scanner` at the same time, joined in seq
- * order. Null when the run has no events.
+ * The fast check of the whole run: its stream in chunks, read by `threads` threads at once, this
+ * one (through `pages` when given, else `store`) and the others by `scanner`, each taking the next
+ * chunk when done with its last; joined in seq order. Null when the run has no events.
  */
 export async function scanRecord(
   store: EventStore,
@@ -531,22 +603,19 @@ export async function scanRecord(
   if (revision === null) return null;
   const count = Number(revision) + 1;
   const threads = options.parallel && count >= (options.parallel.minEvents ?? PARALLEL_FROM) ? Math.max(1, Math.floor(options.parallel.threads)) : 1;
-  // Whole chunks to each thread, as evenly as they go.
   const chunkSize = options.parallel?.chunkSize ?? CHUNK;
-  const chunks = Math.ceil(count / chunkSize);
-  const parts = Math.max(1, Math.min(threads, chunks));
-  const bound = (i: number) => Math.min(count, Math.round((chunks * i) / parts) * chunkSize);
+  const parts = Math.max(1, Math.min(threads, Math.ceil(count / chunkSize)));
+  const queue = chunkQueue(count, chunkSize);
   const done = new Array<number>(parts).fill(0);
   const progress = (i: number) => (n: number) => {
     done[i] = n;
     options.onProgress?.(done.reduce((a, b) => a + b, 0));
   };
-  // The other threads first: this one's read may keep it busy until it is done.
-  const others = Array.from({ length: parts - 1 }, (_, j) => options.parallel!.scanner(runId, bound(j + 1), bound(j + 2) - bound(j + 1), chunkSize, progress(j + 1)));
-  const here = bound(1);
-  const first = options.pages
-    ? scanPages(options.pages(runId, 0, here), runId, 0, here, chunkSize, progress(0))
-    : scanSegment(storedEvents(store, streamName(runId), { fromRevision: 0n, maxCount: here }), runId, 0, here, chunkSize, progress(0));
-  const segments = await Promise.all([first, ...others]);
+  // The other threads first: they take chunks as soon as they have started, while this one reads.
+  const others = Array.from({ length: parts - 1 }, (_, j) => options.parallel!.scanner(runId, queue, progress(j + 1)));
+  const pages = options.pages;
+  const read: ChunkReader = pages ? (from, n) => pages(runId, from, n) : storedChunks(store, runId);
+  const first = scanChunks(read, runId, queue, progress(0));
+  const segments = (await Promise.all([first, ...others])).flat().sort((a, b) => a.from - b.from);
   return joinSegments(runId, publicKeyPem, segments);
 }
