@@ -159,7 +159,14 @@ async function* pagesOf(events: AsyncIterable<StoredEvent>, stream: string, rows
 }
 const SEPARATOR = Buffer.from(' ');
 
-/** The longest envelope tail (EnvelopeTail), less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
+/**
+ * The envelope's last fields in canonical JSON (RFC 8785 sorts keys: data, id, occurredAt, runId,
+ * schemaVersion, seq, type), read off the end of the bytes. No character of a JSON string is an
+ * unescaped quote, so from the closing brace back these can only be the envelope's own fields; a
+ * value with an escape in it (never one the harness writes) does not match, and the event is parsed.
+ */
+const ENVELOPE_TAIL = /,"id":"([^"\\]*)","occurredAt":"[^"\\]*","runId":"([^"\\]*)","schemaVersion":([1-9][0-9]{0,8}),"seq":(0|[1-9][0-9]{0,15}),"type":"([^"\\]*)"\}$/;
+/** The longest ENVELOPE_TAIL, less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
 const TAIL_BYTES = 240;
 /** Where a blob reference's hash is in an event's bytes (ArtifactRefs reads only `sha256` fields, REFS_BESIDES_SHA256 apart). */
 const SHA256_KEY = Buffer.from('"sha256":"');
@@ -186,7 +193,7 @@ export async function scanPages(
   const refs = known.refs;
   const knownBefore = refs.size;
   const stream = streamName(runId);
-  const tail = new EnvelopeTail(runId, TAIL_BYTES + runId.length);
+  const tailBytes = TAIL_BYTES + runId.length;
   let chunk = new LeafAccumulator();
   let lastSealRelevant = -1;
   let lastSealRelevantType: A2rlEvent['type'] = 'RunScheduled';
@@ -205,17 +212,15 @@ export async function scanPages(
       if (scan.count === count) return { ...scan, anomaly: `the stream has events after seq ${seq - 1}, its last revision` };
       if (revisions[i] !== seq) return { ...scan, anomaly: `seq ${seq}: filed under another stream or revision` };
       // The envelope off the end of the bytes; its type and version say whether the event is parsed.
+      const tail = ENVELOPE_TAIL.exec(bytes.toString('latin1', Math.max(start, end - tailBytes), end));
       let type: A2rlEvent['type'] | null = null;
       let event: A2rlEvent | null = null;
-      if (tail.read(bytes, start, end)) {
-        // The type as a string: the store's column where it says the same (no string made here).
-        const typeColumn = types?.[i];
-        const named = typeColumn !== undefined && tail.typeIs(bytes, typeColumn) ? typeColumn : bytes.toString('latin1', tail.typeStart, tail.typeEnd);
-        const version = VERSIONS.get(named);
-        if (!tail.runMatches || tail.seq !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
-        if (ids && (!tail.idIs(bytes, ids[i]) || named !== typeColumn)) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
-        type = named as A2rlEvent['type'];
-        if (WHOLE_TYPES.has(type) || tail.version !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, needles, known, type))) type = null;
+      if (tail !== null) {
+        const version = VERSIONS.get(tail[5]);
+        if (tail[2] !== runId || Number(tail[4]) !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
+        if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
+        type = tail[5] as A2rlEvent['type'];
+        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, needles, known, type))) type = null;
       }
       if (type === null) {
         const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
@@ -326,136 +331,6 @@ function sameDigits(bytes: Buffer, at: number, sha256: string | undefined): bool
 
 const HEX = new Int8Array(256).fill(-1);
 for (let d = 0; d < 16; d++) HEX[d.toString(16).charCodeAt(0)] = d;
-
-/**
- * The envelope's last fields, read off the end of an event's canonical bytes. RFC 8785 sorts keys
- * (data, id, occurredAt, runId, schemaVersion, seq, type), so an envelope ends with
- *   ,"id":"<id>","occurredAt":"<time>","runId":"<run>","schemaVersion":<1-9 digits, no leading 0>,"seq":<0 or up to 16 digits, no leading 0>,"type":"<type>"}
- * where no string holds a quote or a backslash. No character of a JSON string is an unescaped
- * quote, so from the closing brace back these can only be the envelope's own fields; a value with
- * an escape in it (never one the harness writes) does not read, and the event is parsed. Read
- * backwards from the brace, byte by byte, within the last `window` bytes of the event: nothing is
- * made per event. What was read is left in the fields, until the next read.
- */
-export class EnvelopeTail {
-  idStart = 0;
-  idEnd = 0;
-  typeStart = 0;
-  typeEnd = 0;
-  version = 0;
-  seq = 0;
-  /** Whether the run id read is this run's. */
-  runMatches = false;
-  private readonly run: Buffer;
-
-  constructor(runId: string, private readonly window: number) {
-    this.run = Buffer.from(runId, 'latin1');
-  }
-
-  /** Whether the event at [start, end) ends with an envelope's tail. */
-  read(b: Buffer, start: number, end: number): boolean {
-    const lo = Math.max(start, end - this.window);
-    if (end - 2 < lo || b[end - 1] !== BRACE || b[end - 2] !== QUOTE) return false;
-    // ,"type":"<type>"}
-    this.typeEnd = end - 2;
-    let at = stringStart(b, this.typeEnd, lo);
-    if (at < 0 || !literalBefore(b, at, TYPE_KEY, lo)) return false;
-    this.typeStart = at;
-    // ,"seq":<digits>
-    at -= TYPE_KEY.length;
-    const seqEnd = at;
-    at = digitsStart(b, seqEnd, lo, 16);
-    if (at < 0 || (b[at] === ZERO && seqEnd - at > 1) || !literalBefore(b, at, SEQ_KEY, lo)) return false;
-    this.seq = decimal(b, at, seqEnd);
-    // ,"schemaVersion":<digits>
-    at -= SEQ_KEY.length;
-    const versionEnd = at;
-    at = digitsStart(b, versionEnd, lo, 9);
-    if (at < 0 || b[at] === ZERO || !literalBefore(b, at, VERSION_KEY, lo)) return false;
-    this.version = decimal(b, at, versionEnd);
-    // ","runId":"<run>  (the quote closing the run id is VERSION_KEY's first byte)
-    const runEnd = at - VERSION_KEY.length;
-    at = stringStart(b, runEnd, lo);
-    if (at < 0 || !literalBefore(b, at, RUN_KEY, lo)) return false;
-    this.runMatches = sameBytes(b, at, runEnd, this.run);
-    // ","occurredAt":"<time>
-    const timeEnd = at - RUN_KEY.length;
-    at = stringStart(b, timeEnd, lo);
-    if (at < 0 || !literalBefore(b, at, TIME_KEY, lo)) return false;
-    // ,"id":"<id>
-    this.idEnd = at - TIME_KEY.length;
-    at = stringStart(b, this.idEnd, lo);
-    if (at < 0 || !literalBefore(b, at, ID_KEY, lo)) return false;
-    this.idStart = at;
-    return true;
-  }
-
-  /** Whether the type read is `type`. */
-  typeIs(b: Buffer, type: string): boolean {
-    return sameChars(b, this.typeStart, this.typeEnd, type);
-  }
-
-  /** Whether the id read is `id`. */
-  idIs(b: Buffer, id: string): boolean {
-    return sameChars(b, this.idStart, this.idEnd, id);
-  }
-}
-
-const BRACE = 0x7d;
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const ZERO = 0x30;
-const TYPE_KEY = Buffer.from(',"type":"');
-const SEQ_KEY = Buffer.from(',"seq":');
-const VERSION_KEY = Buffer.from('","schemaVersion":');
-const RUN_KEY = Buffer.from('","runId":"');
-const TIME_KEY = Buffer.from('","occurredAt":"');
-const ID_KEY = Buffer.from(',"id":"');
-
-/** Where the string ending before `end` (at its closing quote) starts: after the nearest quote back, with no backslash between; -1 where there is none by `lo`. */
-function stringStart(b: Buffer, end: number, lo: number): number {
-  for (let k = end - 1; k >= lo; k--) {
-    const c = b[k];
-    if (c === QUOTE) return k + 1;
-    if (c === BACKSLASH) return -1;
-  }
-  return -1;
-}
-
-/** Where the 1 to `most` digits ending before `end` start, or -1. */
-function digitsStart(b: Buffer, end: number, lo: number, most: number): number {
-  let k = end;
-  while (k > lo && end - k < most && b[k - 1] >= ZERO && b[k - 1] <= ZERO + 9) k--;
-  return k < end && !(k > lo && b[k - 1] >= ZERO && b[k - 1] <= ZERO + 9) ? k : -1;
-}
-
-function decimal(b: Buffer, start: number, end: number): number {
-  let value = 0;
-  for (let k = start; k < end; k++) value = value * 10 + (b[k] - ZERO);
-  return value;
-}
-
-/** Whether `literal` ends right before `at`, at or after `lo`. */
-function literalBefore(b: Buffer, at: number, literal: Buffer, lo: number): boolean {
-  const from = at - literal.length;
-  if (from < lo) return false;
-  for (let k = 0; k < literal.length; k++) if (b[from + k] !== literal[k]) return false;
-  return true;
-}
-
-/** Whether bytes [start, end) are `bytes`. */
-function sameBytes(b: Buffer, start: number, end: number, bytes: Buffer): boolean {
-  if (end - start !== bytes.length) return false;
-  for (let k = 0; k < bytes.length; k++) if (b[start + k] !== bytes[k]) return false;
-  return true;
-}
-
-/** Whether bytes [start, end) are the characters of `text`, one byte each. */
-function sameChars(b: Buffer, start: number, end: number, text: string): boolean {
-  if (end - start !== text.length) return false;
-  for (let k = 0; k < text.length; k++) if (b[start + k] !== text.charCodeAt(k)) return false;
-  return true;
-}
 
 /**
  * Where SHA256_KEY and KEY_KEY next occur in a page's bytes: each is searched for once an
