@@ -158,7 +158,7 @@ describe('a2rl verify', () => {
   });
 
   it("finds in the fast check of the record exactly the blobs the per-event fold finds, in one segment or several", async () => {
-    const inThread: SegmentScanner = (runId, queue, onProgress) => scanChunks(storedChunks(store, runId), runId, queue, onProgress);
+    const inThread: SegmentScanner = (runId, queue, onProgress) => scanChunks(storedChunks(store, queue.stream), runId, queue, onProgress);
     const expected = artifactRefs(events);
     for (const parallel of [undefined, { scanner: inThread, threads: 3, minEvents: 0, chunkSize: 4 }]) {
       const scan = await scanRecord(store, RUN, key.publicKeyPem, { parallel });

@@ -1,7 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { streamName } from '../ledger/events/ids.js';
 import { SqliteRawScan } from '../ledger/stores/raw-scan.js';
-import { scanChunks, type ChunkQueue } from './record-scan.js';
+import { scanChunks, type ChunkQueue } from './segment-scan.js';
 
 // A thread of `a2rl verify`'s parallel read of an SQLite ledger (page-scan-threads.ts): takes chunks
 // of the run from the queue it shares with the other threads, reads each in pages, scans them and
@@ -16,8 +15,7 @@ try {
 }
 if (reader) {
   try {
-    const stream = streamName(runId);
-    const scans = await scanChunks((from, count) => reader!.pages(stream, from, count), runId, queue, (progress) => port.postMessage({ progress }));
+    const scans = await scanChunks((from, count) => reader!.pages(queue.stream, from, count), runId, queue, (progress) => port.postMessage({ progress }));
     port.postMessage({ scans });
   } catch (error) {
     port.postMessage({ error: (error as Error).message });

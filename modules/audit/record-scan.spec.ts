@@ -39,7 +39,7 @@ async function writeRun(store: EventStore, key: SigningKey, runId: string, opts:
 }
 
 /** Scans segments in this thread, as a worker thread would (record-scan-threads.spec.ts runs real threads). */
-const inThread = (store: EventStore): SegmentScanner => (runId, queue, onProgress) => scanChunks(storedChunks(store, runId), runId, queue, onProgress);
+const inThread = (store: EventStore): SegmentScanner => (runId, queue, onProgress) => scanChunks(storedChunks(store, queue.stream), runId, queue, onProgress);
 
 describe('LeafAccumulator', () => {
   it('splits the leaves into the same perfect subtrees as MerkleAccumulator, at every size', () => {
@@ -165,6 +165,8 @@ describe('scanRecord', () => {
     ['an envelope edited at its end', 'FileChanged', (r: Row) => ({ data: Buffer.from(r.data.toString().replace('"type":"FileChanged"', '"type":"AgentExited"')) }), ''],
     ['a blob reference edited where the fast read skips it', 'AgentOutput', (r: Row) => ({ data: Buffer.from(r.data.toString().replace(/"sha256":"(.)/, (_m, c: string) => `"sha256":"${c === 'a' ? 'b' : 'a'}`)) }), 'does not verify'],
     ['an event filed under the next revision', 'AgentOutput', (r: Row) => ({ revision: r.revision + 100_000 }), ''],
+    // Parsed where it is read (a worker thread too) and validated at the join.
+    ['a head not in canonical form', 'TreeHeadSigned', (r: Row) => ({ data: Buffer.from(r.data.toString().replace('{"data":{', '{"data":{ ')) }), 'not in canonical form'],
   ])('gives up on %s, in whichever segment it lies', async (_what, type, change, anomaly) => {
     for (const after of [3, 500, 990]) {
       await tampered(type, after, change, async () => {

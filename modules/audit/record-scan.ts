@@ -1,13 +1,15 @@
-import { hash } from 'node:crypto';
-import { storedEvents, type EventStore, type StoredEvent } from '../ledger/event-store.port.js';
-import { EVENT_CATALOG, isEventType, type A2rlEvent, type EventData } from '../ledger/events/catalog.js';
+import type { EventStore } from '../ledger/event-store.port.js';
+import { EVENT_CATALOG, type A2rlEvent } from '../ledger/events/catalog.js';
 import { streamName } from '../ledger/events/ids.js';
 import { MerkleAccumulator, type PerfectSubtree } from '../ledger/merkle.js';
 import type { RawEventPage } from '../ledger/stores/raw-scan.js';
 import { verifyTreeHead } from '../ledger/tree-head.js';
-import { ArtifactRefs, REF_TYPES, REFS_BESIDES_SHA256, type ArtifactRef } from './artifact-refs.js';
-import { LeafAccumulator } from './leaf-accumulator.js';
-import { sealFailure, sealRelevant, validated } from './verify-chain.js';
+import { ArtifactRefs, type ArtifactRef } from './artifact-refs.js';
+import { sealFailure } from './seal.js';
+import { CHUNK, chunkQueue, scanChunks, storedChunks, type ChunkQueue, type ChunkReader, type SegmentScan } from './segment-scan.js';
+import { validated } from './verify-chain.js';
+
+export * from './segment-scan.js';
 
 /**
  * The fast check of a run's record, for `a2rl verify`: every event's bytes are hashed into the
@@ -22,40 +24,10 @@ import { sealFailure, sealRelevant, validated } from './verify-chain.js';
  * the full per-event check (verify-chain.ts), which names every failure and its seq. So a record
  * that verifies costs a read, a parse and two hashes an event; one that does not costs a second read.
  *
- * A run is read in segments (scanSegment: one read of a revision range, pure apart from its input)
- * that may be scanned in parallel (src/record-scan-worker.ts), each building its part of the Merkle
- * tree, and are joined in seq order by joinSegments, where the heads are checked.
+ * A run is read in chunks (segment-scan.ts scanChunks), by this thread and worker threads at once
+ * (page-scan-worker.ts, src/record-scan-worker.ts), each building its part of the Merkle tree; they
+ * are joined in seq order by joinSegments, where the heads are checked.
  */
-
-/** Event types the checks after the scan read (integrity, regrade): a few per run, kept whole. */
-export const KEPT_TYPES = new Set<A2rlEvent['type']>(['RunScheduled', 'BaselineEvaluated', 'SubmissionReceived', 'SubmissionGraded', 'WorkspaceIntegrityChecked']);
-
-/**
- * Segments are cut at multiples of CHUNK events, and each chunk's part of the Merkle tree is built
- * where the chunk is read: a chunk starting at a multiple of 2^16 splits into perfect subtrees that
- * line up with the tree's own, so the join only adds a few subtrees a chunk (merkle.ts pushSubtree).
- * Any power of two works: tests pass smaller ones to have several chunks in a small run.
- */
-export const CHUNK = 2 ** 16;
-
-export interface SegmentScan {
-  /** Seq of the segment's first event (a multiple of CHUNK), and how many it has. */
-  from: number;
-  count: number;
-  /** Each chunk's perfect subtrees, largest first, chunk after chunk. */
-  chunks: Array<{ start: number; size: number; subtrees: PerfectSubtree[] }>;
-  /** Each head, with the subtrees of its chunk's events before it. */
-  heads: Array<{ seq: number; data: EventData<'TreeHeadSigned'>; before: PerfectSubtree[] }>;
-  /** Blobs first referenced in this segment. */
-  refs: ArtifactRef[];
-  kept: A2rlEvent[];
-  /** Last seq that is not a head (-1: none): what the last head must cover. */
-  lastNonHeadSeq: number;
-  /** The last event the seal check looks at. */
-  lastSealRelevant?: { seq: number; type: A2rlEvent['type'] };
-  /** Why the fast check cannot vouch for the record (the full check then says what is wrong). */
-  anomaly?: string;
-}
 
 /** What the fast check leaves for the later checks when the record holds. */
 export interface RecordScan {
@@ -65,345 +37,8 @@ export interface RecordScan {
   kept: A2rlEvent[];
 }
 
-/** Reads and checks events [from, from + count) of the run from the store's stored events (paged here, see scanPages). */
-export async function scanSegment(events: AsyncIterable<StoredEvent>, runId: string, from: number, count: number, chunkSize = CHUNK, onProgress?: (done: number) => void): Promise<SegmentScan> {
-  return scanPages(pagesOf(events, streamName(runId)), runId, from, count, chunkSize, onProgress);
-}
-
-/** Reads revisions [from, from + count) of a run's stream as pages (RawEventPage). */
-export type ChunkReader = (from: number, count: number) => Iterable<RawEventPage> | AsyncIterable<RawEventPage>;
-
-/** A ChunkReader over stored events, as an adapter without a paged read gives them. */
-export function storedChunks(store: EventStore, runId: string): ChunkReader {
-  const stream = streamName(runId);
-  return (from, count) => pagesOf(storedEvents(store, stream, { fromRevision: BigInt(from), maxCount: count }), stream);
-}
-
-/**
- * The chunks of a run, handed out to the threads that read it: each takes the next one when it is
- * done with the one before (an atomic counter in memory the threads share), so a thread that
- * started late or is given less of a busy machine reads less.
- */
-export interface ChunkQueue {
-  /** One Int32: the index of the next chunk to take. */
-  next: SharedArrayBuffer;
-  /** Events in the run, and in a chunk. */
-  count: number;
-  chunkSize: number;
-}
-
-export function chunkQueue(count: number, chunkSize: number): ChunkQueue {
-  return { next: new SharedArrayBuffer(4), count, chunkSize };
-}
-
-/** The next chunk nobody has taken, or null when there is none left. */
-function takeChunk(queue: ChunkQueue): { from: number; count: number } | null {
-  const counter = new Int32Array(queue.next);
-  const from = Atomics.add(counter, 0, 1) * queue.chunkSize;
-  if (from >= queue.count) return null;
-  return { from, count: Math.min(queue.chunkSize, queue.count - from) };
-}
-
-/** No chunk is taken any more: one already read cannot be vouched for. */
-function closeQueue(queue: ChunkQueue): void {
-  Atomics.store(new Int32Array(queue.next), 0, Math.ceil(queue.count / queue.chunkSize));
-}
-
-/**
- * Takes chunks from `queue` and scans each (scanPages) until none is left: one SegmentScan a
- * chunk, in the order taken (ascending). What the thread learnt of blobs in one chunk serves the
- * next (each chunk's `refs` are the blobs this thread had not met before it): the join keeps each
- * blob's first reference in seq order, which is the one of the first chunk that has it.
- */
-export async function scanChunks(read: ChunkReader, runId: string, queue: ChunkQueue, onProgress?: (done: number) => void): Promise<SegmentScan[]> {
-  const scans: SegmentScan[] = [];
-  const known = new KnownHashes(new ArtifactRefs());
-  let done = 0;
-  for (let chunk = takeChunk(queue); chunk; chunk = takeChunk(queue)) {
-    const scan = await scanPages(read(chunk.from, chunk.count), runId, chunk.from, chunk.count, queue.chunkSize, onProgress && ((n) => onProgress(done + n)), known);
-    scans.push(scan);
-    done += scan.count;
-    if (scan.anomaly) {
-      closeQueue(queue);
-      break;
-    }
-  }
-  return scans;
-}
-
-/** Stored events grouped into pages (RawEventPage) as an adapter without a paged read gives them. */
-async function* pagesOf(events: AsyncIterable<StoredEvent>, stream: string, rows = 1024): AsyncGenerator<RawEventPage> {
-  let batch: StoredEvent[] = [];
-  const page = (): RawEventPage => {
-    const parts: Buffer[] = [];
-    for (const e of batch) parts.push(SEPARATOR, e.bytes);
-    const columns = batch.every((e) => e.stored);
-    return {
-      count: batch.length,
-      bytes: Buffer.concat(parts),
-      lengths: batch.map((e) => e.bytes.length),
-      // Another stream's event is filed at no revision of this one.
-      revisions: batch.map((e) => (e.stream === stream ? Number(e.revision) : -1)),
-      ids: columns ? batch.map((e) => e.stored!.id) : null,
-      types: columns ? batch.map((e) => e.stored!.type) : null,
-    };
-  };
-  for await (const event of events) {
-    batch.push(event);
-    if (batch.length === rows) {
-      yield page();
-      batch = [];
-    }
-  }
-  if (batch.length) yield page();
-}
-const SEPARATOR = Buffer.from(' ');
-
-/**
- * The envelope's last fields in canonical JSON (RFC 8785 sorts keys: data, id, occurredAt, runId,
- * schemaVersion, seq, type), read off the end of the bytes. No character of a JSON string is an
- * unescaped quote, so from the closing brace back these can only be the envelope's own fields; a
- * value with an escape in it (never one the harness writes) does not match, and the event is parsed.
- */
-const ENVELOPE_TAIL = /,"id":"([^"\\]*)","occurredAt":"[^"\\]*","runId":"([^"\\]*)","schemaVersion":([1-9][0-9]{0,8}),"seq":(0|[1-9][0-9]{0,15}),"type":"([^"\\]*)"\}$/;
-/** The longest ENVELOPE_TAIL, less the run id: id 36, occurredAt 30 (ISO with nanoseconds), a long type name. */
-const TAIL_BYTES = 240;
-/** Where a blob reference's hash is in an event's bytes (ArtifactRefs reads only `sha256` fields, REFS_BESIDES_SHA256 apart). */
-const SHA256_KEY = Buffer.from('"sha256":"');
-/** A stored content's key in an executed file's bytes (ProcessStarted's exe and script). */
-const KEY_KEY = Buffer.from('"key":"');
-
-/**
- * Reads and checks events [from, from + count) of the run from pages of stored bytes: each event's
- * filing and its envelope (from the end of its bytes: ENVELOPE_TAIL), its leaf hashed into each
- * chunk's subtrees. An event is parsed only where a later check reads it (heads, KEPT_TYPES, a
- * re-grading for the seal), where it is at an older schema version (validated and upcast), where it
- * may name a blob not yet seen (ArtifactRefs), or where its end does not read as an envelope's.
- */
-export async function scanPages(
-  pages: AsyncIterable<RawEventPage> | Iterable<RawEventPage>,
-  runId: string,
-  from: number,
-  count: number,
-  chunkSize = CHUNK,
-  onProgress?: (done: number) => void,
-  known = new KnownHashes(new ArtifactRefs()),
-): Promise<SegmentScan> {
-  const scan: SegmentScan = { from, count: 0, chunks: [], heads: [], refs: [], kept: [], lastNonHeadSeq: -1 };
-  const refs = known.refs;
-  const knownBefore = refs.size;
-  const stream = streamName(runId);
-  const tailBytes = TAIL_BYTES + runId.length;
-  let chunk = new LeafAccumulator();
-  let lastSealRelevant = -1;
-  let lastSealRelevantType: A2rlEvent['type'] = 'RunScheduled';
-  for await (const page of pages) {
-    const { bytes, lengths, revisions, ids, types } = page;
-    let total = page.count;
-    for (const length of lengths) total += length;
-    if (lengths.length !== page.count || revisions.length !== page.count || (ids && ids.length !== page.count) || (types && types.length !== page.count) || bytes.length !== total) {
-      return { ...scan, anomaly: `seq ${from + scan.count}: the store's page of events does not add up` };
-    }
-    const needles = new PageNeedles(bytes);
-    let start = 1;
-    for (let i = 0; i < page.count; i++) {
-      const seq = from + scan.count;
-      const end = start + lengths[i];
-      if (scan.count === count) return { ...scan, anomaly: `the stream has events after seq ${seq - 1}, its last revision` };
-      if (revisions[i] !== seq) return { ...scan, anomaly: `seq ${seq}: filed under another stream or revision` };
-      // The envelope off the end of the bytes; its type and version say whether the event is parsed.
-      const tail = ENVELOPE_TAIL.exec(bytes.toString('latin1', Math.max(start, end - tailBytes), end));
-      let type: A2rlEvent['type'] | null = null;
-      let event: A2rlEvent | null = null;
-      if (tail !== null) {
-        const version = VERSIONS.get(tail[5]);
-        if (tail[2] !== runId || Number(tail[4]) !== seq || version === undefined) return { ...scan, anomaly: `seq ${seq}: the bytes are not this event of the run` };
-        if (ids && (ids[i] !== tail[1] || types![i] !== tail[5])) return { ...scan, anomaly: `seq ${seq}: the store's id or type column differs from the bytes` };
-        type = tail[5] as A2rlEvent['type'];
-        if (WHOLE_TYPES.has(type) || Number(tail[3]) !== version || (REF_TYPES.has(type) && !refsKnown(bytes, start, end, needles, known, type))) type = null;
-      }
-      if (type === null) {
-        const checked = checkStored(bytes.subarray(start, end), ids?.[i], types?.[i], runId, seq);
-        if (typeof checked === 'string') return { ...scan, anomaly: `seq ${seq}: ${checked}` };
-        event = checked;
-        type = event.type;
-        try {
-          refs.add(event);
-        } catch {
-          return { ...scan, anomaly: `seq ${seq}: its data is not what its type says` };
-        }
-      }
-      if (seq % chunkSize === 0 && chunk.size) {
-        scan.chunks.push({ start: seq - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
-        chunk = new LeafAccumulator();
-      }
-      if (type === 'TreeHeadSigned') scan.heads.push({ seq, data: (event as Extract<A2rlEvent, { type: 'TreeHeadSigned' }>).data, before: chunk.subtrees() });
-      else scan.lastNonHeadSeq = seq;
-      // SHA-256(0x00 ‖ bytes): the separator before the event becomes the leaf prefix.
-      bytes[start - 1] = 0;
-      chunk.push(hash('sha256', bytes.subarray(start - 1, end), 'binary'));
-      scan.count += 1;
-      if (onProgress && scan.count % 10_000 === 0) onProgress(scan.count);
-      if (event ? sealRelevant(event) : type !== 'TreeHeadSigned') {
-        lastSealRelevant = seq;
-        lastSealRelevantType = type;
-      }
-      if (event && KEPT_TYPES.has(type)) scan.kept.push(event);
-      start = end + 1;
-    }
-  }
-  if (chunk.size) scan.chunks.push({ start: from + scan.count - chunk.size, size: chunk.size, subtrees: chunk.subtrees() });
-  if (lastSealRelevant >= 0) scan.lastSealRelevant = { seq: lastSealRelevant, type: lastSealRelevantType };
-  scan.refs = refs.list().slice(knownBefore);
-  onProgress?.(scan.count);
-  return scan.count === count ? scan : { ...scan, anomaly: `the stream ends at seq ${from + scan.count - 1}, before its last revision ${from + count - 1}` };
-}
-
 /** Each event type's current schema version (isEventType and EVENT_CATALOG[type].version in one lookup). */
-const VERSIONS = new Map<string, number>(Object.entries(EVENT_CATALOG).map(([type, entry]) => [type, entry.version]));
-
-/** Types parsed whole wherever they are: heads (checked at the join), the kept ones, and a re-grading (whether it counts for the seal is in its data). */
-const WHOLE_TYPES = new Set<A2rlEvent['type']>(['TreeHeadSigned', 'GradingRepeated', ...KEPT_TYPES]);
-
-/**
- * Whether ArtifactRefs would add nothing for the event (the first reference of a blob wins): every
- * `sha256` field in its bytes holds a hash the segment has seen already as a blob, or, in a
- * ProcessStarted that names no stored content (no `key`), as an executed file's unkept hash. A type
- * that names blobs elsewhere (REFS_BESIDES_SHA256) is never known. Read off authentic canonical
- * bytes (the heads vouch for them before the scan's result is used), `"sha256":"` and `"key":"` are
- * always keys: a quote inside a JSON string is escaped.
- */
-function refsKnown(bytes: Buffer, start: number, end: number, needles: PageNeedles, known: KnownHashes, type: A2rlEvent['type']): boolean {
-  if (REFS_BESIDES_SHA256.has(type)) return false;
-  const unkept = type === 'ProcessStarted' && known.anyUnkept() && needles.key(start, end) < 0;
-  for (let at = needles.sha256(start, end); at >= 0; at = needles.sha256(at + 74, end)) {
-    if (at + 74 >= end || bytes[at + 74] !== 0x22) return false;
-    if (!known.has(bytes, at + 10, unkept)) return false;
-  }
-  return true;
-}
-
-/**
- * ArtifactRefs' known blob hashes (and unkept executables' hashes) asked with the 64 hex digits in
- * a page's bytes: the hashes found before are remembered by their first 7 digits and compared digit
- * by digit, so a hash seen before costs no string. Only what ArtifactRefs knows is remembered, and
- * it forgets nothing.
- */
-class KnownHashes {
-  private readonly blobs = new Map<number, string>();
-  private readonly unkept = new Map<number, string>();
-
-  constructor(readonly refs: ArtifactRefs) {}
-
-  anyUnkept(): boolean {
-    return this.refs.unkept.size > 0;
-  }
-
-  /** Whether bytes [at, at + 64) are a blob's hash ArtifactRefs knows, or (with `unkept`) an unkept executable's. */
-  has(bytes: Buffer, at: number, unkept: boolean): boolean {
-    const prefix = hexPrefix(bytes, at);
-    if (prefix >= 0 && (sameDigits(bytes, at, this.blobs.get(prefix)) || (unkept && sameDigits(bytes, at, this.unkept.get(prefix))))) return true;
-    const sha256 = bytes.toString('latin1', at, at + 64);
-    const inBlobs = this.refs.has(sha256);
-    if (!inBlobs && !(unkept && this.refs.unkept.has(sha256))) return false;
-    if (prefix >= 0) (inBlobs ? this.blobs : this.unkept).set(prefix, sha256);
-    return true;
-  }
-}
-
-/** The value of the 7 lowercase hex digits at `at`, or -1. */
-function hexPrefix(bytes: Buffer, at: number): number {
-  let value = 0;
-  for (let k = at; k < at + 7; k++) {
-    const digit = HEX[bytes[k]];
-    if (digit < 0) return -1;
-    value = value * 16 + digit;
-  }
-  return value;
-}
-
-/** Whether bytes [at, at + 64) are the characters of `sha256`. */
-function sameDigits(bytes: Buffer, at: number, sha256: string | undefined): boolean {
-  if (sha256 === undefined) return false;
-  for (let k = 0; k < 64; k++) if (bytes[at + k] !== sha256.charCodeAt(k)) return false;
-  return true;
-}
-
-const HEX = new Int8Array(256).fill(-1);
-for (let d = 0; d < 16; d++) HEX[d.toString(16).charCodeAt(0)] = d;
-
-/**
- * Where SHA256_KEY and KEY_KEY next occur in a page's bytes: each is searched for once an
- * occurrence (and once at the page's end), not once an event. The events are asked in order.
- */
-class PageNeedles {
-  private readonly sha256Key: PageNeedle;
-  private readonly keyKey: PageNeedle;
-
-  constructor(bytes: Buffer) {
-    this.sha256Key = new PageNeedle(bytes, SHA256_KEY);
-    this.keyKey = new PageNeedle(bytes, KEY_KEY);
-  }
-
-  /** Where SHA256_KEY first lies whole in [from, end), or -1. */
-  sha256(from: number, end: number): number {
-    return this.sha256Key.within(from, end);
-  }
-
-  /** Where KEY_KEY first lies whole in [from, end), or -1. */
-  key(from: number, end: number): number {
-    return this.keyKey.within(from, end);
-  }
-}
-
-class PageNeedle {
-  /** Next occurrence at or after the last search's start; -1: not searched yet; Infinity: none further. */
-  private next = -1;
-  /** The key without its opening quote, the commonest byte in JSON, on whose first byte a search skips ahead. */
-  private readonly rest: Buffer;
-
-  constructor(private readonly bytes: Buffer, private readonly needle: Buffer) {
-    this.rest = needle.subarray(1);
-  }
-
-  within(from: number, end: number): number {
-    if (this.next < from) this.next = this.search(from);
-    return this.next + this.needle.length <= end ? this.next : -1;
-  }
-
-  private search(from: number): number {
-    for (let at = this.bytes.indexOf(this.rest, from + 1); at >= 0; at = this.bytes.indexOf(this.rest, at + 1)) {
-      if (this.bytes[at - 1] === this.needle[0]) return at - 1;
-    }
-    return Infinity;
-  }
-}
-
-/**
- * One stored event, parsed: its envelope against its filing (the id and type columns, when the
- * store has them), and the event the bytes hold; a string says why it cannot be vouched for here.
- */
-function checkStored(bytes: Buffer, id: string | undefined, type: string | undefined, runId: string, seq: number): A2rlEvent | string {
-  let event: A2rlEvent;
-  try {
-    event = JSON.parse(bytes.toString('utf8')) as A2rlEvent;
-  } catch {
-    return 'the stored bytes do not parse';
-  }
-  if (typeof event !== 'object' || event === null || event.runId !== runId || event.seq !== seq || !isEventType(event.type)) return 'the bytes are not this event of the run';
-  if (id !== undefined && (id !== event.id || type !== event.type)) return "the store's id or type column differs from the bytes";
-  // Read whole by later checks, or at an older schema version: validated (and upcast) one by one.
-  if (event.type === 'TreeHeadSigned' || KEPT_TYPES.has(event.type) || event.schemaVersion !== EVENT_CATALOG[event.type].version) {
-    try {
-      const { event: valid, canonical } = validated(event);
-      if (!canonical.equals(bytes)) return 'not in canonical form';
-      return valid;
-    } catch (error) {
-      return `not a valid event: ${(error as Error).message}`;
-    }
-  }
-  return event;
-}
+export const VERSIONS: ReadonlyMap<string, number> = new Map<string, number>(Object.entries(EVENT_CATALOG).map(([type, entry]) => [type, entry.version]));
 
 /**
  * Joins the segments of a whole run in seq order: adds each chunk's subtrees to the run's tree,
@@ -414,6 +49,13 @@ function checkStored(bytes: Buffer, id: string | undefined, type: string | undef
 export function joinSegments(runId: string, publicKeyPem: string | null, segments: readonly SegmentScan[]): RecordScan | { anomaly: string } {
   const problem = segments.find((s) => s.anomaly)?.anomaly;
   if (problem) return { anomaly: problem };
+  // The heads and kept events the scan parsed but did not validate (segment-scan.ts checkStored), before anything reads them.
+  for (const segment of segments) {
+    for (const { seq, bytes } of segment.unchecked) {
+      const failure = invalidStored(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+      if (failure) return { anomaly: `seq ${seq}: ${failure}` };
+    }
+  }
   if (publicKeyPem === null) return { anomaly: 'no public key to check the signed heads with' };
   const tree = new MerkleAccumulator();
   const refs = new ArtifactRefs();
@@ -448,6 +90,16 @@ export function joinSegments(runId: string, publicKeyPem: string | null, segment
   return { ...record, count: tree.size, refs: refs.list() };
 }
 
+/** Why stored bytes are not a valid event in canonical form, or null. */
+function invalidStored(bytes: Buffer): string | null {
+  try {
+    const { canonical } = validated(JSON.parse(bytes.toString('utf8')));
+    return canonical.equals(bytes) ? null : 'not in canonical form';
+  } catch (error) {
+    return `not a valid event: ${(error as Error).message}`;
+  }
+}
+
 /** A subtree as a worker thread sent it (its hash arrives as a plain Uint8Array). */
 const received = (subtree: PerfectSubtree): PerfectSubtree => ({ size: subtree.size, hash: Buffer.from(subtree.hash.buffer, subtree.hash.byteOffset, subtree.hash.byteLength) });
 
@@ -480,7 +132,7 @@ export async function scanRecord(
   const threads = options.parallel && count >= (options.parallel.minEvents ?? PARALLEL_FROM) ? Math.max(1, Math.floor(options.parallel.threads)) : 1;
   const chunkSize = options.parallel?.chunkSize ?? CHUNK;
   const parts = Math.max(1, Math.min(threads, Math.ceil(count / chunkSize)));
-  const queue = chunkQueue(count, chunkSize);
+  const queue = chunkQueue(count, chunkSize, streamName(runId), VERSIONS);
   const done = new Array<number>(parts).fill(0);
   const progress = (i: number) => (n: number) => {
     done[i] = n;
@@ -489,7 +141,7 @@ export async function scanRecord(
   // The other threads first: they take chunks as soon as they have started, while this one reads.
   const others = Array.from({ length: parts - 1 }, (_, j) => options.parallel!.scanner(runId, queue, progress(j + 1)));
   const pages = options.pages;
-  const read: ChunkReader = pages ? (from, n) => pages(runId, from, n) : storedChunks(store, runId);
+  const read: ChunkReader = pages ? (from, n) => pages(runId, from, n) : storedChunks(store, queue.stream);
   const first = scanChunks(read, runId, queue, progress(0));
   const segments = (await Promise.all([first, ...others])).flat().sort((a, b) => a.from - b.from);
   return joinSegments(runId, publicKeyPem, segments);

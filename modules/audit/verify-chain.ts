@@ -3,6 +3,7 @@ import { canonicalBytes } from '../ledger/events/canonical-json.js';
 import { validateAndEncode, validateStoredEvent } from '../ledger/events/envelope.js';
 import { leafHash, MerkleAccumulator } from '../ledger/merkle.js';
 import { verifyTreeHead } from '../ledger/tree-head.js';
+import { sealFailure, sealRelevant } from './seal.js';
 
 /** One problem found by a verification, located by seq, bundle line or artifact. */
 export interface VerificationFailure {
@@ -151,16 +152,4 @@ export function sealFailures(events: readonly A2rlEvent[]): VerificationFailure[
   return sealFailure(events.filter(sealRelevant).at(-1));
 }
 
-/**
- * Whether an event counts as the run's last for the seal check: not a head, and not a re-grading of
- * a submission (`a2rl regrade`), which the lifecycle accepts only after the run closed.
- */
-export function sealRelevant(e: A2rlEvent): boolean {
-  return e.type !== 'TreeHeadSigned' && !(e.type === 'GradingRepeated' && e.data.subject === 'submission');
-}
-
-/** sealFailures given only the run's last event that is not a head (what a streaming reader keeps). */
-export function sealFailure(last: Pick<A2rlEvent, 'seq' | 'type'> | undefined): VerificationFailure[] {
-  if (!last || last.type === 'RunCompleted' || last.type === 'RunInterrupted') return [];
-  return [{ check: 'coverage', seq: last.seq, message: `the run is not sealed: its last event (seq ${last.seq}, ${last.type}) is not RunCompleted or RunInterrupted; it is still running or its last events were removed` }];
-}
+export { sealFailure, sealRelevant } from './seal.js';
