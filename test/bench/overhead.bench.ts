@@ -18,7 +18,7 @@ import { withRunApp } from '../../src/commands/cli-support.js';
 // tracer a run uses (a2rl-trace where it builds, else strace with a2rl's flags) without the exec hold
 // (every exec, clone and fork stopped and logged; no capture of what runs, no sandbox, no record):
 // the share of the overhead that is tracing itself. The three alternate for --rounds (default
-// 2: bare, traced, a2rl, bare, traced, a2rl, so no side alone pays cold caches) and each phase's
+// 2: bare, traced, a2rl, then traced, a2rl, bare, so no side alone pays cold caches) and each phase's
 // fastest time counts. Printed: each phase's wall time both ways and their ratio, the agent's work overall (every
 // phase but the submission) and the whole run (set-up and teardown included) against the bare agent;
 // per phase, the CPU seconds the harness (all its threads) and the tracer spent during it in the a2rl run,
@@ -242,22 +242,36 @@ export async function overheadBench(): Promise<void> {
   const tracedRounds: Array<{ marks: Marks; wallS: number }> = [];
   const onRounds: Array<Awaited<ReturnType<typeof runWithA2rl>>> = [];
   try {
+    // Each round starts with the next side (bare, traced, a2rl; then traced, a2rl, bare; ...): a side
+    // that always came first or last got the disk in the same state every time (its checkpoint phase
+    // was the fastest of every run here, whichever side it was).
+    const sides = {
+      bare: async (round: number) => {
+        const bare = await runBare(o, interpreter, script);
+        cleanup.push(bare.dir);
+        bareRounds.push(bare);
+        console.log(`round ${round} bare: ${PHASES.map((p) => `${p} ${fmt(seconds(bare.marks[p]))} s`).join(', ')}; cp of the checkpoint ${fmt(seconds(bare.marks.submit))} s; ${bare.wallS.toFixed(1)} s wall`);
+      },
+      traced: async (round: number) => {
+        const traced = await runBare(o, interpreter, script, true);
+        cleanup.push(traced.dir);
+        tracedRounds.push(traced);
+        console.log(`round ${round} traced: ${PHASES.map((p) => `${p} ${fmt(seconds(traced.marks[p]))} s`).join(', ')}; ${traced.wallS.toFixed(1)} s wall`);
+      },
+      a2rl: async () => {
+        // Round 1 runs the bare agent first: its time sizes the budget.
+        const on = await runWithA2rl(o, interpreter, source, Math.ceil(3 * bareRounds[0]!.wallS + 120));
+        cleanup.push(on.home);
+        onRounds.push(on);
+        if (on.exit !== 'completed') console.log(`  the agent did not complete (${on.exit}): \`A2RL_HOME=${on.home} a2rl logs ${on.runId}\` (with --keep)`);
+      },
+    };
+    const order = ['bare', 'traced', 'a2rl'] as const;
     for (let round = 1; round <= o.rounds; round++) {
-      flushDirtyPages();
-      const bare = await runBare(o, interpreter, script);
-      cleanup.push(bare.dir);
-      bareRounds.push(bare);
-      console.log(`round ${round} bare: ${PHASES.map((p) => `${p} ${fmt(seconds(bare.marks[p]))} s`).join(', ')}; cp of the checkpoint ${fmt(seconds(bare.marks.submit))} s; ${bare.wallS.toFixed(1)} s wall`);
-      flushDirtyPages();
-      const traced = await runBare(o, interpreter, script, true);
-      cleanup.push(traced.dir);
-      tracedRounds.push(traced);
-      console.log(`round ${round} traced: ${PHASES.map((p) => `${p} ${fmt(seconds(traced.marks[p]))} s`).join(', ')}; ${traced.wallS.toFixed(1)} s wall`);
-      flushDirtyPages();
-      const on = await runWithA2rl(o, interpreter, source, Math.ceil(3 * bare.wallS + 120));
-      cleanup.push(on.home);
-      onRounds.push(on);
-      if (on.exit !== 'completed') console.log(`  the agent did not complete (${on.exit}): \`A2RL_HOME=${on.home} a2rl logs ${on.runId}\` (with --keep)`);
+      for (let k = 0; k < order.length; k++) {
+        flushDirtyPages();
+        await sides[order[(k + round - 1) % order.length]](round);
+      }
     }
     const tracer = ptraceTracerBinary() ? 'a2rl-trace' : 'strace';
     const off = fastest(bareRounds.map((r) => r.marks));
