@@ -48,10 +48,10 @@ import { isChildOf, pairInOrder, procPids, type OpenClone, type PidInfo, type Pr
  * - What a program really runs (exec-capture.ts: the executable image, the script) is read when its
  *   successful exec line is read. a2rl-trace (`holds` 'ptrace') holds every exec, the root's first
  *   included, in a ptrace stop nothing else can end, and the worker lets it go once this line is
- *   processed (its `--- held at exec N ---` line), so every capture is `at-exec`. strace injects a SIGSTOP into every exec (`-e inject=…:signal=`,
- *   queued at the call's entry, so the new program stops before its first instruction); the state
- *   resumes the process (SIGCONT) once strace reports it stopped by that kernel-sent SIGSTOP, which is
- *   always after the capture. The launched root's first exec is not stopped (strace starts it before
+ *   processed (its `--- held at exec N ---` line), so every capture is `at-exec`. strace injects a
+ *   SIGSTOP into every exec (`-e inject=…:signal=`, queued at the call's entry, so the new program
+ *   stops before its first instruction); the state resumes the process (SIGCONT) once strace reports
+ *   it stopped by that kernel-sent SIGSTOP, which is always after the capture. The launched root's first exec is not stopped (strace starts it before
  *   tracing), hence `capture: 'after-start'` there. A SIGCONT from another process (an agent racing
  *   its own child) that arrives before the capture finished is reported as a gap.
  */
