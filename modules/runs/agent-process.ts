@@ -79,7 +79,7 @@ export class AgentLaunchError extends Error {
 
 const SWEEP_POLL_MS = 50;
 const OUTPUT_DRAIN_MS = 2000;
-/** strace exits as soon as its last tracee is gone; this only bounds a stuck one. */
+/** The tracer exits as soon as its last tracee is gone; this only bounds a stuck one. */
 const TRACER_DRAIN_MS = 3000;
 
 /**
@@ -114,7 +114,7 @@ interface AgentTree {
   reaper: ReturnType<typeof startReaper>;
 }
 
-/** The command to spawn: wrapped by strace when it is used (and works), else as given with the /proc poller. */
+/** The command to spawn: wrapped by the tracer chosen (a2rl-trace or strace), else as given with the /proc poller. */
 async function traceCommand(opts: LaunchOptions): Promise<{ kind: TracerKind; command: { file: string; args: string[] }; tracer?: StraceTracer }> {
   const wanted = opts.tracer ?? 'auto';
   const kind = chooseTracer(wanted, opts.straceBinary ?? 'strace', opts.ptraceBinary);
