@@ -8,13 +8,15 @@ import { packageRoot } from '../settings/package-root.js';
 /**
  * a2rl's own process tracer (native/a2rl-trace.c), built from its source with the machine's C
  * compiler the first time a run needs it — there is no prebuilt binary to trust or to go stale — and
- * kept under dist/native (or ~/.cache/a2rl/native) by the hash of its source. `tracerBinary()` is the
- * binary when it builds and traces here, else undefined with `tracerProblem()` saying why; the
- * launcher then falls back to strace (process-tracer.ts).
+ * kept under dist/native (or ~/.cache/a2rl/native) by the hash of its source. `ptraceTracerBinary()`
+ * is the binary when it builds and traces here, else undefined with `ptraceTracerProblem()` saying
+ * why; the launcher then falls back to strace (agent-process.ts).
  */
 
-const BUILT = '';
-const found = new Map<string, { binary?: string; problem?: string }>();
+type Found = { binary: string; problem?: undefined } | { binary?: undefined; problem: string };
+
+/** By the binary asked for; '' is the one built from source. */
+const found = new Map<string, Found>();
 
 /**
  * The working tracer: the one built from source, or `binary` when given (a build of one's own);
@@ -29,24 +31,24 @@ export function ptraceTracerProblem(binary?: string): string | undefined {
   return lookup(binary).problem;
 }
 
-function lookup(binary: string | undefined): { binary?: string; problem?: string } {
-  const key = binary ?? BUILT;
-  let result = found.get(key);
+function lookup(binary: string | undefined): Found {
+  let result = found.get(binary ?? '');
   if (!result) {
-    const problem = binary === undefined ? undefined : probe(binary);
-    result = binary === undefined ? buildAndProbe() : problem ? { problem } : { binary };
-    found.set(key, result);
+    result = binary === undefined ? build() : probed(binary);
+    found.set(binary ?? '', result);
   }
   return result;
 }
 
-function buildAndProbe(): { binary?: string; problem?: string } {
+function build(): Found {
   const source = path.join(packageRoot(), 'modules', 'instrumentation', 'native', 'a2rl-trace.c');
   if (!existsSync(source)) return { problem: `${source} is missing` };
-  const text = readFileSync(source);
-  const version = createHash('sha256').update(text).update(process.arch).digest('hex').slice(0, 16);
+  const version = createHash('sha256').update(readFileSync(source)).update(process.arch).digest('hex').slice(0, 16);
   const binary = builtBinary(source, version);
-  if (typeof binary !== 'string') return binary;
+  return typeof binary === 'string' ? probed(binary) : binary;
+}
+
+function probed(binary: string): Found {
   const problem = probe(binary);
   return problem ? { problem } : { binary };
 }
