@@ -109,6 +109,27 @@ describe('ProcessMonitor', () => {
     }
   }, 60_000);
 
+  it('adopts a process the tracer reported, however it left the tree, but not a pid that names a later process', async () => {
+    const root = spawn('sleep', ['120'], { stdio: 'ignore' });
+    const stranger = spawn('sleep', ['122'], { stdio: 'ignore' }); // not the root's descendant: only adoption makes it a member
+    const monitor = new ProcessMonitor({ rootPid: root.pid!, intervalMs: 60_000 }).start();
+    try {
+      const members = () => monitor.livePids().map((p) => p.pid);
+      expect(members()).not.toContain(stranger.pid);
+      monitor.adopt(stranger.pid!, Date.now() - 120_000); // reported as started before this process was forked: a reused pid
+      expect(members()).not.toContain(stranger.pid);
+      monitor.adopt(stranger.pid!, Date.now());
+      expect(members()).toContain(stranger.pid);
+      stranger.kill('SIGKILL');
+      await once(stranger, 'exit');
+      expect(members()).not.toContain(stranger.pid);
+    } finally {
+      monitor.stop();
+      root.kill('SIGKILL');
+      stranger.kill('SIGKILL');
+    }
+  });
+
   it('does not report the bwrap wrapper but reports what runs inside it', async () => {
     const args = ['--die-with-parent', '--unshare-pid', '--ro-bind', '/', '/', '--proc', '/proc', 'bash', '-c', 'sleep 120; true'];
     const t = await watch('bwrap', args, 'sleep 120');

@@ -165,6 +165,8 @@ export interface ProcStat {
 
 /** USER_HZ: the unit of /proc tick counts. It is 100 on every Linux architecture Node supports. */
 const TICK_MS = 10;
+/** Between a tick count turned into epoch ms (boot time from /proc/uptime) and a tracer's timestamp. */
+const ADOPT_CLOCK_SLACK_MS = 1000;
 
 /** Reused by readSmallProcFile: one per thread (each worker has its own module), used synchronously. */
 const procBuffer = Buffer.allocUnsafe(64 * 1024);
@@ -452,6 +454,18 @@ export class ProcessMonitor {
   /** Exit status learnt elsewhere (the launcher's waitpid for the root); used when `pid` vanishes. */
   noteExit(pid: number, status: ExitStatus): void {
     this.noted.set(pid, status);
+  }
+
+  /**
+   * A process reported elsewhere (the tracer's start of it, at `startedAt`, epoch ms): followed from
+   * now on, even once it has left the root's tree, without waiting for a poll to find it. A pid that
+   * is gone, or now names a process forked after that start (the pid reused), is not taken.
+   */
+  adopt(pid: number, startedAt: number): void {
+    if (this.stopped || this.tracked.has(pid)) return;
+    const st = readProcStat(pid);
+    const forkedAt = st && ticksToEpochMs(st.startTicks);
+    if (st && st.state !== 'Z' && forkedAt! <= startedAt + ADOPT_CLOCK_SLACK_MS) this.track(st, forkedAt!, [], 0);
   }
 
   /** Tracked processes that are alive and not zombies, after a fresh poll. */

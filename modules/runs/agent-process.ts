@@ -78,6 +78,8 @@ export class AgentLaunchError extends Error {
 }
 
 const SWEEP_POLL_MS = 50;
+/** How often a traced run's membership poll reads /proc (a kill polls afresh, and the tracer adopts each process it sees). */
+const TRACED_MEMBERSHIP_POLL_MS = 1000;
 const OUTPUT_DRAIN_MS = 2000;
 /** The tracer exits as soon as its last tracee is gone; this only bounds a stuck one. */
 const TRACER_DRAIN_MS = 3000;
@@ -89,15 +91,21 @@ const TRACER_DRAIN_MS = 3000;
  * so no process of the run outlives it.
  */
 export async function launchAgent(opts: LaunchOptions): Promise<AgentHandle> {
-  const traced = await traceCommand(opts);
+  let monitor: ProcessMonitor | undefined;
+  // Each process the tracer reports joins the membership used for killing at once.
+  const adopting: TraceCallbacks = { ...opts.monitor, onStart: (p) => (monitor?.adopt(p.pid, p.startedAt), opts.monitor?.onStart?.(p)) };
+  const traced = await traceCommand({ ...opts, monitor: adopting });
   const { child, pid, startedAt } = await spawnAgent(opts, traced);
   const pgid = pid; // detached: the child is a session and group leader
   // A harness killed outright (SIGKILL, OOM) runs no exit hook: the watchdog kills the group then.
   // The sandbox's own lifeline cannot, when its first process is still held for exec-time capture.
   const reaper = startReaper(pgid, []);
-  // With strace, the poller only keeps the membership used for killing; the tracer reports.
+  // With a tracer, the poller only keeps the membership used for killing (the tracer reports, and
+  // hands it every process it sees): it polls seldom, since a poll reads every process of the machine.
   const { intervalMs, onStart, onExit, onGap } = opts.monitor ?? {};
-  const monitor = new ProcessMonitor(traced.tracer ? { intervalMs, rootPid: pid } : { intervalMs, onStart, onExit, onGap, rootPid: pid }).start();
+  monitor = new ProcessMonitor(
+    traced.tracer ? { intervalMs: Math.max(intervalMs ?? 0, TRACED_MEMBERSHIP_POLL_MS), rootPid: pid } : { intervalMs, onStart, onExit, onGap, rootPid: pid },
+  ).start();
   const tree: AgentTree = { child, pid, startedAt, pgid, monitor, tracer: traced.tracer, reaper };
   if (opts.pidFile) await guardWithPidFile(opts.pidFile, tree);
   return supervise(opts, tree, traced.kind);
