@@ -1,8 +1,7 @@
 import { mkdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import type { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { prepareAppend } from '../../modules/ledger/append-rules.js';
+import { firstRevision, isStoredAlready, lastRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
 import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type {
   AppendResult,
@@ -16,8 +15,6 @@ import type {
 } from '../../modules/ledger/event-store.port.js';
 import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { decodeEvent } from '../../modules/ledger/events/envelope.js';
-import { startWorker } from '../../modules/settings/worker-thread.js';
-import { BUSY_TIMEOUT_MS, fromWireError, isUnavailable, packBytes, type WireBatch, type WireResult } from './sqlite-writer.js';
 
 /** Rows per read query: bounds memory for huge runs and keeps each read snapshot short. */
 const PAGE_SIZE = 500;
@@ -25,6 +22,10 @@ const PAGE_SIZE = 500;
 const MAX_BATCH = 1000;
 /** How often a live subscription looks for events committed by other processes. */
 const POLL_MS = 250;
+const BUSY_TIMEOUT_MS = 5000;
+
+// Errors that mean the database (file, disk, lock) is unusable rather than that one append is wrong.
+const UNAVAILABLE_CODES = /^SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY|CORRUPT|NOTADB|NOMEM|PROTOCOL|PERM)/;
 
 interface PendingAppend {
   stream: string;
@@ -38,6 +39,8 @@ interface PendingAppend {
 /** An all-stream row: position, stream, revision, data. */
 type AllRow = [number, string, number, Buffer];
 
+type Outcome = { ok: AppendResult } | { error: unknown };
+
 interface EventRow {
   position: number;
   stream: string;
@@ -50,13 +53,9 @@ interface EventRow {
 
 /**
  * The embedded EventStore: one SQLite file in WAL mode with `synchronous=FULL`, so an acknowledged
- * append has been fsynced. Appends are written by a thread of their own (sqlite-writer-worker.ts,
- * started at the first append), so a commit's fsync never stalls the harness's event loop, and
- * group-committed: the first batch is what queued before the next `setImmediate`, each later one
- * everything that queued while the thread wrote the one before, each in one `BEGIN IMMEDIATE`
- * transaction (one fsync), each append checked on its own inside it, so one conflict never fails its
- * neighbours. One batch is in flight at a time, so commit order is queue order. Reads use this
- * thread's own connection (WAL: they see every commit acknowledged so far).
+ * append has been fsynced. Concurrent appends are group-committed: everything queued before the
+ * next `setImmediate` is written in one `BEGIN IMMEDIATE` transaction (one fsync), each append
+ * checked on its own inside it, so one conflict never fails its neighbours.
  *
  * Positions are the table's rowid in decimal. With SQLite's single writer, rowid order is commit
  * order, which makes `readAll` gap-free. Callers must treat positions as opaque.
@@ -66,13 +65,6 @@ export class SqliteEventStore implements EventStore {
 
   private readonly queue: PendingAppend[] = [];
   private drainScheduled = false;
-  /** The batch the writer thread is writing. */
-  private inFlight: PendingAppend[] | null = null;
-  private writer: Worker | undefined;
-  /** Called once nothing is queued or in flight (close waits for that). */
-  private idle: Array<() => void> = [];
-  /** close() was called: no new append is accepted; those accepted before are written. */
-  private closing = false;
   private closed = false;
   private readonly committed = { transactions: 0, appends: 0 };
   /** Wakes live subscriptions after each commit made through this instance. */
@@ -81,6 +73,12 @@ export class SqliteEventStore implements EventStore {
 
   private readonly headStmt = this.db.prepare<[string], { revision: number }>(
     'SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1',
+  );
+  private readonly rangeStmt = this.db.prepare<[string, number, number], { position: number; id: string; data: Buffer }>(
+    'SELECT position, id, data FROM events WHERE stream = ? AND revision BETWEEN ? AND ? ORDER BY revision',
+  );
+  private readonly insertStmt = this.db.prepare<[string, number, string, string, Buffer]>(
+    'INSERT INTO events (stream, revision, id, type, data) VALUES (?, ?, ?, ?, ?)',
   );
   private readonly streamPageStmt = this.db.prepare<[string, number, number], EventRow>(
     'SELECT position, stream, revision, data, id, type FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
@@ -101,6 +99,27 @@ export class SqliteEventStore implements EventStore {
   private readonly campaignPageStmt = this.db
     .prepare<[number, number], AllRow>("SELECT position, stream, revision, data FROM events WHERE position > ? AND stream GLOB 'campaign-*' ORDER BY position LIMIT ?")
     .raw(true);
+  // Nested use of a better-sqlite3 transaction function runs in a SAVEPOINT: a failing insert undoes
+  // only its own append, never its neighbours in the batch.
+  private readonly insertAll = this.db.transaction((p: PendingAppend): number => {
+    const first = Number(firstRevision(p.expected));
+    let position = 0;
+    p.events.forEach((event, i) => {
+      position = Number(this.insertStmt.run(p.stream, first + i, event.id, event.type, p.bytes[i]).lastInsertRowid);
+    });
+    return position;
+  });
+  private readonly writeBatch = this.db.transaction((batch: PendingAppend[]): Outcome[] =>
+    batch.map((p) => {
+      try {
+        return { ok: this.appendInTransaction(p) };
+      } catch (error) {
+        if (isUnavailable(error)) throw error; // the whole batch rolls back; nothing is acknowledged
+        return { error };
+      }
+    }),
+  );
+
   private constructor(private readonly db: Database.Database) {}
 
   /** The database file's real path (one file is one ledger). */
@@ -144,15 +163,15 @@ export class SqliteEventStore implements EventStore {
     let bytes: Buffer[];
     try {
       bytes = prepareAppend(stream, events, expected);
-      this.assertOpen(this.closing);
+      this.assertOpen();
     } catch (error) {
       return Promise.reject(error);
     }
     return new Promise<AppendResult>((resolve, reject) => {
       this.queue.push({ stream, events, bytes, expected, resolve, reject });
-      if (!this.drainScheduled && !this.inFlight) {
+      if (!this.drainScheduled) {
         this.drainScheduled = true;
-        setImmediate(() => this.sendBatch());
+        setImmediate(() => this.drain());
       }
     });
   }
@@ -206,10 +225,8 @@ export class SqliteEventStore implements EventStore {
   }
 
   async close(): Promise<void> {
-    if (this.closing) return;
-    this.closing = true;
-    await this.whenIdle(); // appends already accepted are written (or rejected) before the file closes
-    await this.stopWriter();
+    if (this.closed) return;
+    this.drain(); // appends already accepted are written (or rejected) before the file closes
     this.closed = true;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
     this.db.close();
@@ -234,78 +251,52 @@ export class SqliteEventStore implements EventStore {
     return { promise, cancel: waiter };
   }
 
-  /** Sends the next batch (up to MAX_BATCH queued appends) to the writer thread, unless one is in flight. */
-  private sendBatch(): void {
+  /** Writes queued appends in batches of up to MAX_BATCH, one transaction (one fsync) per batch. */
+  private drain(): void {
     this.drainScheduled = false;
-    if (this.inFlight) return;
-    if (this.queue.length === 0) {
-      this.writer?.unref(); // an idle writer does not keep the process alive
-      for (const done of this.idle.splice(0)) done();
-      return;
-    }
-    const batch = this.queue.splice(0, MAX_BATCH);
-    this.inFlight = batch;
-    const message: WireBatch = {
-      appends: batch.map((p) => ({ stream: p.stream, expected: p.expected, ids: p.events.map((e) => e.id), types: p.events.map((e) => e.type), lengths: p.bytes.map((b) => b.byteLength) })),
-      bytes: packBytes(batch.map((p) => p.bytes)),
-    };
-    const writer = this.startedWriter();
-    writer.ref(); // a batch in flight does
-    writer.postMessage(message, [message.bytes.buffer as ArrayBuffer]);
-  }
-
-  /** The writer's answer to the batch in flight: each append acknowledged or rejected, then the next batch. */
-  private onWritten(result: WireResult): void {
-    const batch = this.inFlight ?? [];
-    this.inFlight = null;
-    if ('unavailable' in result) {
-      const failure = toUnavailable(fromWireError(result.unavailable), `append batch of ${batch.length} failed and was rolled back`, true);
-      for (const p of batch) p.reject(failure);
-    } else {
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, MAX_BATCH);
+      let outcomes: Outcome[];
+      try {
+        this.assertOpen();
+        outcomes = this.writeBatch.immediate(batch);
+      } catch (error) {
+        const failure = toUnavailable(error, `append batch of ${batch.length} failed and was rolled back`);
+        for (const p of batch) p.reject(failure);
+        continue;
+      }
       this.committed.transactions += 1;
-      result.outcomes.forEach((outcome, i) => {
-        const p = batch[i];
+      outcomes.forEach((outcome, i) => {
         if ('ok' in outcome) {
           this.committed.appends += 1;
-          p.resolve(outcome.ok);
-        } else if ('conflict' in outcome) p.reject(new WrongExpectedRevisionError(p.stream, p.expected, outcome.conflict.actual));
-        else p.reject(fromWireError(outcome.failed));
+          batch[i].resolve(outcome.ok);
+        } else {
+          batch[i].reject(outcome.error);
+        }
       });
       for (const wake of [...this.waiters]) wake();
     }
-    this.sendBatch();
   }
 
-  private startedWriter(): Worker {
-    if (this.writer) return this.writer;
-    const writer = startWorker(new URL('./sqlite-writer-worker.js', import.meta.url), { file: this.db.name });
-    writer.on('message', (result: WireResult) => this.onWritten(result));
-    writer.on('error', (error) => this.writerLost(writer, error));
-    writer.on('exit', (code) => this.writerLost(writer, new Error(`the writer thread exited with code ${code}`)));
-    this.writer = writer;
-    return writer;
-  }
-
-  /** The writer thread failed or ended: its batch is not acknowledged; a next append starts another. */
-  private writerLost(writer: Worker, error: Error): void {
-    if (this.writer !== writer) return;
-    this.writer = undefined;
-    if (this.inFlight) this.onWritten({ unavailable: { message: `the writer thread failed: ${error.message}` } });
-  }
-
-  private async stopWriter(): Promise<void> {
-    const writer = this.writer;
-    if (!writer) return;
-    this.writer = undefined;
-    const exited = new Promise((resolve) => writer.once('exit', resolve));
-    writer.ref();
-    writer.postMessage(null); // closes its connection, then ends
-    await exited;
-  }
-
-  private whenIdle(): Promise<void> {
-    if (!this.inFlight && this.queue.length === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idle.push(resolve));
+  /** Checks one append against the stream head read inside the write transaction, then inserts or dedupes. */
+  private appendInTransaction(p: PendingAppend): AppendResult {
+    const head = this.headStmt.get(p.stream);
+    const actual = head === undefined ? null : BigInt(head.revision);
+    const atExpected = p.expected === 'no_stream' ? actual === null : actual === p.expected;
+    const first = firstRevision(p.expected);
+    const last = lastRevision(p.expected, p.events.length);
+    if (atExpected) {
+      // One INSERT is atomic on its own; only multi-event appends pay for a SAVEPOINT.
+      const position =
+        p.events.length === 1
+          ? Number(this.insertStmt.run(p.stream, Number(first), p.events[0].id, p.events[0].type, p.bytes[0]).lastInsertRowid)
+          : this.insertAll(p);
+      return { nextExpectedRevision: last, position: String(position), deduplicated: false };
+    }
+    // A retry of an append that already committed: same ids and bytes at the same revisions.
+    const stored = this.rangeStmt.all(p.stream, Number(first), Number(last));
+    if (!isStoredAlready(stored, p.events, p.bytes)) throw new WrongExpectedRevisionError(p.stream, p.expected, actual);
+    return { nextExpectedRevision: last, position: String(stored[stored.length - 1].position), deduplicated: true };
   }
 
   private query<T>(read: () => T): T {
@@ -317,9 +308,8 @@ export class SqliteEventStore implements EventStore {
     }
   }
 
-  /** Throws once the store is closed (for appends: once close() was called). */
-  private assertOpen(closing = false): void {
-    if (this.closed || closing) throw new EventStoreUnavailableError('sqlite', `the store for ${this.db.name} is closed`);
+  private assertOpen(): void {
+    if (this.closed) throw new EventStoreUnavailableError('sqlite', `the store for ${this.db.name} is closed`);
   }
 }
 
@@ -388,15 +378,19 @@ function parsePosition(position: string | null | undefined): number {
   return Number(position);
 }
 
-/** An error that makes the database unusable (or, with `always`, any error) as EventStoreUnavailableError. */
-function toUnavailable(error: unknown, context: string, always = false): unknown {
+function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && UNAVAILABLE_CODES.test(code);
+}
+
+function toUnavailable(error: unknown, context: string): unknown {
   if (error instanceof EventStoreUnavailableError) return error;
-  if (!always && !isUnavailable(error)) return error;
-  const { code = '', message } = error as { code?: string; message: string };
+  if (!isUnavailable(error)) return error;
+  const { code, message } = error as { code: string; message: string };
   const hint = code.startsWith('SQLITE_FULL')
     ? ' (disk full)'
     : code.startsWith('SQLITE_BUSY')
       ? ` (database locked by another writer for more than ${BUSY_TIMEOUT_MS} ms)`
       : '';
-  return new EventStoreUnavailableError('sqlite', `${context}: ${code ? `${code}${hint}: ` : ''}${message}`, { cause: error });
+  return new EventStoreUnavailableError('sqlite', `${context}: ${code}${hint}: ${message}`, { cause: error });
 }

@@ -36,4 +36,25 @@ function streamKind(stream: string): { name: 'run' | 'campaign' | 'access'; id: 
   return access === null ? null : { name: 'access', id: access };
 }
 
-export { firstRevision, isStoredAlready, lastRevision } from './revisions.js';
+/** Revision of the first event an append with this expectation writes. */
+export function firstRevision(expected: ExpectedRevision): bigint {
+  return expected === 'no_stream' ? 0n : expected + 1n;
+}
+
+/** Revision of the last event an append with this expectation writes. */
+export function lastRevision(expected: ExpectedRevision, count: number): bigint {
+  return firstRevision(expected) + BigInt(count - 1);
+}
+
+/**
+ * The retry rule every adapter applies when the stream is not at the expected revision: the append
+ * already happened (deduplicate) exactly when the stored events at those revisions have the same
+ * ids and the same canonical bytes; anything else is a conflict.
+ */
+export function isStoredAlready(
+  stored: ReadonlyArray<{ id: string; data: Uint8Array }>,
+  events: readonly A2rlEvent[],
+  bytes: readonly Buffer[],
+): boolean {
+  return stored.length === events.length && stored.every((row, i) => row.id === events[i].id && bytes[i].equals(row.data));
+}

@@ -149,40 +149,6 @@ describe('SqliteEventStore specifics', () => {
     expect((await collect(store.readStream(streamName(run)))).map((e) => e.event.seq)).toEqual([0]);
   });
 
-  it('commits on a writer thread: a lost thread fails only its batch, and the next append starts another', async () => {
-    const other = await SqliteEventStore.open(file);
-    const internals = other as unknown as { writer?: { terminate(): Promise<number>; threadId: number } };
-    try {
-      const run = newRunId();
-      expect(internals.writer).toBeUndefined(); // started by the first append, not by open()
-      await other.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
-      const first = internals.writer!;
-      expect(first.threadId).toBeGreaterThan(0);
-
-      const lost = other.append(streamName(run), [agentEvent(run, 1)], 0n);
-      await new Promise((resolve) => setImmediate(resolve)); // the batch is on its way to the thread
-      await first.terminate();
-      const outcome = await lost.then(
-        () => 'written',
-        (error: unknown) => (error instanceof EventStoreUnavailableError ? 'unavailable' : String(error)),
-      );
-      // Terminated before or after its commit: either way nothing half-written, and never a wrong answer.
-      const stored = (await collect(other.readStream(streamName(run)))).map((e) => e.event.seq);
-      if (outcome === 'written') expect(stored).toEqual([0, 1]);
-      else {
-        expect(outcome).toBe('unavailable'); // not acknowledged, whether or not it reached the disk
-        expect([[0], [0, 1]]).toContainEqual(stored);
-      }
-
-      const next = stored.length;
-      await expect(other.append(streamName(run), [agentEvent(run, next)], BigInt(next - 1))).resolves.toMatchObject({ nextExpectedRevision: BigInt(next) });
-      expect(internals.writer).toBeDefined();
-      expect(internals.writer).not.toBe(first);
-    } finally {
-      await other.close();
-    }
-  });
-
   it('fails the whole batch as unavailable when the database cannot be written', async () => {
     const ro = path.join(dir, 'locked.db');
     const writer = await SqliteEventStore.open(ro);
