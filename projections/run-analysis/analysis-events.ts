@@ -40,6 +40,7 @@ export class AnalysisEvents {
   private tail: A2rlEvent[] = [];
   private tailStart = 0;
   private tailBytes = 0;
+  private readonly strings = new StringPool();
 
   constructor(private readonly options: { outputTailBytes?: number } = {}) {}
 
@@ -47,9 +48,9 @@ export class AnalysisEvents {
     this.count += 1;
     if (this.events.length && this.options.outputTailBytes !== undefined && isStdout(event)) {
       this.pending = null;
-      this.keepInTail(heldEvent(event, this.events[0].runId), event.data.chunk.size);
+      this.keepInTail(heldEvent(event, this.events[0].runId, this.strings), event.data.chunk.size);
     } else if (this.events.length === 0 || readByAnalysis(event)) {
-      this.events.push(this.events.length ? heldEvent(event, this.events[0].runId) : event);
+      this.events.push(this.events.length ? heldEvent(event, this.events[0].runId, this.strings) : event);
       this.pending = null;
     } else this.pending = event;
   }
@@ -131,10 +132,45 @@ class HeldBlob {
 type Chunk = EventData<'AgentOutput'>['chunk'];
 const SHA256 = /^[0-9a-f]{64}$/;
 
-function heldEvent(event: A2rlEvent, runId: string): A2rlEvent {
+function heldEvent(event: A2rlEvent, runId: string, strings: StringPool): A2rlEvent {
   if (event.runId !== runId || event.id !== eventId(runId, event.seq)) return event; // not this run's, or not as validated: held as it is
-  const data = event.type === 'AgentOutput' ? { ...event.data, chunk: heldChunk(event.data.chunk) } : event.data;
+  const data = event.type === 'AgentOutput' ? { ...event.data, chunk: heldChunk(event.data.chunk) } : strings.shared(event.data);
   return new HeldEvent(event.type, runId, event.seq, event.occurredAt, event.schemaVersion, data) as unknown as A2rlEvent;
+}
+
+/**
+ * Fields whose values repeat across a run's events: a file's path and content hashes (a change's
+ * `previousSha256` is the previous change's `sha256`, a blob's key follows from its hash), a
+ * process's working directory and executable. Each event parsed from the stream has its own copy
+ * of every string; held events share one.
+ */
+const SHARED_FIELDS = new Set(['path', 'op', 'sha256', 'previousSha256', 'key', 'cwd', 'executable', 'stream', 'kind']);
+/** Distinct strings the pool keeps at most: beyond, values are held as they are (memory bounded, results unchanged). */
+const MAX_POOLED = 500_000;
+
+/** One copy of each repeated string value of the top-level SHARED_FIELDS of events' data. */
+class StringPool {
+  private readonly pool = new Map<string, string>();
+
+  /**
+   * `data` with its shared fields' strings replaced by the pool's copies: a new object when it has
+   * any (equal strings compare equal in JavaScript, so which copy a field holds cannot be told).
+   */
+  shared<T>(data: T): T {
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) return data;
+    let copy: Record<string, unknown> | undefined;
+    for (const [field, value] of Object.entries(data)) {
+      if (typeof value === 'string' && SHARED_FIELDS.has(field)) (copy ??= { ...(data as Record<string, unknown>) })[field] = this.intern(value);
+    }
+    return (copy ?? data) as T;
+  }
+
+  private intern(value: string): string {
+    const pooled = this.pool.get(value);
+    if (pooled !== undefined) return pooled;
+    if (this.pool.size < MAX_POOLED) this.pool.set(value, value);
+    return value;
+  }
 }
 
 function heldChunk(chunk: Chunk): Chunk {
