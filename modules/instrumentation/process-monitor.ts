@@ -464,8 +464,9 @@ export class ProcessMonitor {
   adopt(pid: number, startedAt: number): void {
     if (this.stopped || this.tracked.has(pid)) return;
     const st = readProcStat(pid);
-    const forkedAt = st && ticksToEpochMs(st.startTicks);
-    if (st && st.state !== 'Z' && forkedAt! <= startedAt + ADOPT_CLOCK_SLACK_MS) this.track(st, forkedAt!, [], 0);
+    if (!st || st.state === 'Z') return;
+    const forkedAt = ticksToEpochMs(st.startTicks);
+    if (forkedAt <= startedAt + ADOPT_CLOCK_SLACK_MS) this.track(st, forkedAt, [], 0);
   }
 
   /** Tracked processes that are alive and not zombies, after a fresh poll. */

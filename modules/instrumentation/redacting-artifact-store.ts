@@ -165,9 +165,9 @@ export class RedactingArtifactStore implements ArtifactStore {
       handle = null;
       checkDeclared(read, original.digest('hex'), declared);
       const hits = blob.hits;
-      // In 1 MiB chunks (file-access.ts, stream()).
-      if (hits.length === 0) return await this.inner.put(createReadStream(spool, { highWaterMark: HASH_CHUNK }), declared); // the spool holds the original bytes
-      const put = await this.inner.put(createReadStream(spool, { highWaterMark: HASH_CHUNK }), { sha256: stored.digest('hex'), size: written });
+      const spooled = () => createReadStream(spool, { highWaterMark: HASH_CHUNK }); // in 1 MiB chunks (file-access.ts, stream())
+      if (hits.length === 0) return await this.inner.put(spooled(), declared); // the spool holds the original bytes
+      const put = await this.inner.put(spooled(), { sha256: stored.digest('hex'), size: written });
       this.remember(declared.sha256, put, hits);
       return put;
     } finally {

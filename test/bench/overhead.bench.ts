@@ -245,19 +245,17 @@ export async function overheadBench(): Promise<void> {
     // Each round starts with the next side (bare, traced, a2rl; then traced, a2rl, bare; ...): a side
     // that always came first or last got the disk in the same state every time (its checkpoint phase
     // was the fastest of every run here, whichever side it was).
+    // The bare agent, untraced or under the tracer alone: its phases, and for the untraced one the cp of the checkpoint.
+    const runAgent = async (round: number, traced: boolean) => {
+      const run = await runBare(o, interpreter, script, traced);
+      cleanup.push(run.dir);
+      (traced ? tracedRounds : bareRounds).push(run);
+      const cp = traced ? '' : `; cp of the checkpoint ${fmt(seconds(run.marks.submit))} s`;
+      console.log(`round ${round} ${traced ? 'traced' : 'bare'}: ${PHASES.map((p) => `${p} ${fmt(seconds(run.marks[p]))} s`).join(', ')}${cp}; ${run.wallS.toFixed(1)} s wall`);
+    };
     const sides = {
-      bare: async (round: number) => {
-        const bare = await runBare(o, interpreter, script);
-        cleanup.push(bare.dir);
-        bareRounds.push(bare);
-        console.log(`round ${round} bare: ${PHASES.map((p) => `${p} ${fmt(seconds(bare.marks[p]))} s`).join(', ')}; cp of the checkpoint ${fmt(seconds(bare.marks.submit))} s; ${bare.wallS.toFixed(1)} s wall`);
-      },
-      traced: async (round: number) => {
-        const traced = await runBare(o, interpreter, script, true);
-        cleanup.push(traced.dir);
-        tracedRounds.push(traced);
-        console.log(`round ${round} traced: ${PHASES.map((p) => `${p} ${fmt(seconds(traced.marks[p]))} s`).join(', ')}; ${traced.wallS.toFixed(1)} s wall`);
-      },
+      bare: (round: number) => runAgent(round, false),
+      traced: (round: number) => runAgent(round, true),
       a2rl: async () => {
         // Round 1 runs the bare agent first: its time sizes the budget.
         const on = await runWithA2rl(o, interpreter, source, Math.ceil(3 * bareRounds[0]!.wallS + 120));
