@@ -74,19 +74,47 @@ export function createReadModelDataSource(url: string): DataSource {
   throw new UnsupportedReadModelUrlError(`unsupported read-model URL scheme "${scheme}" (expected sqlite://<path> or postgres://…)`);
 }
 
+/** How often a SQLite opener that lost the race to migrate a fresh file tries again. */
+const SQLITE_MIGRATE_ATTEMPTS = 8;
+const SQLITE_MIGRATE_BACKOFF_MS = 100;
+
+/**
+ * SQLite has no advisory lock, and TypeORM creates its migrations table outside the migrations'
+ * transaction: two processes opening one fresh file at once (a scheduler and a worker) can both see
+ * no table and one then fails with "table … already exists" (or waits out the busy timeout on the
+ * other's transaction). The migrations themselves run in one transaction, so the loser only has to
+ * look again: by then the winner's tables and its migration rows are there, or it retries the lot.
+ */
+async function migrateSqlite(dataSource: DataSource): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await dataSource.runMigrations({ transaction: 'all' });
+      return;
+    } catch (error) {
+      if (attempt >= SQLITE_MIGRATE_ATTEMPTS || !lostMigrationRace(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, SQLITE_MIGRATE_BACKOFF_MS * attempt));
+    }
+  }
+}
+
+function lostMigrationRace(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /already exists|database is locked|SQLITE_BUSY/i.test(message);
+}
+
 /**
  * Opens the read-model database, creating the PostgreSQL schema if needed, and migrates it. On
  * PostgreSQL several processes may open one fresh schema at once (workers started together): the
  * schema's creation and its migrations run under a session advisory lock named after the schema, so
  * the others wait and then find it made (without it, 25 of 30 opens in five rounds of six failed on
- * duplicate catalog rows).
+ * duplicate catalog rows). On SQLite the loser of that race retries (`migrateSqlite`).
  */
 export async function openReadModels(url: string): Promise<DataSource> {
   const dataSource = createReadModelDataSource(url);
   await dataSource.initialize();
   try {
     if (dataSource.driver.options.type !== 'postgres') {
-      await dataSource.runMigrations({ transaction: 'all' });
+      await migrateSqlite(dataSource);
       return dataSource;
     }
     const schema = dataSource.driver.schema;
