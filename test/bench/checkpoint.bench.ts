@@ -31,7 +31,7 @@ import type { EvaluationResult } from '../../tasks/task-pack.js';
 
 // `npm run bench -- checkpoint [--gb N]`: the submit path and the read-only world at real sizes. A
 // synthetic safetensors checkpoint (valid header, N GiB of random tensor data, config and tokenizer
-// files; default 2) in a run's workspace is submitted through the real SubmissionService (the /submit
+// files; default 3) in a run's workspace is submitted through the real SubmissionService (the /submit
 // handler without HTTP: stage, archive, the integrity check of data/ and models/ before grading) with
 // the filesystem artifact store and a SQLite ledger, then the archived blobs are checked as
 // `a2rl verify` does and the checkpoint is replayed from the ledger. `cp -r` of the same directory on
@@ -44,7 +44,7 @@ import type { EvaluationResult } from '../../tasks/task-pack.js';
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
-const DEFAULT_GIB = 2;
+const DEFAULT_GIB = 3;
 const MIN_BYTES = 64 * MiB;
 /** Peak use is 4× (base model, original, staged copy linked as the blob, a cp or replayed copy); the rest is headroom. */
 const DISK_FACTOR = 5;
