@@ -6,7 +6,8 @@ import pg from 'pg';
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
 import { OutDirNotEmptyError, ReplayIntegrityError, SeqOutOfRangeError, TimeBeforeRunError, UnknownRunError } from './errors.js';
-import { parseReplayPoint } from './replay.service.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.port.js';
+import { parseReplayPoint, ReplayService } from './replay.service.js';
 import { openReplayHarness, type ReplayHarness } from './testing/replay-harness.js';
 
 const RUN = 'run-replay-1';
@@ -177,6 +178,45 @@ describe('ReplayService.materialize integrity', () => {
     const out = outDir();
     await expect(h.replay.materialize(runId, 1, out)).rejects.toThrow(/code\/victim\.txt \(written at seq 1\): blob content has sha256 [0-9a-f]{64}/);
     expect(await tree(out)).toEqual({});
+  });
+
+  // Blobs over 4 MiB are copied chunk by chunk, read, hashed and written overlapped, never held
+  // whole: from the blob's own file where the store has one (the filesystem store), else from its
+  // stream (MinIO; here the same store seen without localFile).
+  it.each([
+    ['its file', false],
+    ['its stream', true],
+  ])('copies a large blob byte for byte through %s, and removes one whose bytes differ from the recorded sha256', async (_how, streamOnly) => {
+    const runId = `run-large-${randomUUID()}`;
+    const big = Buffer.alloc(9 * 1024 * 1024 + 123);
+    for (let i = 0; i < big.length; i += 4096) big.writeInt32LE(i ^ 0x9e3779b9, i); // a pattern, so that chunks in the wrong place would show
+    const good = await fileChanged(1, 'output/ckpt/model.safetensors', 'create', big, runId);
+    const victim = Buffer.from(big);
+    victim[victim.length - 1] ^= 1;
+    const bad = await fileChanged(2, 'output/other/model.safetensors', 'create', victim, runId);
+    await h.append([ev(0, 'RunScheduled', { task: 't', agent: 'a', baseModel: 'b', budgetSeconds: 1, seed: 0, mode: 'free' }, runId), good, bad]);
+    await h.replay.state(runId, 2); // the projection caught up, for a service built without the runner
+    const store = h.artifacts;
+    const streamed: ArtifactStore = {
+      backend: 'fs',
+      put: (body, declared) => store.put(body, declared),
+      get: (sha256) => store.get(sha256),
+      stat: (sha256) => store.stat(sha256),
+      exists: (sha256) => store.exists(sha256),
+      close: async () => undefined,
+    };
+    const replay = streamOnly ? new ReplayService({ events: h.events, readModels: h.readModels, artifacts: streamed, catchUp: async () => undefined }) : h.replay;
+
+    const out = outDir();
+    await replay.materialize(runId, 1, out);
+    expect((await readFile(path.join(out, 'output/ckpt/model.safetensors'))).equals(big)).toBe(true);
+
+    const blobFile = path.join(h.dir, 'artifacts', (bad.data as { key: string }).key);
+    await chmod(blobFile, 0o644);
+    await writeFile(blobFile, big); // same size, one byte different from what was recorded
+    const out2 = outDir();
+    await expect(replay.materialize(runId, 2, out2)).rejects.toThrow(/output\/other\/model\.safetensors \(written at seq 2\): blob content has sha256/);
+    expect(Object.keys(await tree(out2))).toEqual(['output/ckpt/model.safetensors']);
   });
 
   it('names a file whose blob is missing from the artifact store', async () => {
