@@ -52,8 +52,9 @@ import { isChildOf, pairInOrder, procPids, type OpenClone, type PidInfo, type Pr
  *   SIGSTOP into every exec (`-e inject=…:signal=`, queued at the call's entry, so the new program
  *   stops before its first instruction); the state resumes the process (SIGCONT) once strace reports
  *   it stopped by that kernel-sent SIGSTOP, which is always after the capture. The launched root's
- *   first exec is not stopped (strace starts it before tracing), hence `capture: 'after-start'` there. A SIGCONT from another process (an agent racing
- *   its own child) that arrives before the capture finished is reported as a gap.
+ *   first exec is not stopped (strace starts it before tracing), hence `capture: 'after-start'`
+ *   there. A SIGCONT from another process (an agent racing its own child) that arrives before the
+ *   capture finished is reported as a gap.
  */
 
 export interface TraceSink {
