@@ -160,15 +160,20 @@ describe('a2rl campaign run, embedded (SQLite ledger, in-process pool)', () => {
 describe('a2rl campaign resume after the scheduling process was SIGKILLed', () => {
   it('finishes the remaining cells and runs nothing twice', async () => {
     const home = newHome();
-    const scheduler = start(home, ['campaign', 'run', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '6s']);
+    // The budget leaves the killed run time to resume: a run whose budget was used up by the kill is
+    // refused a resume (docs/resume.md) and its cell retried, which on a loaded machine, where each
+    // poll below takes seconds, a 6 s budget made likely.
+    const scheduler = start(home, ['campaign', 'run', '--tasks', 'ref-arith', '--agents', 'faulty-idle', '--seeds', '3', '--budget', '12s']);
     try {
       const id = await until('the campaign id on stderr', async () => campaignIdIn(scheduler.stderr()), 120_000);
-      // Mid-campaign: a cell done, another one's agent running.
+      // Mid-campaign: a cell done, another one's agent running (started, not exited).
       await until('one cell completed and one running its agent', async () => {
         const p = await status(home, id);
         const running = p.cells.find((c) => c.status === 'running');
-        return p.counts.completed >= 1 && running?.runId && (await events(home, running.runId)).some((e) => e.type === 'AgentStarted') ? p : null;
-      }, 120_000);
+        if (p.counts.completed < 1 || !running?.runId) return null;
+        const types = (await events(home, running.runId)).map((e) => e.type);
+        return types.includes('AgentStarted') && !types.includes('AgentExited') ? p : null;
+      }, 180_000);
       scheduler.child.kill('SIGKILL');
       await scheduler.exited;
       const killed = await status(home, id);
