@@ -22,7 +22,7 @@ export const REPORT_FORMATS: readonly ReportFormat[] = ['md', 'json', 'html'];
  * `a2rl verify-bundle` re-renders and compares only a bundle's reports of this version; the digests
  * in modules/audit/bundle/renderer-version.spec.ts fail a change of bytes without a bump.
  */
-export const REPORT_RENDERER = 'a2rl.report/3';
+export const REPORT_RENDERER = 'a2rl.report/4';
 
 /** `long`: a recorded value that may run to kilobytes (an argv with a script): cut in md with the event to read it whole, collapsed in HTML. */
 type Inline = string | { code: string } | { cite: number[] } | { strong: string } | { long: string; seq: number };
@@ -62,15 +62,40 @@ export function fmt(n: number | null, digits = 2): string {
 
 /** Consecutive seqs collapse into ranges: [3, 4, 5, 9] → "3–5, 9". */
 export function seqRanges(seqs: readonly number[]): string {
+  return runsOf(seqs)
+    .map(([from, to]) => (to > from ? `${from}–${to}` : `${from}`))
+    .join(', ');
+}
+
+/** The seqs as sorted runs of consecutive numbers, [first, last] each. */
+function runsOf(seqs: readonly number[]): Array<[number, number]> {
   const sorted = [...new Set(seqs)].sort((a, b) => a - b);
-  const parts: string[] = [];
+  const runs: Array<[number, number]> = [];
   for (let i = 0; i < sorted.length; ) {
     let j = i;
     while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
-    parts.push(j > i ? `${sorted[i]}–${sorted[j]}` : `${sorted[i]}`);
+    runs.push([sorted[i], sorted[j]]);
     i = j + 1;
   }
-  return parts.join(', ');
+  return runs;
+}
+
+/** Runs of seqs a citation shows at most: the first and the last half of them. */
+export const CITED_RUNS_SHOWN = 40;
+
+/**
+ * What a citation shows in md and HTML: its seqs, or, past CITED_RUNS_SHOWN runs of consecutive
+ * seqs, those of the first and the last CITED_RUNS_SHOWN / 2 runs and how many seqs lie between.
+ * A long run's metric can cite 10^5 events; listing them all (and each in the cited-events table)
+ * made a 1M-event run's Markdown report 40 MB. The JSON report keeps every seq.
+ */
+export function shownCitation(seqs: readonly number[]): { head: number[]; omitted: number; tail: number[] } {
+  const runs = runsOf(seqs);
+  const expand = (part: Array<[number, number]>) => part.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i));
+  if (runs.length <= CITED_RUNS_SHOWN) return { head: expand(runs), omitted: 0, tail: [] };
+  const [head, tail] = [expand(runs.slice(0, CITED_RUNS_SHOWN / 2)), expand(runs.slice(-CITED_RUNS_SHOWN / 2))];
+  const all = runs.reduce((n, [from, to]) => n + to - from + 1, 0);
+  return { head, omitted: all - head.length - tail.length, tail };
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -408,7 +433,13 @@ function documentOf(r: RunReport, events: readonly A2rlEvent[]): Block[] {
     ...(r.transcript ? transcriptBlocks(r.transcript, r.run.runId) : []),
     ...(r.output ? outputBlocks(r.output, r.run.runId) : []),
   ];
-  const visit = (parts: Inline[]) => parts.forEach((p) => typeof p === 'object' && 'cite' in p && p.cite.forEach((s) => cited.add(s)));
+  const visit = (parts: Inline[]) =>
+    parts.forEach((p) => {
+      if (typeof p !== 'object' || !('cite' in p)) return;
+      const { head, tail } = shownCitation(p.cite);
+      for (const s of head) cited.add(s);
+      for (const s of tail) cited.add(s);
+    });
   const visitBlock = (b: Block): void => {
     if (b.kind === 'heading' || b.kind === 'para' || b.kind === 'alert') visit(b.text);
     if (b.kind === 'list') b.items.forEach(visit);
@@ -452,7 +483,9 @@ function mdInline(parts: Inline[]): string {
         const code = mdCode(cut ? p.long.slice(0, LONG_VALUE_CHARS) : p.long).replace(/\|/g, '\\|');
         return cut ? `${code} … (${p.long.length - LONG_VALUE_CHARS} more characters: \`a2rl events\` seq ${p.seq})` : code;
       }
-      return p.cite.length ? `[seq ${seqRanges(p.cite)}]` : '';
+      if (!p.cite.length) return '';
+      const { head, omitted, tail } = shownCitation(p.cite);
+      return omitted ? `[seq ${seqRanges(head)}, … ${thousands(omitted)} more …, ${seqRanges(tail)}]` : `[seq ${seqRanges(head)}]`;
     })
     .join('')
     .trim();
@@ -504,8 +537,9 @@ function htmlInline(parts: Inline[]): string {
         return `<details class="long"><summary><code>${escapeXml(p.long.slice(0, LONG_VALUE_CHARS))}</code>… (${p.long.length} characters)</summary><pre class="text">${escapeXml(p.long)}</pre></details>`;
       }
       if (!p.cite.length) return '';
-      const sorted = [...new Set(p.cite)].sort((a, b) => a - b);
-      return `<span class="cite">[seq ${sorted.map((s) => `<a href="#seq-${s}">${s}</a>`).join(', ')}]</span>`;
+      const { head, omitted, tail } = shownCitation(p.cite);
+      const links = (seqs: number[]) => seqs.map((s) => `<a href="#seq-${s}">${s}</a>`).join(', ');
+      return `<span class="cite">[seq ${links(head)}${omitted ? `, … ${thousands(omitted)} more …, ${links(tail)}` : ''}]</span>`;
     })
     .join('')
     .trim();

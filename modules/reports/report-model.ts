@@ -403,8 +403,7 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
   // Training launches as the analysis counts them (process-kind.ts), each with its own exit.
   const launches = classifyProcesses(events).launches;
   const training = events.filter((e) => e.type === 'ProcessStarted' && launches.has(e.seq));
-  const exitOf = (s: A2rlEvent) => events.find((e) => e.seq > s.seq && e.type === 'ProcessExited' && s.type === 'ProcessStarted' && e.data.pid === s.data.pid);
-  const trainingExits = training.flatMap((s) => exitOf(s)?.seq ?? []);
+  const trainingExits = exitsOf(events, launches);
   return {
     valid_submission_rate: all,
     first_valid_idx: firstValid ? [firstValid.seq] : all,
@@ -421,6 +420,25 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
     rollout_episodes: seqsOf('RolloutBatchRecorded'),
     code_revisions_between_submissions: sortedUnique(subs.flatMap((s) => s.codeChanges.map((c) => c.seq))),
   };
+}
+
+/**
+ * The seq of each launch's exit: the first ProcessExited of its pid after it (events in seq order).
+ * One pass with the launches waiting per pid, not a search of the run per launch: a run of 1M
+ * events has tens of thousands of launches.
+ */
+function exitsOf(events: readonly A2rlEvent[], launches: ReadonlySet<number>): number[] {
+  const waiting = new Map<unknown, number>(); // pid -> launches not yet exited
+  const exits: number[] = [];
+  for (const e of events) {
+    if (e.type === 'ProcessStarted' && launches.has(e.seq)) waiting.set(e.data.pid, (waiting.get(e.data.pid) ?? 0) + 1);
+    else if (e.type === 'ProcessExited' && waiting.has(e.data.pid)) {
+      // Every launch of this pid still waiting exits here (the same exit, as a search from each would find).
+      for (let n = waiting.get(e.data.pid)!; n > 0; n--) exits.push(e.seq);
+      waiting.delete(e.data.pid);
+    }
+  }
+  return exits;
 }
 
 function limitsOf(events: readonly A2rlEvent[], causes: ReadonlyMap<number, CauseReport>): LimitReport[] {

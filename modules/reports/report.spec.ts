@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
-import { renderReport, REPORT_FORMATS, seqRanges } from './render.js';
+import { buildReport } from './report-model.js';
+import { CITED_RUNS_SHOWN, renderReport, REPORT_FORMATS, seqRanges, shownCitation } from './render.js';
 import { memoryBlobs, sampleRun, TRAIN_V1 } from '../../projections/run-analysis/testing/run-fixture.js';
 import type { A2rlEvent, EventData } from '../ledger/events/catalog.js';
 import { buildEvent } from '../ledger/events/envelope.js';
@@ -233,5 +234,70 @@ describe('renderReport', () => {
 
   it('collapses consecutive seqs into ranges', () => {
     expect(seqRanges([9, 3, 4, 5, 11, 4])).toBe('3–5, 9, 11');
+  });
+});
+
+describe('the process metrics’ evidence', () => {
+  /** The sample run with its second training launch (seq 10, pid 101) given `pid`, and its exit (seq 12) replaced when `exited` is false. */
+  function launches(pid: number, exited = true) {
+    const base = sampleRun();
+    const events = base.events.flatMap((e) => {
+      if (e.type === 'ProcessStarted' && e.data.pid === 101) return [buildEvent(e.type, e.runId, e.seq, e.occurredAt, { ...e.data, pid })];
+      if (e.type === 'ProcessExited' && e.data.pid === 101) return exited ? [buildEvent(e.type, e.runId, e.seq, e.occurredAt, { ...e.data, pid })] : [buildEvent('RolloutBatchRecorded', e.runId, e.seq, e.occurredAt, { env: 'fx/v1', episodes: 0, steps: 0, successRate: 0, meanReturn: 0, observedAt: e.occurredAt })];
+      return [e];
+    });
+    return { ...base, events };
+  }
+
+  it('cites each training launch with the first exit of its pid after it', async () => {
+    expect((await buildReport(launches(101))).metricsEvidence.total_training_time).toEqual([5, 6, 10, 12]);
+    // pid 100 used again: its first exit (seq 6) comes before the second launch and is not that launch's
+    expect((await buildReport(launches(100))).metricsEvidence.total_training_time).toEqual([5, 6, 10, 12]);
+    expect((await buildReport(launches(101, false))).metricsEvidence.total_training_time).toEqual([5, 6, 10]);
+  });
+});
+
+describe('a long citation', () => {
+  it('shows every seq up to CITED_RUNS_SHOWN runs of consecutive seqs', () => {
+    const seqs = Array.from({ length: CITED_RUNS_SHOWN }, (_, i) => 10 * i).concat([1, 2, 3]);
+    expect(shownCitation(seqs)).toEqual({ head: [...new Set(seqs)].sort((a, b) => a - b), omitted: 0, tail: [] });
+  });
+
+  it('past that, the first and last half of the runs and how many seqs lie between', () => {
+    const seqs = Array.from({ length: 1000 }, (_, i) => 4 * i).concat([5]); // 4 and 5 make one run
+    const { head, omitted, tail } = shownCitation(seqs);
+    expect(head).toEqual([0, 4, 5, ...Array.from({ length: 18 }, (_, i) => 8 + 4 * i)]);
+    expect(tail).toEqual(Array.from({ length: 20 }, (_, i) => 4 * (980 + i)));
+    expect(omitted).toBe(1001 - head.length - tail.length);
+  });
+
+  it('is cut in md and HTML, and the cited-events table lists only the seqs shown', async () => {
+    const base = sampleRun();
+    const exit = base.events.findIndex((e) => e.type === 'AgentExited');
+    // 200 rollout batches while the second training process runs: the rollout_episodes metric cites them all.
+    const batches = Array.from({ length: 200 }, (_, i) => ({ type: 'RolloutBatchRecorded', occurredAt: base.events[exit].occurredAt, data: { env: 'fx/v1', episodes: 1, steps: 5, successRate: 0, meanReturn: 0, observedAt: base.events[exit].occurredAt } }) as A2rlEvent);
+    const events = [...base.events.slice(0, exit), ...batches, ...base.events.slice(exit)].map((e, seq) => buildEvent(e.type, base.analysis.runId, seq, e.occurredAt, e.data as never));
+    const run = { analysis: await analyzeRun(events, base.blobs), events, blobs: base.blobs };
+    const cited = (await buildReport(run)).metricsEvidence.rollout_episodes;
+    expect(cited.length).toBe(201); // the sample's own batch and these, one run of consecutive seqs
+    const md = await renderReport(run, 'md');
+    expect(lineOf(md, '| `rollout_episodes` |')).toContain(`[seq ${seqRanges(cited)}]`); // consecutive: one range, shown whole
+
+    // Every other one of them cited: 101 runs, cut.
+    const sparse = events.filter((e) => e.type !== 'RolloutBatchRecorded' || e.seq % 2 === 0).map((e, seq) => buildEvent(e.type, e.runId, seq, e.occurredAt, e.data as never));
+    const interleaved = sparse.flatMap((e) => (e.type === 'RolloutBatchRecorded' ? [e, { ...e, type: 'AgentOutput', data: { stream: 'stderr', chunk: { sha256: 'a'.repeat(64), size: 1, key: `sha256/aa/${'a'.repeat(64)}` }, observedAt: e.occurredAt } } as A2rlEvent] : [e]));
+    const spread = interleaved.map((e, seq) => buildEvent(e.type, e.runId, seq, e.occurredAt, e.data as never));
+    const run2 = { analysis: await analyzeRun(spread, base.blobs), events: spread, blobs: base.blobs };
+    const all = (await buildReport(run2)).metricsEvidence.rollout_episodes;
+    const { head, omitted, tail } = shownCitation(all);
+    expect(omitted).toBeGreaterThan(0);
+    const line = lineOf(await renderReport(run2, 'md'), '| `rollout_episodes` |')!;
+    expect(line).toContain(`[seq ${seqRanges(head)}, … ${omitted} more …, ${seqRanges(tail)}]`);
+    const table = (await renderReport(run2, 'md')).split('## Cited events')[1];
+    const listed = (s: number) => table.includes(`\n| ${s} |`);
+    expect(head.concat(tail).every(listed)).toBe(true);
+    expect(all.filter((s) => !head.includes(s) && !tail.includes(s)).some(listed)).toBe(false);
+    const html = await renderReport(run2, 'html');
+    expect(html).toContain(`<a href="#seq-${head.at(-1)}">${head.at(-1)}</a>, … ${omitted} more …, <a href="#seq-${tail[0]}">${tail[0]}</a>`);
   });
 });

@@ -285,6 +285,26 @@ describe('routes: declared (what the code says) apart from executed (what ran)',
     expect(route).toMatchObject({ declared: 'online_rl_other', executed: 'online_rl_other' });
   });
 
+  it('rollouts count only while a producing process ran: not before it started or after it exited', async () => {
+    const f = new Fixture().start();
+    f.code('rl.mjs', REINFORCE);
+    f.rollouts(2, 0.5); // before any training started
+    f.train('rl.mjs', { out: 'output/sub-1' });
+    f.rollouts(2, 0.5); // after it exited
+    f.submit(20);
+    expect((await f.end().analyze()).submissions[0].route).toMatchObject({ declared: 'online_rl_other', executed: 'sft' });
+
+    // Two producers, the rollouts inside the later one's window only.
+    const g = new Fixture().start();
+    g.code('rl.mjs', REINFORCE);
+    g.train('rl.mjs', { out: 'output/sub-1' });
+    g.train('rl.mjs', { out: 'output/sub-1', during: () => g.rollouts(1, 0.5) });
+    g.submit(20);
+    const route = (await g.end().analyze()).submissions[0].route;
+    expect(route).toMatchObject({ executed: 'online_rl_other' });
+    expect(route.evidence).toEqual(expect.arrayContaining([g.events.find((e) => e.type === 'RolloutBatchRecorded')!.seq]));
+  });
+
   it('declared online RL that never rolled out executed as sft', async () => {
     expect(await routeOf('rl.mjs', REINFORCE)).toMatchObject({ declared: 'online_rl_other', executed: 'sft' });
   });

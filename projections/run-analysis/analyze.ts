@@ -124,6 +124,29 @@ class TextCache {
   }
 }
 
+/**
+ * Whether a seq falls strictly between some process's start and its exit (any seq after the start
+ * when it has not exited). The processes' intervals sorted by start with the furthest end so far:
+ * one binary search per seq, not a pass over every process (a long run has 10^5 of each).
+ */
+function whileRunning(processes: ProcessRecord[]): (seq: number) => boolean {
+  const spans = processes.map((p) => [p.start.seq, p.exit?.seq ?? Infinity] as const).sort((a, b) => a[0] - b[0]);
+  const starts = spans.map(([start]) => start);
+  const furthest: number[] = [];
+  for (const [, end] of spans) furthest.push(Math.max(end, furthest.at(-1) ?? -Infinity));
+  return (seq) => {
+    // how many processes started before seq
+    let lo = 0;
+    let hi = starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (starts[mid] < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo > 0 && furthest[lo - 1] > seq;
+  };
+}
+
 const of = <T extends EventType>(events: A2rlEvent[], type: T): Ev<T>[] => events.filter((e): e is Ev<T> => e.type === type);
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
@@ -407,9 +430,8 @@ class RunFacts {
       }
     }
     sources.push(...(await this.sourcesOf(scripts.values())));
-    const during = this.rollouts.filter((r) =>
-      r.seq < until && processes.some((p) => r.seq > p.start.seq && (p.exit === null || r.seq < p.exit.seq) && r.data.episodes > 0),
-    );
+    const running = whileRunning(processes);
+    const during = this.rollouts.filter((r) => r.seq < until && r.data.episodes > 0 && running(r.seq));
     const family = executedFamily(sources, during.length > 0);
     const rolloutEvidence = during.length ? [during[0].seq, during[during.length - 1].seq] : [];
     return { route: family.route, evidence: sortedUnique([...processes.map((p) => p.start.seq), ...family.evidence, ...rolloutEvidence]) };

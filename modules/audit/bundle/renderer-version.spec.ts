@@ -29,6 +29,13 @@ const RECORDED: Record<string, Record<ReportFormat, string>> = {
     html: '3731b1f758644f8f67d3822dae07c471f928f2b72b3f15031c7c698c816d8fc5',
     json: '6265c21348f05311e82b3be51d0b3140ebd78e2264ffcd95204eb9ec481cda27',
   },
+  // 4: a citation of more than CITED_RUNS_SHOWN runs of seqs shows the first and last half of them and
+  // how many seqs between, in md and HTML, and the cited-events table lists the seqs shown (a long run's; this run's are the same bytes).
+  'a2rl.report/4': {
+    md: '88532b38cc5e22bbec04b3e3b0e3253f8ca4b48b702e699b80a444ef3129b5bb',
+    html: '3731b1f758644f8f67d3822dae07c471f928f2b72b3f15031c7c698c816d8fc5',
+    json: '6265c21348f05311e82b3be51d0b3140ebd78e2264ffcd95204eb9ec481cda27',
+  },
 };
 
 const OUTPUT = ['step 1 loss 0.5\n', 'warning: "slow" <b>\n'];
