@@ -19,8 +19,8 @@ export function readByAnalysis(event: A2rlEvent): boolean {
  * run (modules/audit/analysis-events.spec.ts), in the memory of the kept events only.
  *
  * Each kept event is held compactly (heldEvent): what is derived from other fields (the id from
- * the run and seq, a blob's key from its sha256) is not stored again, and every event shares the
- * first one's runId string. On a long run these copies are most of what `verify --rebuild` holds.
+ * the run and seq, a blob's key from its sha256) is not stored again, occurredAt is kept as a number
+ * where its ISO string is exactly that number's, and every event shares the first one's runId string. On a long run these copies are most of what `verify --rebuild` holds.
  *
  * With `outputTailBytes`, the agent's stdout chunks (most of a long run's events; the analysis
  * reads stderr only, the report counts stdout and shows its end) are held only as the last ones
@@ -110,7 +110,8 @@ class HeldEvent {
     readonly type: A2rlEvent['type'],
     readonly runId: string,
     readonly seq: number,
-    readonly occurredAt: string,
+    /** occurredAt as epoch milliseconds where its ISO form is exactly that (a number in the object, not a 24-character string), else the string. */
+    private readonly at: number | string,
     readonly schemaVersion: number,
     readonly data: unknown,
   ) {}
@@ -118,6 +119,16 @@ class HeldEvent {
   get id(): string {
     return eventId(this.runId, this.seq);
   }
+
+  get occurredAt(): string {
+    return typeof this.at === 'number' ? new Date(this.at).toISOString() : this.at;
+  }
+}
+
+/** An ISO timestamp as the number HeldEvent keeps, when it turns back into exactly the same string. */
+function compactTime(iso: string): number | string {
+  const ms = Date.parse(iso);
+  return Number.isFinite(ms) && new Date(ms).toISOString() === iso ? ms : iso;
 }
 
 /** A blob reference whose key is its content address: the key computed when read. */
@@ -135,7 +146,7 @@ const SHA256 = /^[0-9a-f]{64}$/;
 function heldEvent(event: A2rlEvent, runId: string, strings: StringPool): A2rlEvent {
   if (event.runId !== runId || event.id !== eventId(runId, event.seq)) return event; // not this run's, or not as validated: held as it is
   const data = event.type === 'AgentOutput' ? { ...event.data, chunk: heldChunk(event.data.chunk) } : strings.shared(event.data);
-  return new HeldEvent(event.type, runId, event.seq, event.occurredAt, event.schemaVersion, data) as unknown as A2rlEvent;
+  return new HeldEvent(event.type, runId, event.seq, compactTime(event.occurredAt), event.schemaVersion, data) as unknown as A2rlEvent;
 }
 
 /**
@@ -145,6 +156,8 @@ function heldEvent(event: A2rlEvent, runId: string, strings: StringPool): A2rlEv
  * of every string; held events share one.
  */
 const SHARED_FIELDS = new Set(['path', 'op', 'sha256', 'previousSha256', 'key', 'cwd', 'executable', 'stream', 'kind']);
+/** Fields holding arrays of strings that repeat across events: a process's argv (the same commands run again and again). */
+const SHARED_STRING_ARRAYS = new Set(['argv']);
 /** Distinct strings the pool keeps at most: beyond, values are held as they are (memory bounded, results unchanged). */
 const MAX_POOLED = 500_000;
 
@@ -161,6 +174,9 @@ class StringPool {
     let copy: Record<string, unknown> | undefined;
     for (const [field, value] of Object.entries(data)) {
       if (typeof value === 'string' && SHARED_FIELDS.has(field)) (copy ??= { ...(data as Record<string, unknown>) })[field] = this.intern(value);
+      else if (Array.isArray(value) && SHARED_STRING_ARRAYS.has(field) && value.every((v) => typeof v === 'string')) {
+        (copy ??= { ...(data as Record<string, unknown>) })[field] = value.map((v: string) => this.intern(v));
+      }
     }
     return (copy ?? data) as T;
   }
