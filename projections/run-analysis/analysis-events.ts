@@ -20,7 +20,8 @@ export function readByAnalysis(event: A2rlEvent): boolean {
  *
  * Each kept event is held compactly (heldEvent): what is derived from other fields (the id from
  * the run and seq, a blob's key from its sha256) is not stored again, occurredAt is kept as a number
- * where its ISO string is exactly that number's, and every event shares the first one's runId string. On a long run these copies are most of what `verify --rebuild` holds.
+ * where its ISO string is exactly that number's, and every event shares the first one's runId
+ * string. On a long run these copies are most of what `verify --rebuild` holds.
  *
  * With `outputTailBytes`, the agent's stdout chunks (most of a long run's events; the analysis
  * reads stderr only, the report counts stdout and shows its end) are held only as the last ones
