@@ -97,6 +97,31 @@ describe('StraceState inside a pid namespace (no --pidns-translation)', () => {
     expect(s.exits.find((e) => e.pid === 1005)).toMatchObject({ exitCode: 2 });
   });
 
+  it("waits for a reader that fell behind to read the parent's clone line before asking /proc for the parent", () => {
+    const s = setup(); // the lines' timestamps are years old: this reader is far behind strace
+    s.sandbox();
+    s.proc.add(1005, 1002, [5]);
+    s.exec(1005, ['sh', '-c', 'exit 4']);
+    s.proc.remove(1005); // gone before the reader gets further: /proc would say its parent is 0
+    s.state.tick(Date.now() + 1000); // the FIFO has not been drained since the exec line: keep waiting
+    expect(s.startOf(1005)).toBeUndefined();
+    s.fork(1002, 5);
+    s.exit(1005, 4);
+    s.settle();
+    expect(s.startOf(1005)).toMatchObject({ ppid: 1002, argv: ['sh', '-c', 'exit 4'] });
+    expect(s.gaps).toEqual([]);
+  });
+
+  it('gives up on the clone line once the FIFO was drained after the exec line and the wait is over', () => {
+    const s = setup();
+    s.sandbox();
+    s.exec(1006, ['true']); // no clone line will come; the process is gone (not in the real /proc)
+    s.state.tick(Date.now() + 1000);
+    expect(s.startOf(1006)).toBeUndefined(); // not drained since
+    s.state.drained(Date.now());
+    expect(s.startOf(1006)).toMatchObject({ ppid: 0, argv: ['true'] });
+  });
+
   it('pairs forks of one caller that were reaped before they could be read, in order, with exact statuses', () => {
     const s = setup();
     s.sandbox();

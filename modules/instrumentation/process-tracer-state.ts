@@ -27,8 +27,11 @@ import { isChildOf, pairInOrder, procPids, type OpenClone, type PidInfo, type Pr
  *   running its parent's argv. Because fork is almost always followed by exec, it is announced only
  *   if it exits, or is still running FORK_ANNOUNCE_MS after the fork, without having exec'd.
  * - ppid comes from the parent's clone/fork line (exact). strace may print a child's exec before
- *   its parent's clone result; the start is then held until that line arrives, or for at most
- *   PARENT_WAIT_MS, after which /proc's ppid (or 0 when the process is gone) is used.
+ *   its parent's clone result; the start is then held until that line arrives, or until the reader
+ *   has drained the FIFO since the exec line and PARENT_WAIT_MS have passed since it was written or
+ *   read (whichever is later), after which /proc's ppid (or 0 when the process is gone) is used. A
+ *   reader behind strace (a busy machine, a paused input) must first read the clone lines already
+ *   written: counted from strace's timestamp alone, the wait would be over before they are read.
  * - Inside a pid namespace (bwrap) a clone returns the child's pid in that namespace, while lines
  *   carry host pids: process-tracer-pids.ts finds the child's host pid. A clone whose child was
  *   already reaped stays open and pairs with the exit of a pid never seen alive, once the reader
@@ -95,6 +98,8 @@ interface Program {
   skip: boolean;
   /** Set when it ended before it could be announced. */
   ended?: { at: number; status: ExitStatus };
+  /** While its parent is unknown: the line count at its exec line, and when the wait for its parent's clone line began. */
+  waiting?: { line: number; since: number };
 }
 
 /** What a child inherits from the process that cloned it, as of the clone line. */
@@ -149,6 +154,8 @@ export class StraceState {
   /** `lineCount` and time at the reader's last drain of the FIFO (`drained()`). */
   private drainedSeq = 0;
   private drainedAt = 0;
+  /** The reader's latest time (tick, drained): when a line read now began to wait. */
+  private clock = 0;
   /** Exits of children of clones given up that have not come yet: they must not pair with others. */
   private owed = 0;
 
@@ -239,7 +246,8 @@ export class StraceState {
       this.sample(p);
       if (p.forkOnly && !p.announced && now - p.startedAt >= FORK_ANNOUNCE_MS) this.announce(p);
     }
-    for (const p of this.awaitingParent.values()) if (now - p.startedAt >= PARENT_WAIT_MS) this.resolveParent(p);
+    this.clock = now;
+    this.settleParents(now);
   }
 
   /**
@@ -250,7 +258,9 @@ export class StraceState {
     if (this.finished) return;
     this.drainedSeq = this.lineCount;
     this.drainedAt = now;
+    this.clock = now;
     this.settleOrphans();
+    this.settleParents(now);
   }
 
   /**
@@ -324,8 +334,10 @@ export class StraceState {
     this.sample(p);
     // After the first sample: a root that does not wait at its exec may be gone once a large image is hashed.
     if (this.hooks) this.captureExec(p, path ?? executable, held);
-    if (p.ppid === undefined) this.awaitingParent.set(pid, p);
-    else this.announce(p);
+    if (p.ppid === undefined) {
+      p.waiting = { line: this.lineCount, since: Math.max(at, this.clock) };
+      this.awaitingParent.set(pid, p);
+    } else this.announce(p);
   }
 
   /** Reads what `p` runs while it waits at its exec (the launched root's first exec does not wait). */
@@ -589,6 +601,14 @@ export class StraceState {
       peakRssKb: p.peakRssKb,
       endedAt: Math.round(at),
     });
+  }
+
+  /** Gives up on the clone lines of the parents that waited long enough (see the rules above). */
+  private settleParents(now: number): void {
+    for (const p of this.awaitingParent.values()) {
+      const waiting = p.waiting ?? { line: 0, since: p.startedAt };
+      if (this.drainedSeq >= waiting.line && now - waiting.since >= PARENT_WAIT_MS) this.resolveParent(p);
+    }
   }
 
   /** Gives up waiting for the clone line: /proc's view of the parent, 0 if the process is gone. */
