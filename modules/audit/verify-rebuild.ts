@@ -6,8 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { In, MoreThan, type DataSource, type Repository } from 'typeorm';
 import { PROJECTIONS } from '../../projections/index.js';
-import { REPORT_FORMATS, renderReport, type ReportFormat } from '../reports/render.js';
-import { OUTPUT_TAIL_BYTES, type ReportInput } from '../reports/report-model.js';
+import { REPORT_FORMATS, renderBuiltReport, renderReport, type ReportFormat } from '../reports/render.js';
+import { buildReport, OUTPUT_TAIL_BYTES, type ReportInput } from '../reports/report-model.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { AnalysisEvents } from '../../projections/run-analysis/analysis-events.js';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
@@ -233,12 +233,14 @@ function sameReportInput(a: ReportInput | null, b: ReportInput | null): boolean 
   return a.events === b.events && a.omittedOutput === b.omittedOutput && a.blobs === b.blobs && a.level === b.level && canonicalJson(a.analysis) === canonicalJson(b.analysis);
 }
 
-/** The sha256 of the run's report in every format (null: no analysis to render it from). */
+/** The sha256 of the run's report in every format (null: no analysis to render it from), the report built once. */
 async function reportDigests(input: ReportInput | null): Promise<ReportDigests | null> {
   if (!input) return null;
+  const report = await buildReport(input);
+  collectGarbage();
   const out = {} as ReportDigests;
   for (const format of REPORT_FORMATS) {
-    out[format] = createHash('sha256').update(await renderReport(input, format)).digest('hex');
+    out[format] = createHash('sha256').update(renderBuiltReport(report, input.events, format)).digest('hex');
     collectGarbage();
   }
   return out;

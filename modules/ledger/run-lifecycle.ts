@@ -115,12 +115,18 @@ function statusAfter(status: RunState | null, event: RunCommand): RunState | nul
   }
 }
 
+/** The event types `evolve` changes the state on (its cases); every other one leaves it as it is. */
+const LIFECYCLE_TYPES: ReadonlySet<string> = new Set([
+  'RunScheduled', 'WorkspacePrepared', 'BaselineEvaluated', 'AgentStarted', 'AgentExited', 'RunCompleted', 'RunInterrupted', 'RunResumed', 'SubmissionReceived', 'SubmissionGraded', 'SubmissionRejected',
+]);
+
 /**
  * Folds one recorded event into the state. Total: it never throws, so projections can fold any
  * ledger, including old ones recorded before these rules. Events that change nothing
  * (instrumentation, tree heads) return the same state object, so folding a long run stays cheap.
  */
 export function evolve(state: RunLifecycleState, event: RunCommand): RunLifecycleState {
+  if (!LIFECYCLE_TYPES.has(event.type)) return state; // most of a run's events: no state to compute
   const status = statusAfter(state.status, event);
   const open = state.phase !== 'completed' && state.phase !== 'interrupted';
   /** Moves an open run forward to `to` (never back: a stray event in an old ledger cannot rewind it). */

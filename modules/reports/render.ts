@@ -44,9 +44,13 @@ type Block =
   | { kind: 'details'; summary: Inline[]; blocks: Block[] };
 
 export async function renderReport(input: ReportInput, format: ReportFormat): Promise<string> {
-  const report = await buildReport(input);
+  return renderBuiltReport(await buildReport(input), input.events, format);
+}
+
+/** A report already built from `events` (buildReport), in one format: verify renders one report in every format. */
+export function renderBuiltReport(report: RunReport, events: readonly A2rlEvent[], format: ReportFormat): string {
   if (format === 'json') return `${canonicalJson(report)}\n`;
-  const blocks = documentOf(report, input.events);
+  const blocks = documentOf(report, events);
   // Markdown is read in terminals and editors as often as rendered: recorded data in it is shown inert.
   if (format === 'md') return inertText(`${blocks.map(markdownBlock).join('\n\n')}\n`);
   if (format === 'html') return html(report, blocks);
@@ -67,9 +71,18 @@ export function seqRanges(seqs: readonly number[]): string {
     .join(', ');
 }
 
+/** The seqs sorted, each once: the array itself when it already is (a report's citations mostly are). */
+function sortedSeqs(seqs: readonly number[]): readonly number[] {
+  for (let i = 1; i < seqs.length; i++) if (seqs[i - 1] >= seqs[i]) return [...new Set(seqs)].sort((a, b) => a - b);
+  return seqs;
+}
+
+/** Whether the i-th of sorted unique seqs starts a run of consecutive ones. */
+const startsRun = (sorted: readonly number[], i: number) => i === 0 || sorted[i] !== sorted[i - 1] + 1;
+
 /** The seqs as sorted runs of consecutive numbers, [first, last] each. */
 function runsOf(seqs: readonly number[]): Array<[number, number]> {
-  const sorted = [...new Set(seqs)].sort((a, b) => a - b);
+  const sorted = sortedSeqs(seqs);
   const runs: Array<[number, number]> = [];
   for (let i = 0; i < sorted.length; ) {
     let j = i;
@@ -87,15 +100,27 @@ export const CITED_RUNS_SHOWN = 40;
  * What a citation shows in md and HTML: its seqs, or, past CITED_RUNS_SHOWN runs of consecutive
  * seqs, those of the first and the last CITED_RUNS_SHOWN / 2 runs and how many seqs lie between.
  * A long run's metric can cite 10^5 events; listing them all (and each in the cited-events table)
- * made a 1M-event run's Markdown report 40 MB. The JSON report keeps every seq.
+ * made a 1M-event run's Markdown report 40 MB. The JSON report keeps every seq. Found by counting
+ * where runs start, without building the runs of a long citation.
  */
 export function shownCitation(seqs: readonly number[]): { head: number[]; omitted: number; tail: number[] } {
-  const runs = runsOf(seqs);
-  const expand = (part: Array<[number, number]>) => part.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => from + i));
-  if (runs.length <= CITED_RUNS_SHOWN) return { head: expand(runs), omitted: 0, tail: [] };
-  const [head, tail] = [expand(runs.slice(0, CITED_RUNS_SHOWN / 2)), expand(runs.slice(-CITED_RUNS_SHOWN / 2))];
-  const all = runs.reduce((n, [from, to]) => n + to - from + 1, 0);
-  return { head, omitted: all - head.length - tail.length, tail };
+  const sorted = sortedSeqs(seqs);
+  let runs = 0;
+  for (let i = 0; i < sorted.length; i++) if (startsRun(sorted, i)) runs++;
+  if (runs <= CITED_RUNS_SHOWN) return { head: [...sorted], omitted: 0, tail: [] };
+  const half = CITED_RUNS_SHOWN / 2;
+  let headEnd = 0; // where run half + 1 starts
+  for (let i = 0, n = 0; i < sorted.length; i++) if (startsRun(sorted, i) && ++n > half) {
+    headEnd = i;
+    break;
+  }
+  let tailStart = sorted.length; // where the half-th run from the end starts
+  for (let i = sorted.length - 1, n = 0; i >= 0 && n < half; i--) if (startsRun(sorted, i)) {
+    tailStart = i;
+    n++;
+  }
+  const [head, tail] = [sorted.slice(0, headEnd), sorted.slice(tailStart)];
+  return { head, omitted: sorted.length - head.length - tail.length, tail };
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;

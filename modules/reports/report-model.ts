@@ -2,7 +2,7 @@ import type { Evidence, LlmAnalysis, ProcessMetrics, RunAnalysis, SubmissionAnal
 import type { BlobReader } from '../../projections/blob-reader.js';
 import { diffFiles, type Hunk } from '../../projections/run-analysis/line-diff.js';
 import type { A2rlEvent, Cause } from '../ledger/events/catalog.js';
-import { classifyProcesses } from '../../projections/run-analysis/process-kind.js';
+import { classifyProcesses, type RunProcessKinds } from '../../projections/run-analysis/process-kind.js';
 import { eventTime } from '../ledger/events/event-time.js';
 import { bestSubmissionId, foldRunScores } from '../ledger/run-scores.js';
 import { workspaceIntegrity, type WorkspaceIntegrity } from '../../projections/run-analysis/integrity.js';
@@ -268,11 +268,10 @@ async function fileChanges(changes: SubmissionAnalysis['codeChanges'], blobs: Bl
   return files;
 }
 
-function timeline(input: ReportInput, at: (seq: number) => number): RunReport['timeline'] {
+function timeline(input: ReportInput, at: (seq: number) => number, kinds: RunProcessKinds): RunReport['timeline'] {
   const items: TimelineItem[] = [];
   const open = new Map<number, TimelineItem | null>(); // pid → its running process bar (null: one the lane does not show)
   const scoreOf = new Map(input.analysis.submissions.map((s) => [s.submissionId, s.score]));
-  const kinds = classifyProcesses(input.events);
   const laneOf = (e: A2rlEvent): TimelineItem['lane'] | null => (e.type === 'ProcessStarted' ? kinds.kindOf(e.seq) : (LANE_OF_TYPE[e.type] ?? null));
   const shown = laneSampler(input.events, laneOf);
   for (const e of input.events) {
@@ -392,7 +391,7 @@ function processesOf(s: SubmissionAnalysis, at: (seq: number) => number, causes:
   }));
 }
 
-function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<keyof ProcessMetrics, Evidence> {
+function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[], launches: ReadonlySet<number>): Record<keyof ProcessMetrics, Evidence> {
   const subs = a.submissions;
   const all = subs.map((s) => s.seq);
   const seqsOf = (type: A2rlEvent['type']) => events.filter((e) => e.type === type).map((e) => e.seq);
@@ -401,7 +400,6 @@ function metricsEvidence(a: RunAnalysis, events: readonly A2rlEvent[]): Record<k
   const best = subs.length ? subs.reduce((m, s) => (s.score > m.score ? s : m)) : undefined;
   const bounds = sortedUnique([...seqsOf('AgentStarted'), ...seqsOf('AgentExited'), ...seqsOf('RunCompleted')]);
   // Training launches as the analysis counts them (process-kind.ts), each with its own exit.
-  const launches = classifyProcesses(events).launches;
   const training = events.filter((e) => e.type === 'ProcessStarted' && launches.has(e.seq));
   const trainingExits = exitsOf(events, launches);
   return {
@@ -504,6 +502,7 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
   const eventAt = eventsBySeq(events);
   const typeOf = (seq: number) => eventAt(seq)?.type;
   const workspaceEvent = events.find((e) => e.type === 'WorkspacePrepared');
+  const kinds = classifyProcesses(events); // the timeline's lanes and the training launches
 
   const submissions: SubmissionReport[] = [];
   let previous: SubmissionAnalysis | undefined;
@@ -582,9 +581,9 @@ export async function buildReport(input: ReportInput): Promise<RunReport> {
     failure: a.failure,
     route: a.route,
     metrics: a.metrics,
-    metricsEvidence: metricsEvidence(a, events),
+    metricsEvidence: metricsEvidence(a, events, kinds.launches),
     submissions,
-    timeline: timeline(input, at),
+    timeline: timeline(input, at, kinds),
     ...(integrity ? { integrity } : {}),
     ...(llm ? { llm, transcript: reportTranscript(events) } : {}),
     ...(a.envCopy ? { envCopy: a.envCopy } : {}),

@@ -130,10 +130,14 @@ class TextCache {
  * one binary search per seq, not a pass over every process (a long run has 10^5 of each).
  */
 function whileRunning(processes: ProcessRecord[]): (seq: number) => boolean {
-  const spans = processes.map((p) => [p.start.seq, p.exit?.seq ?? Infinity] as const).sort((a, b) => a[0] - b[0]);
-  const starts = spans.map(([start]) => start);
-  const furthest: number[] = [];
-  for (const [, end] of spans) furthest.push(Math.max(end, furthest.at(-1) ?? -Infinity));
+  const inOrder = processes.every((p, i) => i === 0 || processes[i - 1].start.seq < p.start.seq);
+  const ordered = inOrder ? processes : [...processes].sort((a, b) => a.start.seq - b.start.seq);
+  const starts = new Float64Array(ordered.length);
+  const furthest = new Float64Array(ordered.length);
+  ordered.forEach((p, i) => {
+    starts[i] = p.start.seq;
+    furthest[i] = Math.max(p.exit?.seq ?? Infinity, i > 0 ? furthest[i - 1] : -Infinity);
+  });
   return (seq) => {
     // how many processes started before seq
     let lo = 0;
@@ -419,16 +423,27 @@ class RunFacts {
   private async executed(processes: ProcessRecord[], until: number): Promise<{ route: Route; evidence: Evidence }> {
     if (!processes.length) return { route: 'none', evidence: [] };
     const code = this.codeAt(until);
-    const sources: TextSource[] = [];
+    // One source per distinct command line, citing every process that ran it (a long run runs the
+    // same few commands 10^5 times; the families found and their evidence are the same).
+    const argvSeqs = new Map<string, number[]>();
     const scripts = new Map<string, CodeFile>();
+    const looked = new Set<string>(); // command lines and directories whose scripts were looked up
     for (const p of processes) {
-      sources.push({ path: 'argv', text: p.start.data.argv.join(' '), seqs: [p.start.seq] });
-      for (const a of p.start.data.argv) {
-        const rel = this.relative(a, p.start.data.cwd);
+      const { argv, cwd } = p.start.data;
+      const text = argv.join(' ');
+      const seqs = argvSeqs.get(text);
+      if (seqs) seqs.push(p.start.seq);
+      else argvSeqs.set(text, [p.start.seq]);
+      const where = `${cwd}\0${text}`;
+      if (looked.has(where)) continue;
+      looked.add(where);
+      for (const a of argv) {
+        const rel = this.relative(a, cwd);
         const file = rel !== null ? code.get(rel) : undefined;
         if (file) scripts.set(file.path, file);
       }
     }
+    const sources: TextSource[] = [...argvSeqs].map(([text, seqs]) => ({ path: 'argv', text, seqs }));
     sources.push(...(await this.sourcesOf(scripts.values())));
     const running = whileRunning(processes);
     const during = this.rollouts.filter((r) => r.seq < until && r.data.episodes > 0 && running(r.seq));
@@ -623,10 +638,14 @@ function matchProcesses(events: A2rlEvent[]): ProcessRecord[] {
     if (e.type === 'ProcessStarted') {
       const record: ProcessRecord = { start: e, exit: null };
       records.push(record);
-      open.set(e.data.pid, [...(open.get(e.data.pid) ?? []), record]);
+      const running = open.get(e.data.pid);
+      if (running) running.push(record);
+      else open.set(e.data.pid, [record]);
     } else if (e.type === 'ProcessExited') {
-      const record = open.get(e.data.pid)?.pop();
+      const running = open.get(e.data.pid);
+      const record = running?.pop();
       if (record) record.exit = e;
+      if (running?.length === 0) open.delete(e.data.pid);
     }
   }
   return records;

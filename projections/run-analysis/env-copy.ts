@@ -41,24 +41,32 @@ export function envCopyAnalysis(events: A2rlEvent[]): EnvCopyFinding {
   const games = trainingGames(events);
   const signals: EnvCopySignal[] = [];
   for (const e of events) {
-    if (e.type === 'ProcessStarted') signals.push(...processSignals(e));
-    else if (e.type === 'FileChanged') signals.push(...fileSignals(e, games));
+    const found = e.type === 'ProcessStarted' ? processSignal(e) : e.type === 'FileChanged' ? fileSignal(e, games) : null;
+    if (found) signals.push(found);
   }
   const kept = signals.sort((a, b) => a.seq - b.seq).slice(0, MAX_SIGNALS);
   return { flagged: kept.length > 0, signals: kept, evidence: [...new Set(kept.map((s) => s.seq))] };
 }
 
-function processSignals(e: Ev<'ProcessStarted'>): EnvCopySignal[] {
-  const argv = e.data.argv;
-  const detail = argv.join(' ').slice(0, 300);
+/** The process's signal, if any (a long run has 10^5 processes: nothing is built for one without). */
+function processSignal(e: Ev<'ProcessStarted'>): EnvCopySignal | null {
+  const rule = processRule(e.data.argv);
+  return rule && { rule, detail: e.data.argv.join(' ').slice(0, 300), seq: e.seq };
+}
+
+function processRule(argv: string[]): EnvCopyRule | null {
   const program = argv[0] ?? '';
-  const tool = program.split('/').pop() ?? '';
-  if (ENV_TOOL.test(tool)) return [{ rule: 'runs_environment_tool', detail, seq: e.seq }];
-  const installs = installCommand(argv) && argv.slice(1).some((a) => ENV_PACKAGE.test(a));
-  if (installs) return [{ rule: 'installs_environment', detail, seq: e.seq }];
+  if (ENV_TOOL.test(program.slice(program.lastIndexOf('/') + 1))) return 'runs_environment_tool';
+  if (installCommand(argv) && someOperand(argv, ENV_PACKAGE)) return 'installs_environment';
   // `cat data/train/…/game.tw-pddl`, `python play.py …/game.tw-pddl`: a process handed a game file.
-  if (argv.slice(1).some((a) => GAME_FILE.test(a))) return [{ rule: 'names_game_files', detail, seq: e.seq }];
-  return [];
+  if (someOperand(argv, GAME_FILE)) return 'names_game_files';
+  return null;
+}
+
+/** Whether an argument after the program matches. */
+function someOperand(argv: string[], test: RegExp): boolean {
+  for (let i = 1; i < argv.length; i++) if (test.test(argv[i])) return true;
+  return false;
 }
 
 /** pip/uv/conda … install|add, `python -m pip install`, `git clone`, `wget`/`curl` of a download. */
@@ -70,12 +78,12 @@ function installCommand(argv: string[]): boolean {
   return INSTALLER.test(args[0] ?? '') && args.slice(1).some((a) => INSTALL_VERB.test(a));
 }
 
-function fileSignals(e: Ev<'FileChanged'>, games: Set<string>): EnvCopySignal[] {
-  if (e.data.op === 'delete') return [];
+function fileSignal(e: Ev<'FileChanged'>, games: Set<string>): EnvCopySignal | null {
+  if (e.data.op === 'delete') return null;
   const { path, sha256 } = e.data;
-  if (ENV_PACKAGE_PATH.test(path)) return [{ rule: 'writes_environment_package', detail: path, seq: e.seq }];
-  if (sha256 && games.has(sha256) && !path.startsWith('data/')) return [{ rule: 'copies_training_games', detail: path, seq: e.seq }];
-  return [];
+  if (ENV_PACKAGE_PATH.test(path)) return { rule: 'writes_environment_package', detail: path, seq: e.seq };
+  if (sha256 && games.has(sha256) && !path.startsWith('data/')) return { rule: 'copies_training_games', detail: path, seq: e.seq };
+  return null;
 }
 
 /** The sha256 of each training game the workspace was given (WorkspacePrepared.dataManifest). */

@@ -268,6 +268,7 @@ export class ProcessClassifier implements RunProcessKinds {
   private readonly launchSeqs = new Set<number>();
   /** The latest program of each pid (alive or ended): parents are looked up here by ppid. */
   private readonly latest = new Map<number, Node>();
+  private readonly programs = new ProgramKinds();
 
   get launches(): ReadonlySet<number> {
     return this.launchSeqs;
@@ -286,7 +287,7 @@ export class ProcessClassifier implements RunProcessKinds {
     // The tracer ends a program replaced by exec without status, at the exec's own time.
     const previous = this.latest.get(d.pid);
     const execFrom = previous?.execAt !== undefined && previous.execAt === d.observedAt ? previous : undefined;
-    const own = programKind(d);
+    const own = this.programs.kindOf(d);
     const kind = own === 'other' && (parent?.agent || execFrom?.agent) ? 'agent-tool' : own;
     const agent = own === 'agent-tool';
     const inherited = !!(parent?.training || execFrom?.training);
@@ -304,6 +305,43 @@ export class ProcessClassifier implements RunProcessKinds {
 /** Classifies every process of a run (events in any order; they are followed in seq order). */
 export function classifyProcesses(events: readonly A2rlEvent[]): RunProcessKinds {
   const classifier = new ProcessClassifier();
-  for (const e of [...events].sort((a, b) => a.seq - b.seq)) classifier.observe(e);
+  const inOrder = events.every((e, i) => i === 0 || events[i - 1].seq < e.seq);
+  for (const e of inOrder ? events : [...events].sort((a, b) => a.seq - b.seq)) classifier.observe(e);
   return classifier;
+}
+
+/** Distinct programs (the facts programKind reads) a ProgramKinds remembers at most: beyond, it classifies each anew. */
+const REMEMBERED_PROGRAMS = 5000;
+const KIND = Symbol('kind');
+type ProgramTrie = Map<unknown, ProgramTrie> & { [KIND]?: ProcessKind };
+
+/**
+ * programKind, remembered per distinct program: a long run starts the same commands again and again
+ * (a 1M-event run, hundreds of thousands of launches of a few scripts), and classifying each anew
+ * allocates its argv's words every time. Keyed by what programKind reads, field by field and argument
+ * by argument (a trie of Maps), so a program seen before is found without building a key.
+ */
+class ProgramKinds {
+  private readonly root: ProgramTrie = new Map();
+  private size = 0;
+
+  kindOf(p: ProcessFacts): ProcessKind {
+    const grow = this.size < REMEMBERED_PROGRAMS;
+    let node: ProgramTrie | undefined = this.root;
+    for (const key of [p.exe?.path, p.script?.via, p.script?.path, p.executable, p.argv.length]) node = node && this.child(node, key, grow);
+    for (let i = 0; node && i < p.argv.length; i++) node = this.child(node, p.argv[i], grow);
+    if (node?.[KIND] !== undefined) return node[KIND];
+    const kind = programKind(p);
+    if (node) {
+      node[KIND] = kind;
+      this.size += 1;
+    }
+    return kind;
+  }
+
+  private child(node: ProgramTrie, key: unknown, grow: boolean): ProgramTrie | undefined {
+    let next = node.get(key);
+    if (!next && grow) node.set(key, (next = new Map()));
+    return next;
+  }
 }
