@@ -80,6 +80,18 @@ function sortedSeqs(seqs: readonly number[]): readonly number[] {
 /** Whether the i-th of sorted unique seqs starts a run of consecutive ones. */
 const startsRun = (sorted: readonly number[], i: number) => i === 0 || sorted[i] !== sorted[i - 1] + 1;
 
+/** Where the n-th run (from 1) of sorted unique seqs starts; their length when there are fewer runs. */
+function nthRunStart(sorted: readonly number[], n: number): number {
+  for (let i = 0; i < sorted.length; i++) if (startsRun(sorted, i) && --n === 0) return i;
+  return sorted.length;
+}
+
+/** Where the n-th run (from 1) counted from the end starts; 0 when there are fewer runs. */
+function nthRunStartFromEnd(sorted: readonly number[], n: number): number {
+  for (let i = sorted.length - 1; i >= 0; i--) if (startsRun(sorted, i) && --n === 0) return i;
+  return 0;
+}
+
 /** The seqs as sorted runs of consecutive numbers, [first, last] each. */
 function runsOf(seqs: readonly number[]): Array<[number, number]> {
   const sorted = sortedSeqs(seqs);
@@ -105,21 +117,9 @@ export const CITED_RUNS_SHOWN = 40;
  */
 export function shownCitation(seqs: readonly number[]): { head: number[]; omitted: number; tail: number[] } {
   const sorted = sortedSeqs(seqs);
-  let runs = 0;
-  for (let i = 0; i < sorted.length; i++) if (startsRun(sorted, i)) runs++;
-  if (runs <= CITED_RUNS_SHOWN) return { head: [...sorted], omitted: 0, tail: [] };
+  if (nthRunStart(sorted, CITED_RUNS_SHOWN + 1) === sorted.length) return { head: [...sorted], omitted: 0, tail: [] };
   const half = CITED_RUNS_SHOWN / 2;
-  let headEnd = 0; // where run half + 1 starts
-  for (let i = 0, n = 0; i < sorted.length; i++) if (startsRun(sorted, i) && ++n > half) {
-    headEnd = i;
-    break;
-  }
-  let tailStart = sorted.length; // where the half-th run from the end starts
-  for (let i = sorted.length - 1, n = 0; i >= 0 && n < half; i--) if (startsRun(sorted, i)) {
-    tailStart = i;
-    n++;
-  }
-  const [head, tail] = [sorted.slice(0, headEnd), sorted.slice(tailStart)];
+  const [head, tail] = [sorted.slice(0, nthRunStart(sorted, half + 1)), sorted.slice(nthRunStartFromEnd(sorted, half))];
   return { head, omitted: sorted.length - head.length - tail.length, tail };
 }
 

@@ -271,6 +271,16 @@ describe('a long citation', () => {
     expect(omitted).toBe(1001 - head.length - tail.length);
   });
 
+  it('shows the same for its seqs in order, reversed or repeated, on either side of the cut', () => {
+    for (const runs of [CITED_RUNS_SHOWN, CITED_RUNS_SHOWN + 1]) {
+      const seqs = Array.from({ length: runs }, (_, i) => 3 * i).flatMap((s) => [s, s + 1]); // runs of two
+      const shown = shownCitation(seqs);
+      expect(shownCitation([...seqs].reverse().concat(seqs.slice(0, 5)))).toEqual(shown);
+      expect(shown.omitted).toBe(runs > CITED_RUNS_SHOWN ? 2 : 0);
+      expect(shown.head.length + shown.tail.length).toBe(2 * runs - shown.omitted);
+    }
+  });
+
   it('is cut in md and HTML, and the cited-events table lists only the seqs shown', async () => {
     const base = sampleRun();
     const exit = base.events.findIndex((e) => e.type === 'AgentExited');

@@ -280,3 +280,19 @@ describe('rebuilding the run analysis over a ledger written by the previous vers
     expect(first).toMatchObject({ schemaVersion: 1, data: { kind: 'training' } });
   });
 });
+
+describe('classifyProcesses on a long run', () => {
+  it('gives every process the kind of its own facts, for programs seen again and past the programs it remembers', () => {
+    // 6,000 programs (more than it remembers): each command line once with exec-time facts (the image
+    // really run was python: `accelerate` is then not the launcher) and once without, each started twice.
+    const programs: ProcessFacts[] = Array.from({ length: 6000 }, (_, i) => {
+      const j = i >> 1;
+      const argv = [['python', `code/train_${j}.py`], ['python', '-m', `tools.eval_${j}`], ['accelerate', 'launch', `run${j}.py`], ['bash', '-c', `echo ${j}`]][j % 4];
+      return i % 2 === 0 ? ({ argv, exe: { path: '/usr/bin/python3.11', sha256: 'a'.repeat(64), size: 1 } } as ProcessFacts) : { argv };
+    });
+    const started = [...programs, ...programs].map((facts, i) => buildEvent('ProcessStarted', 'r-kinds', i, '2026-01-01T00:00:00.000Z', { pid: 10_000 + i, ppid: 1, cwd: '/ws', observedAt: '2026-01-01T00:00:00.000Z', ...facts } as EventData<'ProcessStarted'>));
+    const kinds = classifyProcesses(started);
+    expect(started.map((e) => kinds.kindOf(e.seq))).toEqual(started.map((e) => programKind(e.data as ProcessFacts)));
+    expect(new Set(started.map((e) => kinds.kindOf(e.seq)))).toEqual(new Set(['training', 'evaluation', 'other']));
+  });
+});
