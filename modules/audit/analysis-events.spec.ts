@@ -4,6 +4,7 @@ import { buildReport, OUTPUT_TAIL_BYTES, TIMELINE_LANE_ITEMS } from '../reports/
 import type { A2rlEvent, EventData, EventType } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { buildEvent } from '../ledger/events/envelope.js';
+import { eventId } from '../ledger/events/ids.js';
 import { llmCall } from '../../projections/transcript/testing/llm-call.js';
 import { AnalysisEvents, readByAnalysis } from '../../projections/run-analysis/analysis-events.js';
 import { analyzeRun } from '../../projections/run-analysis/analyze.js';
@@ -132,5 +133,32 @@ describe('AnalysisEvents: the run as the analysis and the report read it', () =>
     }
     // Without the count of what was left out, the output section would say less than the run did.
     expect(await renderReport({ analysis: thin, events: kept, blobs, level: 1 }, 'json')).not.toBe(await renderReport({ analysis: whole, events, blobs, level: 1 }, 'json'));
+  });
+  it('holds events as rows of their shape that read back exactly: odd times, a shared argv, an own __proto__ field, more shapes than it keeps tables for', () => {
+    const runId = 'fx-rows';
+    const at = '2026-01-01T00:00:00.000Z';
+    const events: A2rlEvent[] = [buildEvent('RunScheduled', runId, 0, at, sampleRun(runId).events[0].data as never)];
+    // As stored events are read (validated when recorded), with what a later schema or an old ledger may hold.
+    const add = (type: EventType, data: unknown, occurredAt = at) =>
+      events.push({ id: eventId(runId, events.length), type, runId, seq: events.length, occurredAt, schemaVersion: 1, data } as A2rlEvent);
+    const argv = ['python', 'code/train.py', '--lr', '0.1'];
+    add('ProcessStarted', { pid: 7, ppid: 1, argv: [...argv], cwd: '/ws', observedAt: '2026-01-01T00:00:01.000000Z' }); // not its milliseconds' ISO form
+    add('ProcessStarted', { pid: 8, ppid: 1, argv: [...argv], cwd: '/ws', observedAt: '2026-01-01T00:00:02.000Z', exe: { path: '/usr/bin/python3', sha256: sha('py'), size: 3 } });
+    add('ProcessExited', { pid: 7, exitCode: -0, durationMs: 0.125, cpuMs: null, observedAt: at }, '2026-01-01T00:00:03.000001Z');
+    add('ProcessExited', JSON.parse('{"pid": 8, "__proto__": {"exitCode": 1}, "observedAt": "2026-01-01T00:00:04.000Z"}'));
+    for (let i = 0; i < 70; i++) add('RolloutBatchRecorded', { env: 'e', episodes: i, steps: 2 * i, successRate: i / 70, meanReturn: -i / 3, ok: i % 2 === 0, [`extra${i}`]: 'x', observedAt: at });
+    const kept = folded(events).finish();
+    expect(kept.map(asRead)).toEqual(events.map(asRead));
+    // As rows (their data built when read, not an own field): both starts and the rollouts up to 64
+    // shapes; as objects: the first event, an exit whose time is not milliseconds, the __proto__ one.
+    const rows = kept.filter((e) => !Object.prototype.hasOwnProperty.call(e, 'data'));
+    expect(rows.length).toBe(64);
+    expect(rows.slice(0, 3).map((e) => e.seq)).toEqual([1, 2, 5]);
+    const starts = kept.filter((e): e is Extract<A2rlEvent, { type: 'ProcessStarted' }> => e.type === 'ProcessStarted');
+    expect(starts[0].data.argv).toBe(starts[1].data.argv); // one copy of a command line run twice
+    expect(Object.isFrozen(starts[0].data.argv)).toBe(true);
+    expect(Object.is((kept[3].data as { exitCode: number }).exitCode, -0)).toBe(true);
+    expect(Object.getPrototypeOf(kept[4].data)).toBe(Object.prototype);
+    expect(Object.keys(kept[4].data as object)).toEqual(['pid', '__proto__', 'observedAt']);
   });
 });
