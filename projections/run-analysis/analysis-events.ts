@@ -188,8 +188,9 @@ class StringPool {
     let copy: Record<string, unknown> | undefined;
     for (const [field, value] of Object.entries(data)) {
       if (typeof value === 'string' && SHARED_FIELDS.has(field)) (copy ??= { ...(data as Record<string, unknown>) })[field] = this.intern(value);
-      else if (Array.isArray(value) && SHARED_STRING_ARRAYS.has(field) && value.every((v) => typeof v === 'string')) {
-        (copy ??= { ...(data as Record<string, unknown>) })[field] = value.map((v: string) => this.intern(v));
+      else if (SHARED_STRING_ARRAYS.has(field)) {
+        const shared = this.sharedArray(value);
+        if (shared !== value) (copy ??= { ...(data as Record<string, unknown>) })[field] = shared;
       }
     }
     return (copy ?? data) as T;
