@@ -512,9 +512,12 @@ function keysToLoad(keys: string[], written?: KeyFilter): string[] {
   const seen = new Set<string>();
   const out: string[] = [];
   for (const key of keys) {
+    // Asked first: a rebuild's keys are mostly new, and a key certainly never written need not be
+    // remembered (an insert-only projection's batch then builds no set at all).
+    if (written && !written.mightHave(key)) continue;
     if (seen.has(key)) continue;
     seen.add(key);
-    if (!written || written.mightHave(key)) out.push(key);
+    out.push(key);
   }
   return out;
 }

@@ -13,7 +13,10 @@ import { rowTable } from './row-table.js';
 // entity of plain column types goes as one array literal per column through unnest, whose
 // quoting must carry every character (quotes, backslashes, braces, commas, the word NULL).
 
-const AWKWARD = ['', 'NULL', 'null', '"', '\\', '\\"', '{a,b}', 'a,b', ' lead and trail ', "it's", 'tab\tnew\nline', 'ünïcødé ✓ 😀', '[{"op":"x","path":"a\\\\b"}]'];
+const AWKWARD = ['', 'NULL', 'null', '"', '\\', '\\"', '{a,b}', 'a,b', ' lead and trail ', "it's", 'tab\tnew\nline', 'ünïcødé ✓ 😀', '[{"op":"x","path":"a\\\\b"}]',
+  // Quotes or backslashes beside what JSON would escape otherwise (control characters) and what it
+  // leaves alone (a surrogate pair, U+2028, DEL): each of the quoting's paths.
+  '"\tquoted\ttab"', '\\\u0001\u001f', 'say "😀" \u2028 \u007f', '"\\n" is not "\n"'];
 
 function revisionRow(i: number, text: string): WorkspaceRevisionRow {
   return { id: `run-${i}/${text}`, runId: `run-${i}`, lastSeq: i, occurredAt: text, eventType: text.slice(0, 32), replaces: i % 2 ? null : text, revisions: text };

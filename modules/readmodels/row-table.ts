@@ -229,12 +229,26 @@ function arrayLiteral(rows: object[], valueOf: (row: object) => unknown): string
     if (i) out += ',';
     if (value === null || value === undefined) out += 'NULL';
     else if (typeof value === 'number' || typeof value === 'bigint') out += `"${String(value)}"`;
-    else out += `"${String(value).replace(ARRAY_ESCAPES, '\\$&')}"`;
+    else out += quotedElement(String(value));
   }
   return `${out}}`;
 }
 
+/**
+ * An element quoted for an array literal. JSON.stringify escapes `"` and `\` exactly so, natively and
+ * without a regex; it is used only where it escapes nothing else (no control character, no lone
+ * surrogate), since the array parser reads `\n` as `n`. A rebuild quotes every value of every row.
+ */
+function quotedElement(text: string): string {
+  if (!NEEDS_ESCAPE.test(text)) return `"${text}"`;
+  if (!JSON_ESCAPES_MORE.test(text)) return JSON.stringify(text);
+  return `"${text.replace(ARRAY_ESCAPES, '\\$&')}"`;
+}
+
+const NEEDS_ESCAPE = /[\\"]/;
 const ARRAY_ESCAPES = /[\\"]/g;
+/** What JSON.stringify would escape besides `"` and `\`: control characters and lone surrogates. */
+const JSON_ESCAPES_MORE = /[\u0000-\u001f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** A column value as json_populate_recordset reads it back: what JSON has no literal for goes as the type's text form. */
 function jsonValue(value: unknown): unknown {
