@@ -171,6 +171,10 @@ export class PostgresEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
+    for await (const page of this.readAllPages(options)) for (const recorded of page) yield recorded;
+  }
+
+  async *readAllPages(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent[]> {
     let after = parsePosition(options.after);
     let left = options.maxCount ?? Infinity;
     const category = options.category ?? 'run';
@@ -187,7 +191,7 @@ export class PostgresEventStore implements EventStore {
           after = cursorOf(rows[rows.length - 1]);
           next = this.page(after, Math.min(PAGE_SIZE, left), category);
         }
-        for (const row of rows) yield toRecorded(row);
+        if (rows.length) yield rows.map(toRecorded);
       }
     } finally {
       next?.catch(() => undefined); // a reader that stopped early leaves a page unread: not an unhandled rejection

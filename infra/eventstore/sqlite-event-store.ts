@@ -201,12 +201,16 @@ export class SqliteEventStore implements EventStore {
   }
 
   async *readAll(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent> {
+    for await (const page of this.readAllPages(options)) for (const recorded of page) yield recorded;
+  }
+
+  async *readAllPages(options: ReadAllOptions = {}): AsyncIterable<RecordedEvent[]> {
     let after = parsePosition(options.after);
     let left = options.maxCount ?? Infinity;
     const page = options.category === 'campaign' ? this.campaignPageStmt : this.allPageStmt;
     while (left > 0) {
       const rows = this.query(() => page.all(after, Math.min(PAGE_SIZE, left)));
-      for (const row of rows) yield fromAllRow(row);
+      if (rows.length) yield rows.map(fromAllRow);
       if (rows.length < PAGE_SIZE) return;
       after = rows[rows.length - 1][0];
       left -= rows.length;

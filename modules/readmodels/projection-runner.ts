@@ -2,7 +2,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { KeyedRow, Projection } from '../../projections/projection.js';
 import type { BlobReader } from '../../projections/blob-reader.js';
 import { isRunProjection, type AnyProjection, type RunProjection } from '../../projections/run-projection.js';
-import type { EventStore, RecordedEvent } from '../ledger/event-store.port.js';
+import { allPages, type EventStore, type RecordedEvent } from '../ledger/event-store.port.js';
 import type { A2rlEvent } from '../ledger/events/catalog.js';
 import { canonicalJson } from '../ledger/events/canonical-json.js';
 import { streamName } from '../ledger/events/ids.js';
@@ -235,13 +235,15 @@ export class ProjectionRunner {
       writing.catch(() => undefined); // surfaces at the next flush or at the end, not as unhandled
     };
     try {
-      for await (const recorded of this.eventStore.readAll({ after: null })) {
-        batch.push(recorded);
-        touched.set(recorded.event.runId, recorded);
-        held?.add(recorded);
-        last = recorded.position;
-        processed += 1;
-        if (batch.length >= this.rebuildBatchSize) await flush();
+      for await (const page of allPages(this.eventStore, { after: null })) {
+        for (const recorded of page) {
+          batch.push(recorded);
+          touched.set(recorded.event.runId, recorded);
+          held?.add(recorded);
+          last = recorded.position;
+          processed += 1;
+          if (batch.length >= this.rebuildBatchSize) await flush();
+        }
       }
       if (batch.length) await flush();
       await writing;

@@ -64,7 +64,17 @@ describe('workspace-revisions projection', () => {
       const row = projection.evolve(undefined, buildEvent('FileChanged', RUN, seq, at(seq), { path, op: 'create', sha256: sha('a'), size: seq * 1_000_003, observedAt: at(seq) }));
       expect(row.revisions).toBe(canonicalJson(JSON.parse(row.revisions)));
     }
-    // Read back from storage, a payload is not validated again: a manifest entry without a size.
+    // Every value of a FileChanged as the generic walk writes it: each op, hashes and sizes at their edges.
+    const cases: Array<[string, string | undefined, number | undefined]> = [['create', sha('0'), 0], ['modify', sha('9'), -0], ['modify', sha('a'), 1e21], ['delete', undefined, undefined], ['create', undefined, 7]];
+    for (const [seq, [op, sha256, size]] of cases.entries()) {
+      const data = { path: `p"${seq}\\`, op, sha256, size, observedAt: at(seq) } as Extract<A2rlEvent, { type: 'FileChanged' }>['data'];
+      const removed = op === 'delete';
+      const expected = canonicalJson([{ op, path: data.path, sha256: removed ? null : sha256 ?? null, size: removed ? null : size ?? null }]);
+      expect(projection.evolve(undefined, buildEvent('FileChanged', RUN, seq, at(seq), data)).revisions).toBe(expected);
+    }
+    // Read back from storage, a payload is not validated again: a size stored as text, a manifest entry without a size.
+    const oddSize = { type: 'FileChanged', runId: RUN, seq: 2, occurredAt: at(2), data: { path: 'code/x', op: 'modify', sha256: sha('b'), size: '12' } } as unknown as A2rlEvent;
+    expect(projection.evolve(undefined, oddSize).revisions).toBe(`[{"op":"modify","path":"code/x","sha256":"${sha('b')}","size":"12"}]`);
     const stored = { type: 'WorkspacePrepared', runId: RUN, seq: 1, data: { dataManifest: [{ path: 'data/x', sha256: sha('c') }] } } as unknown as A2rlEvent;
     expect(projection.evolve(undefined, stored).revisions).toBe(`[{"op":"provided","path":"data/x","sha256":"${sha('c')}"}]`);
   });

@@ -20,15 +20,17 @@ export const workspaceRevisionsProjection = defineProjection<WorkspaceRevisionRo
   entity: WorkspaceRevisionRow,
   keyOf: (event) => (REVISION_EVENTS.has(event.type) ? revisionKey(event.runId, event.seq) : null),
   evolve(_row, event) {
-    const found = revisionsOf(event)!;
+    // FileChanged, nearly every row of a rebuild, is written straight to its JSON: no revision
+    // objects to build and collect (same text as revisionsJson of its one revision).
+    const found = event.type === 'FileChanged' ? null : revisionsOf(event)!;
     return {
       id: revisionKey(event.runId, event.seq),
       runId: event.runId,
       lastSeq: event.seq,
       occurredAt: event.occurredAt,
       eventType: event.type,
-      replaces: found.replaces,
-      revisions: revisionsJson(found.revisions),
+      replaces: found ? found.replaces : null,
+      revisions: found ? revisionsJson(found.revisions) : fileChangedJson(event as Extract<A2rlEvent, { type: 'FileChanged' }>),
     };
   },
 });
@@ -56,6 +58,26 @@ function revisionsJson(revisions: PathRevision[]): string {
   }
   return `${out}]`;
 }
+
+/** revisionsJson(revisionsOf(event).revisions) of a FileChanged, written out. */
+function fileChangedJson(event: Extract<A2rlEvent, { type: 'FileChanged' }>): string {
+  const { path, op, sha256, size } = event.data;
+  const removed = op === 'delete';
+  const hash = removed ? null : sha256 ?? null;
+  const bytes = removed ? null : size ?? null;
+  if (typeof op !== 'string' || typeof path !== 'string' || (hash !== null && typeof hash !== 'string') || (bytes !== null && !Number.isFinite(bytes))) {
+    return revisionsJson([{ path, op, sha256: hash, size: bytes }]);
+  }
+  return `[{"op":${jsonString(op)},"path":${jsonString(path)},"sha256":${hash === null ? 'null' : jsonString(hash)},"size":${bytes}}]`; // a finite number or null reads the same as its JSON
+}
+
+/** JSON.stringify(text), without building the copy where it would only add the quotes. */
+function jsonString(text: string): string {
+  return PLAIN_JSON_STRING.test(text) ? `"${text}"` : JSON.stringify(text);
+}
+
+/** Nothing JSON.stringify escapes: no quote, backslash, control character or surrogate (lone ones are escaped). */
+const PLAIN_JSON_STRING = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/;
 
 /** The file revisions an event records, or null when it changes no workspace file. */
 export function revisionsOf(event: A2rlEvent): { replaces: string | null; revisions: PathRevision[] } | null {

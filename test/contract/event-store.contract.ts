@@ -7,7 +7,7 @@ import type { A2rlEvent } from '../../modules/ledger/events/catalog.js';
 import { assertValidEvent, buildEvent, EventTooLargeError, InvalidEventError } from '../../modules/ledger/events/envelope.js';
 import { accessStreamName, campaignStreamName, streamName } from '../../modules/ledger/events/ids.js';
 import { NonContiguousAppendError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
-import type { EventStore, RecordedEvent, Subscription } from '../../modules/ledger/event-store.port.js';
+import { allPages, type EventStore, type RecordedEvent, type Subscription } from '../../modules/ledger/event-store.port.js';
 
 /**
  * The one contract every EventStore adapter passes. A leg supplies storage it can open twice
@@ -220,6 +220,26 @@ export function eventStoreContract(name: string, setup: () => Promise<ContractHa
       expect(page.every((e) => e.stream.startsWith('campaign-'))).toBe(true);
       expect(ids(await collect(store.readStream(campaignStreamName(a))))).toEqual([`${a}/0`, `${a}/1`, `${a}/2`]);
       expect(await store.streamRevision(campaignStreamName(a))).toBe(2n);
+    });
+
+    it('reads the all-stream in pages exactly as readAll reads it, across page boundaries, after a position, up to maxCount and per category', async () => {
+      const run = newRunId();
+      const campaign = newRunId();
+      await store.append(streamName(run), Array.from({ length: 1203 }, (_, seq) => agentEvent(run, seq)), 'no_stream');
+      await store.append(campaignStreamName(campaign), campaignEvents(campaign, 0, 2), 'no_stream');
+      const inPages = async (options?: Parameters<EventStore['readAll']>[0]) => {
+        const pages: RecordedEvent[][] = [];
+        for await (const page of allPages(store, options)) pages.push(page);
+        expect(pages.every((page) => page.length > 0)).toBe(true);
+        return pages.flat();
+      };
+      const all = await collect(store.readAll());
+      expect(ids((await inPages()).filter(mine([run])))).toEqual(ids(all.filter(mine([run]))));
+      expect(await inPages()).toEqual(all);
+      const ours = all.filter(mine([run]));
+      expect(await inPages({ after: ours[600].position, maxCount: 550 })).toEqual(await collect(store.readAll({ after: ours[600].position, maxCount: 550 })));
+      expect((await inPages({ after: ours[1201].position })).filter(mine([run])).map((e) => e.event.seq)).toEqual([1202]);
+      expect(await inPages({ category: 'campaign' })).toEqual(await collect(store.readAll({ category: 'campaign' })));
     });
 
     it('keeps campaign events out of live subscriptions, which stay on run streams', async () => {
