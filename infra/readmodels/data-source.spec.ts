@@ -44,6 +44,36 @@ describe('opening the read models', () => {
     }
   }, 120_000);
 
+  // Switching a fresh file to WAL needs an exclusive lock: while another process reads it for longer
+  // than the driver's busy timeout (5 s), the switch fails with "database is locked". An opener keeps
+  // trying (what the race between a scheduler and a worker on one fresh home needs, when it loses).
+  it('on a SQLite file another process holds a read on for longer than the busy timeout: opens once the read ends', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'a2rl-rm-held-'));
+    const file = path.join(dir, 'readmodels.db');
+    try {
+      const holder = spawn(process.execPath, ['-e', `
+        const Database = require(${JSON.stringify(path.resolve('node_modules/better-sqlite3'))});
+        const db = new Database(${JSON.stringify(file)});
+        db.exec('CREATE TABLE held (x)');
+        db.exec('BEGIN');
+        db.prepare('SELECT count(*) FROM held').get();
+        console.log('held');
+        setTimeout(() => { db.exec('COMMIT'); db.close(); }, 6500);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const exited = new Promise((resolve) => holder.on('close', resolve));
+      await new Promise((resolve) => holder.stdout.once('data', resolve));
+      const source = await openReadModels(`sqlite://${file}`);
+      try {
+        const rows = (await source.query('SELECT count(*) AS n FROM read_model_migrations')) as Array<{ n: number }>;
+        expect(rows[0].n).toBe(source.migrations.length);
+      } finally {
+        await source.destroy();
+        await exited;
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   // A scheduler and a worker started together on one home both open its fresh readmodels.db; one
   // failed with "table read_model_migrations already exists" before the SQLite retry. Processes, not
   // DataSources in this one, since the race is between processes (and needs the built module).

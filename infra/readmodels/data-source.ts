@@ -74,30 +74,36 @@ export function createReadModelDataSource(url: string): DataSource {
   throw new UnsupportedReadModelUrlError(`unsupported read-model URL scheme "${scheme}" (expected sqlite://<path> or postgres://…)`);
 }
 
-/** How often a SQLite opener that lost the race to migrate a fresh file tries again. */
-const SQLITE_MIGRATE_ATTEMPTS = 8;
-const SQLITE_MIGRATE_BACKOFF_MS = 100;
+/** How long a SQLite opener that lost the race to a fresh file keeps trying (a busy machine is slow). */
+const SQLITE_OPEN_BUDGET_MS = 30_000;
 
 /**
- * SQLite has no advisory lock, and TypeORM creates its migrations table outside the migrations'
- * transaction: two processes opening one fresh file at once (a scheduler and a worker) can both see
- * no table and one then fails with "table … already exists" (or waits out the busy timeout on the
- * other's transaction). The migrations themselves run in one transaction, so the loser only has to
- * look again: by then the winner's tables and its migration rows are there, or it retries the lot.
+ * SQLite has no advisory lock, and two processes opening one fresh file at once (a scheduler and a
+ * worker) race twice: switching the file to WAL needs an exclusive lock, and SQLite answers "database
+ * is locked" at once, without waiting out the busy timeout, where waiting could deadlock; and TypeORM
+ * creates its migrations table outside the migrations' transaction, so both can see no table and one
+ * fails with "table … already exists". The migrations themselves run in one transaction, so the loser
+ * only has to open again: by then the winner's WAL switch, tables and migration rows are there, or it
+ * retries the lot. Backoff is jittered so that the losers do not collide again in step.
  */
-async function migrateSqlite(dataSource: DataSource): Promise<void> {
+async function openSqlite(url: string): Promise<DataSource> {
+  const deadline = Date.now() + SQLITE_OPEN_BUDGET_MS;
   for (let attempt = 1; ; attempt++) {
+    const dataSource = createReadModelDataSource(url);
     try {
+      await dataSource.initialize();
       await dataSource.runMigrations({ transaction: 'all' });
-      return;
+      return dataSource;
     } catch (error) {
-      if (attempt >= SQLITE_MIGRATE_ATTEMPTS || !lostMigrationRace(error)) throw error;
-      await new Promise((resolve) => setTimeout(resolve, SQLITE_MIGRATE_BACKOFF_MS * attempt));
+      if (dataSource.isInitialized) await dataSource.destroy().catch(() => undefined);
+      if (Date.now() >= deadline || !lostOpenRace(error)) throw error;
+      const backoffMs = Math.min(50 * 2 ** attempt, 1000) * (0.5 + Math.random());
+      await new Promise((resolve) => setTimeout(resolve, backoffMs));
     }
   }
 }
 
-function lostMigrationRace(error: unknown): boolean {
+function lostOpenRace(error: unknown): boolean {
   const message = error instanceof Error ? error.message : String(error);
   return /already exists|database is locked|SQLITE_BUSY/i.test(message);
 }
@@ -107,16 +113,13 @@ function lostMigrationRace(error: unknown): boolean {
  * PostgreSQL several processes may open one fresh schema at once (workers started together): the
  * schema's creation and its migrations run under a session advisory lock named after the schema, so
  * the others wait and then find it made (without it, 25 of 30 opens in five rounds of six failed on
- * duplicate catalog rows). On SQLite the loser of that race retries (`migrateSqlite`).
+ * duplicate catalog rows). On SQLite the loser of that race opens again (`openSqlite`).
  */
 export async function openReadModels(url: string): Promise<DataSource> {
   const dataSource = createReadModelDataSource(url);
+  if (dataSource.options.type !== 'postgres') return openSqlite(url);
   await dataSource.initialize();
   try {
-    if (dataSource.driver.options.type !== 'postgres') {
-      await migrateSqlite(dataSource);
-      return dataSource;
-    }
     const schema = dataSource.driver.schema;
     const lock = dataSource.createQueryRunner();
     await lock.connect();
