@@ -1,6 +1,7 @@
 import { mkdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { openWhileLocked } from '../sqlite/open-retry.js';
 import { firstRevision, isStoredAlready, lastRevision, prepareAppend } from '../../modules/ledger/append-rules.js';
 import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import type {
@@ -129,9 +130,18 @@ export class SqliteEventStore implements EventStore {
 
   /** Opens (creating if needed, parent directories included) the ledger database at `file`. */
   static async open(file: string): Promise<SqliteEventStore> {
-    let db: Database.Database | undefined;
     try {
       mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+      return new SqliteEventStore(await openWhileLocked(async () => SqliteEventStore.openDatabase(file)));
+    } catch (error) {
+      throw new EventStoreUnavailableError('sqlite', `cannot open ${file}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /** One try at opening `file` in WAL with the events table; a process opening it at the same time can make it fail as locked. */
+  private static openDatabase(file: string): Database.Database {
+    let db: Database.Database | undefined;
+    try {
       db = new Database(file);
       db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
       const mode = db.pragma('journal_mode = WAL', { simple: true });
@@ -147,10 +157,10 @@ export class SqliteEventStore implements EventStore {
         UNIQUE (stream, revision)
       ) STRICT`);
       db.exec(`CREATE INDEX IF NOT EXISTS events_campaign ON events (position) WHERE stream GLOB 'campaign-*'`);
-      return new SqliteEventStore(db);
+      return db;
     } catch (error) {
       db?.close();
-      throw new EventStoreUnavailableError('sqlite', `cannot open ${file}: ${(error as Error).message}`, { cause: error });
+      throw error;
     }
   }
 

@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
 import { sqlitePath } from '../../modules/settings/store-url.js';
+import { isLocked, openWhileLocked } from '../sqlite/open-retry.js';
 import { ProjectionCheckpoint } from '../../modules/readmodels/projection-checkpoint.entity.js';
 import { RunAnalysisRow } from '../../projections/run-analysis/run-analysis.entity.js';
 import { RunListRow } from '../../projections/run-list/run-list.entity.js';
@@ -74,21 +75,15 @@ export function createReadModelDataSource(url: string): DataSource {
   throw new UnsupportedReadModelUrlError(`unsupported read-model URL scheme "${scheme}" (expected sqlite://<path> or postgres://…)`);
 }
 
-/** How long a SQLite opener that lost the race to a fresh file keeps trying (a busy machine is slow). */
-const SQLITE_OPEN_BUDGET_MS = 30_000;
-
 /**
- * SQLite has no advisory lock, and two processes opening one fresh file at once (a scheduler and a
- * worker) race twice: switching the file to WAL needs an exclusive lock, and SQLite answers "database
- * is locked" at once, without waiting out the busy timeout, where waiting could deadlock; and TypeORM
- * creates its migrations table outside the migrations' transaction, so both can see no table and one
- * fails with "table … already exists". The migrations themselves run in one transaction, so the loser
- * only has to open again: by then the winner's WAL switch, tables and migration rows are there, or it
- * retries the lot. Backoff is jittered so that the losers do not collide again in step.
+ * Opens and migrates a SQLite read-model file. Besides the WAL switch (`openWhileLocked`), TypeORM
+ * creates its migrations table outside the migrations' transaction, so two processes opening one fresh
+ * file can both see no table and one fails with "table … already exists". The migrations themselves
+ * run in one transaction, so the loser only has to open again: by then the winner's tables and its
+ * migration rows are there, or it retries the lot.
  */
-async function openSqlite(url: string): Promise<DataSource> {
-  const deadline = Date.now() + SQLITE_OPEN_BUDGET_MS;
-  for (let attempt = 1; ; attempt++) {
+function openSqlite(url: string): Promise<DataSource> {
+  return openWhileLocked(async () => {
     const dataSource = createReadModelDataSource(url);
     try {
       await dataSource.initialize();
@@ -96,16 +91,9 @@ async function openSqlite(url: string): Promise<DataSource> {
       return dataSource;
     } catch (error) {
       if (dataSource.isInitialized) await dataSource.destroy().catch(() => undefined);
-      if (Date.now() >= deadline || !lostOpenRace(error)) throw error;
-      const backoffMs = Math.min(50 * 2 ** attempt, 1000) * (0.5 + Math.random());
-      await new Promise((resolve) => setTimeout(resolve, backoffMs));
+      throw error;
     }
-  }
-}
-
-function lostOpenRace(error: unknown): boolean {
-  const message = error instanceof Error ? error.message : String(error);
-  return /already exists|database is locked|SQLITE_BUSY/i.test(message);
+  }, (error) => isLocked(error) || /already exists/i.test(error instanceof Error ? error.message : String(error)));
 }
 
 /**

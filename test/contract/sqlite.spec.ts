@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -148,6 +149,31 @@ describe('SqliteEventStore specifics', () => {
     await expect(accepted).resolves.toMatchObject({ nextExpectedRevision: 0n, deduplicated: false });
     expect((await collect(store.readStream(streamName(run)))).map((e) => e.event.seq)).toEqual([0]);
   });
+
+  // A scheduler and a worker opening one fresh ledger at once race on its switch to WAL, which needs an
+  // exclusive lock; the loser is told "database is locked" and opens again rather than failing the start.
+  it('opens a fresh file another process holds a read on for longer than the busy timeout, once the read ends', async () => {
+    const fresh = path.join(dir, 'held.db');
+    const holder = spawn(process.execPath, ['-e', `
+      const Database = require(${JSON.stringify(path.resolve('node_modules/better-sqlite3'))});
+      const db = new Database(${JSON.stringify(fresh)});
+      db.exec('CREATE TABLE held (x)');
+      db.exec('BEGIN');
+      db.prepare('SELECT count(*) FROM held').get();
+      console.log('held');
+      setTimeout(() => { db.exec('COMMIT'); db.close(); }, 6500);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => holder.on('close', resolve));
+    await new Promise((resolve) => holder.stdout?.once('data', resolve));
+    const opened = await SqliteEventStore.open(fresh);
+    try {
+      const run = newRunId();
+      await opened.append(streamName(run), [agentEvent(run, 0)], 'no_stream');
+      expect((await collect(opened.readStream(streamName(run)))).map((e) => e.event.seq)).toEqual([0]);
+    } finally {
+      await opened.close();
+      await exited;
+    }
+  }, 60_000);
 
   it('fails the whole batch as unavailable when the database cannot be written', async () => {
     const ro = path.join(dir, 'locked.db');
