@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { openReadModels } from './data-source.js';
+import { holdSqliteRead } from '../../test/testing/sqlite-read-holder.js';
 
 const BUILT = path.resolve('dist/infra/readmodels/data-source.js');
 
@@ -51,23 +52,14 @@ describe('opening the read models', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'a2rl-rm-held-'));
     const file = path.join(dir, 'readmodels.db');
     try {
-      const holder = spawn(process.execPath, ['-e', `
-        const Database = require(${JSON.stringify(path.resolve('node_modules/better-sqlite3'))});
-        const db = new Database(${JSON.stringify(file)});
-        db.exec('CREATE TABLE held (x)');
-        db.exec('BEGIN');
-        db.prepare('SELECT count(*) FROM held').get();
-        console.log('held');
-        setTimeout(() => { db.exec('COMMIT'); db.close(); }, 6500);`], { stdio: ['ignore', 'pipe', 'inherit'] });
-      const exited = new Promise((resolve) => holder.on('close', resolve));
-      await new Promise((resolve) => holder.stdout.once('data', resolve));
+      const holder = await holdSqliteRead(file, 6500);
       const source = await openReadModels(`sqlite://${file}`);
       try {
         const rows = (await source.query('SELECT count(*) AS n FROM read_model_migrations')) as Array<{ n: number }>;
         expect(rows[0].n).toBe(source.migrations.length);
       } finally {
         await source.destroy();
-        await exited;
+        await holder.ended;
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +7,7 @@ import { SqliteEventStore } from '../../infra/eventstore/sqlite-event-store.js';
 import { EventStoreUnavailableError, WrongExpectedRevisionError } from '../../modules/ledger/errors.js';
 import { streamName } from '../../modules/ledger/events/ids.js';
 import { agentEvent, collect, eventStoreContract, newRunId, take } from './event-store.contract.js';
+import { holdSqliteRead } from '../testing/sqlite-read-holder.js';
 
 eventStoreContract('sqlite', async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'a2rl-sqlite-contract-'));
@@ -154,16 +154,7 @@ describe('SqliteEventStore specifics', () => {
   // exclusive lock; the loser is told "database is locked" and opens again rather than failing the start.
   it('opens a fresh file another process holds a read on for longer than the busy timeout, once the read ends', async () => {
     const fresh = path.join(dir, 'held.db');
-    const holder = spawn(process.execPath, ['-e', `
-      const Database = require(${JSON.stringify(path.resolve('node_modules/better-sqlite3'))});
-      const db = new Database(${JSON.stringify(fresh)});
-      db.exec('CREATE TABLE held (x)');
-      db.exec('BEGIN');
-      db.prepare('SELECT count(*) FROM held').get();
-      console.log('held');
-      setTimeout(() => { db.exec('COMMIT'); db.close(); }, 6500);`], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const exited = new Promise((resolve) => holder.on('close', resolve));
-    await new Promise((resolve) => holder.stdout?.once('data', resolve));
+    const holder = await holdSqliteRead(fresh, 6500);
     const opened = await SqliteEventStore.open(fresh);
     try {
       const run = newRunId();
@@ -171,7 +162,7 @@ describe('SqliteEventStore specifics', () => {
       expect((await collect(opened.readStream(streamName(run)))).map((e) => e.event.seq)).toEqual([0]);
     } finally {
       await opened.close();
-      await exited;
+      await holder.ended;
     }
   }, 60_000);
 
