@@ -61,32 +61,26 @@ function revisionsJson(revisions: PathRevision[]): string {
 
 /** revisionsJson(revisionsOf(event).revisions) of a FileChanged, written out. */
 function fileChangedJson(event: Extract<A2rlEvent, { type: 'FileChanged' }>): string {
-  const { path, op, sha256, size } = event.data;
-  const removed = op === 'delete';
-  const hash = removed ? null : sha256 ?? null;
-  const bytes = removed ? null : size ?? null;
-  if (typeof op !== 'string' || typeof path !== 'string' || (hash !== null && typeof hash !== 'string') || (bytes !== null && !Number.isFinite(bytes))) {
-    return revisionsJson([{ path, op, sha256: hash, size: bytes }]);
+  const { path, op, sha256, size } = fileRevision(event.data);
+  if (typeof op !== 'string' || typeof path !== 'string' || (sha256 !== null && typeof sha256 !== 'string') || (size !== null && !Number.isFinite(size))) {
+    return revisionsJson([{ path, op, sha256, size }]);
   }
-  return `[{"op":${jsonString(op)},"path":${jsonString(path)},"sha256":${hash === null ? 'null' : jsonString(hash)},"size":${bytes}}]`; // a finite number or null reads the same as its JSON
+  // A finite number or null reads the same as its JSON.
+  return `[{"op":${JSON.stringify(op)},"path":${JSON.stringify(path)},"sha256":${sha256 === null ? 'null' : JSON.stringify(sha256)},"size":${size}}]`;
 }
 
-/** JSON.stringify(text), without building the copy where it would only add the quotes. */
-function jsonString(text: string): string {
-  return PLAIN_JSON_STRING.test(text) ? `"${text}"` : JSON.stringify(text);
+/** The one revision a FileChanged records: a deleted file has no hash or size. */
+function fileRevision(data: Extract<A2rlEvent, { type: 'FileChanged' }>['data']): PathRevision {
+  const { path, op, sha256, size } = data;
+  const removed = op === 'delete';
+  return { path, op, sha256: removed ? null : sha256 ?? null, size: removed ? null : size ?? null };
 }
-
-/** Nothing JSON.stringify escapes: no quote, backslash, control character or surrogate (lone ones are escaped). */
-const PLAIN_JSON_STRING = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/;
 
 /** The file revisions an event records, or null when it changes no workspace file. */
 export function revisionsOf(event: A2rlEvent): { replaces: string | null; revisions: PathRevision[] } | null {
   switch (event.type) {
-    case 'FileChanged': {
-      const { path, op, sha256, size } = event.data;
-      const removed = op === 'delete';
-      return { replaces: null, revisions: [{ path, op, sha256: removed ? null : sha256 ?? null, size: removed ? null : size ?? null }] };
-    }
+    case 'FileChanged':
+      return { replaces: null, revisions: [fileRevision(event.data)] };
     case 'WorkspacePrepared':
       return {
         replaces: null,
