@@ -155,9 +155,10 @@ describeRun('a hostile agent against its LLM gateway (harness as root, sandboxed
     let timer: NodeJS.Timeout | undefined;
     const hold = (call: FakeLlmCall) => (call.stream ? Promise.race([listed, new Promise<void>((r) => (timer = setTimeout(r, 60_000)))]) : undefined);
     await withFake({ model: 'claude-y', hold }, async (fake) => {
-      const seen = agentCalls(fake);
-      const watch = setInterval(() => seen.some((c) => c.path === '/v1/models') && next(), 50);
+      // agentCalls filters into a new array: read it when needed, not once before the run.
+      const watch = setInterval(() => agentCalls(fake).some((c) => c.path === '/v1/models') && next(), 50);
       const { runId, events } = await runAgent('misc', fake, ['--driver', 'gpt-x']).finally(() => (clearInterval(watch), clearTimeout(timer)));
+      const seen = agentCalls(fake);
       const calls = ofType(events, 'LlmCallRecorded').map((e) => e.data as { api: string; outcome: string; status: number; modelRequested: string | null; usage: Record<string, number | null>; usageSource?: string; stream: boolean });
       const messages = calls.filter((c) => c.api === 'messages');
 
