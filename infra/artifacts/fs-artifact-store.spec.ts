@@ -6,6 +6,7 @@ import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ArtifactIntegrityError } from '../../modules/artifacts/artifact-store.port.js';
 import { hashOf } from '../../modules/artifacts/testing/sparse-file.js';
+import { tempFiles } from '../../modules/artifacts/testing/temp-files.js';
 import { FsArtifactStore, STALE_TEMP_MS, sweepStaleTemp, TEMP_WRITER } from './fs-artifact-store.js';
 
 // Recovery of partial uploads: temp files left by puts that never finished are removed when the
@@ -68,6 +69,17 @@ describe('sweepStaleTemp', () => {
     expect(await readdir(dir)).toContain('keep.bin');
   });
 
+  it("sweeps tmp/'s shard directories as tmp/ itself, and leaves the directories", async () => {
+    await mkdir(join(dir, 'tmp', 'aa'));
+    await mkdir(join(dir, 'tmp', 'not-a-shard'));
+    for (const sub of ['aa', 'not-a-shard']) await writeFile(join(dir, 'tmp', sub, name(TEMP_WRITER, 111)), 'partial');
+    await writeFile(join(dir, 'tmp', 'aa', name(TEMP_WRITER, process.pid)), 'being written');
+    const removed = await sweepStaleTemp(dir, { alive: () => false, now: NOW });
+    expect(removed).toEqual([`aa/${name(TEMP_WRITER, 111)}`]);
+    expect(await readdir(join(dir, 'tmp', 'aa'))).toEqual([name(TEMP_WRITER, process.pid)]);
+    expect(await readdir(join(dir, 'tmp', 'not-a-shard'))).toEqual([name(TEMP_WRITER, 111)]);
+  });
+
   it('is a no-op on a store without a tmp/ directory', async () => {
     await rm(join(dir, 'tmp'), { recursive: true });
     expect(await sweepStaleTemp(dir)).toEqual([]);
@@ -88,8 +100,9 @@ describe('FsArtifactStore.open', () => {
     body.write(bytes.subarray(0, 5));
     // The put's temp file carries this writer and pid.
     let names: string[] = [];
-    while (!names.length) names = await left();
+    while (!names.length) names = await tempFiles(dir);
     expect(names).toEqual([expect.stringMatching(new RegExp(`^${sha256}\\.${TEMP_WRITER}\\.${process.pid}\\.`))]);
+    expect(await readdir(join(dir, 'tmp', sha256.slice(0, 2)))).toEqual(names); // beside the other temp files of its shard
 
     // Another open (another command starting) while the put is in progress leaves its file alone.
     const reopened = await FsArtifactStore.open(dir);
@@ -97,7 +110,24 @@ describe('FsArtifactStore.open', () => {
     body.end(bytes.subarray(5));
     await expect(put).resolves.toMatchObject({ sha256, created: true });
     expect(await reopened.exists(sha256)).toBe(true);
-    expect(await left()).toEqual([]);
+    expect(await tempFiles(dir)).toEqual([]);
+  });
+
+  it("stores again after tmp/ was removed under it (its shard directories are made again)", async () => {
+    const store = await FsArtifactStore.open(dir);
+    const one = Buffer.from('first');
+    const two = Buffer.from('second, same shard?');
+    await store.put(one, { sha256: createHash('sha256').update(one).digest('hex'), size: one.length });
+    await rm(join(dir, 'tmp'), { recursive: true });
+    const sha256 = createHash('sha256').update(two).digest('hex');
+    await expect(store.put(two, { sha256, size: two.length })).resolves.toMatchObject({ created: true });
+    await rm(join(dir, 'tmp'), { recursive: true });
+    const file = join(dir, 'checkpoint.bin');
+    const three = Buffer.from('a staged file, linked in');
+    await writeFile(file, three);
+    const linked = createHash('sha256').update(three).digest('hex');
+    await expect(store.putFile(file, { sha256: linked, size: three.length })).resolves.toMatchObject({ created: true });
+    expect(await readFile(join(dir, 'sha256', linked.slice(0, 2), linked))).toEqual(three);
   });
 });
 
@@ -132,7 +162,7 @@ describe('FsArtifactStore group commit', () => {
     for (let i = 0; i < 100_000 && !(await done()); i++) await new Promise((resolve) => setImmediate(resolve));
     expect(await done()).toBe(true);
   }
-  const temps = () => readdir(join(dir, 'store', 'tmp'));
+  const temps = () => tempFiles(join(dir, 'store'));
 
   it('resolves no put before its barrier; puts made meanwhile share the next one, and then are all stored', async () => {
     const { state, flushFile } = gatedFlush();
@@ -211,7 +241,7 @@ describe('FsArtifactStore.putFile', () => {
     file = join(dir, 'staged.bin');
     await writeFile(file, bytes, { mode: 0o644 });
   });
-  const storeTemp = () => readdir(join(dir, 'store', 'tmp'));
+  const storeTemp = () => tempFiles(join(dir, 'store'));
 
   it('takes the file in by a hard link: the blob is the same inode, read-only, and reads back', async () => {
     await expect(store.putFile(file, { sha256, size: bytes.length })).resolves.toEqual({ key: `sha256/${sha256.slice(0, 2)}/${sha256}`, sha256, size: bytes.length, created: true });

@@ -10,6 +10,7 @@ import { ArtifactIntegrityError, ArtifactStoreUnavailableError } from '../../mod
 import { FsArtifactStore } from '../../infra/artifacts/fs-artifact-store.js';
 import { artifactStoreContract, chunked, declare, sha256Hex } from './artifact-store.contract.js';
 import { expectBlocks, hashOf, sparseFile } from '../../modules/artifacts/testing/sparse-file.js';
+import { tempFiles } from '../../modules/artifacts/testing/temp-files.js';
 
 artifactStoreContract('fs', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'a2rl-fs-artifacts-'));
@@ -65,7 +66,7 @@ describe('FsArtifactStore', () => {
       },
     });
     await expect(store.put(failing, declare(bytes))).rejects.toThrow('source went away');
-    expect(await readdir(join(dir, 'tmp'))).toEqual([]);
+    expect(await tempFiles(dir)).toEqual([]);
     expect(await readdir(join(dir, 'sha256'))).toEqual([]);
   });
 
@@ -85,7 +86,7 @@ describe('FsArtifactStore', () => {
     const bytes = Buffer.from('on disk');
     const { key } = await store.put(bytes, declare(bytes));
     expect((await stat(join(dir, key))).mode & 0o777).toBe(0o444);
-    expect(await readdir(join(dir, 'tmp'))).toEqual([]);
+    expect(await tempFiles(dir)).toEqual([]);
   });
 
   (asRoot ? it.skip : it)('reports an unwritable directory as ArtifactStoreUnavailableError', async () => {
@@ -108,7 +109,7 @@ describe('FsArtifactStore', () => {
       const bytes = randomBytes(1024 * 1024);
       await expect(full.put(chunked(bytes), declare(bytes))).rejects.toThrow(ArtifactStoreUnavailableError);
       await expect(full.put(chunked(bytes), declare(bytes))).rejects.toThrow(/disk is full \(ENOSPC\)/);
-      expect(await readdir(join(small, 'tmp'))).toEqual([]);
+      expect(await tempFiles(small)).toEqual([]);
       const fits = Buffer.from('still fits');
       expect((await full.put(fits, declare(fits))).created).toBe(true);
     } finally {
