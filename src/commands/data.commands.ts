@@ -51,16 +51,18 @@ export function registerDataCommands(program: Command): void {
     .argument('<task>', MICRO_TASKS.join(' | '))
     .option('--seed <n>', 'the seed: the same seed makes byte-identical files', '1')
     .option('--force', 'replace a fetched (real) dataset')
-    .option('--json', 'one JSON object: {task, dir, seed, present, files: [{name, size, sha256}], summary}')
-    .action(async (task: string, opts: { seed: string; force?: boolean; json?: boolean }) => {
+    .option('--no-cache', 'generate afresh: neither copy the assets from the machine cache (<cache>/micro/) nor keep them there')
+    .option('--json', 'one JSON object: {task, dir, seed, present, cached, files: [{name, size, sha256}], summary}')
+    .action(async (task: string, opts: { seed: string; force?: boolean; cache: boolean; json?: boolean }) => {
       const seed = /^\d+$/.test(opts.seed) ? Number(opts.seed) : NaN;
-      const result = await installMicroAssets(task, { home: loadConfig().home, seed, force: opts.force, log: opts.json ? undefined : (line) => process.stderr.write(`${line}\n`) });
+      const log = opts.json ? undefined : (line: string) => process.stderr.write(`${line}\n`);
+      const result = await installMicroAssets(task, { home: loadConfig().home, seed, force: opts.force, noCache: !opts.cache, log });
       const files = result.manifest.files.map((f) => ({ name: f.name, size: f.size, sha256: f.sha256 }));
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ task, dir: result.dir, seed, present: result.present, files, summary: result.summary })}\n`);
+        process.stdout.write(`${JSON.stringify({ task, dir: result.dir, seed, present: result.present, cached: result.cached, files, summary: result.summary })}\n`);
         return;
       }
-      process.stdout.write(`${task}: micro assets (seed ${seed}) ${result.present ? 'already present' : 'made'} in ${result.dir}: ${files.length} file(s)\n`);
+      process.stdout.write(`${task}: micro assets (seed ${seed}) ${result.present ? 'already present' : result.cached ? 'copied from the machine cache' : 'made'} in ${result.dir}: ${files.length} file(s)\n`);
       if (result.summary) process.stdout.write(`${JSON.stringify(result.summary)}\n`);
       if (task === 'alfworld') process.stdout.write(`alfworld: export ALFWORLD_DATA=${result.dir} (the micro games; the pack's backend plays them with its micro engine)\n`);
     });

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -10,24 +10,25 @@ import { runA2rl } from './a2rl-cli.js';
 
 // `a2rl data micro gsm8k`: made twice from one seed into two A2RL_HOMEs, byte for byte the same; the
 // pack's split reads the rows; transformers loads the tiny checkpoint offline and generates greedily;
-// `a2rl data fetch` keeps micro assets unless --force. Needs torch and transformers: the agents' Python
+// `a2rl data fetch` keeps micro assets unless --force; assets made once are copied from the machine cache. Needs torch and transformers: the agents' Python
 // (`a2rl agents python install`, run by npm test's pretest) or A2RL_AGENT_PYTHON; skipped without them.
 
 const exec = promisify(execFile);
-const python = (() => {
+const prefix = (() => {
   try {
-    const found = agentPython(process.env, 'gsm8k');
-    return found ? path.join(found.prefix, 'bin', 'python') : null;
+    return agentPython(process.env, 'gsm8k')?.prefix ?? null;
   } catch {
     return null;
   }
 })();
+const python = prefix ? path.join(prefix, 'bin', 'python') : null;
 const describeReady = python ? describe : describe.skip;
 const why = python ? '' : " (skipped: needs the agents' Python with torch and transformers — `a2rl agents python install`)";
 
 interface MicroJson {
   dir: string;
   present: boolean;
+  cached: boolean;
   files: { name: string; size: number; sha256: string }[];
   summary: { rows: Record<string, number>; model: { parameters: number }; seconds: number } | null;
 }
@@ -38,7 +39,11 @@ const newHome = () => {
   homes.push(home);
   return home;
 };
-const env = (home: string) => ({ ...process.env, A2RL_HOME: home });
+// A machine cache of this spec's own: what npm test's pretest left in the real one is not seen here (the
+// agents' Python, which lives in the real one, is named directly).
+const cache = mkdtempSync(path.join(os.tmpdir(), 'a2rl-micro-cache-'));
+homes.push(cache);
+const env = (home: string) => ({ ...process.env, A2RL_HOME: home, A2RL_CACHE: cache, ...(prefix ? { A2RL_AGENT_PYTHON: prefix } : {}) });
 const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
 async function micro(home: string, ...extra: string[]): Promise<MicroJson> {
@@ -58,11 +63,13 @@ describeReady(`a2rl data micro gsm8k${why}`, () => {
   });
 
   it('makes the same bytes from the same seed, listed with their hashes in a micro manifest', async () => {
-    // Both at once: two processes, one torch thread each.
-    const [one, two] = await Promise.all([micro(first), micro(second)]);
+    // Both at once: two processes, one torch thread each; the second leaves its assets in the machine cache.
+    const [one, two] = await Promise.all([micro(first, '--no-cache'), micro(second)]);
     made = one;
     const again = two;
     expect(made.present).toBe(false);
+    expect([made.cached, again.cached]).toEqual([false, false]);
+    expect(readdirSync(path.join(cache, 'micro'))).toHaveLength(1);
     expect(again.files).toEqual(made.files);
     const names = made.files.map((f) => f.name);
     expect(names).toEqual(expect.arrayContaining(['train.jsonl', 'test.jsonl', 'base-model/config.json', 'base-model/model.safetensors', 'base-model/tokenizer.json', 'base-model/tokenizer_config.json', 'base-model/generation_config.json']));
@@ -72,6 +79,16 @@ describeReady(`a2rl data micro gsm8k${why}`, () => {
     expect(manifest.files.every((f) => f.check === 'generated')).toBe(true);
     expect(readFileSync(path.join(made.dir, 'manifest.json'))).toEqual(readFileSync(path.join(again.dir, 'manifest.json')));
   }, 2_400_000);
+
+  it('copies the assets made once from the machine cache into another home, byte for byte, without generating', async () => {
+    const third = newHome();
+    const copied = await micro(third);
+    expect(copied).toMatchObject({ present: false, cached: true });
+    expect(copied.files).toEqual(made.files);
+    expect(copied.summary).toMatchObject({ cached: true, rows: made.summary!.rows });
+    expect(readFileSync(path.join(copied.dir, 'manifest.json'))).toEqual(readFileSync(path.join(made.dir, 'manifest.json')));
+    for (const f of copied.files) expect(sha256(path.join(copied.dir, f.name))).toBe(f.sha256);
+  }, 120_000);
 
   it('installs idempotently: a second run finds the assets present and verified', async () => {
     const again = await micro(first);

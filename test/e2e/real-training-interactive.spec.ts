@@ -13,7 +13,8 @@ import { expectRegradesToRecorded, expectVerifiedAndBundled } from './testing/ag
 // sampling and updates it with a group-relative policy gradient (rl_grpo.py). The CPU engine grades each
 // checkpoint by playing the held-out games.
 
-// Measured on two cores (seed 1, micro rooms, 20 replies per game): `a2rl data micro alfworld` 391 s busy;
+// Measured on two cores (seed 1, micro rooms, 20 replies per game): `a2rl data micro alfworld` 391 s busy
+// when it generates (npm test's pretest leaves seed 1 in the machine cache, and this copies it from there);
 // baseline 16.67 (3/18 games); each grading 13-17 s on the CPU engine; SFT in the evaluation's ReAct
 // prompt 38.9 (TRL's default gradient checkpointing off: 363 steps in 100 s instead of 23 in 90 s).
 const python = installedAgentPython(process.env);
