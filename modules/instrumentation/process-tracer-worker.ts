@@ -67,7 +67,19 @@ let input: Socket | undefined = new Socket({ fd: inputFd, readable: true, writab
 input.on('error', (e) => {
   if (!done) post({ t: 'gap', reason: `reading strace's output failed: ${e.message}` });
 });
+/**
+ * strace's output ended before this thread read the main thread's 'root' (posted right after the
+ * spawn, but a message and the FIFO's end wait in this loop's queue in no set order, and a traced
+ * command can be over before a descheduled thread looks): its lines wait for 'root', or 'finish'.
+ */
+let endedBeforeRoot = false;
 input.on('close', () => {
+  if (!state && !done) {
+    endedBeforeRoot = true;
+    closed = true;
+    input = undefined;
+    return;
+  }
   complete('eof'); // strace closed its output (it has exited), the read failed, or finish() closed it
   input = undefined;
   post({ t: 'done' });
@@ -225,14 +237,23 @@ port.on('message', (msg: ToWorker) => {
     const lines = early;
     early = [];
     for (const line of lines) onLine(line);
+    if (endedBeforeRoot) endOfOutput();
   } else if (msg.t === 'ack') {
     pending -= msg.bytes;
     if (paused && pending <= maxPendingBytes / 2) {
       paused = false;
       input?.resume();
     }
-  } else complete('finish');
+  } else if (endedBeforeRoot) endOfOutput('finish');
+  else complete('finish');
 });
+
+/** The output that ended before 'root' is complete now (its descriptor is closed already). */
+function endOfOutput(why: 'eof' | 'finish' = 'eof'): void {
+  if (done) return;
+  complete(why);
+  post({ t: 'done' });
+}
 
 const timer = setInterval(() => {
   state?.tick(Date.now());
