@@ -11,7 +11,7 @@ import { RedactingArtifactStore } from '../../modules/instrumentation/redacting-
 import { RunRedaction } from '../../modules/instrumentation/run-redaction.js';
 import { archiveAgentHome, restoreAgentHome, writeAgentHomeFiles } from '../../modules/runs/agent-home.js';
 import { conversationOf, lastUserText } from '../servers/fake-llm/conversation.js';
-import { AGENT_UID, filesUnder, prepareDirectRun, runStartScript, type DirectRun } from '../servers/fake-llm/direct-run.js';
+import { AGENT_UID, filesUnder, killProcessesUnder, prepareDirectRun, runStartScript, type DirectRun } from '../servers/fake-llm/direct-run.js';
 import { startFakeAnthropic } from '../servers/fake-llm/fake-anthropic.js';
 import { startFakeGemini } from '../servers/fake-llm/fake-gemini.js';
 import { startFakeOpenAI } from '../servers/fake-llm/fake-openai.js';
@@ -159,7 +159,10 @@ describe('the agent CLIs continue their own session after a resume', () => {
   afterEach(async () => {
     await Promise.all(servers.map((s) => s.fake.close()));
     for (const { loss } of servers.splice(0)) loss.release();
-    for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
+    for (const root of roots.splice(0)) {
+      killProcessesUnder(root); // OpenHands' tmux server outlives start.sh here (no sandbox to end it)
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   async function setUp(cli: Cli) {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { agentLlmSetup, loadAgent, projectCliBin } from '../../../modules/agents/agent-registry.js';
 import type { FakeLlmServer } from './types.js';
@@ -99,6 +99,22 @@ export function runStartScript(env: Record<string, string>, cwd: string, timeout
       resolve({ code, tail: output });
     });
   });
+}
+
+/**
+ * SIGKILLs every process whose working directory lies under `root`: what a direct run's agent left
+ * behind, such as a server that daemonized out of start.sh's process group (OpenHands' tmux). An a2rl
+ * run sweeps these through its cgroup or process group; a direct run has neither.
+ */
+export function killProcessesUnder(root: string): void {
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const cwd = readlinkSync(`/proc/${pid}/cwd`);
+      if (cwd === root || cwd.startsWith(`${root}/`)) process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // gone already, or not ours to read
+    }
+  }
 }
 
 /** A fake in `hang` mode: waits until `request` has arrived, closes the fake, and says how the request ended. */
