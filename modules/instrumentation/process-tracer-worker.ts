@@ -75,8 +75,7 @@ input.on('error', (e) => {
 let endedBeforeRoot = false;
 input.on('close', () => {
   if (!state && !done) {
-    endedBeforeRoot = true;
-    closed = true;
+    endedBeforeRoot = true; // complete() then finds no socket and says 'done' itself
     input = undefined;
     return;
   }
@@ -237,23 +236,15 @@ port.on('message', (msg: ToWorker) => {
     const lines = early;
     early = [];
     for (const line of lines) onLine(line);
-    if (endedBeforeRoot) endOfOutput();
+    if (endedBeforeRoot) complete('eof');
   } else if (msg.t === 'ack') {
     pending -= msg.bytes;
     if (paused && pending <= maxPendingBytes / 2) {
       paused = false;
       input?.resume();
     }
-  } else if (endedBeforeRoot) endOfOutput('finish');
-  else complete('finish');
+  } else complete('finish');
 });
-
-/** The output that ended before 'root' is complete now (its descriptor is closed already). */
-function endOfOutput(why: 'eof' | 'finish' = 'eof'): void {
-  if (done) return;
-  complete(why);
-  post({ t: 'done' });
-}
 
 const timer = setInterval(() => {
   state?.tick(Date.now());
