@@ -10,13 +10,16 @@ import { WorkspaceRevisionRow } from '../../projections/workspace-revisions/work
 import { rowTable } from './row-table.js';
 
 // Rows written by a RowTable read back exactly as written, on both databases: on PostgreSQL an
-// entity of plain column types goes as one array literal per column through unnest, whose
-// quoting must carry every character (quotes, backslashes, braces, commas, the word NULL).
+// entity of plain column types is inserted with COPY's text format and upserted as one array
+// literal per column through unnest, and both escapings must carry every character (quotes,
+// backslashes, tabs, line ends, braces, commas, the words NULL and \N, COPY's end marker \.).
 
 const AWKWARD = ['', 'NULL', 'null', '"', '\\', '\\"', '{a,b}', 'a,b', ' lead and trail ', "it's", 'tab\tnew\nline', 'ünïcødé ✓ 😀', '[{"op":"x","path":"a\\\\b"}]',
   // Quotes or backslashes beside what JSON would escape otherwise (control characters) and what it
   // leaves alone (a surrogate pair, U+2028, DEL): each of the quoting's paths.
-  '"\tquoted\ttab"', '\\\u0001\u001f', 'say "😀" \u2028 \u007f', '"\\n" is not "\n"'];
+  '"\tquoted\ttab"', '\\\u0001\u001f', 'say "😀" \u2028 \u007f', '"\\n" is not "\n"',
+  // COPY's text format: its NULL marker, end-of-data marker, escapes and separators as plain text.
+  '\\N', '\\.', '\\.\n\\.', 'a\\tb\\n', 'cr\rlf\r\n', '\t\t', '\n'];
 
 function revisionRow(i: number, text: string): WorkspaceRevisionRow {
   return { id: `run-${i}/${text}`, runId: `run-${i}`, lastSeq: i, occurredAt: text, eventType: text.slice(0, 32), replaces: i % 2 ? null : text, revisions: text };
@@ -59,6 +62,8 @@ describe.each(legs)('RowTable on $name', (leg) => {
     const table = rowTable(dataSource, WorkspaceRevisionRow);
     const rows = AWKWARD.map((text, i) => revisionRow(i, text));
     await dataSource.transaction((manager) => table.insert(manager, rows));
+    const inserted = await table.load(dataSource.manager, rows.map((r) => r.id));
+    expect(rows.map((r) => inserted.get(r.id))).toEqual(rows);
     const changed = rows.map((row, i) => ({ ...row, revisions: `${AWKWARD[(i + 1) % AWKWARD.length]}!`, replaces: i % 2 ? row.occurredAt : null }));
     await dataSource.transaction((manager) => table.upsert(manager, changed));
     const loaded = await table.load(dataSource.manager, rows.map((r) => r.id));

@@ -1,4 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import type { PoolClient } from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { finished } from 'node:stream/promises';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
 import type { KeyedRow } from '../../projections/projection.js';
@@ -179,9 +182,14 @@ function postgresRowTable(sql: TableSql): RowTable {
     [insertSql, insertArrays],
     [upsertSql, insertArrays && `${insertArrays} ${sql.onConflict}`],
   ]);
+  const copySql = arrays && `COPY ${sql.table} (${sql.list}) FROM STDIN`;
   const write = async (manager: EntityManager, rows: object[], statement: string) => {
     const byArrays = statements.get(statement);
     for (const chunk of slices(rows, ROWS_PER_JSON)) {
+      if (copySql && statement === insertSql) {
+        await copyRows(manager, copySql, copyText(chunk, sql));
+        continue;
+      }
       if (byArrays) await manager.query(byArrays, sql.columns.map((_, i) => arrayLiteral(chunk, (row) => sql.valueAt(row, i))));
       else await manager.query(statement, [JSON.stringify(chunk.map(asJson))]);
     }
@@ -202,6 +210,41 @@ function postgresRowTable(sql: TableSql): RowTable {
     all: async (manager) => sortedByKey(((await manager.query(sql.select)) as Record<string, unknown>[]).map(sql.hydrate), sql.keyOf),
   };
 }
+
+/**
+ * New rows of a plain-typed entity go in with COPY … FROM STDIN (text format), the server's bulk path:
+ * 99k workspace-revision rows took 0.62-0.95 s against 1.2-1.4 s through unnest, with half the
+ * client's CPU (docs/architecture.md). It runs on the pg client of the runner's transaction, so the
+ * rows still commit with the checkpoint; an upsert, which must check, stays an INSERT … ON CONFLICT.
+ */
+async function copyRows(manager: EntityManager, copySql: string, text: string): Promise<void> {
+  const client = (await manager.queryRunner!.connect()) as PoolClient;
+  const stream = client.query(copyFrom(copySql));
+  stream.end(text);
+  await finished(stream);
+}
+
+/** Rows in COPY's text format: one line each, columns tab-separated, NULL as \N. */
+function copyText(rows: object[], sql: TableSql): string {
+  const width = sql.columns.length;
+  let out = '';
+  for (const row of rows) {
+    for (let i = 0; i < width; i++) {
+      const value = sql.valueAt(row, i);
+      if (i) out += '\t';
+      if (value === null || value === undefined) out += '\\N';
+      else if (typeof value === 'string') out += COPY_SPECIAL.test(value) ? value.replace(COPY_ESCAPES, copyEscape) : value;
+      else out += String(value);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+/** What COPY's text format reads specially in a value: the backslash and the row and column separators. */
+const COPY_SPECIAL = /[\\\t\n\r]/;
+const COPY_ESCAPES = /[\\\t\n\r]/g;
+const copyEscape = (c: string) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r');
 
 /** Sorted here, not in SQL, so the order is the same code-unit order on every database collation. */
 function sortedByKey(rows: KeyedRow[], keyOf: (row: KeyedRow) => string): KeyedRow[] {
