@@ -186,7 +186,7 @@ function postgresRowTable(sql: TableSql): RowTable {
   const write = async (manager: EntityManager, rows: object[], statement: string) => {
     const byArrays = statements.get(statement);
     for (const chunk of slices(rows, ROWS_PER_JSON)) {
-      if (copySql && statement === insertSql) {
+      if (copySql && statement === insertSql && manager.queryRunner) {
         await copyRows(manager, copySql, copyText(chunk, sql));
         continue;
       }
@@ -218,7 +218,7 @@ function postgresRowTable(sql: TableSql): RowTable {
  * rows still commit with the checkpoint; an upsert, which must check, stays an INSERT … ON CONFLICT.
  */
 async function copyRows(manager: EntityManager, copySql: string, text: string): Promise<void> {
-  const client = (await manager.queryRunner!.connect()) as PoolClient;
+  const client = (await manager.queryRunner!.connect()) as PoolClient; // the transaction's own client
   const stream = client.query(copyFrom(copySql));
   stream.end(text);
   await finished(stream);
