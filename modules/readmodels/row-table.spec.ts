@@ -71,6 +71,20 @@ describe.each(legs)('RowTable on $name', (leg) => {
     expect(await table.all(dataSource.manager)).toEqual([...changed].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)));
   });
 
+  it('writes inserted rows in the caller\'s transaction: a transaction that fails leaves none of them', async () => {
+    const { dataSource } = opened;
+    const table = rowTable(dataSource, WorkspaceRevisionRow);
+    const rows = Array.from({ length: 300 }, (_, i) => revisionRow(10_000 + i, `rolled back ${i}`));
+    await expect(
+      dataSource.transaction(async (manager) => {
+        await table.insert(manager, rows);
+        expect((await table.load(manager, [rows[299].id])).size).toBe(1); // visible inside the transaction
+        throw new Error('the batch failed after its rows were written');
+      }),
+    ).rejects.toThrow('the batch failed');
+    expect((await table.load(dataSource.manager, rows.map((r) => r.id))).size).toBe(0);
+  });
+
   it('carries nulls, integers and the empty string apart', async () => {
     const { dataSource } = opened;
     const table = rowTable(dataSource, RunListRow);
