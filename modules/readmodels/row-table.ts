@@ -213,7 +213,7 @@ function postgresRowTable(sql: TableSql): RowTable {
 
 /**
  * New rows of a plain-typed entity go in with COPY … FROM STDIN (text format), the server's bulk path:
- * 99k workspace-revision rows took 0.62-0.95 s against 1.2-1.4 s through unnest, with half the
+ * 99k workspace-revision rows took 0.80-0.95 s against 1.20-1.41 s through unnest, with ~0.6 of the
  * client's CPU (docs/architecture.md). It runs on the pg client of the runner's transaction, so the
  * rows still commit with the checkpoint; an upsert, which must check, stays an INSERT … ON CONFLICT.
  */
