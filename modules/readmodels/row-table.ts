@@ -1,8 +1,8 @@
+import { finished } from 'node:stream/promises';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { PoolClient } from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { finished } from 'node:stream/promises';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata.js';
 import type { KeyedRow } from '../../projections/projection.js';
 
@@ -185,12 +185,10 @@ function postgresRowTable(sql: TableSql): RowTable {
   const copySql = arrays && `COPY ${sql.table} (${sql.list}) FROM STDIN`;
   const write = async (manager: EntityManager, rows: object[], statement: string) => {
     const byArrays = statements.get(statement);
+    const copyOn = copySql && statement === insertSql ? manager.queryRunner : undefined;
     for (const chunk of slices(rows, ROWS_PER_JSON)) {
-      if (copySql && statement === insertSql && manager.queryRunner) {
-        await copyRows(manager, copySql, copyText(chunk, sql));
-        continue;
-      }
-      if (byArrays) await manager.query(byArrays, sql.columns.map((_, i) => arrayLiteral(chunk, (row) => sql.valueAt(row, i))));
+      if (copyOn) await copyRows(copyOn, copySql!, copyText(chunk, sql));
+      else if (byArrays) await manager.query(byArrays, sql.columns.map((_, i) => arrayLiteral(chunk, (row) => sql.valueAt(row, i))));
       else await manager.query(statement, [JSON.stringify(chunk.map(asJson))]);
     }
   };
@@ -217,8 +215,8 @@ function postgresRowTable(sql: TableSql): RowTable {
  * client's CPU (docs/architecture.md). It runs on the pg client of the runner's transaction, so the
  * rows still commit with the checkpoint; an upsert, which must check, stays an INSERT … ON CONFLICT.
  */
-async function copyRows(manager: EntityManager, copySql: string, text: string): Promise<void> {
-  const client = (await manager.queryRunner!.connect()) as PoolClient; // the transaction's own client
+async function copyRows(queryRunner: QueryRunner, copySql: string, text: string): Promise<void> {
+  const client = (await queryRunner.connect()) as PoolClient; // the transaction's own client
   const stream = client.query(copyFrom(copySql));
   stream.end(text);
   await finished(stream);
