@@ -715,7 +715,8 @@ describe('LLM gateway against the scripted providers', () => {
     agentGone.fire();
     await until('both calls to be recorded', () => gw.records.length === 2);
     const records = await gw.finish();
-    expect(replies.map((r) => [r.broken, r.body.includes('987')])).toEqual([
+    // The final usage (output 987) never reached the agent; matched as a token count, since ids and timestamps are random digits.
+    expect(replies.map((r) => [r.broken, /_tokens":\s*987\b/.test(r.body)])).toEqual([
       [true, false],
       [true, false],
     ]);
