@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -172,5 +173,23 @@ describe('ExecCapturer: what it caches across execs', () => {
     const ownFacts = capturer.capture(pid, own, [own, '30']);
     expect(Buffer.from(ownFacts.exe!.content!).equals(bytes)).toBe(true);
     expect(cacheOf(capturer).size).toBe(1);
+  });
+
+  it('keeps the exact bytes of a script read in several pieces, and of one rewritten between two execs', async () => {
+    const capturer = new ExecCapturer();
+    const pid = await running('/usr/bin/sleep');
+    const asScript = (path: string) => (capturer as unknown as { captureInRoot(pid: number, path: string): { sha256: string; size: number; content?: Uint8Array } }).captureInRoot(pid, path);
+    const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+    // 2.5 MiB: more than one 1 MiB piece, less than what is kept (16 MiB).
+    const big = Buffer.from(Array.from({ length: 2.5 * 1024 * 1024 }, (_, i) => (i * 7919) % 251));
+    writeFileSync(join(dir, 'big.py'), big);
+    const read = asScript(join(dir, 'big.py'));
+    expect([read.size, read.sha256, Buffer.from(read.content!).equals(big)]).toEqual([big.length, sha(big), true]);
+    // Rewritten longer, then shorter: each capture has the bytes of the file as it then is.
+    for (const text of ['print(1)\n', 'print("a longer script than the first one")\n', 'x\n']) {
+      writeFileSync(join(dir, 'small.py'), text);
+      const got = asScript(join(dir, 'small.py'));
+      expect([got.size, got.sha256, Buffer.from(got.content!).toString()]).toEqual([text.length, sha(Buffer.from(text)), text]);
+    }
   });
 });

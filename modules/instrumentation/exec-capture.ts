@@ -173,7 +173,7 @@ export class ExecCapturer {
     const cached = caching ? this.cache.get(id) : undefined;
     if (cached) return cached.content ? { ...cached } : { ...cached, note: keepNote(system) };
     try {
-      const { sha256, size, content } = readAll(fd, keep ? st.size : 0);
+      const { sha256, size, content } = readAll(fd, keep ? st.size : 0, st.size);
       const kept = keep && content ? content : undefined;
       if (caching) this.cache.set(id, { sha256, size, ...(kept ? { content: kept } : {}) });
       return kept ? { sha256, size, content: kept } : { sha256, size, note: keepNote(system) };
@@ -192,21 +192,30 @@ function isSystemFile(path: string, st: Stats): boolean {
   return st.uid === 0 && (st.mode & 0o002) === 0 && SYSTEM_PREFIXES.some((p) => path.startsWith(p));
 }
 
-/** Reads the whole file from offset 0, hashing it; keeps the bytes when `keep` > 0. */
-function readAll(fd: number, keep: number): { sha256: string; size: number; content?: Uint8Array } {
+/**
+ * Reads the whole file from offset 0, hashing it; keeps the bytes when `keep` > 0. Reads in pieces
+ * the size the file had (`expected`, one byte more so that growth shows at once), at most CHUNK: a
+ * small executable of the agent, read at each of its execs while the process is held, then costs
+ * one allocation of its own size instead of a 1 MiB buffer and two copies of what is kept.
+ */
+function readAll(fd: number, keep: number, expected: number): { sha256: string; size: number; content?: Uint8Array } {
   const hash = createHash('sha256');
   const parts: Buffer[] = [];
-  const buffer = Buffer.allocUnsafe(CHUNK);
+  const length = Math.min(CHUNK, expected + 1);
+  let buffer = Buffer.allocUnsafe(length);
   let size = 0;
   for (;;) {
-    const n = readSync(fd, buffer, 0, CHUNK, size);
+    const n = readSync(fd, buffer, 0, length, size);
     if (n === 0) break;
     hash.update(buffer.subarray(0, n));
-    if (keep > 0 && size + n <= keep) parts.push(Buffer.from(buffer.subarray(0, n)));
+    if (keep > 0 && size + n <= keep) {
+      parts.push(buffer.subarray(0, n));
+      buffer = Buffer.allocUnsafe(length); // the kept piece is never read over
+    }
     size += n;
   }
   const whole = keep > 0 && size <= keep;
-  return { sha256: hash.digest('hex'), size, ...(whole ? { content: Buffer.concat(parts) } : {}) };
+  return { sha256: hash.digest('hex'), size, ...(whole ? { content: parts.length === 1 ? parts[0] : Buffer.concat(parts) } : {}) };
 }
 
 /**
