@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { publishFile } from '../settings/publish-file.js';
 
 /** Injection token: the operator's bearer token for `POST /set_baseline` (never given to an agent). */
 export const OPERATOR_TOKEN = Symbol('OPERATOR_TOKEN');
@@ -28,18 +29,19 @@ export const DEFAULT_GRADING_OPTIONS: GradingOptions = {
 export const GRADING_BODY_LIMIT_BYTES = 64 * 1024;
 
 /**
- * Reads `<home>/operator.token`, creating it (mode 0600, 256 random bits) when absent. `wx` makes
- * concurrent first starts agree on one token instead of overwriting each other's.
+ * Reads `<home>/operator.token`, creating it (mode 0600, 256 random bits) when absent. Concurrent
+ * first starts (a worker and a scheduler sharing a home) agree on one token: the file appears whole
+ * or not at all (publishFile), so none reads it empty and none overwrites another's.
  */
 export async function loadOrCreateOperatorToken(home: string): Promise<string> {
   const file = path.join(home, 'operator.token');
   await mkdir(home, { recursive: true });
-  try {
-    await writeFile(file, `${randomBytes(32).toString('hex')}\n`, { flag: 'wx', mode: 0o600 });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const token = (await readFile(file, 'utf8')).trim();
+  const existing = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (existing === null) publishFile(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, replace: false });
+  const token = (existing ?? (await readFile(file, 'utf8'))).trim();
   if (token.length < 16) throw new Error(`${file} holds no usable operator token (expected at least 16 characters)`);
   return token;
 }

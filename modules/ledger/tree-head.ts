@@ -1,6 +1,7 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { publishFile } from '../settings/publish-file.js';
 import { canonicalBytes } from './events/canonical-json.js';
 
 /**
@@ -36,15 +37,24 @@ export function keyIdOf(publicKey: KeyObject | string): string {
 
 /** Creates the signing key pair; refuses to overwrite an existing one (it would orphan old signatures). */
 export function initSigningKey(home: string): SigningKey {
+  const created = createSigningKey(home);
+  if (created === null) throw new Error(`a signing key already exists in ${keysDir(home)}; remove it deliberately to replace it`);
+  return created;
+}
+
+/**
+ * A new key pair, or null when `home` has a private key already (also when another process created
+ * one a moment ago: the private key appears whole or not at all, and only its creator writes the public one).
+ */
+function createSigningKey(home: string): SigningKey | null {
   const dir = keysDir(home);
-  if (existsSync(path.join(dir, PRIVATE))) throw new Error(`a signing key already exists in ${dir}; remove it deliberately to replace it`);
+  if (existsSync(path.join(dir, PRIVATE))) return null;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  writeFileSync(path.join(dir, PRIVATE), privatePem, { mode: 0o600, flag: 'wx' });
-  chmodSync(path.join(dir, PRIVATE), 0o600);
-  writeFileSync(path.join(dir, PUBLIC), publicKeyPem, { mode: 0o644 });
+  if (!publishFile(path.join(dir, PRIVATE), privatePem, { mode: 0o600, replace: false })) return null;
+  publishFile(path.join(dir, PUBLIC), publicKeyPem, { mode: 0o644, replace: true });
   return { keyId: keyIdOf(publicKey), privateKey, publicKeyPem };
 }
 
@@ -66,7 +76,14 @@ export function loadPublicKey(home: string): { keyId: string; publicKeyPem: stri
 
 /** The existing key, or a new one (runs sign their heads from the first run on). */
 export function loadOrInitSigningKey(home: string): SigningKey {
-  return loadSigningKey(home) ?? initSigningKey(home);
+  return loadSigningKey(home) ?? createSigningKey(home) ?? loadKeyCreatedMeanwhile(home);
+}
+
+/** Another process created the key between our look and our write: use theirs. */
+function loadKeyCreatedMeanwhile(home: string): SigningKey {
+  const key = loadSigningKey(home);
+  if (key === null) throw new Error(`the signing key in ${keysDir(home)} vanished while it was being created`);
+  return key;
 }
 
 function message(head: TreeHead, keyId: string): Buffer {
