@@ -45,8 +45,9 @@ import { isChildOf, pairInOrder, procPids, type OpenClone, type PidInfo, type Pr
  * - cwd is followed from the trace (the root's launch directory, inherited on fork, changed by chdir),
  *   so it is the directory at the time of the exec even when the line is read later; /proc's is
  *   used where the trace loses track (fchdir, a relative chdir from an unknown directory).
- *   CPU time and peak RSS are sampled from /proc every tick while the program runs, so a program
- *   shorter than one tick may report 0.
+ *   CPU time and peak RSS are sampled from /proc at the exec (under a2rl-trace right after the
+ *   program is let go, so that it does not wait for those reads) and every tick while it runs, so a
+ *   program shorter than one tick may report 0.
  * - Times (startedAt, endedAt, durationMs) are strace's microsecond timestamps.
  * - What a program really runs (exec-capture.ts: the executable image, the script) is read when its
  *   successful exec line is read. a2rl-trace (`holds` 'ptrace') holds every exec, the root's first
@@ -239,6 +240,12 @@ export class StraceState {
     }
   }
 
+  /** a2rl-trace was told to let `pid` go from its exec: the program's first CPU/RSS sample. */
+  released(pid: number): void {
+    const p = this.programs.get(pid);
+    if (p && !this.finished) this.sample(p);
+  }
+
   /** Samples CPU/RSS of running programs and settles what waited long enough (fork, parent). */
   tick(now: number): void {
     if (this.finished) return;
@@ -331,8 +338,10 @@ export class StraceState {
     // The root's first exec is the command the launcher ran: it decides what the wrapper is.
     if (pid === this.rootPid && !this.skip) this.skip = sandboxWrapperFilter(pid, argv);
     this.programs.set(pid, p);
-    this.sample(p);
-    // After the first sample: a root that does not wait at its exec may be gone once a large image is hashed.
+    // Held by a2rl-trace, the program is first sampled once let go (`released`): the /proc reads are
+    // not part of what it waits for. Else first, since a root that does not wait at its exec may be
+    // gone once a large image is hashed.
+    if (this.holds !== 'ptrace') this.sample(p);
     if (this.hooks) this.captureExec(p, path ?? executable, held);
     if (p.ppid === undefined) {
       p.waiting = { line: this.lineCount, since: Math.max(at, this.clock) };

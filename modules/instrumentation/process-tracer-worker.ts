@@ -155,7 +155,10 @@ function onLine(line: string): void {
   state.line(line);
   // a2rl-trace holds the process until this line: by now its exec line has been read and captured.
   const held = controlFd !== undefined ? HELD_LINE.exec(line) : null;
-  if (held) letGo(`${held[1]} ${held[2]}\n`);
+  if (held) {
+    letGo(`${held[1]} ${held[2]}\n`);
+    state.released(Number(held[1]));
+  }
 }
 
 /**
