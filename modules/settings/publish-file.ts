@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fchmodSync, fsyncSync, linkSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fsyncSync, linkSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 
 /**
  * Writes `data` to `file` so that no reader ever sees it half-written: the bytes go to a fresh
@@ -10,15 +10,15 @@ import { closeSync, fchmodSync, fsyncSync, linkSync, openSync, renameSync, rmSyn
  */
 export function publishFile(file: string, data: string | Buffer, opts: { mode: number; replace: boolean }): boolean {
   const temp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
-  const fd = openSync(temp, 'wx', opts.mode);
+  const fd = openSync(temp, 'wx', opts.mode); // before the try: a name we did not create is not ours to remove
   try {
-    writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
-    fchmodSync(fd, opts.mode);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  try {
+    try {
+      writeFileSync(fd, data); // the whole of it, however many write(2)s that takes
+      fchmodSync(fd, opts.mode);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
     if (opts.replace) renameSync(temp, file);
     else linkSync(temp, file);
     return true;
@@ -26,6 +26,6 @@ export function publishFile(file: string, data: string | Buffer, opts: { mode: n
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw err;
   } finally {
-    rmSync(temp, { force: true });
+    rmSync(temp, { force: true }); // after a link, or whatever failed on the way
   }
 }
