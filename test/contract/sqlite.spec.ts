@@ -166,6 +166,30 @@ describe('SqliteEventStore specifics', () => {
     }
   }, 60_000);
 
+  it('refuses an append another process got in first, and dedupes a retry of the one that got in', async () => {
+    const run = newRunId();
+    await store.append(streamName(run), [agentEvent(run, 0), agentEvent(run, 1)], 'no_stream');
+    const other = await SqliteEventStore.open(file);
+    try {
+      await other.append(streamName(run), [agentEvent(run, 2, 'from the other process')], 1n);
+    } finally {
+      await other.close();
+    }
+    const conflict = store.append(streamName(run), [agentEvent(run, 2)], 1n);
+    await expect(conflict).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+    await expect(conflict).rejects.toMatchObject({ actual: 2n });
+    const retry = await store.append(streamName(run), [agentEvent(run, 2, 'from the other process')], 1n);
+    expect(retry.deduplicated).toBe(true);
+    await expect(store.append(streamName(run), [agentEvent(run, 0, 'another start')], 'no_stream')).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+    expect((await store.append(streamName(run), [agentEvent(run, 3)], 2n)).nextExpectedRevision).toBe(3n);
+    expect((await collect(store.readStream(streamName(run)))).map((e) => [e.event.seq, (e.event.data as { command: string }).command])).toEqual([
+      [0, 'step 0'],
+      [1, 'step 1'],
+      [2, 'from the other process'],
+      [3, 'step 3'],
+    ]);
+  });
+
   it('fails the whole batch as unavailable when the database cannot be written', async () => {
     const ro = path.join(dir, 'locked.db');
     const writer = await SqliteEventStore.open(ro);
