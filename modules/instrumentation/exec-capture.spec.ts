@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecCapturer, openInRoot, scriptOperand } from './exec-capture.js';
@@ -126,6 +126,31 @@ describe('StraceState: resumes what strace stopped at exec, and only that', () =
     expect(starts.map((s) => s.capture)).toEqual(['after-start', 'at-exec']);
   });
 
+  it("takes an exec a2rl-trace let go at once from its `known exec` line, and only the exec right after it", () => {
+    const known: string[] = [];
+    const captured: number[] = [];
+    const hooks: ExecHooks = {
+      capture: (pid) => (captured.push(pid), { exe: { path: '/usr/bin/x', sha256: 'a'.repeat(64), size: 1 } }),
+      captureKnown: (identity, exe) => (known.push(identity), { exe: { path: exe, sha256: 'b'.repeat(64), size: 2 } }),
+      resume: () => {},
+    };
+    const starts: ProcessStart[] = [];
+    const state = new StraceState({ start: (p) => starts.push(p), exit: () => {} }, 900001, '/ws', 4242, hooks, 'ptrace');
+    state.line(exec(900001, '1.000000', '/bin/sh'));
+    state.line('900001 1.000100 clone(flags=0) = 900002 /* 900002 in the tracer\'s PID NS */');
+    state.line('900002 1.000200 --- known exec 2049 131 39000 1700000000 5 1700000001 6 "/usr/bin/git" ---');
+    state.line(exec(900002, '1.000200', '/usr/bin/git'));
+    // A `known exec` line not followed by its exec line names nothing for a later exec.
+    state.line('900001 1.000300 clone(flags=0) = 900003 /* 900003 in the tracer\'s PID NS */');
+    state.line('900003 1.000400 --- known exec 2049 131 39000 1700000000 5 1700000001 6 "/usr/bin/git" ---');
+    state.line('900003 1.000410 chdir("/ws/code") = 0');
+    state.line(exec(900003, '1.000500', '/usr/bin/git'));
+    expect(known).toEqual(['2049 131 39000 1700000000 5 1700000001 6']);
+    expect(captured).toEqual([900001, 900003]);
+    expect(starts.find((s) => s.pid === 900002)).toMatchObject({ capture: 'at-exec', exe: { path: '/usr/bin/git', sha256: 'b'.repeat(64) } });
+    expect(starts.find((s) => s.pid === 900003)).toMatchObject({ capture: 'at-exec', exe: { sha256: 'a'.repeat(64) } });
+  });
+
   it('reports a gap when another process continued it before the capture was done', () => {
     const { state, gaps } = machine();
     state.line(exec(900001, '1.000000', '/bin/sh'));
@@ -191,5 +216,31 @@ describe('ExecCapturer: what it caches across execs', () => {
       const got = asScript(join(dir, 'small.py'));
       expect([got.size, got.sha256, Buffer.from(got.content!).toString()]).toEqual([text.length, sha(Buffer.from(text)), text]);
     }
+  });
+
+  it('names a system program it has read to a2rl-trace once, by its exact identity, and gives the same facts for its known execs', async () => {
+    const capturer = new ExecCapturer();
+    const pid = await running('/usr/bin/sleep');
+    const first = capturer.capture(pid, '/usr/bin/sleep', ['/usr/bin/sleep', '30']);
+    const st = statSync('/usr/bin/sleep', { bigint: true });
+    const billion = 1_000_000_000n;
+    const identity = [st.dev, st.ino, st.size, st.mtimeNs / billion, st.mtimeNs % billion, st.ctimeNs / billion, st.ctimeNs % billion].join(' ');
+    expect(capturer.takeKnown()).toEqual([`K ${identity}\n`]);
+    capturer.capture(pid, '/usr/bin/sleep', ['/usr/bin/sleep', '30']);
+    expect(capturer.takeKnown()).toEqual([]); // named once
+    expect(capturer.captureKnown(identity, '/usr/bin/sleep')).toEqual({ exe: first.exe });
+    expect(capturer.captureKnown('1 2 3 4 5 6 7', '/usr/bin/sleep').exe).toMatchObject({ path: '/usr/bin/sleep', note: expect.stringMatching(/not captured/) });
+    // Not named: an executable of the agent's (it could rewrite it).
+    const own = join(dir, 'sleep');
+    writeFileSync(own, readFileSync('/usr/bin/sleep'), { mode: 0o755 });
+    capturer.capture(await running(own), own, [own, '30']);
+    expect(capturer.takeKnown()).toEqual([]);
+    // An interpreter is named with the first arguments that make it run inline code, not a script.
+    const python = realpathSync('/usr/bin/python3');
+    const child = spawn(python, ['-c', 'import time; time.sleep(30)'], { stdio: 'ignore' });
+    children.push(child);
+    await until('python running', () => readArgv(child.pid!)?.[1] === '-c');
+    expect(capturer.capture(child.pid!, python, [python, '-c', '…']).exe!.path).toBe(python);
+    expect(capturer.takeKnown()).toEqual([expect.stringMatching(/^K (\d+ ){6}\d+ -c -m -\n$/)]);
   });
 });

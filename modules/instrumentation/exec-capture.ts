@@ -81,9 +81,15 @@ const INTERPRETERS: Array<[RegExp, InterpreterRule]> = [
  */
 type HashCache = Map<string, { sha256: string; size: number; content?: Uint8Array }>;
 
+/** What read() gave for an executable, without its path. */
+type ReadFile = Omit<CapturedFile, 'path' | 'deleted'>;
+
 /** Captures what a process runs; keeps a cache of executable hashes across calls. */
 export class ExecCapturer {
   private readonly cache: HashCache = new Map();
+  /** Known programs (see `takeKnown`) by their exact stat identity: what their capture gave. */
+  private readonly known = new Map<string, ReadFile>();
+  private readonly learnt: string[] = [];
 
   constructor(private readonly limits: CaptureLimits = DEFAULT_CAPTURE_LIMITS) {}
 
@@ -105,6 +111,46 @@ export class ExecCapturer {
     return facts;
   }
 
+  /**
+   * a2rl-trace's control records ("K DEV INO SIZE MTIME_S MTIME_NS CTIME_S CTIME_NS [ARG1...]\n") for
+   * the programs learnt since the last call: system executables (the agent cannot write them) with
+   * one link (no other name could make them another program), read whole; an interpreter with the
+   * first arguments that make it run inline code (its rule's `inline`: `-c`), the only ones with
+   * which it runs no script file. Their execs need not wait for a capture: the tracer checks at the
+   * exec that the image has this identity (and argv[1]), and that the path exec'd is that file (not a
+   * `#!` script), and `captureKnown` gives the facts.
+   */
+  takeKnown(): string[] {
+    return this.learnt.splice(0);
+  }
+
+  /**
+   * The facts of an exec a2rl-trace let go at once (its `known exec` line): the image is the file of
+   * `identity` (as takeKnown named it, read by the tracer while the process was stopped at its exec),
+   * `exePath` its /proc/<pid>/exe link then; nothing else ran (no script).
+   */
+  captureKnown(identity: string, exePath: string): ExecFacts {
+    const deleted = exePath.endsWith(' (deleted)');
+    const path = deleted ? exePath.slice(0, -' (deleted)'.length) : exePath;
+    const read = this.known.get(identity);
+    return { exe: { path, ...(deleted ? { deleted } : {}), ...(read ? { ...read } : { note: 'not captured: the tracer named a program the harness does not know' }) } };
+  }
+
+  /**
+   * Remembers a just-read executable as a known program when it qualifies (see takeKnown); `before`
+   * is its identity from before the read: a file that changed meanwhile is not remembered.
+   */
+  private learn(fd: number, path: string, read: ReadFile, before: KnownIdentity | null): void {
+    if (before === null || read.sha256 === undefined || this.known.has(before.key)) return;
+    const after = knownIdentity(fd, path);
+    if (after?.key !== before.key || BigInt(read.size ?? -1) !== after.size) return;
+    const inline = interpreterRule(baseName(path))?.inline;
+    const args = inline ? [...inline].filter((a) => /^[!-~]+$/.test(a)) : [];
+    if (inline && args.length === 0) return;
+    this.known.set(after.key, read);
+    this.learnt.push(`K ${[after.key, ...args].join(' ')}\n`);
+  }
+
   /** The executable image: /proc/<pid>/exe opens the very file the kernel loaded. */
   private captureExe(pid: number): CapturedFile | undefined {
     let link: string;
@@ -122,7 +168,10 @@ export class ExecCapturer {
       return { path, ...(deleted ? { deleted } : {}), note: `unreadable (${codeOf(err)})` };
     }
     try {
-      return { path, ...(deleted ? { deleted } : {}), ...this.read(fd, path, true) };
+      const before = deleted ? null : knownIdentity(fd, path);
+      const read = this.read(fd, path, true);
+      this.learn(fd, path, read, before);
+      return { path, ...(deleted ? { deleted } : {}), ...read };
     } finally {
       closeSync(fd);
     }
@@ -155,7 +204,7 @@ export class ExecCapturer {
   }
 
   /** Hash (and content, when kept) of an open file. */
-  private read(fd: number, path: string, cacheable: boolean): Omit<CapturedFile, 'path' | 'deleted'> {
+  private read(fd: number, path: string, cacheable: boolean): ReadFile {
     let st: Stats;
     try {
       st = fstatSync(fd);
@@ -188,7 +237,7 @@ function keepNote(system: boolean): string {
 }
 
 /** Root-owned, not world-writable, under a system directory: the agent cannot have written it. */
-function isSystemFile(path: string, st: Stats): boolean {
+function isSystemFile(path: string, st: Pick<Stats, 'uid' | 'mode'>): boolean {
   return st.uid === 0 && (st.mode & 0o002) === 0 && SYSTEM_PREFIXES.some((p) => path.startsWith(p));
 }
 
@@ -218,12 +267,37 @@ function readAll(fd: number, keep: number, expected: number): { sha256: string; 
   return { sha256: hash.digest('hex'), size, ...(whole ? { content: parts.length === 1 ? parts[0] : Buffer.concat(parts) } : {}) };
 }
 
+interface KnownIdentity {
+  /** "DEV INO SIZE MTIME_S MTIME_NS CTIME_S CTIME_NS", as a2rl-trace prints and reads it. */
+  key: string;
+  size: bigint;
+}
+
+/** The exact stat identity of an open system executable with one link, else null (it cannot be a known program). */
+function knownIdentity(fd: number, path: string): KnownIdentity | null {
+  let st;
+  try {
+    st = fstatSync(fd, { bigint: true });
+  } catch {
+    return null;
+  }
+  if (!st.isFile() || st.nlink !== 1n || st.mtimeNs < 0n || st.ctimeNs < 0n || !isSystemFile(path, { uid: Number(st.uid), mode: Number(st.mode) })) return null;
+  const billion = 1_000_000_000n;
+  const key = [st.dev, st.ino, st.size, st.mtimeNs / billion, st.mtimeNs % billion, st.ctimeNs / billion, st.ctimeNs % billion].join(' ');
+  return { key, size: st.size };
+}
+
+/** An interpreter's rule, by the real executable's name: it may run a script named in its arguments. */
+function interpreterRule(exeName: string): InterpreterRule | undefined {
+  return INTERPRETERS.find(([name]) => name.test(exeName))?.[1];
+}
+
 /**
  * The script an interpreter (by the real executable's name) runs: its first operand after options
  * and their values; none for inline code, a module or stdin.
  */
 export function scriptOperand(exeName: string, args: string[]): string | undefined {
-  const rule = INTERPRETERS.find(([name]) => name.test(exeName))?.[1];
+  const rule = interpreterRule(exeName);
   if (!rule) return undefined;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];

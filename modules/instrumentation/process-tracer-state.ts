@@ -71,6 +71,8 @@ export interface TraceSink {
 /** Exec-time capture: read what a stopped process runs, and let it go. */
 export interface ExecHooks {
   capture(pid: number, execPath: string | undefined, argv: string[]): ExecFacts;
+  /** The facts of an exec a2rl-trace let go at once, from its `known exec` line (exec-capture.ts, takeKnown). */
+  captureKnown?(identity: string, exePath: string): ExecFacts;
   resume(pid: number): void;
 }
 
@@ -136,6 +138,8 @@ export class StraceState {
   /** Processes captured at exec and not resumed yet → when the capture finished (epoch ms). */
   private readonly capturedAt = new Map<number, number>();
   private rootExecSeen = false;
+  /** a2rl-trace's `known exec` line per pid, with its line number: the exec line that follows it is not held. */
+  private readonly knownExecs = new Map<number, { identity: string; exe: string; line: number }>();
   /** Lines that should have been a fact but could not be read (a gap in the record). */
   unparsable = 0;
   /** Pid namespace level per process (0: the harness's), where known. */
@@ -288,6 +292,12 @@ export class StraceState {
 
   /** strace's SIGSTOP (sent by the kernel on its behalf) stopped `pid`: resume it; note SIGCONTs of others. */
   private onSignalLine(pid: number, at: number, text: string): void {
+    const known = /^--- known exec (\d+ \d+ \d+ \d+ \d+ \d+ \d+) (?=")/.exec(text);
+    if (known) {
+      const exe = parseCString(text, known[0].length);
+      if (exe && text.slice(exe.end) === ' ---') this.knownExecs.set(pid, { identity: known[1], exe: exe.value, line: this.lineCount });
+      return;
+    }
     if (text.startsWith('--- SIGSTOP {') && text.includes('si_code=SI_KERNEL')) {
       this.injectedStops.add(pid);
     } else if (text === '--- stopped by SIGSTOP ---') {
@@ -353,6 +363,15 @@ export class StraceState {
   private captureExec(p: Program, path: string | undefined, held: boolean): void {
     const first = p.pid === this.rootPid && !this.rootExecSeen;
     if (p.pid === this.rootPid) this.rootExecSeen = true;
+    const known = this.knownExecs.get(p.pid);
+    this.knownExecs.delete(p.pid);
+    if (this.holds === 'ptrace' && known && known.line === this.lineCount - 1 && this.hooks!.captureKnown) {
+      // Not held: what it runs was read by the tracer at the exec; it runs already (sampled now).
+      p.facts = this.hooks!.captureKnown(known.identity, known.exe);
+      p.capture = 'at-exec';
+      this.sample(p);
+      return;
+    }
     p.facts = this.hooks!.capture(p.pid, path, p.argv);
     if (this.holds === 'ptrace') {
       p.capture = 'at-exec';

@@ -92,6 +92,7 @@ const capturer = new ExecCapturer();
 const handedOver = new Set<string>();
 const hooks: ExecHooks = {
   capture: (pid, path, argv) => capturer.capture(pid, path, argv),
+  captureKnown: (identity, exe) => capturer.captureKnown(identity, exe),
   resume: (pid) => {
     try {
       process.kill(pid, 'SIGCONT');
@@ -153,6 +154,9 @@ function onLine(line: string): void {
     return;
   }
   state.line(line);
+  // Programs learnt by that line's capture: a2rl-trace lets their next execs go at once (exec-capture.ts).
+  const known = capturer.takeKnown();
+  if (known.length > 0 && controlFd !== undefined) letGo(known.join(''));
   // a2rl-trace holds the process until this line: by now its exec line has been read and captured.
   const held = controlFd !== undefined ? HELD_LINE.exec(line) : null;
   if (held) {

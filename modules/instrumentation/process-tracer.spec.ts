@@ -311,6 +311,24 @@ describe.each(['ptrace', 'strace'] as const)('%s process tracer', (tracerKind) =
         expectPaired(t);
       });
 
+      it('keeps every #! script that ran, deleted at once by a known program (rm, let go at its exec)', async () => {
+        // rm is a known program after its first exec: a2rl-trace lets it go at once, so it can delete a
+        // script before the harness has read it. The script's interpreter is still held then, and
+        // reads it by the same path once let go: it finds nothing and runs nothing (sh: exit 2). Every
+        // script whose code ran (exit 0) was read before it ran.
+        const runs = 40;
+        const body = '#!/bin/sh\nexit 0\n';
+        const t = await bash(`for ((i = 0; i < ${runs}; i++)); do printf '${body.replace(/\n/g, '\\n')}' > s$i.sh; chmod +x s$i.sh; ./s$i.sh & rm -f s$i.sh; wait; done`, { cwd: dir });
+        const scripts = t.starts.filter((s) => /^\.\/s\d+\.sh$/.test(s.argv[0]));
+        const ran = scripts.filter((s) => exitOf(t, s)?.exitCode === 0);
+        expect(ran.length).toBeGreaterThan(0);
+        expect(ran.filter((s) => s.script?.sha256 !== sha256(body)).map((s) => s.argv[0])).toEqual([]);
+        // The others found no script to run (whether or not the harness read it before rm).
+        for (const s of scripts.filter((s) => !ran.includes(s))) expect(exitOf(t, s)?.exitCode).toBe(2);
+        expect(t.starts.filter((s) => s.argv[0] === 'rm').every((s) => s.exe?.sha256 && s.capture === 'at-exec')).toBe(true);
+        expect(t.gaps).toEqual([]);
+      });
+
       it('holds every exec, the launched root and a second exec of one process included', async () => {
         // strace's SIGSTOP did not hold an exec by a process that had exec'd before (a shell's exec):
         // a script that deletes itself at once then escaped its capture.

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ptraceTracerBinary, ptraceTracerProblem } from './ptrace-tracer.js';
@@ -66,4 +66,57 @@ describe('a2rl-trace (native/a2rl-trace.c)', () => {
     expect(t.trace()).toMatch(/execve\("\/bin\/true"/);
     expect(t.trace()).not.toMatch(/held at exec 2/);
   });
+
+  it('lets an exec of a program the harness named go at once, and still holds a #! script whose interpreter it is', async () => {
+    const image = realpathSync('/bin/true');
+    const identity = identityOf(image);
+    const script = join(dir, 's');
+    writeFileSync(script, `#!${image}\n`, { mode: 0o755 });
+    const t = start(['sh', '-c', `/bin/true; ${script}; exec /bin/true`]);
+    await until('sh held', () => /--- held at exec 1 ---/.test(t.trace()));
+    writeSync(t.control, `K ${identity}\n${t.pid} 1\n`);
+    // The #! script runs true too, but it is not true: held, so that the harness reads the script.
+    const held = await until('the script held', () => /^(\d+) \S+ --- held at exec 2 ---$/m.exec(t.trace()));
+    const lines = t.trace().split('\n');
+    const known = lines.findIndex((l) => l.endsWith(`--- known exec ${identity} "${image}" ---`));
+    expect(known).toBeGreaterThan(0);
+    expect(lines[known + 1]).toMatch(/execve\("\/bin\/true", \["\/bin\/true"\], envp\) = 0$/);
+    expect(lines.filter((l) => l.includes('--- known exec'))).toHaveLength(1);
+    expect(t.trace()).toMatch(new RegExp(`execve\\("${script}", .*\\) = 0\n${held[1]} \\S+ --- held at exec 2 ---`));
+    writeSync(t.control, `${held[1]} 2\n`);
+    const [code] = await t.exited;
+    expect(code).toBe(0);
+    // The last exec, of true by the same process, went at once too: held twice in all.
+    expect(t.trace().match(/--- known exec/g)).toHaveLength(2);
+    expect(t.trace()).not.toMatch(/held at exec 3/);
+    closeSync(t.control);
+  });
+
+  it('lets a known interpreter go only when its first argument runs inline code, never when it names a script', async () => {
+    const image = realpathSync('/bin/sh');
+    const identity = identityOf(image);
+    writeFileSync(join(dir, 'run.sh'), 'exit 0\n');
+    // sh's own first exec is held (not named yet); then sh -c (inline) goes at once, sh run.sh is held.
+    const t = start(['sh', '-c', `sh -c 'exit 0'; sh ${join(dir, 'run.sh')}; sh -e -c 'exit 0'`]);
+    await until('sh held', () => /--- held at exec 1 ---/.test(t.trace()));
+    writeSync(t.control, `K ${identity} -c -s -\n${t.pid} 1\n`);
+    const second = await until('the script run held', () => /^(\d+) \S+ --- held at exec 2 ---$/m.exec(t.trace()));
+    expect(t.trace()).toMatch(new RegExp(`--- known exec ${identity} "${image}" ---\n\\d+ \\S+ execve\\("[^"]*/sh", \\["sh", "-c", "exit 0"\\]`));
+    expect(t.trace()).toMatch(new RegExp(`execve\\("[^"]*/sh", \\["sh", "${join(dir, 'run.sh')}"\\], envp\\) = 0\n${second[1]} \\S+ --- held at exec 2 ---`));
+    writeSync(t.control, `${second[1]} 2\n`);
+    // An option before -c is not read: held (the harness reads its arguments as usual).
+    const third = await until('sh -e -c held', () => /^(\d+) \S+ --- held at exec 3 ---$/m.exec(t.trace()));
+    writeSync(t.control, `${third[1]} 3\n`);
+    const [code] = await t.exited;
+    expect(code).toBe(0);
+    expect(t.trace().match(/--- known exec/g)).toHaveLength(1);
+    closeSync(t.control);
+  });
 });
+
+/** A file's exact stat identity as a2rl-trace reads and prints it. */
+function identityOf(file: string): string {
+  const st = statSync(file, { bigint: true });
+  const billion = 1_000_000_000n;
+  return [st.dev, st.ino, st.size, st.mtimeNs / billion, st.mtimeNs % billion, st.ctimeNs / billion, st.ctimeNs % billion].join(' ');
+}

@@ -11,6 +11,7 @@
  *                                                            ("in the tracer's PID NS"): the host pid
  *   PID SECS.USEC +++ exited with N +++  |  +++ killed by SIGX +++
  *   PID SECS.USEC --- held at exec N ---                        it waits until the harness writes "PID N\n"
+ *   PID SECS.USEC --- known exec DEV INO SIZE MS MNS CS CNS "exe" ---   before an exec line: not held (below)
  *
  * Why not strace (measured in docs/runs.md, "Process tracing"):
  * - Only execve/execveat stop (a seccomp filter, SECCOMP_RET_TRACE); everything else runs at full
@@ -23,6 +24,17 @@
  *   including a process's second exec, which strace's injected SIGSTOP did not.
  * - A fork's child pid comes from the kernel in the tracer's (host) pid namespace, exact at any
  *   nesting depth; a new child is held at its first stop until its parent's clone line is written.
+ *
+ * - A known program is not held. The harness names, on the control FIFO ("K DEV INO SIZE MTIME_S
+ *   MTIME_NS CTIME_S CTIME_NS [ARG1...]\n"), the system executables it has read already (one link):
+ *   their hash is known by that stat identity. An interpreter comes with the first arguments that
+ *   make it run inline code (`-c`): it is known only when exec'd with one of them, as it then runs
+ *   no script file. An exec whose loaded image (/proc/PID/exe) has such an identity, and whose path
+ *   resolves inside the process's root to that very file (so it was no `#!` script run by it), goes
+ *   on at once; its exec line is preceded by a `known exec` line naming the identity, which the
+ *   harness reads instead of /proc.
+ *   What is recorded is the same; the exec just does not wait for the harness (a round trip of two
+ *   thread wake-ups and a capture, paid by every git, grep or ls of a shell tool call).
  *
  * Like `strace -DD`: the launched process IS the command (its pid and exit status are the agent's);
  * the tracer is a detached grandchild in its own session, so killing the agent's group spares it.
@@ -151,6 +163,8 @@ struct task {
   pid_t tid;
   int state;
   char *exec_line; /* "execve(...)" of its pending exec entry, or NULL */
+  char *exec_path; /* that execve's path as given (whole), or NULL */
+  char *exec_arg1; /* and its argv[1] (whole), or NULL */
   unsigned long hold; /* while HELD: the number of its hold, which the harness names to resume it */
   struct task *next;
 };
@@ -180,6 +194,8 @@ static void forget(pid_t tid) {
       struct task *t = *p;
       *p = t->next;
       free(t->exec_line);
+      free(t->exec_path);
+      free(t->exec_arg1);
       free(t);
       live_tasks--;
       return;
@@ -216,12 +232,14 @@ static uint64_t read_pointer(pid_t tid, uint64_t addr, int size, int *ok) {
 
 static char strbuf[MAX_STRING];
 
-/* Appends `"path", [argv...]` for an exec entry; ptr_size is 8, or 4 for a 32-bit caller. */
-static void oexec_args(pid_t tid, uint64_t path, uint64_t argv, int ptr_size) {
+/* Appends `"path", [argv...]` for an exec entry; ptr_size is 8, or 4 for a 32-bit caller. `path_out` and
+ * `arg1_out`, when given, receive copies of the path and argv[1] when they were read whole (else NULL). */
+static void oexec_args(pid_t tid, uint64_t path, uint64_t argv, int ptr_size, char **path_out, char **arg1_out) {
   int shortened, ok;
   ssize_t n = read_string(tid, path, strbuf, sizeof strbuf, &shortened);
   if (n < 0) ostr("NULL");
   else oquoted((unsigned char *)strbuf, (size_t)n, shortened);
+  if (path_out) *path_out = n > 0 && !shortened ? strndup(strbuf, (size_t)n) : NULL;
   ostr(", [");
   size_t total = 0;
   for (int i = 0; argv; i++) {
@@ -238,6 +256,7 @@ static void oexec_args(pid_t tid, uint64_t path, uint64_t argv, int ptr_size) {
       break;
     }
     oquoted((unsigned char *)strbuf, (size_t)n, shortened);
+    if (i == 1 && arg1_out && !shortened) *arg1_out = strndup(strbuf, (size_t)n);
     total += (size_t)n;
   }
   ostr("], envp");
@@ -267,18 +286,145 @@ static void on_exec_entry(struct task *t) {
 #endif
   if (!is_execve && !is_execveat) return;
   size_t mark = olen;
+  free(t->exec_path);
+  free(t->exec_arg1);
+  t->exec_path = t->exec_arg1 = NULL;
   if (is_execve) {
     ostr("execve(");
-    oexec_args(t->tid, a[0], a[1], ptr_size);
+    oexec_args(t->tid, a[0], a[1], ptr_size, &t->exec_path, &t->exec_arg1); /* only execve's may let it skip the hold */
   } else {
     int dirfd = (int)a[0];
     if (dirfd == AT_FDCWD) ostr("execveat(AT_FDCWD, ");
     else ofmt("execveat(%d, ", dirfd);
-    oexec_args(t->tid, a[1], a[2], ptr_size);
+    oexec_args(t->tid, a[1], a[2], ptr_size, NULL, NULL);
   }
   free(t->exec_line);
   t->exec_line = strndup(obuf + mark, olen - mark);
   olen = mark; /* kept aside, not written: only a successful exec is a line */
+}
+
+/* ---------- known programs: executables the harness has read, which need no hold ---------- */
+
+struct identity {
+  unsigned long long dev, ino, size;
+  long long mtime_s, mtime_ns, ctime_s, ctime_ns;
+};
+
+#define KNOWN_SLOTS 8192 /* open addressing; at most half full */
+static struct identity known_ids[KNOWN_SLOTS];
+static unsigned char known_used[KNOWN_SLOTS];
+/* Per slot, for an interpreter: the first arguments that make it run inline code, each followed by a
+ * NUL, the list by another; NULL for a program that runs no script whatever its arguments. */
+static char *known_inline[KNOWN_SLOTS];
+static int known_count;
+
+static int same_identity(const struct identity *a, const struct identity *b) {
+  return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_s == b->mtime_s && a->mtime_ns == b->mtime_ns &&
+         a->ctime_s == b->ctime_s && a->ctime_ns == b->ctime_ns;
+}
+
+static unsigned known_slot(const struct identity *id) {
+  return (unsigned)((id->ino * 0x9E3779B97F4A7C15ull) ^ id->dev) & (KNOWN_SLOTS - 1);
+}
+
+static void known_add(const struct identity *id, char *inline_args) {
+  unsigned i = known_slot(id);
+  for (; known_used[i]; i = (i + 1) & (KNOWN_SLOTS - 1))
+    if (same_identity(&known_ids[i], id)) break;
+  if (known_used[i] || known_count >= KNOWN_SLOTS / 2) { /* named before (the first naming stands), or full: held, as any */
+    free(inline_args);
+    return;
+  }
+  known_ids[i] = *id;
+  known_inline[i] = inline_args;
+  known_used[i] = 1;
+  known_count++;
+}
+
+/* Whether `id` is known, and when it is an interpreter, `arg1` one of its inline-code arguments. */
+static int known_has(const struct identity *id, const char *arg1) {
+  for (unsigned i = known_slot(id); known_used[i]; i = (i + 1) & (KNOWN_SLOTS - 1)) {
+    if (!same_identity(&known_ids[i], id)) continue;
+    if (!known_inline[i]) return 1;
+    if (!arg1) return 0;
+    for (const char *a = known_inline[i]; *a; a += strlen(a) + 1)
+      if (!strcmp(a, arg1)) return 1;
+    return 0;
+  }
+  return 0;
+}
+
+static void identity_of(const struct stat *st, struct identity *id) {
+  id->dev = (unsigned long long)st->st_dev;
+  id->ino = (unsigned long long)st->st_ino;
+  id->size = (unsigned long long)st->st_size;
+  id->mtime_s = (long long)st->st_mtim.tv_sec;
+  id->mtime_ns = st->st_mtim.tv_nsec;
+  id->ctime_s = (long long)st->st_ctim.tv_sec;
+  id->ctime_ns = st->st_ctim.tv_nsec;
+}
+
+#ifndef RESOLVE_IN_ROOT
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_BENEATH 0x08
+#define RESOLVE_IN_ROOT 0x10
+#endif
+struct a2rl_open_how {
+  uint64_t flags, mode, resolve;
+};
+
+/*
+ * Whether the exec of `path` (as execve was given it) that loaded process `tid`'s image is a known
+ * program: the image's identity is known, and `path` resolves, inside the process's root (relative
+ * paths beneath its cwd), to that very file: not a `#!` script, whose image is its interpreter. The
+ * path is opened O_PATH (nothing is read, a FIFO or device is not opened) and never leaves the root
+ * (RESOLVE_IN_ROOT / RESOLVE_BENEATH, no /proc magic links). Anything unsure says no: the exec is held.
+ */
+static int known_program(pid_t tid, const char *path, const char *arg1, struct identity *id) {
+  if (known_count == 0 || !path || !path[0]) return 0;
+  char proc[64];
+  struct stat image, named;
+  snprintf(proc, sizeof proc, "/proc/%d/exe", tid);
+  if (stat(proc, &image) != 0 || !S_ISREG(image.st_mode)) return 0;
+  identity_of(&image, id);
+  if (!known_has(id, arg1)) return 0;
+  int absolute = path[0] == '/';
+  snprintf(proc, sizeof proc, absolute ? "/proc/%d/root" : "/proc/%d/cwd", tid);
+  int dir = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return 0;
+  struct a2rl_open_how how = {O_PATH | O_CLOEXEC, 0, (absolute ? RESOLVE_IN_ROOT : RESOLVE_BENEATH) | RESOLVE_NO_MAGICLINKS};
+  int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof how);
+  close(dir);
+  if (fd < 0) return 0;
+  int same = fstat(fd, &named) == 0 && named.st_dev == image.st_dev && named.st_ino == image.st_ino;
+  close(fd);
+  return same;
+}
+
+/* A control record "K DEV INO SIZE MTIME_S MTIME_NS CTIME_S CTIME_NS [ARG1...]": a known program (an
+ * interpreter when arguments follow: the ones that make it run inline code). */
+static void known_record(const char *text) {
+  struct identity id;
+  int end = 0;
+  if (sscanf(text, "K %llu %llu %llu %lld %lld %lld %lld%n", &id.dev, &id.ino, &id.size, &id.mtime_s, &id.mtime_ns, &id.ctime_s, &id.ctime_ns, &end) != 7) return;
+  const char *rest = text + end;
+  char *inline_args = NULL;
+  if (*rest) {
+    size_t n = strlen(rest);
+    inline_args = calloc(n + 2, 1); /* " -c -m" -> "-c\0-m\0\0" */
+    if (!inline_args) return;
+    size_t w = 0;
+    for (const char *p = rest; *p;) {
+      while (*p == ' ') p++;
+      while (*p && *p != ' ') inline_args[w++] = *p++;
+      if (w > 0 && inline_args[w - 1]) inline_args[w++] = 0;
+    }
+    if (w == 0) { /* only spaces: an interpreter with no inline argument is never known */
+      free(inline_args);
+      return;
+    }
+  }
+  known_add(&id, inline_args);
 }
 
 static unsigned long holds;
@@ -289,7 +435,8 @@ static void on_exec(struct task *t, int held) {
   ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
   struct task *caller = (pid_t)former != t->tid ? find((pid_t)former, 0) : t;
   char *line = caller ? caller->exec_line : NULL;
-  if (caller) caller->exec_line = NULL;
+  char *path = caller ? caller->exec_path : NULL, *arg1 = caller ? caller->exec_arg1 : NULL;
+  if (caller) caller->exec_line = caller->exec_path = caller->exec_arg1 = NULL;
   if (caller && caller != t) forget(caller->tid); /* a thread exec'd: it took the leader's pid */
 
   char cwd[4200], link[64];
@@ -301,6 +448,21 @@ static void on_exec(struct task *t, int held) {
     oquoted((unsigned char *)cwd, (size_t)n, 0);
     ostr(") = 0\n");
   }
+  struct identity id;
+  if (held && line && known_program(t->tid, path, arg1, &id)) {
+    char exe[4200];
+    snprintf(link, sizeof link, "/proc/%d/exe", t->tid);
+    ssize_t m = readlink(link, exe, sizeof exe - 1);
+    if (m > 0) {
+      oline_start(t->tid);
+      ofmt("--- known exec %llu %llu %llu %lld %lld %lld %lld ", id.dev, id.ino, id.size, id.mtime_s, id.mtime_ns, id.ctime_s, id.ctime_ns);
+      oquoted((unsigned char *)exe, (size_t)m, 0);
+      ostr(" ---\n");
+      held = 0;
+    }
+  }
+  free(path);
+  free(arg1);
   oline_start(t->tid);
   if (line) ostr(line);
   else {
@@ -371,7 +533,8 @@ static void read_control(void) {
     while ((nl = memchr(start, '\n', ctl_len - (size_t)(start - ctl_buf)))) {
       *nl = 0;
       char *sp = strchr(start, ' ');
-      if (sp) resume((pid_t)atoi(start), strtoul(sp + 1, NULL, 10));
+      if (start[0] == 'K') known_record(start);
+      else if (sp) resume((pid_t)atoi(start), strtoul(sp + 1, NULL, 10));
       start = nl + 1;
     }
     ctl_len -= (size_t)(start - ctl_buf);
